@@ -1,0 +1,18 @@
+# Fails when a core header (anything outside include/pipesched/io/) includes fmt, nlohmann or
+# an io/ header: a framework must be able to take the core alone.
+file(GLOB_RECURSE headers ${ROOT}/pipesched/*.hpp)
+set(bad "")
+foreach(h IN LISTS headers)
+  if(h MATCHES "/pipesched/io/" OR h MATCHES "/pipesched/exec/mpi")
+    continue()
+  endif()
+  file(STRINGS ${h} lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"](fmt/|nlohmann/|pipesched/io/|mpi\\.h)")
+  if(lines)
+    list(APPEND bad "${h}: ${lines}")
+  endif()
+endforeach()
+if(bad)
+  string(REPLACE ";" "\n" bad "${bad}")
+  message(FATAL_ERROR "core headers must not include third-party or io/ headers:\n${bad}")
+endif()
+message(STATUS "core headers are standard-library only (${ROOT})")

@@ -1,0 +1,158 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+
+#include "pipesched/ir/op.hpp"
+#include "pipesched/ir/placement.hpp"
+
+namespace pipesched {
+
+/// A fact an op can wait for: "event `what` of global chunk `chunk` for micro-batch `mb`
+/// has happened on stage `stage`".
+enum class event_kind : std::uint8_t {
+  forward_done,         ///< F finished
+  input_grad_done,      ///< B or BW finished: the chunk's input gradient exists
+  backward_input_done,  ///< B finished (W needs B's saved tensors; BW does not provide them)
+  received_forward,     ///< RECV_F finished (lowered schedules)
+  received_backward,    ///< RECV_B finished (lowered schedules)
+};
+
+struct requirement {
+  stage_index stage = 0;  ///< the stage on which the event happens
+  global_chunk chunk = 0;
+  microbatch_index mb = 0;
+  event_kind what = event_kind::forward_done;
+  bool remote = false;  ///< the producer ran on another stage: a transfer (T_comm) is involved
+
+  friend bool operator==(const requirement&, const requirement&) = default;
+};
+
+/// At most two requirements per op.
+struct requirement_list {
+  std::array<requirement, 2> items{};
+  std::uint8_t count = 0;
+
+  const requirement* begin() const noexcept { return items.data(); }
+  const requirement* end() const noexcept { return items.data() + count; }
+  void push(const requirement& r) noexcept { items[count++] = r; }
+};
+
+/// What op `o` on stage `s` needs before it may start (background §1):
+/// - F needs the previous chunk's F (none for the first chunk);
+/// - B and BW need the next chunk's input gradient (B or BW), or for the last chunk the
+///   loss, i.e. its own F; they also need their own F;
+/// - W needs its own B.
+/// In a `lowered` schedule (one with SEND/RECV ops) a cross-stage input is instead the local
+/// RECV_F / RECV_B; SEND_F needs the local F, SEND_B the local B/BW; RECV ops need nothing
+/// local but pair with their SEND (comm_partner). Out-of-range chunks or micro-batches give an
+/// empty list; the validator reports them separately.
+inline requirement_list requirements_of(const placement& pl,
+                                        stage_index s,
+                                        const op& o,
+                                        bool lowered) noexcept {
+  requirement_list out;
+  if (o.chunk >= pl.chunks() || s >= pl.stages()) {
+    return out;
+  }
+  const global_chunk g = pl.global(s, o.chunk);
+  auto local = [&](global_chunk gc, event_kind e) { out.push({s, gc, o.mb, e, false}); };
+  auto from = [&](global_chunk gc, event_kind e) {
+    const stage_index t = pl.stage_of(gc);
+    out.push({t, gc, o.mb, e, t != s});
+  };
+  switch (o.kind) {
+    case op_kind::forward:
+      if (g > 0) {
+        if (lowered && pl.stage_of(g - 1) != s) {
+          local(g, event_kind::received_forward);
+        } else {
+          from(g - 1, event_kind::forward_done);
+        }
+      }
+      break;
+    case op_kind::backward_input:
+    case op_kind::backward_full:
+      local(g, event_kind::forward_done);
+      if (!pl.is_last(g)) {
+        if (lowered && pl.stage_of(g + 1) != s) {
+          local(g, event_kind::received_backward);
+        } else {
+          from(g + 1, event_kind::input_grad_done);
+        }
+      }
+      break;
+    case op_kind::backward_weight:
+      local(g, event_kind::backward_input_done);
+      break;
+    case op_kind::send_forward:
+      local(g, event_kind::forward_done);
+      break;
+    case op_kind::send_backward:
+      local(g, event_kind::input_grad_done);
+      break;
+    case op_kind::recv_forward:
+    case op_kind::recv_backward:
+      break;
+  }
+  return out;
+}
+
+/// A located op: stage plus op.
+struct op_ref {
+  stage_index stage = 0;
+  op o{};
+  friend bool operator==(const op_ref&, const op_ref&) = default;
+};
+
+/// The op a SEND/RECV pairs with: SEND_F of chunk g <-> RECV_F of chunk g+1 (on g+1's stage),
+/// SEND_B of chunk g <-> RECV_B of chunk g−1. nullopt for compute ops and for a transfer that
+/// has no peer (SEND_F of the last chunk, RECV_F of the first, ...).
+inline std::optional<op_ref> comm_partner(const placement& pl,
+                                          stage_index s,
+                                          const op& o) noexcept {
+  if (!is_comm(o.kind) || o.chunk >= pl.chunks() || s >= pl.stages()) {
+    return std::nullopt;
+  }
+  const global_chunk g = pl.global(s, o.chunk);
+  auto at = [&](global_chunk gc, op_kind k) -> std::optional<op_ref> {
+    return op_ref{pl.stage_of(gc), make_op(k, o.mb, pl.local_of(gc))};
+  };
+  switch (o.kind) {
+    case op_kind::send_forward:
+      return pl.is_last(g) ? std::nullopt : at(g + 1, op_kind::recv_forward);
+    case op_kind::recv_forward:
+      return g == 0 ? std::nullopt : at(g - 1, op_kind::send_forward);
+    case op_kind::send_backward:
+      return g == 0 ? std::nullopt : at(g - 1, op_kind::recv_backward);
+    case op_kind::recv_backward:
+      return pl.is_last(g) ? std::nullopt : at(g + 1, op_kind::send_backward);
+    default:
+      return std::nullopt;
+  }
+}
+
+/// The event an op's completion produces, and whether it produces a second one (B produces
+/// both input_grad_done and backward_input_done). Comm and W ops: see the code.
+inline constexpr std::uint8_t event_bit(event_kind e) noexcept {
+  return static_cast<std::uint8_t>(1u << static_cast<unsigned>(e));
+}
+inline constexpr std::uint8_t events_produced(op_kind k) noexcept {
+  switch (k) {
+    case op_kind::forward:
+      return event_bit(event_kind::forward_done);
+    case op_kind::backward_input:
+      return event_bit(event_kind::input_grad_done) | event_bit(event_kind::backward_input_done);
+    case op_kind::backward_full:
+      return event_bit(event_kind::input_grad_done);
+    case op_kind::recv_forward:
+      return event_bit(event_kind::received_forward);
+    case op_kind::recv_backward:
+      return event_bit(event_kind::received_backward);
+    default:
+      return 0;
+  }
+}
+
+}  // namespace pipesched

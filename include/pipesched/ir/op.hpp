@@ -1,0 +1,116 @@
+#pragma once
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace pipesched {
+
+/// Index of a pipeline stage (a rank / device), 0-based.
+using stage_index = std::uint32_t;
+/// Index of a micro-batch, 0-based.
+using microbatch_index = std::uint32_t;
+/// Index of a model chunk *local to its stage* (0 .. chunks-1); see placement.
+using chunk_index = std::uint16_t;
+
+/// What an op computes or moves. The short names (`F`, `B`, `W`, `BW`, `SEND_F`, ...) are
+/// those of the text, JSON and CSV formats.
+enum class op_kind : std::uint8_t {
+  forward,          ///< F: forward pass of one chunk for one micro-batch.
+  backward_input,   ///< B: input (activation) gradient only; on the critical path.
+  backward_weight,  ///< W: weight gradient only; needs this chunk's B, may run any time later.
+  backward_full,    ///< BW: fused B then W, as GPipe and 1F1B run it.
+  send_forward,     ///< SEND_F: send this chunk's output activation to the next chunk's stage.
+  recv_forward,     ///< RECV_F: receive this chunk's input activation from the previous chunk.
+  send_backward,    ///< SEND_B: send this chunk's input gradient to the previous chunk's stage.
+  recv_backward,    ///< RECV_B: receive this chunk's output gradient from the next chunk.
+};
+
+inline constexpr std::size_t op_kind_count = 8;
+
+inline constexpr std::array<op_kind, op_kind_count> all_op_kinds = {
+    op_kind::forward,       op_kind::backward_input, op_kind::backward_weight,
+    op_kind::backward_full, op_kind::send_forward,   op_kind::recv_forward,
+    op_kind::send_backward, op_kind::recv_backward};
+
+/// The short name: "F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B".
+constexpr std::string_view to_string(op_kind k) noexcept {
+  switch (k) {
+    case op_kind::forward:
+      return "F";
+    case op_kind::backward_input:
+      return "B";
+    case op_kind::backward_weight:
+      return "W";
+    case op_kind::backward_full:
+      return "BW";
+    case op_kind::send_forward:
+      return "SEND_F";
+    case op_kind::recv_forward:
+      return "RECV_F";
+    case op_kind::send_backward:
+      return "SEND_B";
+    case op_kind::recv_backward:
+      return "RECV_B";
+  }
+  return "?";
+}
+
+/// Parses a short name; nullopt when unknown (callers report the error with context).
+constexpr std::optional<op_kind> parse_op_kind(std::string_view s) noexcept {
+  for (op_kind k : all_op_kinds) {
+    if (to_string(k) == s) {
+      return k;
+    }
+  }
+  return std::nullopt;
+}
+
+/// True for the compute kinds F, B, W, BW.
+constexpr bool is_compute(op_kind k) noexcept {
+  return k <= op_kind::backward_full;
+}
+/// True for SEND_F, RECV_F, SEND_B, RECV_B.
+constexpr bool is_comm(op_kind k) noexcept {
+  return !is_compute(k);
+}
+/// True for B and BW: the ops that produce a chunk's input gradient.
+constexpr bool produces_input_grad(op_kind k) noexcept {
+  return k == op_kind::backward_input || k == op_kind::backward_full;
+}
+
+/// One entry of a stage's op list: kind, micro-batch and *local* chunk (see placement).
+/// Eight bytes, so p = 1024, m = 16384 (about 50 million ops) takes about 400 MB.
+/// For the communication kinds, `chunk` is the local chunk on the op's own stage that the
+/// transfer serves; the peer stage follows from the placement (placement::next_stage / prev).
+struct op {
+  op_kind kind = op_kind::forward;
+  std::uint8_t reserved = 0;  // keeps the layout explicit; always 0
+  chunk_index chunk = 0;
+  microbatch_index mb = 0;
+
+  friend constexpr bool operator==(const op& a, const op& b) noexcept {
+    return a.kind == b.kind && a.chunk == b.chunk && a.mb == b.mb;
+  }
+};
+static_assert(sizeof(op) == 8, "op must stay 8 bytes");
+
+constexpr op make_op(op_kind k, microbatch_index mb, chunk_index chunk = 0) noexcept {
+  return op{k, 0, chunk, mb};
+}
+
+/// "F3", "B0", "BW12"; with chunks > 1 the local chunk is appended: "F3.1".
+inline std::string to_string(const op& o, bool with_chunk = false) {
+  std::string s(to_string(o.kind));
+  s += std::to_string(o.mb);
+  if (with_chunk) {
+    s += '.';
+    s += std::to_string(o.chunk);
+  }
+  return s;
+}
+
+}  // namespace pipesched

@@ -1,0 +1,94 @@
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/op.hpp"
+#include "pipesched/ir/placement.hpp"
+
+namespace pipesched {
+
+/// Largest accepted micro-batch count: leaves room for 32-bit micro-batch indices and keeps
+/// any accidental request (say m = 4e9) from allocating terabytes.
+inline constexpr std::uint32_t max_microbatches = std::uint32_t{1} << 24;
+/// Largest accepted stage count.
+inline constexpr std::uint32_t max_stages = std::uint32_t{1} << 16;
+
+/// A pipeline schedule: the spec (stages p, micro-batches m, chunks per stage v and the
+/// placement of model chunks on stages) plus one ordered op list per stage.
+///
+/// Each stage executes its list in order; an op waits until its inputs have arrived (see
+/// dependencies.hpp). A schedule may be invalid (missing ops, bad order, deadlock): build it
+/// freely, then ask validate() for a report.
+class schedule {
+ public:
+  schedule() : schedule("", 1, placement{}) {}
+
+  /// An empty schedule (no ops) for m micro-batches on the given placement.
+  schedule(std::string name, std::uint32_t microbatches, placement pl)
+      : name_(std::move(name)), microbatches_(microbatches), placement_(std::move(pl)) {
+    if (microbatches == 0 || microbatches > max_microbatches) {
+      detail::fail("schedule: microbatches (m=", microbatches, ") must be between 1 and ",
+                   max_microbatches);
+    }
+    if (placement_.stages() > max_stages) {
+      detail::fail("schedule: stages (p=", placement_.stages(), ") must be at most ", max_stages);
+    }
+    ops_.resize(placement_.stages());
+  }
+
+  /// One chunk per stage (sequential placement).
+  schedule(std::string name, std::uint32_t stages, std::uint32_t microbatches)
+      : schedule(std::move(name), microbatches, placement::sequential(stages)) {}
+
+  const std::string& name() const noexcept { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); }
+
+  std::uint32_t stages() const noexcept { return placement_.stages(); }
+  std::uint32_t microbatches() const noexcept { return microbatches_; }
+  std::uint32_t chunks() const noexcept { return placement_.chunks(); }
+  const placement& layout() const noexcept { return placement_; }
+
+  /// Stage s's ops in execution order.
+  std::span<const op> ops(stage_index s) const noexcept { return ops_[s]; }
+  /// Mutable list, for building or editing a schedule by hand.
+  std::vector<op>& stage_ops(stage_index s) noexcept { return ops_[s]; }
+  const std::vector<op>& stage_ops(stage_index s) const noexcept { return ops_[s]; }
+
+  /// Total number of ops over all stages.
+  std::size_t size() const noexcept {
+    std::size_t n = 0;
+    for (const auto& v : ops_) {
+      n += v.size();
+    }
+    return n;
+  }
+
+  /// True when any stage's list holds a SEND_* or RECV_* op.
+  bool has_comm() const noexcept {
+    for (const auto& v : ops_) {
+      for (const op& o : v) {
+        if (is_comm(o.kind)) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  friend bool operator==(const schedule& a, const schedule& b) noexcept {
+    return a.microbatches_ == b.microbatches_ && a.placement_ == b.placement_ && a.ops_ == b.ops_;
+  }
+
+ private:
+  std::string name_;
+  std::uint32_t microbatches_;
+  placement placement_;
+  std::vector<std::vector<op>> ops_;
+};
+
+}  // namespace pipesched

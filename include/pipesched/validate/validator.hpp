@@ -1,0 +1,286 @@
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipesched/ir/dependencies.hpp"
+#include "pipesched/ir/schedule.hpp"
+#include "pipesched/validate/traversal.hpp"
+
+namespace pipesched {
+
+/// What rule a violation breaks.
+enum class violation_kind : std::uint8_t {
+  out_of_range,    ///< micro-batch or chunk index outside the schedule's spec
+  duplicate,       ///< the same (kind, micro-batch, chunk) twice on a stage
+  missing,         ///< an op the schedule needs is absent
+  mixed_backward,  ///< both BW and B/W for the same micro-batch and chunk
+  local_order,     ///< F before B/BW before W violated on one stage
+  comm_mismatch,   ///< a SEND/RECV without its partner, or one where no transfer is needed
+  deadlock,        ///< the stages cannot all run to the end (see validation_report::deadlock)
+};
+
+constexpr std::string_view to_string(violation_kind k) noexcept {
+  switch (k) {
+    case violation_kind::out_of_range:
+      return "out_of_range";
+    case violation_kind::duplicate:
+      return "duplicate";
+    case violation_kind::missing:
+      return "missing";
+    case violation_kind::mixed_backward:
+      return "mixed_backward";
+    case violation_kind::local_order:
+      return "local_order";
+    case violation_kind::comm_mismatch:
+      return "comm_mismatch";
+    case violation_kind::deadlock:
+      return "deadlock";
+  }
+  return "?";
+}
+
+/// One broken rule, located. `message` is a complete sentence that starts with the location,
+/// e.g. "stage 1, op 3 (W0): W0 of chunk 0 before its B".
+struct violation {
+  /// op_index value for violations that have no position (a missing op).
+  static constexpr std::size_t no_index = std::numeric_limits<std::size_t>::max();
+
+  violation_kind kind = violation_kind::missing;
+  stage_index stage = 0;
+  std::size_t op_index = no_index;
+  std::string message;
+};
+
+/// Every violation of a schedule, never just a bool.
+struct validation_report {
+  std::vector<violation> violations;  ///< the first `max_violations` found, in stage order
+  std::size_t total = 0;              ///< all violations found, including those not stored
+  std::optional<deadlock_witness> deadlock;
+
+  bool ok() const noexcept { return total == 0; }
+  /// Violations found beyond the stored ones.
+  std::size_t truncated() const noexcept { return total - violations.size(); }
+  std::size_t count(violation_kind k) const noexcept {
+    std::size_t n = 0;
+    for (const auto& v : violations) {
+      n += v.kind == k ? 1 : 0;
+    }
+    return n;
+  }
+};
+
+struct validate_options {
+  std::size_t max_violations = 1000;  ///< a broken 50M-op schedule must not yield 50M strings
+  bool check_feasibility = true;      ///< run the cross-stage (deadlock) check
+};
+
+namespace detail {
+
+struct report_builder {
+  validation_report& r;
+  std::size_t limit;
+  // `msg` is a callable returning the message, built only when the violation is stored, so
+  // a hopeless 50M-op schedule costs counts, not strings.
+  template <class Msg>
+  void add(violation_kind k, stage_index s, std::size_t idx, Msg&& msg) {
+    ++r.total;
+    if (r.violations.size() < limit) {
+      r.violations.push_back({k, s, idx, msg()});
+    }
+  }
+  bool full() const noexcept { return r.violations.size() >= limit; }
+};
+
+inline std::string where(stage_index s, std::size_t idx, const op& o, bool chunked) {
+  return "stage " + std::to_string(s) + ", op " + std::to_string(idx) + " (" +
+         to_string(o, chunked) + "): ";
+}
+
+}  // namespace detail
+
+/// Checks a schedule against the rules of background §1 and returns every violation:
+/// - counts: each (kind, micro-batch, chunk) exactly once on the chunk's stage; F plus either
+///   B and W or BW; indices in range; no BW mixed with B/W;
+/// - local order on a stage: F before B/BW before W for the same micro-batch and chunk;
+/// - for lowered schedules (with SEND/RECV ops): every cross-stage transfer has exactly one
+///   SEND on the producer and one RECV on the consumer, and none where no transfer is needed;
+/// - feasibility: every stage can run its list to the end given the cross-stage dependencies
+///   (and SEND/RECV rendezvous); otherwise a deadlock with a witness cycle.
+/// Linear in the number of ops. Never throws for an invalid schedule.
+inline validation_report validate(const schedule& sched, const validate_options& opts = {}) {
+  validation_report report;
+  detail::report_builder rb{report, opts.max_violations};
+  const placement& pl = sched.layout();
+  const std::uint32_t p = sched.stages();
+  const std::uint32_t m = sched.microbatches();
+  const std::uint32_t v = sched.chunks();
+  const bool chunked = v > 1;
+  const bool lowered = sched.has_comm();
+
+  // Per (stage, local chunk, mb): how many of each kind were seen.
+  const std::size_t keys = std::size_t{p} * v * m;
+  const std::size_t nk = lowered ? op_kind_count : 4;
+  std::vector<std::uint8_t> seen(keys * nk, 0);
+  auto key = [&](stage_index s, const op& o) { return (std::size_t{s} * v + o.chunk) * m + o.mb; };
+  auto count = [&](std::size_t k, op_kind kind) -> std::uint8_t& {
+    return seen[k * nk + static_cast<std::size_t>(kind)];
+  };
+
+  for (stage_index s = 0; s < p; ++s) {
+    const auto ops = sched.ops(s);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const op& o = ops[i];
+      if (o.mb >= m || o.chunk >= v) {
+        rb.add(violation_kind::out_of_range, s, i, [&] {
+          return std::string(detail::where(s, i, o, chunked) +
+                             (o.mb >= m ? "micro-batch " + std::to_string(o.mb) + " must be < m (" +
+                                              std::to_string(m) + ")"
+                                        : "chunk " + std::to_string(o.chunk) +
+                                              " must be < chunks (" + std::to_string(v) + ")"));
+        });
+        continue;
+      }
+      const std::size_t k = key(s, o);
+      std::uint8_t& c = count(k, o.kind);
+      if (c > 0) {
+        rb.add(violation_kind::duplicate, s, i, [&] {
+          return std::string(detail::where(s, i, o, chunked) +
+                             "appears more than once on this stage");
+        });
+      }
+      if (c < 255) {
+        ++c;
+      }
+      auto label = [&] { return std::to_string(o.mb) + " of chunk " + std::to_string(o.chunk); };
+      switch (o.kind) {
+        case op_kind::backward_input:
+        case op_kind::backward_full:
+          if (count(k, op_kind::forward) == 0) {
+            rb.add(violation_kind::local_order, s, i, [&] {
+              return std::string(detail::where(s, i, o, chunked) + std::string(to_string(o.kind)) +
+                                 label() + " before F" + label());
+            });
+          }
+          if (count(k, op_kind::backward_input) > 0 && count(k, op_kind::backward_full) > 0) {
+            rb.add(violation_kind::mixed_backward, s, i, [&] {
+              return std::string(detail::where(s, i, o, chunked) +
+                                 "BW and B both present for micro-batch " + label());
+            });
+          }
+          break;
+        case op_kind::backward_weight:
+          if (count(k, op_kind::backward_full) > 0) {
+            rb.add(violation_kind::mixed_backward, s, i, [&] {
+              return std::string(detail::where(s, i, o, chunked) + "W after BW for micro-batch " +
+                                 label() + " (BW already computes the weight gradient)");
+            });
+          } else if (count(k, op_kind::backward_input) == 0) {
+            rb.add(violation_kind::local_order, s, i, [&] {
+              return std::string(detail::where(s, i, o, chunked) + "W" + label() + " before B" +
+                                 label());
+            });
+          }
+          break;
+        default:
+          if (is_comm(o.kind) && !comm_partner(pl, s, o)) {
+            rb.add(violation_kind::comm_mismatch, s, i, [&] {
+              return std::string(detail::where(s, i, o, chunked) +
+                                 "no transfer exists for this op (first or "
+                                 "last chunk)");
+            });
+          } else if (is_comm(o.kind) && comm_partner(pl, s, o)->stage == s) {
+            rb.add(violation_kind::comm_mismatch, s, i, [&] {
+              return std::string(
+                  detail::where(s, i, o, chunked) +
+                  "producer and consumer are on the same stage: no transfer is needed");
+            });
+          }
+          break;
+      }
+    }
+  }
+
+  // Missing ops, in (stage, chunk, mb) order.
+  for (stage_index s = 0; s < p; ++s) {
+    for (chunk_index c = 0; c < v; ++c) {
+      const global_chunk g = pl.global(s, c);
+      for (microbatch_index j = 0; j < m; ++j) {
+        const std::size_t k = (std::size_t{s} * v + c) * m + j;
+        auto label = [&] { return std::to_string(j) + " of chunk " + std::to_string(c); };
+        auto miss = [&](std::string_view what) {
+          rb.add(violation_kind::missing, s, violation::no_index, [&] {
+            return std::string("stage " + std::to_string(s) + ": " + std::string(what) + label() +
+                               " is missing");
+          });
+        };
+        const std::uint8_t f = count(k, op_kind::forward);
+        const std::uint8_t b = count(k, op_kind::backward_input);
+        const std::uint8_t w = count(k, op_kind::backward_weight);
+        const std::uint8_t bw = count(k, op_kind::backward_full);
+        if (f == 0) {
+          miss("F");
+        }
+        if (bw == 0) {
+          if (b == 0) {
+            miss(w > 0 ? "B" : "backward (BW, or B and W) ");
+          }
+          if (w == 0 && b > 0) {
+            miss("W");
+          }
+        }
+        if (lowered) {
+          const bool fwd_remote = !pl.is_last(g) && pl.stage_of(g + 1) != s;
+          const bool bwd_remote = g > 0 && pl.stage_of(g - 1) != s;
+          const bool recv_f = g > 0 && pl.stage_of(g - 1) != s;
+          const bool recv_b = !pl.is_last(g) && pl.stage_of(g + 1) != s;
+          auto need = [&](op_kind kind, bool expected) {
+            if (expected && count(k, kind) == 0) {
+              rb.add(violation_kind::comm_mismatch, s, violation::no_index, [&] {
+                return std::string("stage " + std::to_string(s) + ": " +
+                                   std::string(to_string(kind)) + label() +
+                                   " is missing (its partner transfer needs it)");
+              });
+            }
+          };
+          need(op_kind::send_forward, fwd_remote);
+          need(op_kind::send_backward, bwd_remote);
+          need(op_kind::recv_forward, recv_f);
+          need(op_kind::recv_backward, recv_b);
+        }
+      }
+    }
+  }
+
+  if (opts.check_feasibility) {
+    auto tr = traverse(sched, [](stage_index, std::size_t, const op&) {});
+    if (!tr.complete) {
+      for (const auto& b : tr.witness.stuck) {
+        bool on_cycle = tr.witness.cycle.empty();
+        for (stage_index c : tr.witness.cycle) {
+          on_cycle = on_cycle || c == b.stage;
+        }
+        if (!on_cycle) {
+          continue;
+        }
+        rb.add(violation_kind::deadlock, b.stage, b.op_index, [&] {
+          return std::string(detail::where(b.stage, b.op_index, b.blocked, chunked) +
+                             "blocked waiting for " + b.waits_for +
+                             (b.never_produced ? ", which is never produced" : ""));
+        });
+      }
+      rb.add(violation_kind::deadlock, tr.witness.cycle.empty() ? 0 : tr.witness.cycle.front(),
+             violation::no_index, [&] { return std::string(tr.witness.describe()); });
+      report.deadlock = std::move(tr.witness);
+    }
+  }
+  return report;
+}
+
+}  // namespace pipesched
