@@ -188,8 +188,10 @@ traversal_result traverse(const schedule& sched, Visitor&& visit) {
         }
         continue;
       }
+      // Named, so `missing` does not point into a destroyed temporary after the loop.
+      const requirement_list reqs = requirements_of(pl, s, o, lowered);
       const requirement* missing = nullptr;
-      for (const requirement& r : requirements_of(pl, s, o, lowered)) {
+      for (const requirement& r : reqs) {
         if (!satisfied(r)) {
           missing = &r;
           break;

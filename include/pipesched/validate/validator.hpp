@@ -206,15 +206,14 @@ inline validation_report validate(const schedule& sched, const validate_options&
             // A SEND after its producer, a RECV before its consumer, on this stage.
             const bool fwd = o.kind == op_kind::send_forward || o.kind == op_kind::recv_forward;
             const bool send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
-            const bool local_done = fwd ? count(k, op_kind::forward) > 0
-                                        : count(k, op_kind::backward_input) > 0 ||
-                                              count(k, op_kind::backward_full) > 0;
+            const bool local_done =
+                fwd ? count(k, op_kind::forward) > 0
+                    : count(k, op_kind::backward_input) > 0 || count(k, op_kind::backward_full) > 0;
             if (send != local_done) {
               rb.add(violation_kind::local_order, s, i, [&] {
-                return std::string(detail::where(s, i, o, chunked) +
-                                   std::string(to_string(o.kind)) + label() +
-                                   (send ? " before " : " after its consumer ") +
-                                   (fwd ? "F" : "B/BW") + label());
+                return std::string(
+                    detail::where(s, i, o, chunked) + std::string(to_string(o.kind)) + label() +
+                    (send ? " before " : " after its consumer ") + (fwd ? "F" : "B/BW") + label());
               });
             }
           }
