@@ -164,7 +164,8 @@ inline void lower_lazy(const schedule& in, schedule& out) {
     return consumer_at[t.cell * 2 + t.bit - 1] - pos[t.to];
   };
 
-  auto pending_send = [&](stage_index s) { return *outgoing(pl, m, s, in.ops(s)[pos[s] - 1]); };
+  std::vector<transfer> pending(p);  // the SEND a `sending` stage waits at
+  auto pending_send = [&](stage_index s) -> const transfer& { return pending[s]; };
   auto enqueue = [&](stage_index t) {
     if (!queued[t]) {
       queued[t] = 1;
@@ -189,7 +190,7 @@ inline void lower_lazy(const schedule& in, schedule& out) {
       bool progressed = false;
       for (;;) {
         if (sending[s]) {
-          const transfer t = pending_send(s);
+          const transfer& t = pending_send(s);
           const stage_index b = t.to;
           bool wanted = !sending[b] && pos[b] < in.ops(b).size();
           if (wanted) {
@@ -200,6 +201,16 @@ inline void lower_lazy(const schedule& in, schedule& out) {
             waiters[b].push_back(s);
             if (listed_at[s] != pos[s]) {
               listed_at[s] = pos[s];
+              if (blocked_senders.size() > 2 * std::size_t{p} + 16) {
+                // Most entries are for SENDs matched since: rebuild from the blocked ones.
+                std::vector<candidate> keep;
+                for (stage_index x = 0; x < p; ++x) {
+                  if (sending[x] && listed_at[x] == pos[x] && x != s) {
+                    keep.push_back({distance(pending[x]), x});
+                  }
+                }
+                blocked_senders = decltype(blocked_senders)(std::greater<>{}, std::move(keep));
+              }
               blocked_senders.push({distance(t), s});
             }
             break;
@@ -227,7 +238,10 @@ inline void lower_lazy(const schedule& in, schedule& out) {
         out.stage_ops(s).push_back(o);
         ++pos[s];
         progressed = true;
-        sending[s] = outgoing(pl, m, s, o).has_value() ? 1 : 0;
+        if (const auto t = outgoing(pl, m, s, o)) {
+          sending[s] = 1;
+          pending[s] = *t;
+        }
       }
       if (progressed) {
         for (stage_index w : waiters[s]) {
@@ -243,7 +257,7 @@ inline void lower_lazy(const schedule& in, schedule& out) {
       if (!sending[a]) {
         continue;
       }
-      const transfer t = pending_send(a);
+      const transfer& t = pending_send(a);
       if (distance(t) != d) {  // its receiver moved on since: re-rank
         blocked_senders.push({distance(t), a});
         continue;
@@ -265,7 +279,8 @@ inline void lower_lazy(const schedule& in, schedule& out) {
 /// Ranks the transfers by a timed execution and merges them into the stage lists in rank
 /// order (see lower_communication). `eager`: each receive goes before the first op that
 /// starts once its data exists; otherwise only where the rank order forces it.
-inline void lower_ranked(const schedule& in, const cost_model& costs, bool eager, schedule& out) {
+/// Returns false, leaving `out` alone, when the input cannot run to the end.
+inline bool lower_ranked(const schedule& in, const cost_model& costs, bool eager, schedule& out) {
   const placement& pl = in.layout();
   const std::uint32_t p = in.stages();
   const std::uint32_t m = in.microbatches();
@@ -310,7 +325,9 @@ inline void lower_ranked(const schedule& in, const cost_model& costs, bool eager
       comm[t->to].push_back({end, id, t->recv});
     }
   });
-  PIPESCHED_ASSERT(tr.complete, "lower_communication: input checked feasible");
+  if (!tr.complete) {
+    return false;
+  }
   fwd_end = {};
   grad_end = {};
 
@@ -367,6 +384,7 @@ inline void lower_ranked(const schedule& in, const cost_model& costs, bool eager
       starts[s] = {};
     }
   }
+  return true;
 }
 
 /// Receive-buffer profile of a lowered schedule, to compare two late lowerings: the largest
@@ -445,18 +463,16 @@ inline schedule lower_communication(const schedule& compute_only,
     detail::fail("lower_communication: input schedule \"", in.name(),
                  "\" is invalid: ", report.violations.front().message);
   }
-  const traversal_result tr = traverse(in, [](stage_index, std::size_t, const op&) {});
-  if (!tr.complete) {
+  schedule out(in.name(), in.microbatches(), in.layout());
+  const bool eager = options.receives == receive_placement::eager;
+  if (!detail::lower_ranked(in, options.costs, eager, out)) {
+    const traversal_result tr = traverse(in, [](stage_index, std::size_t, const op&) {});
     detail::fail("lower_communication: input schedule \"", in.name(),
                  "\" is invalid: ", tr.witness.describe());
   }
-
-  schedule out(in.name(), in.microbatches(), in.layout());
-  if (options.receives == receive_placement::eager) {
-    detail::lower_ranked(in, options.costs, true, out);
+  if (eager) {
     return out;
   }
-  detail::lower_ranked(in, options.costs, false, out);
   schedule lazy(in.name(), in.microbatches(), in.layout());
   detail::lower_lazy(in, lazy);
   return detail::receive_buffer_profile(lazy) < detail::receive_buffer_profile(out) ? lazy : out;
