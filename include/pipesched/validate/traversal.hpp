@@ -188,10 +188,8 @@ traversal_result traverse(const schedule& sched, Visitor&& visit) {
         }
         continue;
       }
-      // Named, so `missing` does not point into a destroyed temporary after the loop.
-      const requirement_list reqs = requirements_of(pl, s, o, lowered);
       const requirement* missing = nullptr;
-      for (const requirement& r : reqs) {
+      for (const requirement& r : requirements_of(pl, s, o, lowered)) {
         if (!satisfied(r)) {
           missing = &r;
           break;
