@@ -1,6 +1,8 @@
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -495,3 +497,40 @@ TEST_CASE("lowering a one-stage schedule changes nothing", "[gen][comm]") {
   CHECK(lower_communication(in) == in);
   CHECK(lower_communication(in, late) == in);
 }
+
+#if __has_include(<pipesched/memory/memory_checker.hpp>)
+#include <pipesched/memory/memory_checker.hpp>
+
+TEST_CASE("memory checker: late receives lower the receive-buffer peak", "[gen][comm][memory]") {
+  // Only receive buffers cost memory here, so a stage's peak counts its live receives.
+  const memory_model only_received(chunk_memory{0.0, 0.0, 1.0});
+  auto peaks = [&](const schedule& s) {
+    const memory_report r = check_memory(s, only_received);
+    REQUIRE(r.errors.empty());
+    std::vector<double> out;
+    for (const auto& st : r.stages) {
+      out.push_back(st.peak);
+    }
+    return out;
+  };
+  // GPipe p=2 m=3 with a slow stage 1 (see above): eager holds F1's and F2's inputs at once.
+  cost_model costs;
+  costs.set_stage_costs({op_costs{1, 1, 1}, op_costs{3, 1, 1}});
+  const schedule g = generate(gpipe{}, 2, 3);
+  CHECK(peaks(lower_communication(g, lowering_options{receive_placement::eager, costs})) ==
+        std::vector<double>{1, 2});
+  CHECK(peaks(lower_communication(g, lowering_options{receive_placement::late, costs})) ==
+        std::vector<double>{1, 1});
+  // 1F1B p=4 m=8, unit costs: the middle stages hold an activation and a gradient eagerly.
+  const schedule f = generate(one_f_one_b{}, 4, 8);
+  CHECK(peaks(lower_communication(f)) == std::vector<double>{1, 2, 2, 1});
+  CHECK(peaks(lower_communication(f, late)) == std::vector<double>{1, 1, 1, 1});
+
+  // With activations too (M_B = 1, M_W = 0.5, receive buffer 0.25), stage 1 of 1F1B.
+  const memory_model full(chunk_memory{1.0, 0.5, 0.25});
+  const double eager_peak = check_memory(lower_communication(f), full).stages[1].peak;
+  const double late_peak = check_memory(lower_communication(f, late), full).stages[1].peak;
+  CHECK(late_peak < eager_peak);
+  CHECK(late_peak >= 3.0);  // 1F1B stage 1 holds p-1 = 3 activations
+}
+#endif
