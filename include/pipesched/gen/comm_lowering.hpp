@@ -29,8 +29,8 @@ enum class receive_placement : std::uint8_t {
   /// starts at or after the producer ends (earlier only where the transfer order forces it).
   /// Keeps the lowered schedule's timing close to the compute-only one; buffers live longer.
   /// (Posting every receive as early as possible, right after the stage's previous transfer,
-  /// is also deadlock-free but makes stages wait for data they don't need yet: about twice
-  /// the makespan of 1F1B under blocking receives.)
+  /// is also deadlock-free but makes stages wait for data they don't need yet: up to about
+  /// twice the makespan of GPipe or 1F1B under blocking receives.)
   eager,
   /// As late as possible, to save receive-buffer memory. Just before the consumer is unsound
   /// with blocking sends (1F1B, p=2: stage 0's SEND_F1 waits for stage 1's RECV_F1, posted
@@ -128,9 +128,8 @@ inline std::optional<transfer> incoming(const placement& pl,
 /// The lazy half of receive_placement::late: a rendezvous execution of a valid compute-only
 /// schedule, recorded into `out`. Every stage runs until it is blocked;
 /// when all are, the blocked SEND whose receiver is nearest to the consumer gets its receive
-/// posted early. Such a SEND always
-/// exists: with no stage blocked on a SEND, the stuck state would also be stuck under
-/// buffered transfers, which a valid schedule never is.
+/// posted early. Such a SEND always exists: with no stage blocked on a SEND, the stuck state
+/// would also be stuck under buffered transfers, which a valid schedule never is.
 inline void lower_lazy(const schedule& in, schedule& out) {
   const placement& pl = in.layout();
   const std::uint32_t p = in.stages();
