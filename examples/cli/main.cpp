@@ -5,6 +5,7 @@
 // over its memory budget (one violation per line on stdout); 2 unusable input (bad options,
 // malformed files, unknown names), with a one-line `error: ...` on stderr.
 
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -49,6 +50,88 @@ void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) 
 
 [[noreturn]] void usage_error(const std::string& msg) {
   throw pipesched::invalid_argument(msg);
+}
+
+/// Splits "a,b,c" into finite numbers; errors name the option and the expected shape.
+std::vector<double> parse_numbers(const std::string& text,
+                                  const std::string& option,
+                                  std::size_t min_count,
+                                  std::size_t max_count,
+                                  const std::string& shape) {
+  std::vector<double> out;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', pos);
+    const std::string piece = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    std::size_t used = 0;
+    double v = 0.0;
+    try {
+      v = std::stod(piece, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (piece.empty() || used != piece.size()) {
+      usage_error(option + ": expected " + shape + ", got \"" + text + "\" (\"" + piece +
+                  "\" is not a number)");
+    }
+    if (!std::isfinite(v) || v < 0.0) {
+      usage_error(option + ": values must be finite and >= 0, got \"" + piece + "\"");
+    }
+    out.push_back(v);
+    if (comma == std::string::npos) {
+      break;
+    }
+    pos = comma + 1;
+  }
+  if (out.size() < min_count || out.size() > max_count) {
+    usage_error(option + ": expected " + shape + ", got " + std::to_string(out.size()) +
+                " value(s) in \"" + text + "\"");
+  }
+  return out;
+}
+
+/// Options shared by the commands that need costs and memory (simulate, validate, generate of
+/// cost-aware schedules).
+struct model_options {
+  std::string cost = "1,1,1,0";
+  std::string memory = "1,0.5";
+  std::optional<double> memory_limit;
+  std::string costs_file;
+
+  cost_model costs() const {
+    const auto v = parse_numbers(cost, "--cost", 3, 4, "TF,TB,TW[,TC]");
+    return cost_model::uniform(v[0], v[1], v[2], v.size() > 3 ? v[3] : 0.0);
+  }
+  memory_model memory_sizes() const {
+    const auto v = parse_numbers(memory, "--memory", 2, 2, "MB,MW");
+    if (v[1] > v[0]) {
+      usage_error("--memory: MW (" + std::to_string(v[1]) + ") must be <= MB (" +
+                  std::to_string(v[0]) + ")");
+    }
+    return memory_model::uniform(v[0], v[1]);
+  }
+  generator_params params() const {
+    generator_params p;
+    p.costs = costs();
+    p.memory = memory_sizes();
+    if (memory_limit) {
+      if (!std::isfinite(*memory_limit) || *memory_limit <= 0.0) {
+        usage_error("--memory-limit: must be a finite number > 0, got " +
+                    std::to_string(*memory_limit));
+      }
+      p.memory_limit = memory_limit;
+    }
+    return p;
+  }
+};
+
+void add_model_options(CLI::App* cmd, model_options& o) {
+  cmd->add_option("--cost", o.cost, "Costs TF,TB,TW[,TC] (per chunk; TC = transfer latency)")
+      ->capture_default_str();
+  cmd->add_option("--memory", o.memory, "Memory per chunk and micro-batch MB,MW")
+      ->capture_default_str();
+  cmd->add_option("--memory-limit", o.memory_limit,
+                  "Per-stage memory limit, in the units of --memory");
 }
 
 schedule load_schedule(const schedule_source& src, const generator_params& base) {
@@ -102,12 +185,13 @@ int cmd_list() {
 
 struct generate_options {
   schedule_source src;
+  model_options model;
   std::string format = "text";
   std::string output;
 };
 
 int cmd_generate(const generate_options& o) {
-  const schedule s = load_schedule(o.src, generator_params{});
+  const schedule s = load_schedule(o.src, o.model.params());
   std::string text;
   if (o.format == "text") {
     text = format_schedule_text(s);
@@ -155,6 +239,7 @@ int main(int argc, char** argv) {
   generate_options gen;
   auto* g = app.add_subcommand("generate", "Generate a schedule and print or save it");
   add_schedule_source(g, gen.src, false);
+  add_model_options(g, gen.model);
   g->add_option("--format,-f", gen.format, "Output format: text, json");
   g->add_option("--output,-o", gen.output, "Write to FILE instead of stdout");
 
