@@ -5,6 +5,7 @@
 // over its memory budget (one violation per line on stdout); 2 unusable input (bad options,
 // malformed files, unknown names), with a one-line `error: ...` on stderr.
 
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -15,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/text.hpp>
@@ -49,6 +51,88 @@ void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) 
 
 [[noreturn]] void usage_error(const std::string& msg) {
   throw pipesched::invalid_argument(msg);
+}
+
+/// Splits "a,b,c" into finite numbers; errors name the option and the expected shape.
+std::vector<double> parse_numbers(const std::string& text,
+                                  const std::string& option,
+                                  std::size_t min_count,
+                                  std::size_t max_count,
+                                  const std::string& shape) {
+  std::vector<double> out;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', pos);
+    const std::string piece = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    std::size_t used = 0;
+    double v = 0.0;
+    try {
+      v = std::stod(piece, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (piece.empty() || used != piece.size()) {
+      usage_error(option + ": expected " + shape + ", got \"" + text + "\" (\"" + piece +
+                  "\" is not a number)");
+    }
+    if (!std::isfinite(v) || v < 0.0) {
+      usage_error(option + ": values must be finite and >= 0, got \"" + piece + "\"");
+    }
+    out.push_back(v);
+    if (comma == std::string::npos) {
+      break;
+    }
+    pos = comma + 1;
+  }
+  if (out.size() < min_count || out.size() > max_count) {
+    usage_error(option + ": expected " + shape + ", got " + std::to_string(out.size()) +
+                " value(s) in \"" + text + "\"");
+  }
+  return out;
+}
+
+/// Options shared by the commands that need costs and memory (simulate, validate, generate of
+/// cost-aware schedules).
+struct model_options {
+  std::string cost = "1,1,1,0";
+  std::string memory = "1,0.5";
+  std::optional<double> memory_limit;
+  std::string costs_file;
+
+  cost_model costs() const {
+    const auto v = parse_numbers(cost, "--cost", 3, 4, "TF,TB,TW[,TC]");
+    return cost_model::uniform(v[0], v[1], v[2], v.size() > 3 ? v[3] : 0.0);
+  }
+  memory_model memory_sizes() const {
+    const auto v = parse_numbers(memory, "--memory", 2, 2, "MB,MW");
+    if (v[1] > v[0]) {
+      usage_error("--memory: MW (" + std::to_string(v[1]) + ") must be <= MB (" +
+                  std::to_string(v[0]) + ")");
+    }
+    return memory_model::uniform(v[0], v[1]);
+  }
+  generator_params params() const {
+    generator_params p;
+    p.costs = costs();
+    p.memory = memory_sizes();
+    if (memory_limit) {
+      if (!std::isfinite(*memory_limit) || *memory_limit <= 0.0) {
+        usage_error("--memory-limit: must be a finite number > 0, got " +
+                    std::to_string(*memory_limit));
+      }
+      p.memory_limit = memory_limit;
+    }
+    return p;
+  }
+};
+
+void add_model_options(CLI::App* cmd, model_options& o) {
+  cmd->add_option("--cost", o.cost, "Costs TF,TB,TW[,TC] (per chunk; TC = transfer latency)")
+      ->capture_default_str();
+  cmd->add_option("--memory", o.memory, "Memory per chunk and micro-batch MB,MW")
+      ->capture_default_str();
+  cmd->add_option("--memory-limit", o.memory_limit,
+                  "Per-stage memory limit, in the units of --memory");
 }
 
 schedule load_schedule(const schedule_source& src, const generator_params& base) {
@@ -102,12 +186,13 @@ int cmd_list() {
 
 struct generate_options {
   schedule_source src;
+  model_options model;
   std::string format = "text";
   std::string output;
 };
 
 int cmd_generate(const generate_options& o) {
-  const schedule s = load_schedule(o.src, generator_params{});
+  const schedule s = load_schedule(o.src, o.model.params());
   std::string text;
   if (o.format == "text") {
     text = format_schedule_text(s);
@@ -122,11 +207,32 @@ int cmd_generate(const generate_options& o) {
 
 struct validate_options_cli {
   schedule_source src;
+  model_options model;
 };
 
+/// Prints every budget violation; true when there was one.
+bool report_budget(const memory_report& mem) {
+  for (const auto& v : mem.violations) {
+    fmt::print("memory_budget: {}\n", v.message);
+  }
+  return !mem.violations.empty();
+}
+
+memory_options budget_options(const model_options& m) {
+  return m.memory_limit ? memory_options::with_limit(*m.memory_limit) : memory_options{};
+}
+
 int cmd_validate(const validate_options_cli& o) {
-  const schedule s = load_schedule(o.src, generator_params{});
+  const generator_params params = o.model.params();
+  const schedule s = load_schedule(o.src, params);
   const validation_report r = validate(s);
+  if (r.ok() && o.model.memory_limit) {
+    memory_options mo = budget_options(o.model);
+    mo.record_curve = false;
+    if (report_budget(check_memory(s, params.memory, mo))) {
+      return 1;
+    }
+  }
   if (r.ok()) {
     fmt::print("valid: {} (p={}, m={}, v={}, {} ops)\n", s.name().empty() ? "schedule" : s.name(),
                s.stages(), s.microbatches(), s.chunks(), s.size());
@@ -139,6 +245,66 @@ int cmd_validate(const validate_options_cli& o) {
     fmt::print("... and {} more violations\n", r.truncated());
   }
   return 1;
+}
+
+struct simulate_options_cli {
+  schedule_source src;
+  model_options model;
+  bool json = false;
+};
+
+int cmd_simulate(const simulate_options_cli& o) {
+  const generator_params params = o.model.params();
+  const schedule s = load_schedule(o.src, params);
+  const validation_report vr = validate(s);
+  if (!vr.ok()) {
+    for (const auto& v : vr.violations) {
+      fmt::print("{}: {}\n", to_string(v.kind), v.message);
+    }
+    return 1;
+  }
+  const simulation_result r = simulate(s, params.costs);
+  const memory_report mem = check_memory(s, params.memory, budget_options(o.model));
+  if (o.json) {
+    nlohmann::json j;
+    j["schedule"] = s.name();
+    j["num_stages"] = s.stages();
+    j["microbatches"] = s.microbatches();
+    j["chunks"] = s.chunks();
+    j["makespan"] = r.makespan;
+    j["bubble_rate"] = r.bubble_rate;
+    j["max_peak_memory"] = mem.max_peak();
+    nlohmann::json stages = nlohmann::json::array();
+    for (stage_index st = 0; st < s.stages(); ++st) {
+      const auto& t = r.stages[st];
+      stages.push_back({{"span", t.span},
+                        {"busy", t.busy},
+                        {"idle", t.idle},
+                        {"idle_fraction", t.idle_fraction},
+                        {"first_start", t.first_start},
+                        {"last_end", t.last_end},
+                        {"peak_memory", mem.peak_memory(st)}});
+    }
+    j["stages"] = std::move(stages);
+    if (o.model.memory_limit) {
+      j["memory_limit"] = *o.model.memory_limit;
+      j["within_memory_limit"] = mem.violations.empty();
+    }
+    fmt::print("{}\n", j.dump(2));
+    return mem.violations.empty() ? 0 : 1;
+  }
+  fmt::print("{}: p={} m={} v={}, {} ops\n", s.name().empty() ? "schedule" : s.name(), s.stages(),
+             s.microbatches(), s.chunks(), s.size());
+  fmt::print("makespan {:g}, bubble rate {:.4f} (largest span {:g} on stage {})\n", r.makespan,
+             r.bubble_rate, r.stages[r.max_span_stage].span, r.max_span_stage);
+  fmt::print("{:>6} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "stage", "span", "busy", "idle", "idle%",
+             "peak memory");
+  for (stage_index st = 0; st < s.stages(); ++st) {
+    const auto& t = r.stages[st];
+    fmt::print("{:>6} {:>10g} {:>10g} {:>10g} {:>6.1f}% {:>12g}\n", st, t.span, t.busy, t.idle,
+               100.0 * t.idle_fraction, mem.peak_memory(st));
+  }
+  return report_budget(mem) ? 1 : 0;
 }
 
 }  // namespace
@@ -155,12 +321,20 @@ int main(int argc, char** argv) {
   generate_options gen;
   auto* g = app.add_subcommand("generate", "Generate a schedule and print or save it");
   add_schedule_source(g, gen.src, false);
+  add_model_options(g, gen.model);
   g->add_option("--format,-f", gen.format, "Output format: text, json");
   g->add_option("--output,-o", gen.output, "Write to FILE instead of stdout");
 
   validate_options_cli val;
   auto* v = app.add_subcommand("validate", "Check a schedule; exit 1 listing every violation");
   add_schedule_source(v, val.src, true);
+  add_model_options(v, val.model);
+
+  simulate_options_cli sim;
+  auto* sc = app.add_subcommand("simulate", "Simulate a schedule: makespan, bubble, memory");
+  add_schedule_source(sc, sim.src, true);
+  add_model_options(sc, sim.model);
+  sc->add_flag("--json", sim.json, "Print one JSON object instead of the readable report");
 
   try {
     app.parse(argc, argv);
@@ -184,6 +358,9 @@ int main(int argc, char** argv) {
     }
     if (app.got_subcommand("validate")) {
       return cmd_validate(val);
+    }
+    if (app.got_subcommand("simulate")) {
+      return cmd_simulate(sim);
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
