@@ -10,6 +10,8 @@
 
 #include <pipesched/gen/comm_lowering.hpp>
 #include <pipesched/gen/registry.hpp>
+#include <pipesched/memory/memory_checker.hpp>
+#include <pipesched/sim/timing_simulator.hpp>
 #include <pipesched/validate/validator.hpp>
 
 using namespace pipesched;
@@ -56,57 +58,14 @@ std::vector<op> compute_ops(std::span<const op> ops) {
   return out;
 }
 
-/// Makespan of a schedule under blocking rendezvous: compute ops start when their stage is
-/// free (and, unlowered, when remote inputs arrived); a SEND/RECV pair completes when both
-/// stages reach it, the receiver T_comm later. -1 when it deadlocks.
+/// Makespan from the timing simulator (a SEND/RECV pair is a blocking rendezvous); -1 when
+/// the schedule deadlocks.
 double blocking_makespan(const schedule& s, const cost_model& c) {
-  const placement& pl = s.layout();
-  const std::uint32_t m = s.microbatches();
-  const bool lowered = s.has_comm();
-  std::vector<double> clock(s.stages(), 0.0);
-  std::vector<double> fwd(std::size_t{pl.total_chunks()} * m, 0.0);
-  std::vector<double> grad(fwd.size(), 0.0);
-  bool half = false;
-  stage_index first_stage = 0;
-  op first{};
-  const auto tr = traverse(s, [&](stage_index st, std::size_t, const op& o) {
-    if (is_comm(o.kind)) {
-      if (!half) {  // traverse visits the two ops of a rendezvous back to back
-        half = true;
-        first_stage = st;
-        first = o;
-        return;
-      }
-      half = false;
-      const bool first_sends =
-          first.kind == op_kind::send_forward || first.kind == op_kind::send_backward;
-      const stage_index snd = first_sends ? first_stage : st;
-      const stage_index rcv = first_sends ? st : first_stage;
-      const double meet = std::max(clock[snd], clock[rcv]);
-      clock[snd] = meet;
-      clock[rcv] = meet + c.comm(snd, rcv);
-      return;
-    }
-    double start = clock[st];
-    if (!lowered) {
-      for (const requirement& r : requirements_of(pl, st, o, false)) {
-        if (r.remote) {
-          const std::size_t cell = std::size_t{r.chunk} * m + r.mb;
-          start = std::max(start, (r.what == event_kind::forward_done ? fwd[cell] : grad[cell]) +
-                                      c.comm(r.stage, st));
-        }
-      }
-    }
-    const double end = start + c.duration(st, o.kind, o.chunk);
-    clock[st] = end;
-    const std::size_t cell = std::size_t{pl.global(st, o.chunk)} * m + o.mb;
-    if (o.kind == op_kind::forward) {
-      fwd[cell] = end;
-    } else if (produces_input_grad(o.kind)) {
-      grad[cell] = end;
-    }
-  });
-  return tr.complete ? *std::max_element(clock.begin(), clock.end()) : -1.0;
+  simulate_options o;
+  o.record_ops = false;
+  o.critical_path = false;
+  const simulation_result r = simulate(s, c, o);
+  return r.completed() ? r.makespan : -1.0;
 }
 
 /// Peak number of live receive buffers on any stage: +1 at a RECV, -1 at its consumer.
@@ -498,9 +457,6 @@ TEST_CASE("lowering a one-stage schedule changes nothing", "[gen][comm]") {
   CHECK(lower_communication(in, late) == in);
 }
 
-#if __has_include(<pipesched/memory/memory_checker.hpp>)
-#include <pipesched/memory/memory_checker.hpp>
-
 TEST_CASE("memory checker: late receives lower the receive-buffer peak", "[gen][comm][memory]") {
   // Only receive buffers cost memory here, so a stage's peak counts its live receives.
   const memory_model only_received(chunk_memory{0.0, 0.0, 1.0});
@@ -533,4 +489,3 @@ TEST_CASE("memory checker: late receives lower the receive-buffer peak", "[gen][
   CHECK(late_peak < eager_peak);
   CHECK(late_peak >= 3.0);  // 1F1B stage 1 holds p-1 = 3 activations
 }
-#endif
