@@ -291,7 +291,11 @@ inline validation_report validate(const schedule& sched, const validate_options&
         });
       }
       rb.add(violation_kind::deadlock, tr.witness.cycle.empty() ? 0 : tr.witness.cycle.front(),
-             violation::no_index, [&] { return std::string(tr.witness.describe()); });
+             violation::no_index, [&] {
+               // describe() starts with "deadlock: ", which the violation kind already says.
+               const std::string d = tr.witness.describe();
+               return "summary: " + d.substr(d.find(':') + 2);
+             });
       report.deadlock = std::move(tr.witness);
     }
   }
