@@ -65,31 +65,31 @@ TEST_CASE("model json: cost model golden and round trips", "[io][model_json]") {
 TEST_CASE("model json: cost model errors name the JSON path", "[io][model_json]") {
   CHECK(cost_error(R"({"version":1,"stages":[{"forward":1,"backward_input":1,"backward_weight":1},
         {"forward":1,"backward_input":1,"backward_weight":1},{"forward":-1,"backward_input":1,
-        "backward_weight":1}]})") == "read_cost_model: /stages/2/forward: must be a number >= 0");
+        "backward_weight":1}]})") == "/stages/2/forward: must be a finite number >= 0, not -1");
   CHECK(cost_error(R"({"version":1,"forward":"3"})") ==
-        "read_cost_model: /forward: must be a number >= 0");
+        "/forward: must be a number >= 0, not string");
   CHECK(cost_error(R"({"version":2})") ==
-        "read_cost_model: /version: unsupported version 2 (expected 1)");
-  CHECK(cost_error(R"({"forward":1})") == "read_cost_model: /: missing field \"version\"");
+        "/version: unsupported cost model format version 2 (this library reads version 1)");
+  CHECK(cost_error(R"({"forward":1})") == "/version: missing required key");
   CHECK(cost_error(R"({"version":1,"fwd":1})") ==
-        "read_cost_model: /fwd: unknown field (expected one of: version, forward, backward_input, "
+        "/fwd: unknown key (expected one of: version, forward, backward_input, "
         "backward_weight, comm, stages, chunks, links)");
   CHECK(cost_error(R"({"version":1,"stages":[{"forward":1,"backward_input":1}]})") ==
-        "read_cost_model: /stages/0: missing field \"backward_weight\"");
+        "/stages/0/backward_weight: missing required key");
   CHECK(cost_error(R"({"version":1,"links":[[0,1],[1]]})") ==
-        "read_cost_model: /links/1: must hold 2 latencies (a square matrix, one row per stage)");
+        "/links/1: must hold 2 latencies (a square matrix, one row per stage)");
   CHECK(
       cost_error(
           R"({"version":1,"chunks":[[{"forward":1,"backward_input":1,"backward_weight":1}],[]]})") ==
-      "read_cost_model: /chunks/1: must hold 1 chunks, like /0");
+      "/chunks/1: must hold 1 chunks, like /chunks/0");
   CHECK(cost_error(R"({"version":1,"stages":[],"chunks":[]})") ==
-        "read_cost_model: /chunks: cannot be combined with /stages (give one of them)");
-  CHECK(cost_error("[1,2]") == "read_cost_model: /: must be an object");
-  CHECK(
-      cost_error(R"({"version":1,)") ==
-      std::string("read_cost_model: invalid JSON: [json.exception.parse_error.101] parse error at "
-                  "line 1, column 14: syntax error while parsing object key - unexpected end of "
-                  "input; expected string literal"));
+        "/chunks: cannot be combined with /stages (give one of them)");
+  CHECK(cost_error("[1,2]") == "/: must be an object, not array");
+  CHECK(cost_error(R"({"version":1,)") ==
+        std::string(
+            "read_cost_model: malformed JSON: [json.exception.parse_error.101] parse error at "
+            "line 1, column 14: syntax error while parsing object key - unexpected end of "
+            "input; expected string literal"));
 }
 
 TEST_CASE("model json: memory model round trips and errors", "[io][model_json]") {
@@ -103,11 +103,11 @@ TEST_CASE("model json: memory model round trips and errors", "[io][model_json]")
   CHECK(memory_model_to_json(memory_model{}) ==
         json::parse(R"({"version":1,"activation":1,"weight_grad_input":0.5,"received":0})"));
   CHECK(memory_error(R"({"version":1,"stages":[{"activation":1,"weight_grad_input":2}]})") ==
-        "read_memory_model: /stages/0/weight_grad_input: must be <= activation (1)");
+        "/stages/0/weight_grad_input: must be <= activation (1)");
   CHECK(memory_error(R"({"version":1,"static":[1,-2]})") ==
-        "read_memory_model: /static/1: must be a number >= 0");
+        "/static/1: must be a finite number >= 0, not -2");
   CHECK(memory_error(R"({"version":1,"activation":0.25})") ==
-        "read_memory_model: /activation: weight_grad_input (0.5) must be <= activation (0.25)");
+        "/activation: must be >= weight_grad_input (0.5, the default)");
 }
 
 TEST_CASE("model json: simulation result", "[io][model_json]") {
@@ -142,9 +142,9 @@ TEST_CASE("model json: simulation result", "[io][model_json]") {
   json bad = j;
   bad["stages"][1]["ops"][3]["kind"] = "X";
   CHECK(error_of([&] { (void)simulation_from_json(bad); }) ==
-        "read_simulation: /stages/1/ops/3/kind: unknown op kind \"X\"");
+        "/stages/1/ops/3/kind: unknown op kind \"X\"");
   bad = j;
   bad["stages"][0]["ops"][0]["mb"] = 2;
   CHECK(error_of([&] { (void)simulation_from_json(bad); }) ==
-        "read_simulation: /stages/0/ops/0/mb: must be an integer between 0 and 1");
+        "/stages/0/ops/0/mb: must be between 0 and 1, not 2");
 }

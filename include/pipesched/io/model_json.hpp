@@ -1,8 +1,11 @@
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,7 +26,7 @@
 // Versioned JSON for the cost model, the memory model and simulation results (schemas in
 // docs/formats.md). Reading is strict: unknown fields, wrong types, negative or non-finite
 // numbers and unsupported versions are rejected with the JSON pointer of the value, e.g.
-//   read_cost_model: /stages/2/forward: must be a number >= 0
+//   /stages/2/forward: must be a finite number >= 0, not -1
 
 namespace pipesched {
 
@@ -32,13 +35,68 @@ inline constexpr int model_json_version = 1;
 
 namespace detail {
 
+/// A JSON value and its JSON pointer, over json_reader, for the strict model readers:
+/// unknown fields are errors here (the model files are small and hand-written, so a typo
+/// like "fwd" must not silently fall back to a default).
+struct json_at {
+  const nlohmann::json& v;
+  std::string path;
+
+  bool has(std::string_view key) const { return v.is_object() && v.contains(key); }
+  json_at operator[](std::string_view key) const {
+    return {json_reader::required(v, key, path), json_reader::child(path, key)};
+  }
+  json_at operator[](std::size_t i) const { return {v.at(i), json_reader::child(path, i)}; }
+  template <class... Args>
+  [[noreturn]] void error(const Args&... rule) const {
+    json_reader::fail_at(path, concat(rule...));
+  }
+  void object(std::initializer_list<std::string_view> allowed) const {
+    json_reader::object(v, path);
+    for (const auto& item : v.items()) {
+      if (std::find(allowed.begin(), allowed.end(), item.key()) == allowed.end()) {
+        std::string list;
+        for (std::string_view a : allowed) {
+          list += list.empty() ? "" : ", ";
+          list += a;
+        }
+        json_reader::fail_at(json_reader::child(path, item.key()),
+                             "unknown key (expected one of: " + list + ")");
+      }
+    }
+  }
+  std::size_t array() const { return json_reader::array(v, path).size(); }
+  double non_negative() const { return json_reader::non_negative(v, path); }
+  double non_negative_or(std::string_view key, double fallback) const {
+    return has(key) ? (*this)[key].non_negative() : fallback;
+  }
+  double number() const {
+    if (!v.is_number() || !std::isfinite(v.get<double>())) {
+      error("must be a finite number, not ", v.dump());
+    }
+    return v.get<double>();
+  }
+  std::uint64_t integer(std::uint64_t lo, std::uint64_t hi) const {
+    return json_reader::integer(v, path, lo, hi);
+  }
+  std::string string() const { return json_reader::string(v, path); }
+  void version(std::uint64_t supported, std::string_view what) const {
+    const json_at c = (*this)["version"];
+    const auto got = c.integer(0, std::numeric_limits<std::uint32_t>::max());
+    if (got != supported) {
+      c.error("unsupported ", what, " format version ", got, " (this library reads version ",
+              supported, ")");
+    }
+  }
+};
+
 inline nlohmann::json costs_json(const op_costs& c) {
   return {{"forward", c.forward},
           {"backward_input", c.backward_input},
           {"backward_weight", c.backward_weight}};
 }
-inline op_costs read_costs(const json_cursor& c) {
-  c.expect_object({"forward", "backward_input", "backward_weight"});
+inline op_costs read_costs(const json_at& c) {
+  c.object({"forward", "backward_input", "backward_weight"});
   return {c["forward"].non_negative(), c["backward_input"].non_negative(),
           c["backward_weight"].non_negative()};
 }
@@ -49,8 +107,8 @@ inline nlohmann::json chunk_memory_json(const chunk_memory& c) {
   }
   return j;
 }
-inline chunk_memory read_chunk_memory(const json_cursor& c) {
-  c.expect_object({"activation", "weight_grad_input", "received"});
+inline chunk_memory read_chunk_memory(const json_at& c) {
+  c.object({"activation", "weight_grad_input", "received"});
   chunk_memory m{c["activation"].non_negative(), c["weight_grad_input"].non_negative(),
                  c.non_negative_or("received", 0.0)};
   if (m.weight_grad_input > m.activation) {
@@ -59,26 +117,26 @@ inline chunk_memory read_chunk_memory(const json_cursor& c) {
   return m;
 }
 // [[x, x], [x, x]]: one inner array per stage, all of the same non-zero length; returns the
-// entries flattened (index s*chunks + c) and the chunk count.
+// chunk count and the entries flattened (index s*chunks + c).
 template <class Read>
-auto read_per_chunk(const json_cursor& c, Read&& read) {
+auto read_per_chunk(const json_at& c, Read&& read) {
   using T = decltype(read(c));
   std::vector<T> flat;
   std::uint32_t chunks = 0;
-  const std::size_t n = c.expect_array();
+  const std::size_t n = c.array();
   if (n == 0) {
     c.error("must not be empty");
   }
   for (std::size_t s = 0; s < n; ++s) {
-    const json_cursor row = c[s];
-    const std::size_t k = row.expect_array();
+    const json_at row = c[s];
+    const std::size_t k = row.array();
     if (s == 0) {
-      if (k == 0 || k > 65535) {
-        row.error("must hold between 1 and 65535 chunks");
+      if (k == 0 || k > std::numeric_limits<chunk_index>::max()) {
+        row.error("must hold between 1 and ", std::numeric_limits<chunk_index>::max(), " chunks");
       }
       chunks = static_cast<std::uint32_t>(k);
     } else if (k != chunks) {
-      row.error("must hold ", chunks, " chunks, like /0");
+      row.error("must hold ", chunks, " chunks, like ", c.path, "/0");
     }
     for (std::size_t i = 0; i < k; ++i) {
       flat.push_back(read(row[i]));
@@ -134,10 +192,10 @@ inline nlohmann::json cost_model_to_json(const cost_model& m) {
 /// entries of `stages` and `chunks` need all three fields; `stages` and `chunks` exclude each
 /// other; `links` is a square matrix (row = sending stage, column = receiving stage).
 inline cost_model cost_model_from_json(const nlohmann::json& j) {
-  const detail::json_cursor c(j, "", "read_cost_model");
-  c.expect_object({"version", "forward", "backward_input", "backward_weight", "comm", "stages",
-                   "chunks", "links"});
-  c.expect_version(model_json_version);
+  const detail::json_at c{j, ""};
+  c.object({"version", "forward", "backward_input", "backward_weight", "comm", "stages", "chunks",
+            "links"});
+  c.version(model_json_version, "cost model");
   cost_model m(op_costs{c.non_negative_or("forward", 1.0), c.non_negative_or("backward_input", 1.0),
                         c.non_negative_or("backward_weight", 1.0)},
                c.non_negative_or("comm", 0.0));
@@ -145,8 +203,8 @@ inline cost_model cost_model_from_json(const nlohmann::json& j) {
     c["chunks"].error("cannot be combined with /stages (give one of them)");
   }
   if (c.has("stages")) {
-    const detail::json_cursor st = c["stages"];
-    std::vector<op_costs> per_stage(st.expect_array());
+    const detail::json_at st = c["stages"];
+    std::vector<op_costs> per_stage(st.array());
     for (std::size_t s = 0; s < per_stage.size(); ++s) {
       per_stage[s] = detail::read_costs(st[s]);
     }
@@ -157,13 +215,13 @@ inline cost_model cost_model_from_json(const nlohmann::json& j) {
     m.set_chunk_costs(v, std::move(flat));
   }
   if (c.has("links")) {
-    const detail::json_cursor l = c["links"];
-    const std::size_t p = l.expect_array();
+    const detail::json_at l = c["links"];
+    const std::size_t p = l.array();
     std::vector<double> lat;
     lat.reserve(p * p);
     for (std::size_t from = 0; from < p; ++from) {
-      const detail::json_cursor row = l[from];
-      if (row.expect_array() != p) {
+      const detail::json_at row = l[from];
+      if (row.array() != p) {
         row.error("must hold ", p, " latencies (a square matrix, one row per stage)");
       }
       for (std::size_t to = 0; to < p; ++to) {
@@ -177,7 +235,7 @@ inline cost_model cost_model_from_json(const nlohmann::json& j) {
 
 /// Parses JSON text, then cost_model_from_json().
 inline cost_model read_cost_model(std::string_view text) {
-  return cost_model_from_json(detail::parse_json(text, "read_cost_model"));
+  return cost_model_from_json(detail::json_reader::parse(text, "read_cost_model"));
 }
 /// cost_model_to_json() as text, indented by 2.
 inline std::string write_cost_model(const cost_model& m) {
@@ -220,25 +278,26 @@ inline nlohmann::json memory_model_to_json(const memory_model& m) {
 /// received 0; weight_grad_input must be <= activation everywhere; `stages` and `chunks`
 /// exclude each other.
 inline memory_model memory_model_from_json(const nlohmann::json& j) {
-  const detail::json_cursor c(j, "", "read_memory_model");
-  c.expect_object(
+  const detail::json_at c{j, ""};
+  c.object(
       {"version", "activation", "weight_grad_input", "received", "stages", "chunks", "static"});
-  c.expect_version(model_json_version);
+  c.version(model_json_version, "memory model");
   const chunk_memory u{c.non_negative_or("activation", 1.0),
                        c.non_negative_or("weight_grad_input", 0.5),
                        c.non_negative_or("received", 0.0)};
   if (u.weight_grad_input > u.activation) {
-    (c.has("weight_grad_input") ? c["weight_grad_input"] : c["activation"])
-        .error("weight_grad_input (", u.weight_grad_input, ") must be <= activation (",
-               u.activation, ")");
+    if (c.has("weight_grad_input")) {
+      c["weight_grad_input"].error("must be <= activation (", u.activation, ")");
+    }
+    c["activation"].error("must be >= weight_grad_input (", u.weight_grad_input, ", the default)");
   }
   memory_model m(u);
   if (c.has("stages") && c.has("chunks")) {
     c["chunks"].error("cannot be combined with /stages (give one of them)");
   }
   if (c.has("stages")) {
-    const detail::json_cursor st = c["stages"];
-    std::vector<chunk_memory> per_stage(st.expect_array());
+    const detail::json_at st = c["stages"];
+    std::vector<chunk_memory> per_stage(st.array());
     for (std::size_t s = 0; s < per_stage.size(); ++s) {
       per_stage[s] = detail::read_chunk_memory(st[s]);
     }
@@ -249,8 +308,8 @@ inline memory_model memory_model_from_json(const nlohmann::json& j) {
     m.set_chunk_memory(v, std::move(flat));
   }
   if (c.has("static")) {
-    const detail::json_cursor st = c["static"];
-    std::vector<double> s(st.expect_array());
+    const detail::json_at st = c["static"];
+    std::vector<double> s(st.array());
     for (std::size_t i = 0; i < s.size(); ++i) {
       s[i] = st[i].non_negative();
     }
@@ -260,7 +319,7 @@ inline memory_model memory_model_from_json(const nlohmann::json& j) {
 }
 
 inline memory_model read_memory_model(std::string_view text) {
-  return memory_model_from_json(detail::parse_json(text, "read_memory_model"));
+  return memory_model_from_json(detail::json_reader::parse(text, "read_memory_model"));
 }
 inline std::string write_memory_model(const memory_model& m) {
   return memory_model_to_json(m).dump(2);
@@ -318,9 +377,9 @@ inline nlohmann::json simulation_to_json(
 
 /// Reads a simulation result (schema v1); `ops` must be present on every stage or on none.
 inline simulation_record simulation_from_json(const nlohmann::json& j) {
-  const detail::json_cursor c(j, "", "read_simulation");
-  c.expect_object({"version", "name", "p", "m", "v", "makespan", "bubble_rate", "stages"});
-  c.expect_version(model_json_version);
+  const detail::json_at c{j, ""};
+  c.object({"version", "name", "p", "m", "v", "makespan", "bubble_rate", "stages"});
+  c.version(model_json_version, "simulation result");
   simulation_record r;
   r.name = c["name"].string();
   r.stages = static_cast<std::uint32_t>(c["p"].integer(1, max_stages));
@@ -328,29 +387,29 @@ inline simulation_record simulation_from_json(const nlohmann::json& j) {
   r.chunks = static_cast<std::uint32_t>(c["v"].integer(1, 65535));
   r.makespan = c["makespan"].non_negative();
   r.bubble_rate = c["bubble_rate"].number();
-  const detail::json_cursor st = c["stages"];
-  if (st.expect_array() != r.stages) {
+  const detail::json_at st = c["stages"];
+  if (st.array() != r.stages) {
     st.error("must hold p (", r.stages, ") entries");
   }
   std::size_t with_ops = 0;
   timeline tl;
   tl.stages.resize(r.stages);
   for (stage_index s = 0; s < r.stages; ++s) {
-    const detail::json_cursor e = st[s];
-    e.expect_object({"span", "busy", "idle", "peak_memory", "ops"});
+    const detail::json_at e = st[s];
+    e.object({"span", "busy", "idle", "peak_memory", "ops"});
     r.summaries.push_back({e["span"].non_negative(), e["busy"].non_negative(), e["idle"].number()});
-    const detail::json_cursor pk = e["peak_memory"];
-    r.peak_memory.push_back(pk.value().is_null() ? std::nullopt
-                                                 : std::optional<double>(pk.non_negative()));
+    const detail::json_at pk = e["peak_memory"];
+    r.peak_memory.push_back(pk.v.is_null() ? std::nullopt
+                                           : std::optional<double>(pk.non_negative()));
     if (!e.has("ops")) {
       continue;
     }
     ++with_ops;
-    const detail::json_cursor ops = e["ops"];
-    const std::size_t n = ops.expect_array();
+    const detail::json_at ops = e["ops"];
+    const std::size_t n = ops.array();
     for (std::size_t i = 0; i < n; ++i) {
-      const detail::json_cursor o = ops[i];
-      o.expect_object({"kind", "mb", "chunk", "start", "end"});
+      const detail::json_at o = ops[i];
+      o.object({"kind", "mb", "chunk", "start", "end"});
       const std::string k = o["kind"].string();
       const auto kind = parse_op_kind(k);
       if (!kind) {
@@ -376,7 +435,7 @@ inline simulation_record simulation_from_json(const nlohmann::json& j) {
 }
 
 inline simulation_record read_simulation(std::string_view text) {
-  return simulation_from_json(detail::parse_json(text, "read_simulation"));
+  return simulation_from_json(detail::json_reader::parse(text, "read_simulation"));
 }
 
 }  // namespace pipesched
