@@ -72,7 +72,7 @@ TEST_CASE("svg: memory curves, chunk shades and escaping", "[io][svg]") {
   CHECK(svg.find(">peak 2<") != std::string::npos);
   CHECK(count(svg, "<rect class=\"legend\"") == 2);  // F, BW
   CHECK(detail::shade(op_kind::forward, 0, 2) == "#3b75af");
-  CHECK(detail::shade(op_kind::forward, 1, 2) == "#95b6d6");
+  CHECK(detail::shade(op_kind::forward, 1, 2) == "#93b3d3");
   CHECK(detail::svg_num(2.0) == "2");
   CHECK(detail::svg_num(35.5555) == "35.56");
   CHECK(detail::svg_num(-0.001) == "0");
