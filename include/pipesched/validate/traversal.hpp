@@ -189,7 +189,7 @@ traversal_result traverse(const schedule& sched, Visitor&& visit) {
         }
         continue;
       }
-      // A copy: the list returned by requirements_of() dies with the loop.
+      // Copied, not pointed to: the list returned by requirements_of() is a temporary.
       std::optional<requirement> missing;
       for (const requirement& r : requirements_of(pl, s, o, lowered)) {
         if (!satisfied(r)) {
