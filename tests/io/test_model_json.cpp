@@ -132,6 +132,9 @@ TEST_CASE("model json: simulation result", "[io][model_json]") {
   REQUIRE(r.ops);
   CHECK(r.ops->stages == tl.stages);
   CHECK(simulation_to_json(s, *r.ops, &mem) == j);
+  json other = j;
+  other["bubble_rate"] = 0.25;  // the simulator's own number is kept, not re-derived
+  CHECK(simulation_from_json(other).ops->bubble_rate() == 0.25);
 
   const json no_ops = simulation_to_json(s, tl, nullptr, false);
   CHECK(no_ops["stages"][0]["peak_memory"].is_null());

@@ -429,6 +429,7 @@ inline simulation_record simulation_from_json(const nlohmann::json& j) {
     st.error("ops must be given for every stage or for none");
   }
   if (with_ops != 0) {
+    tl.reported_bubble_rate = r.bubble_rate;
     r.ops = std::move(tl);
   }
   return r;

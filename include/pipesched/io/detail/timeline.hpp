@@ -44,6 +44,9 @@ struct stage_summary {
 /// Every op of a schedule with its interval, by stage and in list order.
 struct timeline {
   std::vector<std::vector<timed_op>> stages;  ///< stages[s][i] is op i of stage s
+  /// The bubble rate as the source computed it (e.g. the simulator's, from the cost model);
+  /// when unset, bubble_rate() derives one from the intervals.
+  std::optional<double> reported_bubble_rate;
 
   /// Time of the last end (time 0 is the start of the iteration).
   double makespan() const noexcept {
@@ -72,9 +75,13 @@ struct timeline {
     r.idle = r.span - r.busy;
     return r;
   }
-  /// (max stage span − max stage busy time) / max stage span: the paper's bubble rate when
-  /// every stage carries the same work (background §2); 0 for an empty timeline.
+  /// reported_bubble_rate when set, else (max stage span − max stage busy time) / max stage
+  /// span: the paper's bubble rate when every stage carries the same work (background §2);
+  /// 0 for an empty timeline.
   double bubble_rate() const noexcept {
+    if (reported_bubble_rate) {
+      return *reported_bubble_rate;
+    }
     double span = 0.0;
     double busy = 0.0;
     for (stage_index s = 0; s < stages.size(); ++s) {
