@@ -5,13 +5,15 @@
 
 #include <fmt/format.h>
 
-#include "pipesched/io/detail/timeline.hpp"
+#include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/memory/memory_checker.hpp"
+#include "pipesched/sim/timing_simulator.hpp"
 #include "pipesched/validate/validator.hpp"
 
-// fmt::formatter specialisations for the core types, so that
+// fmt::formatter specialisations for the core types and reports, so that
 //   fmt::print("{}\n", sched);        // name, shape, one line per stage
 //   fmt::print("{:c}", o);            // "F3.1": op with its local chunk
 //   fmt::print("{}\n", report);       // "ok" or the violations, one per line
@@ -129,6 +131,57 @@ struct fmt::formatter<pipesched::timeline> : pipesched::detail::plain_formatter 
     for (pipesched::stage_index s = 0; s < t.stages.size(); ++s) {
       const auto r = t.summary(s);
       out = fmt::format_to(out, "\nstage {}: span {} busy {} idle {}", s, r.span, r.busy, r.idle);
+    }
+    return out;
+  }
+};
+
+/// `makespan 27, bubble rate 11.1%`, then `stage 0: span 27 busy 24 idle 3` per stage, and the
+/// deadlock witness when the simulation stopped early; no trailing newline.
+template <>
+struct fmt::formatter<pipesched::simulation_result> : pipesched::detail::plain_formatter {
+  template <class Ctx>
+  auto format(const pipesched::simulation_result& r, Ctx& ctx) const -> decltype(ctx.out()) {
+    auto out = fmt::format_to(ctx.out(), "makespan {}, bubble rate {:.1f}%", r.makespan,
+                              100.0 * r.bubble_rate);
+    for (std::size_t s = 0; s < r.stages.size(); ++s) {
+      const auto& st = r.stages[s];
+      out =
+          fmt::format_to(out, "\nstage {}: span {} busy {} idle {}", s, st.span, st.busy, st.idle);
+      if (st.comm > 0.0) {
+        out = fmt::format_to(out, " (comm {})", st.comm);
+      }
+    }
+    if (r.deadlock) {
+      out = fmt::format_to(out, "\n{}", r.deadlock->describe());
+    }
+    return out;
+  }
+};
+
+/// `max peak 4`, then `stage 0: peak 4 at op 5 (static 0)` per stage, then the lifetime errors
+/// and budget violations, one per line, as the checker words them; no trailing newline.
+template <>
+struct fmt::formatter<pipesched::memory_report> : pipesched::detail::plain_formatter {
+  template <class Ctx>
+  auto format(const pipesched::memory_report& r, Ctx& ctx) const -> decltype(ctx.out()) {
+    auto out = fmt::format_to(ctx.out(), "max peak {}", r.max_peak());
+    for (std::size_t s = 0; s < r.stages.size(); ++s) {
+      const auto& st = r.stages[s];
+      out = fmt::format_to(out, "\nstage {}: peak {}", s, st.peak);
+      if (st.peak_op_index != pipesched::stage_memory::no_index) {
+        out = fmt::format_to(out, " at op {}", st.peak_op_index);
+      }
+      out = fmt::format_to(out, " (static {})", st.static_memory);
+    }
+    for (const auto& e : r.errors) {
+      out = fmt::format_to(out, "\n  [{}] {}", pipesched::to_string(e.kind), e.message);
+    }
+    if (r.total_errors > r.errors.size()) {
+      out = fmt::format_to(out, "\n  ... and {} more", r.total_errors - r.errors.size());
+    }
+    for (const auto& v : r.violations) {
+      out = fmt::format_to(out, "\n  [over budget] {}", v.message);
     }
     return out;
   }

@@ -16,12 +16,14 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesched/io/detail/json_reader.hpp"
-#include "pipesched/io/detail/timeline.hpp"
+#include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/memory/memory_checker.hpp"
 #include "pipesched/memory/memory_model.hpp"
 #include "pipesched/sim/cost_model.hpp"
+#include "pipesched/sim/timing_simulator.hpp"
 
 // Versioned JSON for the cost model, the memory model and simulation results (schemas in
 // docs/formats.md). Reading is strict: unknown fields, wrong types, negative or non-finite
@@ -337,32 +339,30 @@ struct simulation_record {
   std::vector<stage_summary> summaries;            ///< one per stage
   std::vector<std::optional<double>> peak_memory;  ///< one per stage; nullopt when unknown
   std::optional<timeline> ops;                     ///< per-op times, when the file has them
+  std::optional<std::string> deadlock;             ///< why the simulation stopped early
 };
 
-/// Simulation result as JSON (schema v1):
-/// `{"version":1, "name":.., "p":.., "m":.., "v":.., "makespan":.., "bubble_rate":..,
-///   "stages":[{"span":.., "busy":.., "idle":.., "peak_memory":..|null,
-///              "ops":[{"kind":"F","mb":0,"chunk":0,"start":0,"end":1}, ...]}, ...]}`
-/// `memory` (from memory_curves() or the memory checker) gives peak_memory; without it the
-/// value is null. `with_ops` = false leaves out the per-op lists.
-inline nlohmann::json simulation_to_json(
-    const schedule& sched,
-    const timeline& tl,
-    const std::vector<std::vector<memory_sample>>* memory = nullptr,
-    bool with_ops = true) {
-  nlohmann::json j = {
-      {"version", model_json_version},  {"name", sched.name()}, {"p", sched.stages()},
-      {"m", sched.microbatches()},      {"v", sched.chunks()},  {"makespan", tl.makespan()},
-      {"bubble_rate", tl.bubble_rate()}};
+namespace detail {
+
+inline nlohmann::json simulation_json(const schedule& sched,
+                                      double makespan,
+                                      double bubble_rate,
+                                      const std::vector<stage_summary>& stages,
+                                      const std::vector<std::optional<double>>& peaks,
+                                      const timeline* ops) {
+  nlohmann::json j = {{"version", model_json_version}, {"name", sched.name()},
+                      {"p", sched.stages()},           {"m", sched.microbatches()},
+                      {"v", sched.chunks()},           {"makespan", makespan},
+                      {"bubble_rate", bubble_rate}};
   j["stages"] = nlohmann::json::array();
-  for (stage_index s = 0; s < tl.stages.size(); ++s) {
-    const stage_summary r = tl.summary(s);
-    nlohmann::json st = {{"span", r.span}, {"busy", r.busy}, {"idle", r.idle}};
-    st["peak_memory"] = memory && s < memory->size() ? nlohmann::json(peak_of((*memory)[s]))
-                                                     : nlohmann::json(nullptr);
-    if (with_ops) {
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    nlohmann::json st = {
+        {"span", stages[s].span}, {"busy", stages[s].busy}, {"idle", stages[s].idle}};
+    st["peak_memory"] =
+        s < peaks.size() && peaks[s] ? nlohmann::json(*peaks[s]) : nlohmann::json(nullptr);
+    if (ops != nullptr) {
       st["ops"] = nlohmann::json::array();
-      for (const timed_op& t : tl.stages[s]) {
+      for (const timed_op& t : ops->stages[s]) {
         st["ops"].push_back({{"kind", std::string(to_string(t.o.kind))},
                              {"mb", t.o.mb},
                              {"chunk", t.o.chunk},
@@ -375,10 +375,63 @@ inline nlohmann::json simulation_to_json(
   return j;
 }
 
+}  // namespace detail
+
+/// Simulation result as JSON (schema v1):
+/// `{"version":1, "name":.., "p":.., "m":.., "v":.., "makespan":.., "bubble_rate":..,
+///   "stages":[{"span":.., "busy":.., "idle":.., "peak_memory":..|null,
+///              "ops":[{"kind":"F","mb":0,"chunk":0,"start":0,"end":1}, ...]}, ...],
+///   "deadlock":"..."}`   (deadlock only when the simulation could not finish)
+/// This overload takes the simulator's own numbers: stage span / busy / idle, makespan and
+/// bubble rate; `memory` (check_memory) gives peak_memory, otherwise null; `with_ops` = false
+/// (or a result simulated without record_ops) leaves out the per-op lists.
+inline nlohmann::json simulation_to_json(const schedule& sched,
+                                         const simulation_result& r,
+                                         const memory_report* memory = nullptr,
+                                         bool with_ops = true) {
+  std::vector<stage_summary> stages;
+  std::vector<std::optional<double>> peaks;
+  for (std::size_t s = 0; s < r.stages.size(); ++s) {
+    stages.push_back({r.stages[s].span, r.stages[s].busy, r.stages[s].idle});
+    peaks.push_back(memory && s < memory->stages.size()
+                        ? std::optional<double>(memory->stages[s].peak)
+                        : std::nullopt);
+  }
+  std::optional<timeline> tl;
+  if (with_ops && r.ops.size() == sched.stages()) {
+    tl = to_timeline(sched, r);
+  }
+  nlohmann::json j =
+      detail::simulation_json(sched, r.makespan, r.bubble_rate, stages, peaks, tl ? &*tl : nullptr);
+  if (r.deadlock) {
+    j["deadlock"] = r.deadlock->describe();
+  }
+  return j;
+}
+
+/// As above from any timeline (unit steps, cost_timeline, a measured run): the summaries are
+/// derived from the intervals (timeline::summary, timeline::bubble_rate); `memory` from
+/// memory_curves() gives peak_memory.
+inline nlohmann::json simulation_to_json(
+    const schedule& sched,
+    const timeline& tl,
+    const std::vector<std::vector<memory_sample>>* memory = nullptr,
+    bool with_ops = true) {
+  std::vector<stage_summary> stages;
+  std::vector<std::optional<double>> peaks;
+  for (stage_index s = 0; s < tl.stages.size(); ++s) {
+    stages.push_back(tl.summary(s));
+    peaks.push_back(memory && s < memory->size() ? std::optional<double>(peak_of((*memory)[s]))
+                                                 : std::nullopt);
+  }
+  return detail::simulation_json(sched, tl.makespan(), tl.bubble_rate(), stages, peaks,
+                                 with_ops ? &tl : nullptr);
+}
+
 /// Reads a simulation result (schema v1); `ops` must be present on every stage or on none.
 inline simulation_record simulation_from_json(const nlohmann::json& j) {
   const detail::json_at c{j, ""};
-  c.object({"version", "name", "p", "m", "v", "makespan", "bubble_rate", "stages"});
+  c.object({"version", "name", "p", "m", "v", "makespan", "bubble_rate", "stages", "deadlock"});
   c.version(model_json_version, "simulation result");
   simulation_record r;
   r.name = c["name"].string();
@@ -387,6 +440,9 @@ inline simulation_record simulation_from_json(const nlohmann::json& j) {
   r.chunks = static_cast<std::uint32_t>(c["v"].integer(1, 65535));
   r.makespan = c["makespan"].non_negative();
   r.bubble_rate = c["bubble_rate"].number();
+  if (c.has("deadlock")) {
+    r.deadlock = c["deadlock"].string();
+  }
   const detail::json_at st = c["stages"];
   if (st.array() != r.stages) {
     st.error("must hold p (", r.stages, ") entries");

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "pipesched/io/detail/timeline.hpp"
+#include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"

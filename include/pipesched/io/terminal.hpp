@@ -10,7 +10,7 @@
 #include <fmt/color.h>
 #include <fmt/format.h>
 
-#include "pipesched/io/detail/timeline.hpp"
+#include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
 

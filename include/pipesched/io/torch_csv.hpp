@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pipesched/io/detail/timeline.hpp"
+#include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"

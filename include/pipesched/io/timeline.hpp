@@ -11,14 +11,16 @@
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/memory/memory_checker.hpp"
 #include "pipesched/memory/memory_model.hpp"
 #include "pipesched/sim/cost_model.hpp"
+#include "pipesched/sim/timing_simulator.hpp"
 #include "pipesched/validate/traversal.hpp"
 
 // The io/ renderers (terminal, SVG, Chrome trace, simulation JSON) draw a `timeline`: every
 // op of a schedule with a start and an end. It is deliberately small so that any source of
-// times can feed it: the unit-step timing below, the timing simulator (sim/), or a measured
-// executor run (timeline_from_measured).
+// times can feed it: the unit-step timing below, the timing simulator (to_timeline), or a
+// measured executor run (timeline_from_measured).
 
 namespace pipesched {
 
@@ -202,13 +204,41 @@ inline timeline unit_step_timeline(const schedule& sched) {
       [](stage_index, stage_index) { return 0.0; });
 }
 
-/// Times a schedule with a cost model (background §2); comm ops take no compute time.
-/// A stand-in for the timing simulator's result until sim/ provides it.
+/// The simulator's per-op times as a timeline, keeping its bubble rate. `r` must come from
+/// simulate(sched, ...) with record_ops on; after a deadlock each stage holds the ops that ran
+/// (a prefix of its list).
+inline timeline to_timeline(const schedule& sched, const simulation_result& r) {
+  if (r.ops.size() != sched.stages()) {
+    detail::fail("to_timeline: the simulation result has per-op times for ", r.ops.size(),
+                 " stages, the schedule has ", sched.stages(),
+                 " (simulate the same schedule with record_ops = true)");
+  }
+  timeline out;
+  out.stages.resize(sched.stages());
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    const auto ops = sched.ops(s);
+    if (r.ops[s].size() > ops.size() || (r.completed() && r.ops[s].size() != ops.size())) {
+      detail::fail("to_timeline: stage ", s, " has ", r.ops[s].size(),
+                   " timed ops, the schedule's list ", ops.size());
+    }
+    out.stages[s].reserve(r.ops[s].size());
+    for (std::size_t i = 0; i < r.ops[s].size(); ++i) {
+      out.stages[s].push_back({s, i, ops[i], r.ops[s][i].start, r.ops[s][i].end});
+    }
+  }
+  out.reported_bubble_rate = r.bubble_rate;
+  return out;
+}
+
+/// Times a schedule with a cost model: simulate(sched, costs) as a timeline. Throws when the
+/// schedule cannot run to the end (use simulate() and to_timeline() to draw a partial run).
 inline timeline cost_timeline(const schedule& sched, const cost_model& costs = cost_model{}) {
-  return detail::compute_timeline(
-      sched, "cost_timeline",
-      [&](stage_index s, const op& o) { return costs.duration(s, o.kind, o.chunk); },
-      [&](stage_index a, stage_index b) { return costs.comm(a, b); });
+  const simulation_result r = simulate(sched, costs);
+  if (r.deadlock) {
+    detail::fail("cost_timeline: the schedule cannot run to the end (", r.deadlock->describe(),
+                 ")");
+  }
+  return to_timeline(sched, r);
 }
 
 /// Builds a timeline from measured intervals (e.g. a real executor run): one entry per op of
@@ -255,10 +285,11 @@ inline timeline timeline_from_measured(const schedule& sched, std::span<const ti
   return out;
 }
 
-/// Live activation memory per stage over a timeline (background §3): F allocates M_B when it
-/// starts; B frees M_B − M_W, W frees M_W and BW frees M_B when they end; static memory is
-/// the base line. Samples are sorted by time, one per change (first sample at time 0).
-/// Receive buffers of lowered schedules are not counted. A stand-in for the memory checker.
+/// Live activation memory per stage over any timeline (e.g. a measured run), without the
+/// memory checker (background §3): F allocates M_B when it starts; B frees M_B − M_W, W frees
+/// M_W and BW frees M_B when they end; static memory is the base line. Samples are sorted by
+/// time, one per change (first sample at time 0). Receive buffers of lowered schedules are not
+/// counted; use check_memory() and memory_curves(const memory_report&) for those.
 inline std::vector<std::vector<memory_sample>> memory_curves(const schedule& sched,
                                                              const timeline& tl,
                                                              const memory_model& mem) {
@@ -300,6 +331,29 @@ inline std::vector<std::vector<memory_sample>> memory_curves(const schedule& sch
         out[s].back().live = live;
       } else {
         out[s].push_back({d.time, live});
+      }
+    }
+  }
+  return out;
+}
+
+/// The memory checker's curves as samples over time: static memory at time 0, then the value
+/// after each op at that op's end time (same-time values merged, the last one kept). `m` must
+/// come from check_memory(sched, model, options, simulation) with record_curve on.
+inline std::vector<std::vector<memory_sample>> memory_curves(const memory_report& m) {
+  std::vector<std::vector<memory_sample>> out(m.stages.size());
+  for (std::size_t s = 0; s < m.stages.size(); ++s) {
+    const stage_memory& st = m.stages[s];
+    if (st.curve_time.empty() && !st.curve.empty()) {
+      detail::fail("memory_curves: stage ", s,
+                   " has no times (call check_memory with the simulation result)");
+    }
+    out[s].push_back({0.0, st.static_memory});
+    for (std::size_t i = 0; i < st.curve_time.size() && i < st.curve.size(); ++i) {
+      if (out[s].back().time == st.curve_time[i]) {
+        out[s].back().live = st.curve[i];
+      } else {
+        out[s].push_back({st.curve_time[i], st.curve[i]});
       }
     }
   }
