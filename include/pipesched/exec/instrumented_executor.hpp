@@ -14,7 +14,7 @@
 namespace pipesched {
 
 /// Wall-clock interval of one op of a real run, in seconds since the run's start.
-struct op_timing {
+struct measured_op {
   stage_index stage = 0;
   std::size_t op_index = 0;  ///< position in the stage's list
   op o{};
@@ -63,7 +63,7 @@ class instrumented_executor {
 
   std::uint32_t stages() const noexcept { return static_cast<std::uint32_t>(records_.size()); }
   /// Stage s's ops in the order they ran.
-  const std::vector<op_timing>& timings(stage_index s) const { return records_.at(s); }
+  const std::vector<measured_op>& timings(stage_index s) const { return records_.at(s); }
   /// Latest end over all stages (0 when nothing ran).
   double makespan() const noexcept {
     double m = 0.0;
@@ -83,7 +83,7 @@ class instrumented_executor {
   }
 
   E* inner_;
-  std::vector<std::vector<op_timing>> records_;
+  std::vector<std::vector<measured_op>> records_;
   clock::time_point origin_;
 };
 
