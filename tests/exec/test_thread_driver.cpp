@@ -6,6 +6,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -188,4 +189,57 @@ TEST_CASE("run_threaded with op_timeout completes a healthy run", "[exec][thread
   checking_executor e(s);
   run_threaded(e, s, {std::chrono::milliseconds(10000)});
   CHECK(e.finished());
+}
+
+namespace {
+/// Hangs at (stage, op index) until released; otherwise every op takes a little time so the
+/// watchdog also sees healthy ops in flight.
+struct random_hang_executor {
+  struct message {};
+  std::shared_ptr<hang_control> ctl;
+  stage_index hang_stage;
+  std::size_t hang_index;
+  std::vector<std::size_t> calls;
+  message run(stage_index s, const op&, message&&) {
+    const std::size_t i = calls[s]++;
+    if (s == hang_stage && i == hang_index) {
+      auto c = ctl;
+      std::unique_lock lock(c->mu);
+      c->cv.wait(lock, [&] { return c->released; });
+      c->exited = true;
+      c->cv.notify_all();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return {};
+  }
+};
+}  // namespace
+
+TEST_CASE("run_threaded op_timeout: hangs at random ops, repeated", "[exec][thread_driver]") {
+  std::mt19937 rng(99);
+  for (int run = 0; run < 15; ++run) {
+    const std::uint32_t p = 2 + static_cast<std::uint32_t>(rng() % 3);
+    const auto s = default_registry().generate("zb-h1", {p, 4, 0, {}, {}, {}});
+    const stage_index hs = static_cast<stage_index>(rng() % p);
+    const std::size_t hi = rng() % s.ops(hs).size();
+    auto ctl = std::make_shared<hang_control>();
+    {
+      random_hang_executor e{ctl, hs, hi, std::vector<std::size_t>(p, 0)};
+      INFO("p=" << p << " hang at stage " << hs << " op " << hi);
+      try {
+        run_threaded(e, s, {std::chrono::milliseconds(20)});
+        FAIL("no exception");
+      } catch (const execution_error& err) {
+        CHECK(err.stage() == hs);
+        CHECK(err.op_index() == hi);
+        CHECK_THROWS_AS(err.rethrow_nested(), op_timeout_error);
+      }
+      std::lock_guard lock(ctl->mu);
+      ctl->released = true;
+    }
+    ctl->cv.notify_all();
+    std::unique_lock lock(ctl->mu);
+    ctl->cv.wait(lock, [&] { return ctl->exited; });
+  }
 }

@@ -44,13 +44,17 @@ class op_timeout_error : public std::runtime_error {
 
 namespace detail {
 
+/// Per-stage watchdog word: the steady_clock start (ns) of the op inside run(), or one of:
+inline constexpr std::int64_t stage_idle = -1;       ///< not inside run()
+inline constexpr std::int64_t stage_abandoned = -2;  ///< timed out; the driver has moved on
+
 template <class M>
 struct thread_run_state {
   explicit thread_run_state(std::uint32_t stages)
-      : hub(stages), op_started_ns(stages), op_index(stages), abandoned(stages) {
+      : hub(stages), in_op_since(stages), op_index(stages) {
     for (std::uint32_t s = 0; s < stages; ++s) {
-      op_started_ns[s].store(-1);
-      abandoned[s].store(false);
+      in_op_since[s].store(stage_idle);
+      op_index[s].store(0);
     }
   }
 
@@ -72,10 +76,8 @@ struct thread_run_state {
   std::condition_variable finished_cv;
   std::exception_ptr first_error;
   std::uint32_t running = 0;
-  // Watchdog view of each stage: start of the op inside run() (steady_clock ns, -1 = none).
-  std::vector<std::atomic<std::int64_t>> op_started_ns;
+  std::vector<std::atomic<std::int64_t>> in_op_since;
   std::vector<std::atomic<std::size_t>> op_index;
-  std::vector<std::atomic<bool>> abandoned;
 };
 
 inline std::int64_t steady_now_ns() {
@@ -84,23 +86,28 @@ inline std::int64_t steady_now_ns() {
       .count();
 }
 
-/// Wraps the user's executor to publish "stage s is inside run() since t" for the watchdog,
-/// and to leave an abandoned (timed-out) stage without touching anything but shared state.
+/// Wraps the user's executor to publish "stage s is inside run() since t" for the watchdog.
+/// Leaving run() and being abandoned by the watchdog race on one atomic word, so exactly one
+/// wins: either the stage continues normally, or it leaves without touching anything but the
+/// shared state (the driver may have returned, and the caller's executor may be gone).
 template <class E>
 struct watched_executor {
   using message = typename E::message;
   E* inner;
   thread_run_state<message>* state;
-  std::size_t* position;  // the runner's current op index, read before each run()
+  std::size_t* position;  // the runner's current op index
 
   message run(stage_index s, const op& o, message&& in) {
-    state->op_index[s].store(*position);
-    state->op_started_ns[s].store(steady_now_ns());
-    message out = inner->run(s, o, std::move(in));
-    if (state->abandoned[s].load()) {
-      throw run_cancelled();  // the driver has returned: leave at once
+    if (state->stop.load()) {
+      throw run_cancelled();
     }
-    state->op_started_ns[s].store(-1);
+    state->op_index[s].store(*position);
+    std::int64_t started = steady_now_ns();
+    state->in_op_since[s].store(started);
+    message out = inner->run(s, o, std::move(in));
+    if (!state->in_op_since[s].compare_exchange_strong(started, stage_idle)) {
+      throw run_cancelled();  // abandoned by the watchdog: leave at once
+    }
     return out;
   }
 };
@@ -190,10 +197,10 @@ void run_threaded(E& e, const schedule& sched, const thread_driver_options& opts
       const std::int64_t now = detail::steady_now_ns();
       std::uint32_t n_stuck = 0;
       for (stage_index s = 0; s < p; ++s) {
-        const std::int64_t t0 = state->op_started_ns[s].load();
-        if (t0 >= 0 && now - t0 > limit_ns && !stuck[s]) {
-          stuck[s] = true;
-          state->abandoned[s].store(true);
+        std::int64_t t0 = state->in_op_since[s].load();
+        if (!stuck[s] && t0 >= 0 && now - t0 > limit_ns &&
+            state->in_op_since[s].compare_exchange_strong(t0, detail::stage_abandoned)) {
+          stuck[s] = true;  // the stage is still inside that op, and will never run another
           const std::size_t i = state->op_index[s].load();
           try {
             throw op_timeout_error(opts.op_timeout);
