@@ -159,3 +159,28 @@ inline schedule deadlocking_schedule() {
 }
 
 }  // namespace exec_test
+
+namespace exec_test {
+
+/// A GPipe-like schedule on the V placement (stage s holds global chunks s and 2p-1-s): every
+/// stage runs all F of its first chunk, all F of its second, then BW of the second, then BW of
+/// the first. Exercises same-stage hand-offs (global chunk p-1 -> p on stage p-1).
+inline schedule v_shape_gpipe(std::uint32_t p, std::uint32_t m) {
+  schedule s("v-gpipe", m, placement::v_shape(p));
+  for (stage_index st = 0; st < p; ++st) {
+    auto& ops = s.stage_ops(st);
+    for (chunk_index c : {chunk_index{0}, chunk_index{1}}) {
+      for (microbatch_index j = 0; j < m; ++j) {
+        ops.push_back(make_op(op_kind::forward, j, c));
+      }
+    }
+    for (chunk_index c : {chunk_index{1}, chunk_index{0}}) {
+      for (microbatch_index j = 0; j < m; ++j) {
+        ops.push_back(make_op(op_kind::backward_full, j, c));
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace exec_test

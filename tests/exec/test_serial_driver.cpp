@@ -111,3 +111,16 @@ TEST_CASE("run_serial stops at the first failing op", "[exec][serial_driver]") {
   }
   CHECK(e.calls == 4);  // stage 0: F0 F1; stage 1: F0 F1 (fails)
 }
+
+TEST_CASE("run_serial routes messages on a V placement", "[exec][serial_driver]") {
+  for (std::uint32_t p : {1u, 3u}) {
+    const auto s = exec_test::v_shape_gpipe(p, 2);
+    checking_executor e(s);
+    run_serial(e, s);
+    CHECK(e.finished());
+    const auto lowered = exec_test::lower(s);
+    checking_executor e2(lowered);
+    run_serial(e2, lowered);
+    CHECK(e2.finished());
+  }
+}

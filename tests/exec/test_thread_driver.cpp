@@ -243,3 +243,17 @@ TEST_CASE("run_threaded op_timeout: hangs at random ops, repeated", "[exec][thre
     ctl->cv.wait(lock, [&] { return ctl->exited; });
   }
 }
+
+TEST_CASE("run_threaded routes messages on a V placement", "[exec][thread_driver]") {
+  for (std::uint32_t p : {1u, 2u, 4u}) {
+    const auto s = exec_test::v_shape_gpipe(p, 3);
+    INFO("p=" << p);
+    checking_executor e(s);
+    run_threaded(e, s);
+    CHECK(e.finished());
+    const auto lowered = exec_test::lower(s);
+    checking_executor e2(lowered);
+    run_threaded(e2, lowered);
+    CHECK(e2.finished());
+  }
+}
