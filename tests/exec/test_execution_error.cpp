@@ -38,9 +38,9 @@ TEST_CASE("execution_error names the stage and op and nests the original",
 TEST_CASE("deadlock_error carries the witness", "[exec][execution_error]") {
   deadlock_witness w;
   w.cycle = {0, 1};
-  const deadlock_error e("run_serial", w);
+  const deadlock_error e("run_serial: schedule \"x\"", w);
   CHECK(std::string(e.what()) ==
-        "run_serial: schedule cannot run to the end: deadlock: cycle: stage 0 -> stage 1 -> "
+        "run_serial: schedule \"x\" cannot run to the end: deadlock: cycle: stage 0 -> stage 1 -> "
         "stage 0");
   CHECK(e.witness().cycle == w.cycle);
   const invalid_argument& base = e;  // callers catching invalid input catch it too

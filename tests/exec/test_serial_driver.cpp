@@ -84,7 +84,7 @@ TEST_CASE("run_serial reports a deadlock with its witness instead of spinning",
     FAIL("no exception");
   } catch (const deadlock_error& err) {
     const std::string what = err.what();
-    CHECK(what.rfind("run_serial: schedule cannot run to the end: deadlock:", 0) == 0);
+    CHECK(what.rfind("run_serial: schedule \"deadlock\" cannot run to the end: deadlock:", 0) == 0);
     CHECK(what.find("cycle: stage 0 -> stage 1 -> stage 0") != std::string::npos);
     CHECK(err.witness().cycle.size() == 2);
   }

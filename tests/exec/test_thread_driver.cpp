@@ -124,9 +124,10 @@ TEST_CASE("run_threaded refuses a deadlocking schedule instead of hanging",
           "[exec][thread_driver]") {
   const auto s = exec_test::deadlocking_schedule();
   null_executor e;
-  CHECK_THROWS_WITH(run_threaded(e, s),
-                    Catch::StartsWith("run_threaded: schedule cannot run to the end: deadlock:") &&
-                        Catch::Contains("cycle: stage 0 -> stage 1 -> stage 0"));
+  CHECK_THROWS_WITH(
+      run_threaded(e, s),
+      Catch::StartsWith("run_threaded: schedule \"deadlock\" cannot run to the end: deadlock:") &&
+          Catch::Contains("cycle: stage 0 -> stage 1 -> stage 0"));
   CHECK_THROWS_AS(run_threaded(e, s), deadlock_error);
   CHECK_THROWS_AS(run_threaded(e, s, {std::chrono::milliseconds(-1)}), invalid_argument);
 }

@@ -42,12 +42,14 @@ class execution_error : public std::runtime_error, public std::nested_exception 
   op op_;
 };
 
-/// A driver was given a schedule that cannot run to the end. what() holds
-/// deadlock_witness::describe(); witness() the full witness.
+/// A driver was given a schedule that cannot run to the end. what() reads
+/// `run_threaded: schedule "x" cannot run to the end: ` + deadlock_witness::describe();
+/// witness() is the full witness.
 class deadlock_error : public invalid_argument {
  public:
-  deadlock_error(const std::string& who, deadlock_witness w)
-      : invalid_argument(who + ": schedule cannot run to the end: " + w.describe()),
+  /// `context` names the caller and the schedule, e.g. `run_serial: schedule "zb-h1"`.
+  deadlock_error(const std::string& context, deadlock_witness w)
+      : invalid_argument(context + " cannot run to the end: " + w.describe()),
         witness_(std::move(w)) {}
   const deadlock_witness& witness() const noexcept { return witness_; }
 

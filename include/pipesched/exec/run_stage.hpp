@@ -43,7 +43,7 @@ inline void require_runnable(const schedule& sched, const std::string& who) {
     }
   }
   if (first == nullptr && r.deadlock) {
-    throw deadlock_error(who, std::move(*r.deadlock));
+    throw deadlock_error(who + ": schedule \"" + sched.name() + "\"", std::move(*r.deadlock));
   }
   if (first == nullptr) {
     first = &r.violations.front();

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pipesched/exec/detail/channel.hpp"
@@ -57,7 +58,7 @@ void run_serial(E& e, const schedule& sched) {
     }
   });
   if (!r.complete) {  // unreachable after validation; kept so a bug can never pass silently
-    throw deadlock_error("run_serial", r.witness);
+    throw deadlock_error("run_serial: schedule \"" + sched.name() + "\"", r.witness);
   }
 }
 
