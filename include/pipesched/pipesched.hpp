@@ -5,8 +5,11 @@
 
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/gpipe.hpp"
+#include "pipesched/gen/interleaved.hpp"
 #include "pipesched/gen/one_f_one_b.hpp"
 #include "pipesched/gen/registry.hpp"
+#include "pipesched/gen/zb_auto.hpp"
+#include "pipesched/gen/zb_v.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
