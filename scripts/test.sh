@@ -1,16 +1,52 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh Debian machine (as root): installs what is missing, builds
-# with warnings as errors, runs every ctest. Used by the README and by .ci/run.
+# The whole test suite, from a fresh Debian machine (as root): installs what is missing, then
+#  1. a warnings-as-errors RelWithDebInfo build and every ctest (unit, cli, examples, package);
+#  2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#  3. the threaded drivers (ctest label `exec`) under ThreadSanitizer;
+#  4. clang-format on every tracked C++ file.
+# Used by the README and by .ci/run. Set PIPESCHED_QUICK=1 to run only step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs=(cmake g++ ninja-build catch2 libfmt-dev nlohmann-json3-dev libbenchmark-dev libcli11-dev)
+pkgs=(cmake g++ ninja-build catch2 libfmt-dev nlohmann-json3-dev libbenchmark-dev libcli11-dev
+      clang-format)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing: ${missing[*]}"
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 fi
+jobs=2
+start=$SECONDS
+
+echo "== 1/4 build (Werror) and all tests"
 cmake -S . -B build -G Ninja -DPIPESCHED_WERROR=ON
-cmake --build build -j2
-ctest --test-dir build -j2 --output-on-failure
+cmake --build build -j$jobs
+ctest --test-dir build -j$jobs --output-on-failure
+
+if [ "${PIPESCHED_QUICK:-0}" = 1 ]; then
+  echo "== done (quick) in $((SECONDS - start)) s"
+  exit 0
+fi
+
+echo "== 2/4 unit tests under ASan + UBSan"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPIPESCHED_WERROR=ON \
+  -DPIPESCHED_SANITIZE=address,undefined -DPIPESCHED_BUILD_BENCH=OFF
+cmake --build build-asan -j$jobs --target pipesched_tests
+ctest --test-dir build-asan -j$jobs -L unit --output-on-failure
+
+echo "== 3/4 threaded drivers under TSan"
+if grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null; then
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCHED_WERROR=ON \
+    -DPIPESCHED_SANITIZE=thread -DPIPESCHED_BUILD_BENCH=OFF
+  cmake --build build-tsan -j$jobs --target pipesched_tests
+  build-tsan/bin/pipesched_tests '[exec]'
+else
+  echo "(no [exec] tests yet)"
+fi
+
+echo "== 4/4 clang-format"
+git ls-files '*.hpp' '*.cpp' | xargs clang-format --dry-run --Werror
+
+echo "== all checks passed in $((SECONDS - start)) s"

@@ -31,10 +31,10 @@ namespace pipesched {
 ///   static_assert(executor<null_executor>);   static_assert(!executor<int>);
 template <class E>
 concept executor = std::default_initializable<typename E::message> &&
-                   std::movable<typename E::message> &&
-                   requires(E& e, stage_index s, const op& o, typename E::message&& in) {
-                     { e.run(s, o, std::move(in)) } -> std::same_as<typename E::message>;
-                   };
+    std::movable<typename E::message> &&
+    requires(E& e, stage_index s, const op& o, typename E::message&& in) {
+  { e.run(s, o, std::move(in)) } -> std::same_as<typename E::message>;
+};
 
 /// Does nothing; messages carry no data. Useful to exercise drivers and schedules.
 struct null_executor {

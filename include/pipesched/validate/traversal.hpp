@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -188,10 +189,11 @@ traversal_result traverse(const schedule& sched, Visitor&& visit) {
         }
         continue;
       }
-      const requirement* missing = nullptr;
+      // Copied, not pointed to: the list returned by requirements_of() is a temporary.
+      std::optional<requirement> missing;
       for (const requirement& r : requirements_of(pl, s, o, lowered)) {
         if (!satisfied(r)) {
-          missing = &r;
+          missing = r;
           break;
         }
       }

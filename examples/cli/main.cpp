@@ -1,0 +1,281 @@
+// `pipesched`: the command-line face of the library. A thin layer over the headers; its
+// subcommands, options, exit codes and JSON shapes are a contract other tools script against.
+//
+// Exit codes: 0 success (and, for validate, a valid schedule); 1 the schedule is invalid or
+// over its memory budget (one violation per line on stdout); 2 unusable input (bad options,
+// malformed files, unknown names), with a one-line `error: ...` on stderr.
+
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <pipesched/io/json.hpp>
+#include <pipesched/io/text.hpp>
+#include <pipesched/pipesched.hpp>
+
+namespace {
+
+using namespace pipesched;
+
+/// Where a command's schedule comes from: a generator by name, or a file.
+struct schedule_source {
+  std::string schedule_name;
+  std::uint32_t stages = 0;
+  std::uint32_t microbatches = 0;
+  std::uint32_t chunks = 0;
+  std::string input;
+};
+
+void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) {
+  auto* name =
+      cmd->add_option("--schedule,-s", src.schedule_name, "Schedule name (see `pipesched list`)");
+  auto* p = cmd->add_option("--stages,-p", src.stages, "Pipeline stages p (>= 1)");
+  auto* m = cmd->add_option("--microbatches,-m", src.microbatches, "Micro-batches m (>= 1)");
+  cmd->add_option("--chunks,-v", src.chunks, "Model chunks per stage v (default: the schedule's)");
+  if (allow_input) {
+    auto* in = cmd->add_option("--input,-i", src.input, "Schedule file (.json)");
+    in->excludes(name);
+    in->excludes(p);
+    in->excludes(m);
+  }
+}
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  throw pipesched::invalid_argument(msg);
+}
+
+/// Splits "a,b,c" into finite numbers; errors name the option and the expected shape.
+std::vector<double> parse_numbers(const std::string& text,
+                                  const std::string& option,
+                                  std::size_t min_count,
+                                  std::size_t max_count,
+                                  const std::string& shape) {
+  std::vector<double> out;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', pos);
+    const std::string piece = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    std::size_t used = 0;
+    double v = 0.0;
+    try {
+      v = std::stod(piece, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (piece.empty() || used != piece.size()) {
+      usage_error(option + ": expected " + shape + ", got \"" + text + "\" (\"" + piece +
+                  "\" is not a number)");
+    }
+    if (!std::isfinite(v) || v < 0.0) {
+      usage_error(option + ": values must be finite and >= 0, got \"" + piece + "\"");
+    }
+    out.push_back(v);
+    if (comma == std::string::npos) {
+      break;
+    }
+    pos = comma + 1;
+  }
+  if (out.size() < min_count || out.size() > max_count) {
+    usage_error(option + ": expected " + shape + ", got " + std::to_string(out.size()) +
+                " value(s) in \"" + text + "\"");
+  }
+  return out;
+}
+
+/// Options shared by the commands that need costs and memory (simulate, validate, generate of
+/// cost-aware schedules).
+struct model_options {
+  std::string cost = "1,1,1,0";
+  std::string memory = "1,0.5";
+  std::optional<double> memory_limit;
+  std::string costs_file;
+
+  cost_model costs() const {
+    const auto v = parse_numbers(cost, "--cost", 3, 4, "TF,TB,TW[,TC]");
+    return cost_model::uniform(v[0], v[1], v[2], v.size() > 3 ? v[3] : 0.0);
+  }
+  memory_model memory_sizes() const {
+    const auto v = parse_numbers(memory, "--memory", 2, 2, "MB,MW");
+    if (v[1] > v[0]) {
+      usage_error("--memory: MW (" + std::to_string(v[1]) + ") must be <= MB (" +
+                  std::to_string(v[0]) + ")");
+    }
+    return memory_model::uniform(v[0], v[1]);
+  }
+  generator_params params() const {
+    generator_params p;
+    p.costs = costs();
+    p.memory = memory_sizes();
+    if (memory_limit) {
+      if (!std::isfinite(*memory_limit) || *memory_limit <= 0.0) {
+        usage_error("--memory-limit: must be a finite number > 0, got " +
+                    std::to_string(*memory_limit));
+      }
+      p.memory_limit = memory_limit;
+    }
+    return p;
+  }
+};
+
+void add_model_options(CLI::App* cmd, model_options& o) {
+  cmd->add_option("--cost", o.cost, "Costs TF,TB,TW[,TC] (per chunk; TC = transfer latency)")
+      ->capture_default_str();
+  cmd->add_option("--memory", o.memory, "Memory per chunk and micro-batch MB,MW")
+      ->capture_default_str();
+  cmd->add_option("--memory-limit", o.memory_limit,
+                  "Per-stage memory limit, in the units of --memory");
+}
+
+schedule load_schedule(const schedule_source& src, const generator_params& base) {
+  if (!src.input.empty()) {
+    const std::string text = read_text_file(src.input);
+    try {
+      return read_schedule_json(text);
+    } catch (const pipesched::invalid_argument& e) {
+      usage_error(src.input + ": " + e.what());
+    }
+  }
+  if (src.schedule_name.empty()) {
+    usage_error("give --schedule NAME --stages P --microbatches M, or --input FILE");
+  }
+  if (src.stages == 0 && src.microbatches == 0) {
+    usage_error("--stages and --microbatches are required with --schedule");
+  }
+  const auto& entry = default_registry().at(src.schedule_name);
+  generator_params params = base;
+  params.stages = src.stages;
+  params.microbatches = src.microbatches;
+  params.chunks = src.chunks;
+  return entry.generate(params);
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) {
+    usage_error(path + ": cannot open for writing");
+  }
+  out << text;
+  if (!out) {
+    usage_error(path + ": write failed");
+  }
+}
+
+int cmd_list() {
+  std::size_t width = 0;
+  for (const auto& e : default_registry().entries()) {
+    width = std::max(width, e.name.size());
+  }
+  for (const auto& e : default_registry().entries()) {
+    fmt::print("{:<{}}  {}\n", e.name, width, e.description);
+  }
+  return 0;
+}
+
+struct generate_options {
+  schedule_source src;
+  model_options model;
+  std::string format = "text";
+  std::string output;
+};
+
+int cmd_generate(const generate_options& o) {
+  const schedule s = load_schedule(o.src, o.model.params());
+  std::string text;
+  if (o.format == "text") {
+    text = format_schedule_text(s);
+  } else if (o.format == "json") {
+    text = write_schedule_json(s);
+  } else {
+    usage_error("--format: unknown format \"" + o.format + "\" (known: text, json)");
+  }
+  write_output(o.output, text);
+  return 0;
+}
+
+struct validate_options_cli {
+  schedule_source src;
+};
+
+int cmd_validate(const validate_options_cli& o) {
+  const schedule s = load_schedule(o.src, generator_params{});
+  const validation_report r = validate(s);
+  if (r.ok()) {
+    fmt::print("valid: {} (p={}, m={}, v={}, {} ops)\n", s.name().empty() ? "schedule" : s.name(),
+               s.stages(), s.microbatches(), s.chunks(), s.size());
+    return 0;
+  }
+  for (const auto& v : r.violations) {
+    fmt::print("{}: {}\n", to_string(v.kind), v.message);
+  }
+  if (r.truncated() > 0) {
+    fmt::print("... and {} more violations\n", r.truncated());
+  }
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pipesched: generate, check, simulate and draw pipeline-parallel schedules"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::to_string(PIPESCHED_VERSION_MAJOR) + "." +
+                                        std::to_string(PIPESCHED_VERSION_MINOR) + "." +
+                                        std::to_string(PIPESCHED_VERSION_PATCH));
+
+  app.add_subcommand("list", "List every schedule name with a one-line description");
+
+  generate_options gen;
+  auto* g = app.add_subcommand("generate", "Generate a schedule and print or save it");
+  add_schedule_source(g, gen.src, false);
+  add_model_options(g, gen.model);
+  g->add_option("--format,-f", gen.format, "Output format: text, json");
+  g->add_option("--output,-o", gen.output, "Write to FILE instead of stdout");
+
+  validate_options_cli val;
+  auto* v = app.add_subcommand("validate", "Check a schedule; exit 1 listing every violation");
+  add_schedule_source(v, val.src, true);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+
+  try {
+    if (app.got_subcommand("list")) {
+      return cmd_list();
+    }
+    if (app.got_subcommand("generate")) {
+      return cmd_generate(gen);
+    }
+    if (app.got_subcommand("validate")) {
+      return cmd_validate(val);
+    }
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  return 2;
+}

@@ -1,0 +1,459 @@
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "pipesched/ir/dependencies.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/op.hpp"
+#include "pipesched/ir/schedule.hpp"
+#include "pipesched/memory/memory_model.hpp"
+#include "pipesched/sim/timing_simulator.hpp"
+
+namespace pipesched {
+
+/// What a tracked buffer holds (background §3).
+enum class buffer_kind : std::uint8_t {
+  activation,         ///< M_B: created by F, freed by B (which keeps M_W) or BW
+  weight_grad_input,  ///< M_W: created by B, freed by W
+  received_forward,   ///< `received`: created by RECV_F, freed by the F that consumes it
+  received_backward,  ///< `received`: created by RECV_B, freed by the B / BW that consumes it
+};
+
+constexpr std::string_view to_string(buffer_kind k) noexcept {
+  switch (k) {
+    case buffer_kind::activation:
+      return "activation";
+    case buffer_kind::weight_grad_input:
+      return "weight_grad_input";
+    case buffer_kind::received_forward:
+      return "received_forward";
+    case buffer_kind::received_backward:
+      return "received_backward";
+  }
+  return "?";
+}
+
+/// Identity of a buffer: kind, the stage it lives on, local chunk and micro-batch.
+struct buffer_id {
+  buffer_kind kind = buffer_kind::activation;
+  stage_index stage = 0;
+  chunk_index chunk = 0;
+  microbatch_index mb = 0;
+
+  friend bool operator==(const buffer_id&, const buffer_id&) = default;
+};
+
+/// "activation(stage 1, chunk 0, mb 3)".
+inline std::string to_string(const buffer_id& b) {
+  return detail::concat(to_string(b.kind), "(stage ", b.stage, ", chunk ", b.chunk, ", mb ", b.mb,
+                        ")");
+}
+
+/// A buffer alive at some point, with its size in the memory model's units.
+struct live_buffer {
+  buffer_id id{};
+  double size = 0.0;
+
+  friend bool operator==(const live_buffer&, const live_buffer&) = default;
+};
+
+enum class lifetime_error_kind : std::uint8_t {
+  use_before_create,  ///< an op frees / consumes a buffer that was never created
+  double_create,      ///< an op creates a buffer that already exists or existed
+  double_free,        ///< an op frees a buffer that was already freed
+  leak,               ///< a buffer is still alive after the stage's last op
+};
+
+constexpr std::string_view to_string(lifetime_error_kind k) noexcept {
+  switch (k) {
+    case lifetime_error_kind::use_before_create:
+      return "use_before_create";
+    case lifetime_error_kind::double_create:
+      return "double_create";
+    case lifetime_error_kind::double_free:
+      return "double_free";
+    case lifetime_error_kind::leak:
+      return "leak";
+  }
+  return "?";
+}
+
+/// A buffer-lifetime error, located at the offending op (for a leak: the op that created the
+/// buffer). `message` starts with the location: "stage 1, op 3 (B0): ...".
+struct lifetime_error {
+  lifetime_error_kind kind = lifetime_error_kind::leak;
+  stage_index stage = 0;
+  std::size_t op_index = 0;
+  buffer_id buffer{};
+  std::string message;
+};
+
+/// Memory of one stage over its op list. All values include the stage's static memory.
+struct stage_memory {
+  /// op_index value when a stage has no ops.
+  static constexpr std::size_t no_index = std::numeric_limits<std::size_t>::max();
+
+  double static_memory = 0.0;
+  double peak = 0.0;                     ///< largest value (static + live buffers)
+  std::size_t peak_op_index = no_index;  ///< first op after which `peak` is reached
+  double peak_time = 0.0;                ///< end time of that op (when a simulation was given)
+  /// (peak − static) in units of the stage's activation memory for one micro-batch, Σ_chunks M_B
+  /// (1F1B stage 1: p; ZB-V in these units: p); 0 when that sum is 0.
+  double peak_stage_units = 0.0;
+  double final_value = 0.0;   ///< after the last op (static + leaked buffers)
+  std::vector<double> curve;  ///< value after each op (when record_curve)
+  /// End time of each op, aligned with `curve`, when check_memory() was given a simulation
+  /// (shorter than `curve` if that simulation deadlocked); empty otherwise.
+  std::vector<double> curve_time;
+};
+
+/// A stage above its memory limit.
+struct budget_violation {
+  stage_index stage = 0;
+  double limit = 0.0;
+  std::size_t op_index = 0;  ///< first op after which the stage's memory exceeds `limit`
+  double value = 0.0;        ///< memory right after that op
+  double peak = 0.0;         ///< the stage's peak
+  std::size_t peak_op_index = 0;
+  std::vector<live_buffer> live;  ///< buffers alive right after `op_index`, in creation order
+  std::string message;            ///< "stage 2 exceeds its memory limit 3 at op 5 (F4): ..."
+};
+
+struct memory_options {
+  /// Memory limit per stage, in the memory model's units, static memory included: empty for no
+  /// budget, one value for every stage, or one value per stage.
+  std::vector<double> limits;
+  bool record_curve = true;       ///< keep the value after every op (8 bytes per op)
+  std::size_t max_errors = 1000;  ///< lifetime errors stored (all are counted)
+  /// A value exceeds a limit when value > limit + tolerance·max(1, limit) (absorbs rounding).
+  double tolerance = 1e-9;
+
+  static memory_options with_limit(double limit) {
+    memory_options o;
+    o.limits = {limit};
+    return o;
+  }
+  static memory_options with_limits(std::vector<double> per_stage) {
+    memory_options o;
+    o.limits = std::move(per_stage);
+    return o;
+  }
+};
+
+/// Result of check_memory().
+struct memory_report {
+  std::vector<stage_memory> stages;          ///< one per stage
+  std::vector<lifetime_error> errors;        ///< the first max_errors, by stage then op
+  std::size_t total_errors = 0;              ///< all lifetime errors found
+  std::vector<budget_violation> violations;  ///< one per stage over its limit, by stage
+
+  bool lifetimes_ok() const noexcept { return total_errors == 0; }
+  bool within_budget() const noexcept { return violations.empty(); }
+  bool ok() const noexcept { return lifetimes_ok() && within_budget(); }
+  double peak_memory(stage_index s) const { return stages.at(s).peak; }
+  /// Largest peak over all stages.
+  double max_peak() const noexcept {
+    double v = 0.0;
+    for (const auto& st : stages) {
+      v = std::max(v, st.peak);
+    }
+    return v;
+  }
+  std::size_t count(lifetime_error_kind k) const noexcept {
+    std::size_t n = 0;
+    for (const auto& e : errors) {
+      n += e.kind == k ? 1 : 0;
+    }
+    return n;
+  }
+};
+
+namespace detail {
+
+// Per (global chunk, micro-batch) lifetime bits: "live" and "was freed" for each buffer kind.
+constexpr std::uint8_t buffer_live(buffer_kind k) noexcept {
+  return static_cast<std::uint8_t>(1u << (2u * static_cast<unsigned>(k)));
+}
+constexpr std::uint8_t buffer_freed(buffer_kind k) noexcept {
+  return static_cast<std::uint8_t>(2u << (2u * static_cast<unsigned>(k)));
+}
+
+/// The buffer an op of kind k creates, if any.
+constexpr std::optional<buffer_kind> created_buffer(op_kind k) noexcept {
+  switch (k) {
+    case op_kind::forward:
+      return buffer_kind::activation;
+    case op_kind::backward_input:
+      return buffer_kind::weight_grad_input;
+    case op_kind::recv_forward:
+      return buffer_kind::received_forward;
+    case op_kind::recv_backward:
+      return buffer_kind::received_backward;
+    default:
+      return std::nullopt;
+  }
+}
+
+inline memory_report check_memory_impl(const schedule& sched,
+                                       const memory_model& model,
+                                       const memory_options& options,
+                                       const simulation_result* sim) {
+  const placement& pl = sched.layout();
+  const std::uint32_t p = sched.stages();
+  const std::uint32_t m = sched.microbatches();
+  const bool lowered = sched.has_comm();
+
+  if (!options.limits.empty() && options.limits.size() != 1 && options.limits.size() != p) {
+    fail("check_memory: limits (size ", options.limits.size(),
+         ") must hold one value or one per stage (p=", p, ")");
+  }
+  for (double v : options.limits) {
+    if (!std::isfinite(v) || v < 0.0) {
+      fail("check_memory: limit (", v, ") must be finite and >= 0");
+    }
+  }
+  if (!std::isfinite(options.tolerance) || options.tolerance < 0.0) {
+    fail("check_memory: tolerance (", options.tolerance, ") must be finite and >= 0");
+  }
+  if (sim != nullptr && sim->ops.size() != p) {
+    fail("check_memory: the simulation has op timings for ", sim->ops.size(),
+         " stages, the schedule has ", p, " (simulate with record_ops = true)");
+  }
+
+  memory_report report;
+  report.stages.resize(p);
+  std::vector<std::uint8_t> state(std::size_t{pl.total_chunks()} * m, 0);
+
+  for (stage_index s = 0; s < p; ++s) {
+    const auto ops = sched.ops(s);
+    stage_memory& st = report.stages[s];
+    st.static_memory = model.static_memory(s);
+    st.peak = st.static_memory;
+    if (options.record_curve) {
+      st.curve.reserve(ops.size());
+    }
+    const bool limited = !options.limits.empty();
+    const double limit = !limited ? 0.0 : options.limits[options.limits.size() == 1 ? 0 : s];
+    const double threshold = limit + options.tolerance * std::max(1.0, limit);
+    bool over = false;
+
+    auto size_of = [&](buffer_kind k, chunk_index c) {
+      const chunk_memory& cm = model.at(s, c);
+      switch (k) {
+        case buffer_kind::activation:
+          return cm.activation;
+        case buffer_kind::weight_grad_input:
+          return cm.weight_grad_input;
+        default:
+          return cm.received;
+      }
+    };
+    auto bits = [&](const op& o) -> std::uint8_t& {
+      return state[std::size_t{pl.global(s, o.chunk)} * m + o.mb];
+    };
+    auto error = [&](lifetime_error_kind k, std::size_t i, const op& o, buffer_kind b,
+                     std::string_view what) {
+      ++report.total_errors;
+      if (report.errors.size() < options.max_errors) {
+        const buffer_id id{b, s, o.chunk, o.mb};
+        report.errors.push_back(
+            lifetime_error{k, s, i, id,
+                           concat("stage ", s, ", op ", i, " (", to_string(o, pl.chunks() > 1),
+                                  "): ", what, " ", to_string(id))});
+      }
+    };
+
+    double value = st.static_memory;
+    auto create = [&](std::size_t i, const op& o, buffer_kind b) {
+      std::uint8_t& st_bits = bits(o);
+      if ((st_bits & (buffer_live(b) | buffer_freed(b))) != 0) {
+        error(lifetime_error_kind::double_create, i, o, b, "creates again");
+        return;
+      }
+      st_bits = static_cast<std::uint8_t>(st_bits | buffer_live(b));
+      value += size_of(b, o.chunk);
+    };
+    auto release = [&](std::size_t i, const op& o, buffer_kind b) {
+      std::uint8_t& st_bits = bits(o);
+      if ((st_bits & buffer_live(b)) == 0) {
+        if ((st_bits & buffer_freed(b)) != 0) {
+          error(lifetime_error_kind::double_free, i, o, b, "frees again");
+        } else {
+          error(lifetime_error_kind::use_before_create, i, o, b, "uses before it is created");
+        }
+        return;
+      }
+      st_bits = static_cast<std::uint8_t>((st_bits & ~buffer_live(b)) | buffer_freed(b));
+      value -= size_of(b, o.chunk);
+    };
+    // Lowered schedules: an F / B / BW whose input came from another stage consumes the RECV.
+    auto consume_received = [&](std::size_t i, const op& o) {
+      if (!lowered) {
+        return;
+      }
+      for (const requirement& r : requirements_of(pl, s, o, true)) {
+        if (r.what == event_kind::received_forward) {
+          release(i, o, buffer_kind::received_forward);
+        } else if (r.what == event_kind::received_backward) {
+          release(i, o, buffer_kind::received_backward);
+        }
+      }
+    };
+    // Buffers alive now, in creation order: scan the creators among ops [0, i].
+    auto live_now = [&](std::size_t i) {
+      std::vector<live_buffer> live;
+      std::unordered_set<std::uint64_t> seen;
+      for (std::size_t j = 0; j <= i; ++j) {
+        const op& o = ops[j];
+        if (o.chunk >= pl.chunks() || o.mb >= m) {
+          continue;
+        }
+        const auto created = created_buffer(o.kind);
+        if (!created) {
+          continue;
+        }
+        const buffer_kind b = *created;
+        const std::uint64_t key =
+            (std::uint64_t{o.chunk} * m + o.mb) * 4 + static_cast<std::uint64_t>(b);
+        if ((bits(o) & buffer_live(b)) != 0 && seen.insert(key).second) {
+          live.push_back(live_buffer{buffer_id{b, s, o.chunk, o.mb}, size_of(b, o.chunk)});
+        }
+      }
+      return live;
+    };
+
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const op& o = ops[i];
+      if (o.chunk < pl.chunks() && o.mb < m) {  // out-of-range ops: the validator's business
+        switch (o.kind) {
+          case op_kind::forward:
+            consume_received(i, o);
+            create(i, o, buffer_kind::activation);
+            break;
+          case op_kind::backward_input:
+            consume_received(i, o);
+            release(i, o, buffer_kind::activation);
+            create(i, o, buffer_kind::weight_grad_input);
+            break;
+          case op_kind::backward_weight:
+            release(i, o, buffer_kind::weight_grad_input);
+            break;
+          case op_kind::backward_full:
+            consume_received(i, o);
+            release(i, o, buffer_kind::activation);
+            break;
+          case op_kind::recv_forward:
+            create(i, o, buffer_kind::received_forward);
+            break;
+          case op_kind::recv_backward:
+            create(i, o, buffer_kind::received_backward);
+            break;
+          case op_kind::send_forward:
+          case op_kind::send_backward:
+            break;
+        }
+      }
+      if (options.record_curve) {
+        st.curve.push_back(value);
+      }
+      if (st.peak_op_index == stage_memory::no_index || value > st.peak) {
+        st.peak = value;  // never below static: values are static + live sizes
+        st.peak_op_index = i;
+      }
+      if (limited && !over && value > threshold) {
+        over = true;
+        budget_violation v;
+        v.stage = s;
+        v.limit = limit;
+        v.op_index = i;
+        v.value = value;
+        v.live = live_now(i);
+        report.violations.push_back(std::move(v));
+      }
+    }
+    st.final_value = value;
+    if (sim != nullptr) {
+      const auto& times = sim->ops[s];
+      const std::size_t n = std::min(times.size(), ops.size());
+      if (options.record_curve) {
+        st.curve_time.resize(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          st.curve_time[i] = times[i].end;
+        }
+      }
+      if (st.peak_op_index != stage_memory::no_index && st.peak_op_index < n) {
+        st.peak_time = times[st.peak_op_index].end;
+      }
+    }
+    double units = 0.0;
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      units += model.at(s, c).activation;
+    }
+    st.peak_stage_units = units > 0.0 ? (st.peak - st.static_memory) / units : 0.0;
+
+    if (over) {
+      budget_violation& v = report.violations.back();
+      v.peak = st.peak;
+      v.peak_op_index = st.peak_op_index;
+      v.message = concat("stage ", s, " exceeds its memory limit ", limit, " at op ", v.op_index,
+                         " (", to_string(ops[v.op_index], pl.chunks() > 1), "): ", v.value,
+                         " (peak ", v.peak, " at op ", v.peak_op_index, ")");
+    }
+
+    // Leaks: every buffer still alive, reported at the op that created it.
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const op& o = ops[i];
+      if (o.chunk >= pl.chunks() || o.mb >= m) {
+        continue;
+      }
+      const auto created = created_buffer(o.kind);
+      if (!created) {
+        continue;
+      }
+      const buffer_kind b = *created;
+      std::uint8_t& st_bits = bits(o);
+      if ((st_bits & buffer_live(b)) != 0) {
+        st_bits = static_cast<std::uint8_t>(st_bits & ~buffer_live(b));  // report it once
+        error(lifetime_error_kind::leak, i, o, b, "never frees");
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace detail
+
+/// Tracks every buffer of `sched` under `model` (background §3), stage by stage in list order:
+/// F creates activation (M_B); B frees it and creates weight_grad_input (M_W, so the stage
+/// holds M_W until W); W frees that; BW frees the activation. In a lowered schedule RECV_F /
+/// RECV_B create a receive buffer (`received`) that the consuming F / B / BW frees. Reports
+/// lifetime errors (use before create, double create, double free, leak), the per-stage peak
+/// and memory curve (static memory included), and every stage above its limit in `options`.
+/// Linear in the number of ops; one byte per (global chunk, micro-batch).
+/// Throws invalid_argument for malformed options (limits of the wrong size, negative values).
+inline memory_report check_memory(const schedule& sched,
+                                  const memory_model& model = {},
+                                  const memory_options& options = {}) {
+  return detail::check_memory_impl(sched, model, options, nullptr);
+}
+
+/// As above, and stamps the curve and the peaks with the simulated end time of each op
+/// (`sim` must come from simulate(sched, ...) with record_ops on).
+inline memory_report check_memory(const schedule& sched,
+                                  const memory_model& model,
+                                  const memory_options& options,
+                                  const simulation_result& sim) {
+  return detail::check_memory_impl(sched, model, options, &sim);
+}
+
+}  // namespace pipesched

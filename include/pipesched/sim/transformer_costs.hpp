@@ -1,0 +1,90 @@
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "pipesched/ir/error.hpp"
+#include "pipesched/memory/memory_model.hpp"
+#include "pipesched/sim/cost_model.hpp"
+
+namespace pipesched {
+
+/// Shape of a transformer chunk (background §3). All fields must be >= 1.
+struct transformer_dims {
+  std::uint64_t hidden = 0;      ///< h, hidden size
+  std::uint64_t heads = 0;       ///< a, attention heads
+  std::uint64_t sequence = 0;    ///< s, sequence length
+  std::uint64_t microbatch = 0;  ///< b, micro-batch size (sequences per micro-batch)
+  std::uint32_t layers = 1;      ///< transformer layers in one chunk (per stage when v = 1)
+};
+
+/// Units of transformer_profile.
+enum class transformer_units : std::uint8_t {
+  /// Costs in FLOPs, memory in bytes (16-bit activations, no recomputation): the raw
+  /// per-layer formulas times `layers`.
+  absolute,
+  /// Costs relative to the forward FLOPs of ONE layer (so T_F = layers), memory relative to
+  /// M_B of one layer (so M_B = layers). Convenient for cost_model / memory_model directly.
+  per_layer,
+};
+
+/// Costs and memory of one chunk for one micro-batch.
+struct transformer_profile {
+  op_costs costs{};       ///< T_F, T_B, T_W (T_B + T_W = 2·T_F; T_W < T_F < T_B)
+  chunk_memory memory{};  ///< M_B, M_W, and `received` = the s·b·h activation one transfer carries
+  transformer_units units = transformer_units::absolute;
+};
+
+/// Derives T_F, T_B, T_W and M_B, M_W for a chunk of `dims.layers` transformer layers from the
+/// per-layer formulas of background §3 (Korthikanti et al., as used by the zero-bubble paper):
+///   F: s·b·h·(24h + 4s)  B: s·b·h·(24h + 8s)  W: 24·s·b·h²  FLOPs
+///   M_B: s·b·(34h + 5·a·s)  M_W: 32·s·b·h  bytes;  received buffer: 2·s·b·h bytes.
+/// Throws invalid_argument when a dimension is 0.
+inline transformer_profile transformer_costs(
+    const transformer_dims& dims, transformer_units units = transformer_units::absolute) {
+  auto need = [](std::uint64_t v, const char* field) {
+    if (v == 0) {
+      detail::fail("transformer_costs: ", field, " must be at least 1");
+    }
+  };
+  need(dims.hidden, "hidden (h=0)");
+  need(dims.heads, "heads (a=0)");
+  need(dims.sequence, "sequence (s=0)");
+  need(dims.microbatch, "microbatch (b=0)");
+  need(dims.layers, "layers (0)");
+  const auto h = static_cast<double>(dims.hidden);
+  const auto a = static_cast<double>(dims.heads);
+  const auto s = static_cast<double>(dims.sequence);
+  const auto b = static_cast<double>(dims.microbatch);
+  const auto l = static_cast<double>(dims.layers);
+
+  const double f = s * b * h * (24.0 * h + 4.0 * s);
+  const double bi = s * b * h * (24.0 * h + 8.0 * s);
+  const double w = 24.0 * s * b * h * h;
+  const double mb = s * b * (34.0 * h + 5.0 * a * s);
+  const double mw = 32.0 * s * b * h;
+  const double recv = 2.0 * s * b * h;
+
+  const double cost_unit = units == transformer_units::per_layer ? f : 1.0;
+  const double mem_unit = units == transformer_units::per_layer ? mb : 1.0;
+  transformer_profile out;
+  out.units = units;
+  out.costs = op_costs{l * f / cost_unit, l * bi / cost_unit, l * w / cost_unit};
+  out.memory = chunk_memory{l * mb / mem_unit, l * mw / mem_unit, recv / mem_unit};
+  if (!std::isfinite(out.costs.backward_input) || !std::isfinite(out.memory.activation)) {
+    detail::fail("transformer_costs: dimensions are too large (costs overflow)");
+  }
+  return out;
+}
+
+/// A uniform cost_model from a profile, with transfer latency `comm` (same units as costs).
+inline cost_model make_cost_model(const transformer_profile& prof, double comm = 0.0) {
+  return cost_model(prof.costs, comm);
+}
+
+/// A uniform memory_model from a profile.
+inline memory_model make_memory_model(const transformer_profile& prof) {
+  return memory_model(prof.memory);
+}
+
+}  // namespace pipesched

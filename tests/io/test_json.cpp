@@ -1,0 +1,89 @@
+#include <catch2/catch.hpp>
+
+#include <pipesched/gen/registry.hpp>
+#include <pipesched/io/json.hpp>
+
+using namespace pipesched;
+
+TEST_CASE("schedule JSON round-trips for every registered generator", "[io][json]") {
+  for (const auto& e : default_registry().entries()) {
+    generator_params p;
+    p.stages = 3;
+    p.microbatches = 5;
+    const schedule s = e.generate(p);
+    const schedule back = read_schedule_json(write_schedule_json(s));
+    INFO(e.name);
+    CHECK(back == s);
+    CHECK(back.name() == s.name());
+  }
+}
+
+TEST_CASE("schedule JSON has the version 1 shape", "[io][json]") {
+  const auto j = schedule_to_json(generate(one_f_one_b{}, 2, 1));
+  CHECK(j["version"] == 1);
+  CHECK(j["name"] == "1f1b");
+  CHECK(j["stages"] == 2);
+  CHECK(j["microbatches"] == 1);
+  CHECK(j["chunks"] == 1);
+  CHECK(j["ops"][0][0] == nlohmann::json{{"kind", "F"}, {"mb", 0}});
+  CHECK(j["ops"][1][1] == nlohmann::json{{"kind", "BW"}, {"mb", 0}});
+  CHECK(write_schedule_json(generate(one_f_one_b{}, 1, 1)) ==
+        "{\"chunks\":1,\"microbatches\":1,\"name\":\"1f1b\",\"placement\":\"sequential\","
+        "\"stages\":1,\"version\":1,\"ops\":[\n  [{\"kind\":\"F\",\"mb\":0},{\"kind\":\"BW\","
+        "\"mb\":0}]\n]}\n");
+}
+
+TEST_CASE("placements and comm peers round-trip", "[io][json]") {
+  schedule v("v", 2, placement::v_shape(2));
+  v.stage_ops(0) = {make_op(op_kind::forward, 0, 0), make_op(op_kind::send_forward, 0, 0)};
+  const auto j = schedule_to_json(v);
+  CHECK(j["placement"] == "v");
+  CHECK(j["ops"][0][1]["peer"] == 1);
+  CHECK(read_schedule_json(j.dump()) == v);
+
+  schedule c("c", 1, placement::custom(2, 2, {3, 0, 1, 2}));
+  c.stage_ops(1) = {make_op(op_kind::forward, 0, 1)};
+  CHECK(read_schedule_json(write_schedule_json(c)) == c);
+}
+
+TEST_CASE("schedule JSON errors name the path and the rule", "[io][json][errors]") {
+  auto err = [](const std::string& text) {
+    try {
+      read_schedule_json(text);
+    } catch (const pipesched::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string head = R"({"version": 1, "stages": 2, "microbatches": 2, )";
+  CHECK(err(head + R"("ops": [[], [{"kind": "F", "mb": 0}, {"kind": "X", "mb": 0}]]})") ==
+        "/ops/1/1/kind: unknown op kind \"X\" (known: F B W BW SEND_F RECV_F SEND_B RECV_B)");
+  CHECK(err(head + R"("ops": [[]]})") == "/ops: must hold one list per stage (stages=2), not 1");
+  CHECK(err(head + R"("ops": [[{"kind": "F"}], []]})") == "/ops/0/0/mb: missing required key");
+  CHECK(err(head + R"("ops": [[{"kind": "F", "mb": -1}], []]})") ==
+        "/ops/0/0/mb: must be an integer >= 0, not -1");
+  CHECK(err(head + R"("ops": [[{"kind": "F", "mb": 1.5}], []]})") ==
+        "/ops/0/0/mb: must be an integer, not 1.5");
+  CHECK(err(head + R"("ops": [[{"kind": 3, "mb": 0}], []]})") ==
+        "/ops/0/0/kind: must be a string, not number");
+  CHECK(err(head + R"("ops": [[{"kind": "F", "mb": 0, "chunk": 70000}], []]})") ==
+        "/ops/0/0/chunk: must be between 0 and 65535, not 70000");
+  CHECK(err(head + R"("ops": {}})") == "/ops: must be an array, not object");
+  CHECK(err(R"({"version": 2, "stages": 1, "microbatches": 1, "ops": [[]]})") ==
+        "/version: unsupported schedule format version 2 (this library reads version 1)");
+  CHECK(err(R"({"version": 1, "stages": 0, "microbatches": 1, "ops": []})") ==
+        "/stages: must be between 1 and 65536, not 0");
+  CHECK(err(R"({"stages": 1})") == "/version: missing required key");
+  CHECK(err(R"([1, 2])") == "/: must be an object, not array");
+  CHECK(
+      err(R"({"version": 1, "stages": 1, "microbatches": 1, "placement": "zigzag", "ops": [[]]})") ==
+      "/placement: unknown placement \"zigzag\" (known: sequential, loop, v, or {\"kind\": "
+      "\"custom\", \"table\": [...]})");
+  CHECK_THAT(err(R"({"version": 1,)"), Catch::StartsWith("schedule JSON: malformed JSON:"));
+}
+
+TEST_CASE("out-of-range micro-batches are read and left to the validator", "[io][json]") {
+  const auto s = read_schedule_json(
+      R"({"version": 1, "stages": 1, "microbatches": 1, "ops": [[{"kind": "F", "mb": 7}]]})");
+  CHECK(s.ops(0)[0].mb == 7);
+}

@@ -1,0 +1,333 @@
+#include <algorithm>
+#include <cstddef>
+#include <tuple>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <pipesched/gen/gpipe.hpp>
+#include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/sim/timing_simulator.hpp>
+#include <pipesched/validate/traversal.hpp>
+
+using namespace pipesched;
+
+namespace {
+
+struct triple {
+  double f, b, w;
+};
+
+const std::vector<triple> cost_triples = {{3, 4, 2}, {1, 1, 1}, {2, 3, 1},
+                                          {1, 2, 1}, {5, 6, 4}, {4, 5, 1}};
+
+op F(microbatch_index j) {
+  return make_op(op_kind::forward, j);
+}
+op BW(microbatch_index j) {
+  return make_op(op_kind::backward_full, j);
+}
+
+// Sum of the ops' durations along the critical path plus T_comm on each remote hop, where
+// consecutive ops touch: for a non-lowered schedule this equals the makespan exactly.
+void check_critical_path(const schedule& s, const cost_model& c, const simulation_result& r) {
+  REQUIRE_FALSE(r.critical_path.empty());
+  const auto& first = r.critical_path.front();
+  CHECK(r.ops[first.stage][first.op_index].start == 0.0);
+  const auto& last = r.critical_path.back();
+  CHECK(r.ops[last.stage][last.op_index].end == r.makespan);
+  for (std::size_t k = 1; k < r.critical_path.size(); ++k) {
+    const auto& a = r.critical_path[k - 1];
+    const auto& b = r.critical_path[k];
+    const double gap = a.stage == b.stage ? 0.0 : c.comm(a.stage, b.stage);
+    CHECK(r.ops[b.stage][b.op_index].start == Approx(r.ops[a.stage][a.op_index].end + gap));
+    if (a.stage == b.stage) {
+      CHECK(b.op_index > a.op_index);
+    }
+  }
+  (void)s;
+}
+
+}  // namespace
+
+TEST_CASE("simulate: closed-form bubbles for 1F1B, ZB-H1, ZB-H2 and GPipe", "[sim]") {
+  for (const auto& t : cost_triples) {
+    for (auto [p, m] : {std::pair{8u, 24u}, std::pair{4u, 8u}, std::pair{3u, 9u},
+                        std::pair{5u, 10u}, std::pair{2u, 6u}}) {
+      const auto c = cost_model::uniform(t.f, t.b, t.w);
+      const double all = t.f + t.b + t.w;
+      // schedule, bubble per stage (p−1)·x with x per schedule
+      const std::vector<std::tuple<schedule, double>> cases = {
+          {generate(one_f_one_b{}, p, m), all},
+          {generate(gpipe{}, p, m), all},
+          {generate(zb_h1{}, p, m), t.f + t.b - t.w},
+          {generate(zb_h2{}, p, m), t.f + t.b - 2 * t.w},
+      };
+      for (const auto& [s, x] : cases) {
+        INFO(s.name() << " p=" << p << " m=" << m << " costs " << t.f << "," << t.b << "," << t.w);
+        if (x < 0) {
+          continue;  // ZB-H2's closed form needs T_F + T_B >= 2·T_W
+        }
+        const auto r = simulate(s, c);
+        REQUIRE(r.completed());
+        const double busy = m * all;
+        // Stage 0 starts first and spans busy + (p−1)·x; the last stage never idles and starts
+        // (p−1)·T_F late, so it ends last when x < T_F (ZB-H2 with T_B < 2·T_W).
+        CHECK(r.makespan == Approx(busy + (p - 1) * std::max(x, t.f)));
+        CHECK(r.max_span_stage == 0);
+        CHECK(r.bubble_rate == Approx((p - 1) * x / (busy + (p - 1) * x)));
+        for (stage_index i = 0; i < p; ++i) {
+          INFO("stage " << i);
+          const auto& st = r.stages[i];
+          CHECK(st.busy == Approx(busy));
+          // Stage i (0-based) starts i forwards late and stops early by as much: its own span
+          // holds (p−1−i)·x idle, and idle over the whole iteration is the bubble (p−1)·x.
+          CHECK(st.idle == Approx((p - 1 - i) * x).margin(1e-9));
+          CHECK(st.span == Approx(busy + (p - 1 - i) * x));
+          CHECK(st.makespan_idle == Approx(r.makespan - busy).margin(1e-9));
+          CHECK(st.idle == Approx(st.span - st.busy).margin(1e-9));
+          CHECK(st.comm == 0.0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("simulate: (T_F,T_B,T_W) = (3,4,2), p=8, m=24 gives bubbles 63 / 35 / 21", "[sim]") {
+  const auto c = cost_model::uniform(3, 4, 2);
+  const auto a = simulate(generate(one_f_one_b{}, 8, 24), c);
+  const auto b = simulate(generate(zb_h1{}, 8, 24), c);
+  const auto d = simulate(generate(zb_h2{}, 8, 24), c);
+  CHECK(a.max_idle() == 63);
+  CHECK(b.max_idle() == 35);
+  CHECK(d.max_idle() == 21);
+  for (stage_index i = 0; i < 8; ++i) {
+    CHECK(a.stages[i].makespan_idle == 63);
+    CHECK(b.stages[i].makespan_idle == 35);
+    CHECK(d.stages[i].makespan_idle == 21);
+    CHECK(a.idle(i) == 63 - 9 * i);
+    CHECK(b.idle(i) == 35 - 5 * i);
+    CHECK(d.idle(i) == 21 - 3 * i);
+  }
+  CHECK(a.span(0) == 24 * 9 + 63);
+  CHECK(a.bubble_rate == Approx(63.0 / 279.0));
+  CHECK(b.bubble_rate == Approx(35.0 / 251.0));
+  CHECK(d.bubble_rate == Approx(21.0 / 237.0));
+}
+
+TEST_CASE("simulate: unit costs p=4 m=8: spans 33 / 27 / 24", "[sim]") {
+  const auto a = simulate(generate(one_f_one_b{}, 4, 8));
+  const auto b = simulate(generate(zb_h1{}, 4, 8));
+  const auto d = simulate(generate(zb_h2{}, 4, 8));
+  CHECK(a.span(0) == 33);
+  CHECK(b.span(0) == 27);
+  CHECK(d.span(0) == 24);
+  CHECK(a.makespan == 33);
+  CHECK(b.makespan == 27);
+  // ZB-H2 with equal costs: every stage busy for its whole span, but stage 3 starts 3 late.
+  CHECK(d.makespan == 27);
+  for (stage_index i = 0; i < 4; ++i) {
+    CHECK(d.span(i) == 24);
+    CHECK(d.idle(i) == 0);
+  }
+  CHECK(d.bubble_rate == 0.0);
+}
+
+TEST_CASE("simulate: small-m iteration times (m <= p)", "[sim]") {
+  for (const auto& t : cost_triples) {
+    for (std::uint32_t p : {3u, 4u, 6u}) {
+      for (std::uint32_t m = 1; m <= p; ++m) {
+        INFO("p=" << p << " m=" << m << " costs " << t.f << "," << t.b << "," << t.w);
+        const auto c = cost_model::uniform(t.f, t.b, t.w);
+        const double one = (m + p - 1) * (t.f + t.b + t.w);
+        const double zb = (m + p - 1) * (t.f + t.b) + t.w;
+        CHECK(simulate(generate(one_f_one_b{}, p, m), c).makespan == Approx(one));
+        CHECK(simulate(generate(gpipe{}, p, m), c).makespan == Approx(one));
+        CHECK(simulate(generate(zb_h1{}, p, m), c).makespan == Approx(zb));
+        if (t.b >= 2 * t.w) {  // ZB-H2's doubled W delay costs more when T_B < 2·T_W
+          CHECK(simulate(generate(zb_h2{}, p, m), c).makespan == Approx(zb));
+        }
+        CHECK(simulate(generate(zb_h1{}, p, m), c).span(0) == Approx(zb));
+      }
+    }
+  }
+}
+
+TEST_CASE("simulate: GPipe with T_comm pays 2(p-1) transfers", "[sim]") {
+  for (auto [p, m] : {std::pair{4u, 5u}, std::pair{2u, 3u}, std::pair{6u, 2u}}) {
+    for (double comm : {0.5, 2.0}) {
+      const auto c = cost_model::uniform(1, 2, 1, comm);
+      const auto r = simulate(generate(gpipe{}, p, m), c);
+      CHECK(r.makespan == Approx((m + p - 1) * 4.0 + 2.0 * (p - 1) * comm));
+    }
+  }
+  CHECK(simulate(generate(gpipe{}, 4, 5), cost_model::uniform(1, 2, 1, 0.5)).makespan == 35);
+}
+
+TEST_CASE("simulate: heterogeneous stages and T_comm, computed by hand", "[sim]") {
+  // 1F1B p=2 m=2. stage 0: F0 F1 BW0 BW1, stage 1: F0 BW0 F1 BW1.
+  auto c = cost_model::uniform(1, 1, 1, 0.5);
+  c.set_stage_costs({op_costs{1, 2, 1}, op_costs{2, 3, 1}});
+  const auto s = generate(one_f_one_b{}, 2, 2);
+  const auto r = simulate(s, c);
+  REQUIRE(r.completed());
+  CHECK(r.ops[0] == std::vector<op_timing>{{0, 1}, {1, 2}, {8, 11}, {14, 17}});
+  CHECK(r.ops[1] == std::vector<op_timing>{{1.5, 3.5}, {3.5, 7.5}, {7.5, 9.5}, {9.5, 13.5}});
+  CHECK(r.makespan == 17);
+  CHECK(r.stages[0].span == 17);
+  CHECK(r.stages[0].busy == 8);
+  CHECK(r.stages[0].idle == 9);
+  CHECK(r.stages[0].idle_fraction == Approx(9.0 / 17.0));
+  CHECK(r.stages[1].first_start == 1.5);
+  CHECK(r.stages[1].last_end == 13.5);
+  CHECK(r.stages[1].span == 12);
+  CHECK(r.stages[1].busy == 12);
+  CHECK(r.stages[1].idle == 0);
+  CHECK(r.stages[1].idle_fraction == 0);
+  CHECK(r.bubble_rate == Approx((17.0 - 2 * 4.0) / 17.0));
+  CHECK(r.critical_path ==
+        std::vector<op_location>{{0, 0}, {1, 0}, {1, 1}, {1, 2}, {1, 3}, {0, 3}});
+  check_critical_path(s, c, r);
+}
+
+TEST_CASE("simulate: bubble rate uses the cost sum of the stage with the largest span", "[sim]") {
+  // GPipe p=2 m=1: stage 1 (last) costs (4,4,4), stage 0 costs (1,1,1).
+  auto c = cost_model::unit();
+  c.set_stage_costs({op_costs{1, 1, 1}, op_costs{4, 4, 4}});
+  const auto r = simulate(generate(gpipe{}, 2, 1), c);
+  // stage 0: F [0,1], BW [13,15]; stage 1: F [1,5], BW [5,13].
+  CHECK(r.ops[0] == std::vector<op_timing>{{0, 1}, {13, 15}});
+  CHECK(r.ops[1] == std::vector<op_timing>{{1, 5}, {5, 13}});
+  CHECK(r.max_span_stage == 0);
+  CHECK(r.bubble_rate == Approx((15.0 - 3.0) / 15.0));
+  CHECK(r.stages[1].idle_fraction == 0);
+}
+
+TEST_CASE("simulate: per-link communication latencies", "[sim]") {
+  // GPipe p=3 m=1, unit costs; latency 0->1: 1, 1->2: 2, 2->1: 3, 1->0: 4.
+  auto c = cost_model::unit();
+  c.set_link_comm(3, {0, 1, 0, 4, 0, 2, 0, 3, 0});
+  const auto s = generate(gpipe{}, 3, 1);
+  const auto r = simulate(s, c);
+  CHECK(r.ops[0] == std::vector<op_timing>{{0, 1}, {17, 19}});
+  CHECK(r.ops[1] == std::vector<op_timing>{{2, 3}, {11, 13}});
+  CHECK(r.ops[2] == std::vector<op_timing>{{5, 6}, {6, 8}});
+  CHECK(r.makespan == 19);
+  CHECK(r.critical_path ==
+        std::vector<op_location>{{0, 0}, {1, 0}, {2, 0}, {2, 1}, {1, 1}, {0, 1}});
+  check_critical_path(s, c, r);
+}
+
+TEST_CASE("simulate: lowered schedule with blocking SEND/RECV rendezvous", "[sim]") {
+  // p=2, m=2, GPipe-like order with explicit transfers; stage 1 has a slower forward.
+  schedule s("lowered", 2, 2);
+  using k = op_kind;
+  s.stage_ops(0) = {F(0),
+                    make_op(k::send_forward, 0),
+                    F(1),
+                    make_op(k::send_forward, 1),
+                    make_op(k::recv_backward, 0),
+                    BW(0),
+                    make_op(k::recv_backward, 1),
+                    BW(1)};
+  s.stage_ops(1) = {make_op(k::recv_forward, 0),  F(0),  make_op(k::recv_forward, 1), F(1), BW(0),
+                    make_op(k::send_backward, 0), BW(1), make_op(k::send_backward, 1)};
+  auto c = cost_model::uniform(1, 1, 1, 0.5);
+  c.set_stage_costs({op_costs{1, 1, 1}, op_costs{2, 1, 1}});
+  const auto r = simulate(s, c);
+  REQUIRE(r.completed());
+  // SEND_F1 is ready at 2.5 but its RECV only at 3.5 (stage 1 still runs F0): the sender
+  // blocks. RECV_B0 is ready at 4, its SEND at 8: the receiver blocks.
+  CHECK(r.ops[0] ==
+        std::vector<op_timing>{
+            {0, 1}, {1, 1.5}, {1.5, 2.5}, {3.5, 4}, {8, 8.5}, {8.5, 10.5}, {10.5, 11}, {11, 13}});
+  CHECK(r.ops[1] ==
+        std::vector<op_timing>{
+            {1, 1.5}, {1.5, 3.5}, {3.5, 4}, {4, 6}, {6, 8}, {8, 8.5}, {8.5, 10.5}, {10.5, 11}});
+  CHECK(r.makespan == 13);
+  CHECK(r.stages[0].busy == 6);
+  CHECK(r.stages[0].comm == 2);
+  CHECK(r.stages[0].idle == 7);
+  CHECK(r.stages[1].first_start == 1);
+  CHECK(r.stages[1].span == 10);
+  CHECK(r.stages[1].busy == 8);
+  CHECK(r.stages[1].idle == 2);
+  CHECK(r.bubble_rate == Approx(7.0 / 13.0));
+  // Back from BW1 on stage 0: the rendezvous RECV_B0 waited for its SEND, RECV_F0 for its.
+  CHECK(r.critical_path == std::vector<op_location>{{0, 0},
+                                                    {0, 1},
+                                                    {1, 0},
+                                                    {1, 1},
+                                                    {1, 2},
+                                                    {1, 3},
+                                                    {1, 4},
+                                                    {1, 5},
+                                                    {0, 4},
+                                                    {0, 5},
+                                                    {0, 6},
+                                                    {0, 7}});
+}
+
+TEST_CASE("simulate: a deadlocking schedule returns the traversal witness", "[sim]") {
+  // Stage 1 wants F1 first; stage 0 only makes F1 after BW0, which needs stage 1's BW0.
+  schedule s("dead", 2, 2);
+  s.stage_ops(0) = {F(0), BW(0), F(1), BW(1)};
+  s.stage_ops(1) = {F(1), F(0), BW(0), BW(1)};
+  const auto r = simulate(s, cost_model::uniform(1, 1, 1));
+  REQUIRE(r.deadlock.has_value());
+  CHECK_FALSE(r.completed());
+  const auto t = traverse(s, [](stage_index, std::size_t, const op&) {});
+  CHECK(r.deadlock->describe() == t.witness.describe());
+  CHECK(r.deadlock->cycle == std::vector<stage_index>{0, 1});
+  CHECK(r.ops[0] == std::vector<op_timing>{{0, 1}});
+  CHECK(r.ops[1].empty());
+  CHECK(r.stages[0].ops_run == 1);
+  CHECK(r.stages[1].ops_run == 0);
+  CHECK(r.critical_path.empty());
+}
+
+TEST_CASE("simulate: record_ops off gives the same statistics and critical path", "[sim]") {
+  const auto s = generate(zb_h1{}, 5, 12);
+  const auto c = cost_model::uniform(3, 4, 2, 0.25);
+  const auto full = simulate(s, c);
+  simulate_options o;
+  o.record_ops = false;
+  const auto lean = simulate(s, c, o);
+  CHECK(lean.ops.empty());
+  CHECK(lean.makespan == full.makespan);
+  CHECK(lean.bubble_rate == full.bubble_rate);
+  CHECK(lean.critical_path == full.critical_path);
+  for (stage_index i = 0; i < 5; ++i) {
+    CHECK(lean.stages[i].span == full.stages[i].span);
+    CHECK(lean.stages[i].busy == full.stages[i].busy);
+  }
+  check_critical_path(s, c, full);
+  o.critical_path = false;
+  CHECK(simulate(s, c, o).critical_path.empty());
+}
+
+TEST_CASE("simulate: critical path is tight for every generator with T_comm", "[sim]") {
+  const auto c = cost_model::uniform(2, 3, 1, 0.75);
+  for (const auto& s : {generate(one_f_one_b{}, 4, 8), generate(zb_h1{}, 4, 8),
+                        generate(zb_h2{}, 4, 8), generate(gpipe{true}, 3, 5)}) {
+    INFO(s.name());
+    check_critical_path(s, c, simulate(s, c));
+  }
+}
+
+TEST_CASE("simulate: empty schedule and larger shapes", "[sim]") {
+  const auto e = simulate(schedule("empty", 3, 2));
+  CHECK(e.completed());
+  CHECK(e.makespan == 0);
+  CHECK(e.bubble_rate == 0);
+  CHECK(e.critical_path.empty());
+  CHECK(e.stages.size() == 3);
+
+  // p=64, m=512 ZB-H1 with unit costs: span 3m + (p−1).
+  simulate_options o;
+  o.record_ops = false;
+  const auto r = simulate(generate(zb_h1{}, 64, 512), cost_model::unit(), o);
+  CHECK(r.span(0) == 3 * 512 + 63);
+  CHECK(r.critical_path.size() > 512);
+}
