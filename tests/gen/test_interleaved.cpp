@@ -3,10 +3,10 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/detail/timing.hpp>
 #include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/registry.hpp>
+#include <pipesched/sim/timing_simulator.hpp>
 #include <pipesched/validate/validator.hpp>
 
 using namespace pipesched;
@@ -84,15 +84,17 @@ TEST_CASE("interleaved-1f1b bubble is (p-1)(TF+TB+TW) in chunk costs, 1/v of 1F1
           const double t = c.forward + c.backward_input + c.backward_weight;
           const auto chunk_costs =
               cost_model::uniform(c.forward, c.backward_input, c.backward_weight);
-          const auto il =
-              detail::compute_timing(generate(interleaved_1f1b{}, p, m, v), chunk_costs);
-          const double bubble = il.max_span - double(m) * v * t;
+          const auto il = simulate(generate(interleaved_1f1b{}, p, m, v), chunk_costs);
+          const double span = il.span(il.max_span_stage);
+          const double bubble = span - double(m) * v * t;
           CHECK(bubble == Approx((p - 1) * t));
+          // The bubble rate's ideal time is m*v*(T_F+T_B+T_W) with per-chunk costs.
+          CHECK(il.bubble_rate == Approx(bubble / span));
           // 1F1B with whole-stage costs (v chunks each): its bubble is v times larger.
           const auto stage_costs =
               cost_model::uniform(v * c.forward, v * c.backward_input, v * c.backward_weight);
-          const auto ofob = detail::compute_timing(generate(one_f_one_b{}, p, m), stage_costs);
-          const double bubble_1f1b = ofob.max_span - double(m) * v * t;
+          const auto ofob = simulate(generate(one_f_one_b{}, p, m), stage_costs);
+          const double bubble_1f1b = ofob.span(ofob.max_span_stage) - double(m) * v * t;
           CHECK(bubble_1f1b == Approx(v * bubble));
         }
       }

@@ -3,10 +3,11 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/detail/timing.hpp>
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/memory/memory_checker.hpp>
+#include <pipesched/sim/timing_simulator.hpp>
 #include <pipesched/validate/validator.hpp>
 
 using namespace pipesched;
@@ -14,26 +15,21 @@ using namespace pipesched;
 static_assert(schedule_generator<zb_auto>);
 
 namespace {
-// Peak per stage, computed here independently of the generator (background §3).
+// Peak per stage from the memory checker (independent of the generator's own bookkeeping).
 std::vector<double> peaks(const schedule& s, const memory_model& mm) {
+  const memory_report rep = check_memory(s, mm);
+  REQUIRE(rep.lifetimes_ok());
   std::vector<double> out;
   for (stage_index st = 0; st < s.stages(); ++st) {
-    double cur = mm.static_memory(st);
-    double peak = cur;
-    for (const op& o : s.ops(st)) {
-      const auto& c = mm.at(st, o.chunk);
-      cur += o.kind == op_kind::forward           ? c.activation
-             : o.kind == op_kind::backward_input  ? -(c.activation - c.weight_grad_input)
-             : o.kind == op_kind::backward_weight ? -c.weight_grad_input
-                                                  : 0.0;
-      peak = std::max(peak, cur);
-    }
-    out.push_back(peak);
+    out.push_back(rep.peak_memory(st));
   }
   return out;
 }
+// Longest stage span from the timing simulator.
 double span_of(const schedule& s, const cost_model& c = cost_model::unit()) {
-  return detail::compute_timing(s, c).max_span;
+  const simulation_result r = simulate(s, c);
+  REQUIRE(r.completed());
+  return r.span(r.max_span_stage);
 }
 }  // namespace
 
@@ -100,6 +96,7 @@ TEST_CASE("zb-auto grid: valid, counts, never above the limit", "[gen][zb-auto][
           const auto r = zb_auto_search(gp);
           REQUIRE(validate(r.sched).ok());
           REQUIRE(r.sched.size() == std::size_t{3} * p * m);
+          CHECK(check_memory(r.sched, gp.memory, memory_options::with_limit(limit)).ok());
           for (double pk : peaks(r.sched, gp.memory)) {
             CHECK(pk <= limit + 1e-9);
           }

@@ -291,7 +291,7 @@ inline zb_auto_result zb_search(std::string_view who,
         break;
       }
       const schedule cand = to_schedule(who, m, pl, trial);
-      const timing_summary t = compute_timing(cand, params.costs);
+      const gen_timing t = compute_timing(cand, params.costs);
       if (!t.complete || t.max_span > res.span + pr.eps) {
         break;  // cannot happen (monotone), but never accept a worse order
       }

@@ -17,7 +17,7 @@ namespace pipesched::detail {
 /// an op starts at max(end of the previous op on its stage, end of each producer + T_comm when
 /// the producer ran on another stage). The generators use it to score candidates and the
 /// tests use it for closed forms; the public simulator lives in sim/.
-struct stage_timing {
+struct gen_stage_times {
   std::vector<double> start;  ///< per op of the stage, in list order
   double first_start = 0.0;
   double last_end = 0.0;
@@ -25,14 +25,14 @@ struct stage_timing {
   double span() const noexcept { return last_end - first_start; }
 };
 
-struct timing_summary {
+struct gen_timing {
   bool complete = true;  ///< false when the schedule deadlocks (times are then partial)
-  std::vector<stage_timing> stages;
+  std::vector<gen_stage_times> stages;
   double makespan = 0.0;  ///< time 0 to the last end
   double max_span = 0.0;  ///< the longest stage span (the paper's objective)
 };
 
-inline timing_summary compute_timing(const schedule& sched, const cost_model& costs) {
+inline gen_timing compute_timing(const schedule& sched, const cost_model& costs) {
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
   const std::uint32_t m = sched.microbatches();
@@ -42,7 +42,7 @@ inline timing_summary compute_timing(const schedule& sched, const cost_model& co
   std::vector<double> f_end(cells, unknown);
   std::vector<double> grad_end(cells, unknown);
   std::vector<double> b_end(cells, unknown);
-  timing_summary out;
+  gen_timing out;
   out.stages.resize(p);
   std::vector<double> stage_end(p, 0.0);
   std::vector<char> started(p, 0);
@@ -67,7 +67,7 @@ inline timing_summary compute_timing(const schedule& sched, const cost_model& co
     }
     const double dur = costs.duration(s, o.kind, o.chunk);
     const double end = start + dur;
-    stage_timing& st = out.stages[s];
+    gen_stage_times& st = out.stages[s];
     st.start[idx] = start;
     if (!started[s]) {
       started[s] = 1;
