@@ -101,6 +101,9 @@ TEST_CASE("zb-auto grid: valid, counts, never above the limit", "[gen][zb-auto][
             CHECK(pk <= limit + 1e-9);
           }
           CHECK(r.lower_bound <= r.span + 1e-9);
+          if (r.zb_h1_span >= 0.0) {
+            CHECK(r.span <= r.zb_h1_span + 1e-9);
+          }
           CHECK(r.ideal <= r.lower_bound + 1e-9);
           CHECK(span_of(r.sched, gp.costs) == Approx(r.span));
         }
@@ -163,4 +166,24 @@ TEST_CASE("zb-auto errors and registry aliases", "[gen][zb-auto][errors]") {
     CHECK(validate(s).ok());
   }
   CHECK(zb_auto{}.generate(gp) == zb_auto{zb_memory_preset::one_p}.generate(gp));
+}
+
+TEST_CASE("zb-auto keeps a hand-crafted seed when the greedy loses to it", "[gen][zb-auto]") {
+  generator_params gp;
+  gp.stages = 16;
+  gp.microbatches = 32;
+  gp.costs = cost_model::uniform(3, 4, 2, 0.5);
+  gp.memory_limit = 16.0;
+  zb_auto_options no_seed;
+  no_seed.seed_handcrafted = false;
+  const auto greedy = zb_auto_search(gp, no_seed);
+  const auto seeded = zb_auto_search(gp);
+  const double h1 = span_of(generate(zb_h1{}, 16, 32), gp.costs);
+  CHECK(seeded.zb_h1_span == Approx(h1));
+  CHECK(seeded.zb_h2_span == -1.0);  // ZB-H2 needs about 2p*M_B: not tried
+  CHECK(greedy.span > h1);           // with T_comm the list scheduler loses here
+  CHECK(seeded.span <= h1 + 1e-9);
+  CHECK(seeded.winner == "zb-h1");
+  CHECK(check_memory(seeded.sched, gp.memory, memory_options::with_limit(16.0)).ok());
+  CHECK(validate(seeded.sched).ok());
 }

@@ -14,6 +14,7 @@
 #include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
 #include "pipesched/gen/generator.hpp"
+#include "pipesched/gen/zero_bubble.hpp"
 
 namespace pipesched {
 
@@ -67,6 +68,9 @@ struct zb_auto_options {
   bool paper_choices_only = false;
   /// Run the local improvement pass (W moved into earlier gaps) on the best greedy result.
   bool improve = true;
+  /// Also try the hand-crafted ZB-H1 and ZB-H2 orders (one chunk per stage) when they fit
+  /// the limits, and keep them if shorter.
+  bool seed_handcrafted = true;
   /// Skip a choice when an earlier run shows it makes the same decisions (its flags that
   /// differ never influenced that run), and stop a run once it is longer than the best so
   /// far. Exact: the result is the same; off, every choice reports its own span.
@@ -76,12 +80,16 @@ struct zb_auto_options {
 /// The result of zb_auto_search / zb_v_search: the schedule, how good it is and how it won.
 struct zb_auto_result {
   schedule sched;
-  double span = 0.0;                     ///< longest stage span (the objective)
-  double makespan = 0.0;                 ///< time 0 to the last end
-  double lower_bound = 0.0;              ///< no schedule within the limits has a shorter span
-  double ideal = 0.0;                    ///< the largest per-stage busy time (zero-bubble span)
-  double greedy_span = 0.0;              ///< best greedy span before the improvement pass
-  zb_choices best;                       ///< the winning choice
+  double span = 0.0;         ///< longest stage span (the objective)
+  double makespan = 0.0;     ///< time 0 to the last end
+  double lower_bound = 0.0;  ///< no schedule within the limits has a shorter span
+  double ideal = 0.0;        ///< the largest per-stage busy time (zero-bubble span)
+  double greedy_span = 0.0;  ///< best greedy span (choices only)
+  double seeded_span = 0.0;  ///< after also trying the hand-crafted seeds, before improving
+  double zb_h1_span = -1.0;  ///< ZB-H1's span when it fits the limits and was tried, else −1
+  double zb_h2_span = -1.0;  ///< ZB-H2's span likewise
+  std::string_view winner = "greedy";    ///< "greedy", "zb-h1" or "zb-h2"
+  zb_choices best;                       ///< the winning greedy choice
   std::vector<zb_choice_outcome> tried;  ///< every choice tried, in index order
   std::vector<double> limits;            ///< per stage, including static memory
   std::vector<double> peak;              ///< per stage peak of the result, including static
@@ -283,8 +291,36 @@ inline zb_auto_result zb_search(std::string_view who,
   res.span = best_span;
   res.makespan = best_makespan;
   auto ops = std::move(best_run.ops);
+  auto start = std::move(best_run.start);
+  // Seeds: the hand-crafted ZB-H1 / ZB-H2 orders, when they fit the limits. The greedy's
+  // list scheduling can lose to them with T_comm or uneven per-stage costs.
+  if (opts.seed_handcrafted && pl.chunks() == 1) {
+    for (int h = 0; h < 2; ++h) {
+      schedule seed = zero_bubble_family(h == 0 ? "zb-h1" : "zb-h2", params, h == 1);
+      const std::vector<double> pk = order_peak(seed, params.memory);
+      bool fits = true;
+      for (stage_index s = 0; s < p; ++s) {
+        fits = fits && pk[s] <= limits[s] + pr.eps;
+      }
+      if (!fits) {
+        continue;
+      }
+      const gen_timing t = compute_timing(seed, params.costs);
+      (h == 0 ? res.zb_h1_span : res.zb_h2_span) = t.max_span;
+      if (t.max_span < res.span - pr.eps ||
+          (t.max_span <= res.span + pr.eps && t.makespan < res.makespan - pr.eps)) {
+        res.span = t.max_span;
+        res.makespan = t.makespan;
+        res.winner = h == 0 ? "zb-h1" : "zb-h2";
+        for (stage_index s = 0; s < p; ++s) {
+          ops[s].assign(seed.ops(s).begin(), seed.ops(s).end());
+          start[s] = t.stages[s].start;
+        }
+      }
+    }
+  }
+  res.seeded_span = res.span;
   if (opts.improve) {
-    auto start = std::move(best_run.start);
     for (int round = 0; round < 4; ++round) {
       auto trial = ops;
       if (!fill_gaps_with_w(pr, trial, start)) {
@@ -356,8 +392,11 @@ enum class zb_memory_preset : std::uint8_t {
 /// split B/W. Honours per-stage costs, T_comm (uniform or per link), M_B / M_W, static memory
 /// and a per-stage memory limit (in the units of generator_params::memory, static included).
 /// The paper's greedy is run for every choice combination (16 here: the paper's 8 and the
-/// bubble rule off), the shortest longest-stage-span kept (ties: shorter makespan), then W ops
-/// are moved into earlier gaps. Never exceeds the limit; throws invalid_argument when the
+/// bubble rule off; runs proven identical are skipped and runs already longer than the best
+/// are cut), the hand-crafted ZB-H1 / ZB-H2 orders are tried when they fit the limits, the
+/// shortest longest-stage span is kept (ties: shorter makespan), then W ops are moved into
+/// earlier gaps. The result carries a lower bound (detail/zb_bound.hpp) on any schedule's
+/// span within the same limits. Never exceeds the limit; throws invalid_argument when the
 /// limit is below one micro-batch's activations plus static memory on some stage (the true
 /// minimum: a one-micro-batch-at-a-time order needs exactly that). With unit costs it reaches
 /// ZB-H1's span at p·M_B and zero bubble at 2p·M_B. Each run is O(p·m·log p).

@@ -18,7 +18,9 @@ namespace pipesched {
 /// equal sizes. An F of chunk 0 is admitted only while room for a chunk-1 activation stays
 /// free, so the greedy cannot stall; the minimum limit is one micro-batch's two chunk
 /// activations plus static memory. With equal costs and that default limit the result has
-/// zero bubble (m ≥ 2p): every stage is busy from its first op to its last. The bubble rate's
+/// zero bubble once m ≥ 2p (every stage busy from its first op to its last) for the p tested
+/// (1..8), except that for p = 5 and 7 some m keep one T_F of bubble: the hand-crafted ZB-V
+/// order is not among the candidates. The bubble rate's
 /// ideal time is m·v·(T_F+T_B+T_W) per stage with per-chunk costs.
 inline zb_auto_result zb_v_search(const generator_params& params,
                                   const zb_auto_options& opts = {}) {

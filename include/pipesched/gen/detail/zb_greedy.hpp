@@ -213,7 +213,11 @@ class greedy_scheduler {
 
   void update(stage_index s) {
     for (std::size_t i = (leaves_ + std::size_t{s}) / 2; i >= 1; i /= 2) {
-      tree_[i] = winner(tree_[2 * i], tree_[2 * i + 1]);
+      const stage_index w = winner(tree_[2 * i], tree_[2 * i + 1]);
+      if (w == tree_[i] && w != s) {
+        break;  // same winner, same key: nothing above changes
+      }
+      tree_[i] = w;
     }
   }
 
