@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/text.hpp>
@@ -27,6 +28,8 @@ using namespace pipesched;
 
 /// Where a command's schedule comes from: a generator by name, or a file.
 struct schedule_source {
+  bool with_comm = false;
+  std::string recv = "eager";
   std::string schedule_name;
   std::uint32_t stages = 0;
   std::uint32_t microbatches = 0;
@@ -40,6 +43,11 @@ void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) 
   auto* p = cmd->add_option("--stages,-p", src.stages, "Pipeline stages p (>= 1)");
   auto* m = cmd->add_option("--microbatches,-m", src.microbatches, "Micro-batches m (>= 1)");
   cmd->add_option("--chunks,-v", src.chunks, "Model chunks per stage v (default: the schedule's)");
+  cmd->add_flag("--with-comm", src.with_comm,
+                "Insert SEND/RECV ops that cannot deadlock under blocking point-to-point");
+  cmd->add_option("--recv", src.recv,
+                  "With --with-comm: eager (post receives early) or late (save receive buffers)")
+      ->capture_default_str();
   if (allow_input) {
     auto* in = cmd->add_option("--input,-i", src.input, "Schedule file (.json)");
     in->excludes(name);
@@ -134,7 +142,27 @@ void add_model_options(CLI::App* cmd, model_options& o) {
                   "Per-stage memory limit, in the units of --memory");
 }
 
+schedule load_schedule_compute(const schedule_source& src, const generator_params& base);
+
+/// The schedule a command works on: generated or read, then lowered when --with-comm asks.
 schedule load_schedule(const schedule_source& src, const generator_params& base) {
+  if (src.recv != "eager" && src.recv != "late") {
+    usage_error("--recv: must be eager or late, not \"" + src.recv + "\"");
+  }
+  if (src.recv != "eager" && !src.with_comm) {
+    usage_error("--recv: only meaningful with --with-comm");
+  }
+  schedule s = load_schedule_compute(src, base);
+  if (!src.with_comm) {
+    return s;
+  }
+  lowering_options lo;
+  lo.receives = src.recv == "late" ? receive_placement::late : receive_placement::eager;
+  lo.costs = base.costs;
+  return lower_communication(s, lo);
+}
+
+schedule load_schedule_compute(const schedule_source& src, const generator_params& base) {
   if (!src.input.empty()) {
     const std::string text = read_text_file(src.input);
     try {
@@ -206,11 +234,32 @@ int cmd_generate(const generate_options& o) {
 
 struct validate_options_cli {
   schedule_source src;
+  model_options model;
 };
 
+/// Prints every budget violation; true when there was one.
+bool report_budget(const memory_report& mem) {
+  for (const auto& v : mem.violations) {
+    fmt::print("memory_budget: {}\n", v.message);
+  }
+  return !mem.violations.empty();
+}
+
+memory_options budget_options(const model_options& m) {
+  return m.memory_limit ? memory_options::with_limit(*m.memory_limit) : memory_options{};
+}
+
 int cmd_validate(const validate_options_cli& o) {
-  const schedule s = load_schedule(o.src, generator_params{});
+  const generator_params params = o.model.params();
+  const schedule s = load_schedule(o.src, params);
   const validation_report r = validate(s);
+  if (r.ok() && o.model.memory_limit) {
+    memory_options mo = budget_options(o.model);
+    mo.record_curve = false;
+    if (report_budget(check_memory(s, params.memory, mo))) {
+      return 1;
+    }
+  }
   if (r.ok()) {
     fmt::print("valid: {} (p={}, m={}, v={}, {} ops)\n", s.name().empty() ? "schedule" : s.name(),
                s.stages(), s.microbatches(), s.chunks(), s.size());
@@ -223,6 +272,66 @@ int cmd_validate(const validate_options_cli& o) {
     fmt::print("... and {} more violations\n", r.truncated());
   }
   return 1;
+}
+
+struct simulate_options_cli {
+  schedule_source src;
+  model_options model;
+  bool json = false;
+};
+
+int cmd_simulate(const simulate_options_cli& o) {
+  const generator_params params = o.model.params();
+  const schedule s = load_schedule(o.src, params);
+  const validation_report vr = validate(s);
+  if (!vr.ok()) {
+    for (const auto& v : vr.violations) {
+      fmt::print("{}: {}\n", to_string(v.kind), v.message);
+    }
+    return 1;
+  }
+  const simulation_result r = simulate(s, params.costs);
+  const memory_report mem = check_memory(s, params.memory, budget_options(o.model));
+  if (o.json) {
+    nlohmann::json j;
+    j["schedule"] = s.name();
+    j["num_stages"] = s.stages();
+    j["microbatches"] = s.microbatches();
+    j["chunks"] = s.chunks();
+    j["makespan"] = r.makespan;
+    j["bubble_rate"] = r.bubble_rate;
+    j["max_peak_memory"] = mem.max_peak();
+    nlohmann::json stages = nlohmann::json::array();
+    for (stage_index st = 0; st < s.stages(); ++st) {
+      const auto& t = r.stages[st];
+      stages.push_back({{"span", t.span},
+                        {"busy", t.busy},
+                        {"idle", t.idle},
+                        {"idle_fraction", t.idle_fraction},
+                        {"first_start", t.first_start},
+                        {"last_end", t.last_end},
+                        {"peak_memory", mem.peak_memory(st)}});
+    }
+    j["stages"] = std::move(stages);
+    if (o.model.memory_limit) {
+      j["memory_limit"] = *o.model.memory_limit;
+      j["within_memory_limit"] = mem.violations.empty();
+    }
+    fmt::print("{}\n", j.dump(2));
+    return mem.violations.empty() ? 0 : 1;
+  }
+  fmt::print("{}: p={} m={} v={}, {} ops\n", s.name().empty() ? "schedule" : s.name(), s.stages(),
+             s.microbatches(), s.chunks(), s.size());
+  fmt::print("makespan {:g}, bubble rate {:.4f} (largest span {:g} on stage {})\n", r.makespan,
+             r.bubble_rate, r.stages[r.max_span_stage].span, r.max_span_stage);
+  fmt::print("{:>6} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "stage", "span", "busy", "idle", "idle%",
+             "peak memory");
+  for (stage_index st = 0; st < s.stages(); ++st) {
+    const auto& t = r.stages[st];
+    fmt::print("{:>6} {:>10g} {:>10g} {:>10g} {:>6.1f}% {:>12g}\n", st, t.span, t.busy, t.idle,
+               100.0 * t.idle_fraction, mem.peak_memory(st));
+  }
+  return report_budget(mem) ? 1 : 0;
 }
 
 }  // namespace
@@ -246,6 +355,13 @@ int main(int argc, char** argv) {
   validate_options_cli val;
   auto* v = app.add_subcommand("validate", "Check a schedule; exit 1 listing every violation");
   add_schedule_source(v, val.src, true);
+  add_model_options(v, val.model);
+
+  simulate_options_cli sim;
+  auto* sc = app.add_subcommand("simulate", "Simulate a schedule: makespan, bubble, memory");
+  add_schedule_source(sc, sim.src, true);
+  add_model_options(sc, sim.model);
+  sc->add_flag("--json", sim.json, "Print one JSON object instead of the readable report");
 
   try {
     app.parse(argc, argv);
@@ -269,6 +385,9 @@ int main(int argc, char** argv) {
     }
     if (app.got_subcommand("validate")) {
       return cmd_validate(val);
+    }
+    if (app.got_subcommand("simulate")) {
+      return cmd_simulate(sim);
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
