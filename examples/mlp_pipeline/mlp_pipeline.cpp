@@ -50,6 +50,8 @@ outcome train(const pipesched::schedule& sched, const options& opt) {
               layers.size(), opt.width, opt.width, opt.batch);
   outcome out;
   std::vector<double> losses;
+  // Deeper models (several chunks per stage) need a smaller step to descend reliably.
+  const double lr = opt.lr / static_cast<double>(sched.chunks());
   for (int step = 0; step < opt.steps; ++step) {
     mlp::zero_grads(layers);
     mlp::pipelined_mlp model(layers, opt.layers_per_chunk, data, pl);
@@ -69,7 +71,7 @@ outcome train(const pipesched::schedule& sched, const options& opt) {
     if (model.stashed() != 0) {
       out.max_diff = HUGE_VAL;
     }
-    mlp::sgd_step(layers, opt.lr);
+    mlp::sgd_step(layers, lr);
   }
   const bool fell = losses.size() < 2 || losses.back() < losses.front();
   if (!fell) {

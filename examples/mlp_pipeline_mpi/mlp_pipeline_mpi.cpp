@@ -178,6 +178,8 @@ bool train(const pipesched::schedule& lowered, const options& opt, int rank, dou
   }
   std::vector<double> losses;
   worst = 0.0;
+  // As in mlp_pipeline: deeper models (several chunks per stage) need a smaller step.
+  const double lr = opt.lr / static_cast<double>(lowered.chunks());
   pipesched::mpi_run_result last;
   for (int step = 0; step < opt.steps; ++step) {
     mlp::zero_grads(layers);
@@ -205,7 +207,7 @@ bool train(const pipesched::schedule& lowered, const options& opt, int rank, dou
       std::printf("  step %d  loss=%.10f  (reference %.10f)  grad_rel_diff=%.3g%s\n", step,
                   total[0], ref_loss, diff, total[1] == 0.0 ? "" : "  (tensors left stashed!)");
     }
-    mlp::sgd_step(layers, opt.lr);
+    mlp::sgd_step(layers, lr);
   }
   int ok = 1;
   if (rank == 0) {
