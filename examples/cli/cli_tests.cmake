@@ -50,3 +50,7 @@ pipesched_cli_test("simulate chrome" 0 "\"traceEvents\":\\[.*\"ph\":\"X\"" simul
 pipesched_cli_test("simulate costs file" 0 "makespan 8, bubble rate 0.5000" simulate -s gpipe -p 2 -m 2 --costs ${data}/costs_slow_stage1.json)
 pipesched_cli_test("simulate bad costs file" 2 "error: --costs .*costs_bad.json: /forward: must be a finite number >= 0, not -1" simulate -s gpipe -p 2 -m 2 --costs ${data}/costs_bad.json)
 pipesched_cli_test("generate default shows a timeline" 0 "stage 0: F0 F1 F2 F3 B0 W0.*makespan 27.*stage 3 \\|" generate -s zb-h1 -p 4 -m 8)
+pipesched_cli_test("simulate zb-1p reaches its bound" 0 "makespan 27, .*lower bound on the span within this memory limit: 27 \\(gap 0.00%\\)" simulate -s zb-1p -p 4 -m 8)
+pipesched_cli_test("simulate zb-2p zero bubble" 0 "bubble rate 0.0000" simulate -s zb-2p -p 4 -m 8)
+pipesched_cli_test("zb-auto limit too small" 2 "error: zb-auto: memory_limit \\(0.5\\) is below the minimum" generate -s zb-auto -p 4 -m 8 --memory-limit 0.5)
+pipesched_cli_test("interleaved chunks" 0 "stage 0: F0.0 F1.0 F2.0 F3.0 F0.1" generate -s interleaved-1f1b -p 4 -m 8 --chunks 2)

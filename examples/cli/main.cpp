@@ -351,6 +351,30 @@ int cmd_validate(const validate_options_cli& o) {
   return 1;
 }
 
+/// For the automatic schedulers, the search's lower bound on the longest stage span (any
+/// schedule within the same memory limit is at least this long); nullopt for other schedules.
+std::optional<double> search_lower_bound(const schedule_source& src,
+                                         const generator_params& params) {
+  if (!src.input.empty() || src.with_comm) {
+    return std::nullopt;
+  }
+  generator_params gp = params;
+  gp.stages = src.stages;
+  gp.microbatches = src.microbatches;
+  gp.chunks = src.chunks;
+  const std::string& n = src.schedule_name;
+  if (n == "zb-auto" || n == "zb-1p" || n == "zb-2p") {
+    const auto preset = n == "zb-1p"   ? zb_memory_preset::one_p
+                        : n == "zb-2p" ? zb_memory_preset::two_p
+                                       : zb_memory_preset::given;
+    return zb_auto_search(gp, {}, preset, n).lower_bound;
+  }
+  if (n == "zb-v") {
+    return zb_v_search(gp).lower_bound;
+  }
+  return std::nullopt;
+}
+
 struct simulate_options_cli {
   schedule_source src;
   model_options model;
@@ -380,6 +404,7 @@ int cmd_simulate(const simulate_options_cli& o) {
   }
   const simulation_result r = simulate(s, params.costs);
   const memory_report mem = check_memory(s, params.memory, budget_options(o.model), r);
+  const std::optional<double> bound = search_lower_bound(o.src, params);
   if (o.json || o.format == "json") {
     nlohmann::json j;
     j["schedule"] = s.name();
@@ -389,6 +414,9 @@ int cmd_simulate(const simulate_options_cli& o) {
     j["makespan"] = r.makespan;
     j["bubble_rate"] = r.bubble_rate;
     j["max_peak_memory"] = mem.max_peak();
+    if (bound) {
+      j["span_lower_bound"] = *bound;
+    }
     nlohmann::json stages = nlohmann::json::array();
     for (stage_index st = 0; st < s.stages(); ++st) {
       const auto& t = r.stages[st];
@@ -415,6 +443,11 @@ int cmd_simulate(const simulate_options_cli& o) {
              s.microbatches(), s.chunks(), s.size());
   fmt::print("makespan {:g}, bubble rate {:.4f} (largest span {:g} on stage {})\n", r.makespan,
              r.bubble_rate, r.stages[r.max_span_stage].span, r.max_span_stage);
+  if (bound) {
+    const double span = r.stages[r.max_span_stage].span;
+    fmt::print("lower bound on the span within this memory limit: {:g} (gap {:.2f}%)\n", *bound,
+               span > 0 ? 100.0 * (span - *bound) / span : 0.0);
+  }
   fmt::print("{:>6} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "stage", "span", "busy", "idle", "idle%",
              "peak memory");
   for (stage_index st = 0; st < s.stages(); ++st) {
