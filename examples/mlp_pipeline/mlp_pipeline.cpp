@@ -50,6 +50,8 @@ outcome train(const pipesched::schedule& sched, const options& opt) {
               layers.size(), opt.width, opt.width, opt.batch);
   outcome out;
   std::vector<double> losses;
+  // Deeper models (several chunks per stage) need a smaller step to descend reliably.
+  const double lr = opt.lr / static_cast<double>(sched.chunks());
   for (int step = 0; step < opt.steps; ++step) {
     for (auto& l : layers) {
       l.zero_grad();
@@ -73,10 +75,10 @@ outcome train(const pipesched::schedule& sched, const options& opt) {
     }
     for (auto& l : layers) {  // SGD
       for (std::size_t i = 0; i < l.w.v.size(); ++i) {
-        l.w.v[i] -= opt.lr * l.gw.v[i];
+        l.w.v[i] -= lr * l.gw.v[i];
       }
       for (std::size_t i = 0; i < l.b.size(); ++i) {
-        l.b[i] -= opt.lr * l.gb[i];
+        l.b[i] -= lr * l.gb[i];
       }
     }
   }
