@@ -138,6 +138,11 @@ row evaluate(const generator_entry& e, const setting& st) {
   return r;
 }
 
+/// (value / bound − 1) in percent; rounding noise below the bound prints as 0.
+double gap_percent(double value, double bound) {
+  return std::max(0.0, 100.0 * (value / bound - 1.0));
+}
+
 void print_table(const setting& st) {
   std::printf("### p=%u, m=%u (%u layers, %u per stage, T_comm=%g)\n\n", st.p, st.m, st.layers,
               st.layers / st.p, st.comm);
@@ -162,10 +167,10 @@ void print_table(const setting& st) {
     }
     char span_gap[32] = "n/a";
     if (r.span_lb > 0.0) {
-      std::snprintf(span_gap, sizeof span_gap, "%.1f%%", 100.0 * (r.span / r.span_lb - 1.0));
+      std::snprintf(span_gap, sizeof span_gap, "%.1f%%", gap_percent(r.span, r.span_lb));
     }
     std::printf("| %s | %u | %.1f%% | %.1f | %.1f | %.1f%% | %.1f | %.2f | %s |\n", r.name.c_str(),
-                r.v, 100.0 * r.bubble, r.makespan, r.lb, 100.0 * (r.makespan / r.lb - 1.0), r.peak,
+                r.v, 100.0 * r.bubble, r.makespan, r.lb, gap_percent(r.makespan, r.lb), r.peak,
                 ref_peak > 0.0 ? r.peak / ref_peak : 0.0, span_gap);
   }
   std::printf("\n");
