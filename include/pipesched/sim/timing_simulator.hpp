@@ -178,9 +178,8 @@ inline simulation_result simulate(const schedule& sched,
 
   // Chunk major: a stage walks its own chunk's row (and its neighbours') in micro-batch order,
   // so each stage streams through a few rows instead of jumping a row per op.
-  // One table per event slot, one padded row per global chunk (see detail::padded_row): a
-  // stage writes its own row and reads its neighbours' rows in micro-batch order, each value
-  // shortly after it was written, so the tables stream through the cache once.
+  // One table per event slot, micro-batch major (see detail::event_index): each value is read
+  // shortly after it is written, and a sweep over the stages stays within a few pages.
   const std::size_t row = pl.total_chunks();
   const std::size_t table_size = std::size_t{m} * row;
   std::vector<double> event_end(table_size * nslots, 0.0);
