@@ -44,8 +44,8 @@ if grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCHED_WERROR=ON \
     -DPIPESCHED_SANITIZE=thread -DPIPESCHED_BUILD_BENCH=OFF \
     -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
-  cmake --build build-tsan -j$jobs --target pipesched_tests
-  build-tsan/bin/pipesched_tests '[exec]'
+  cmake --build build-tsan -j$jobs --target pipesched_exec_tests
+  build-tsan/bin/pipesched_exec_tests '[exec]'
 else
   echo "(no [exec] tests yet)"
 fi
