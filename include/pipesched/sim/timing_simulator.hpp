@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipesched/ir/dependencies.hpp"
+#include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/sim/cost_model.hpp"
@@ -152,10 +153,17 @@ inline simulation_result simulate(const schedule& sched,
     }
   }
 
-  std::vector<double> event_end(std::size_t{pl.total_chunks()} * m * nslots, 0.0);
+  // Sparse when p*v*m dwarfs the op count (see key_table).
+  detail::key_table<double> event_end(std::uint64_t{pl.total_chunks()} * m * nslots, sched.size());
+  // Micro-batch major: an op's inputs (chunks g-1, g, g+1 of one micro-batch) are adjacent.
+  auto key = [&](global_chunk g, microbatch_index mb, event_kind e) {
+    return (std::uint64_t{mb} * pl.total_chunks() + g) * nslots + detail::event_slot(e);
+  };
   auto slot = [&](global_chunk g, microbatch_index mb, event_kind e) -> double& {
-    // Micro-batch major: an op's inputs (chunks g-1, g, g+1 of one micro-batch) are adjacent.
-    return event_end[(std::size_t{mb} * pl.total_chunks() + g) * nslots + detail::event_slot(e)];
+    return event_end.slot(key(g, mb, e));
+  };
+  auto arrival_of = [&](global_chunk g, microbatch_index mb, event_kind e) {
+    return event_end.get(key(g, mb, e));
   };
 
   std::vector<std::size_t> offset(std::size_t{p} + 1, 0);
@@ -179,7 +187,7 @@ inline simulation_result simulate(const schedule& sched,
     why = i == 0 ? detail::start_reason::none : detail::start_reason::previous;
     std::uint8_t k = 0;
     for (const requirement& r : requirements_of(pl, s, o, lowered)) {
-      double arrival = slot(r.chunk, r.mb, r.what);
+      double arrival = arrival_of(r.chunk, r.mb, r.what);
       if (r.remote) {
         arrival += costs.comm(r.stage, s);
       }

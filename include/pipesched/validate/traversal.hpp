@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipesched/ir/dependencies.hpp"
+#include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/schedule.hpp"
 
 namespace pipesched {
@@ -102,7 +103,8 @@ traversal_result traverse(const schedule& sched, Visitor&& visit) {
   const std::uint32_t p = sched.stages();
   const std::uint32_t m = sched.microbatches();
   const bool lowered = sched.has_comm();
-  std::vector<std::uint8_t> done(std::size_t{pl.total_chunks()} * m, 0);
+  // Sparse when p*v*m dwarfs the op count (see key_table).
+  detail::key_table<std::uint8_t> done(std::uint64_t{pl.total_chunks()} * m, sched.size());
   std::vector<std::size_t> pos(p, 0);
   std::vector<std::vector<stage_index>> waiters(p);
   std::vector<char> queued(p, 1);
@@ -114,11 +116,11 @@ traversal_result traverse(const schedule& sched, Visitor&& visit) {
 
   auto in_range = [&](const op& o) { return o.chunk < pl.chunks() && o.mb < m; };
   auto satisfied = [&](const requirement& r) {
-    return (done[std::size_t{r.chunk} * m + r.mb] & event_bit(r.what)) != 0;
+    return (done.get(std::uint64_t{r.chunk} * m + r.mb) & event_bit(r.what)) != 0;
   };
   auto complete = [&](stage_index s, const op& o) {
     if (in_range(o)) {
-      done[std::size_t{pl.global(s, o.chunk)} * m + o.mb] |= events_produced(o.kind);
+      done.slot(std::uint64_t{pl.global(s, o.chunk)} * m + o.mb) |= events_produced(o.kind);
     }
   };
   auto wake = [&](stage_index t) {
