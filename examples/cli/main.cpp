@@ -28,6 +28,8 @@ using namespace pipesched;
 
 /// Where a command's schedule comes from: a generator by name, or a file.
 struct schedule_source {
+  bool with_comm = false;
+  std::string recv = "eager";
   std::string schedule_name;
   std::uint32_t stages = 0;
   std::uint32_t microbatches = 0;
@@ -41,6 +43,11 @@ void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) 
   auto* p = cmd->add_option("--stages,-p", src.stages, "Pipeline stages p (>= 1)");
   auto* m = cmd->add_option("--microbatches,-m", src.microbatches, "Micro-batches m (>= 1)");
   cmd->add_option("--chunks,-v", src.chunks, "Model chunks per stage v (default: the schedule's)");
+  cmd->add_flag("--with-comm", src.with_comm,
+                "Insert SEND/RECV ops that cannot deadlock under blocking point-to-point");
+  cmd->add_option("--recv", src.recv,
+                  "With --with-comm: eager (post receives early) or late (save receive buffers)")
+      ->capture_default_str();
   if (allow_input) {
     auto* in = cmd->add_option("--input,-i", src.input, "Schedule file (.json)");
     in->excludes(name);
@@ -135,7 +142,27 @@ void add_model_options(CLI::App* cmd, model_options& o) {
                   "Per-stage memory limit, in the units of --memory");
 }
 
+schedule load_schedule_compute(const schedule_source& src, const generator_params& base);
+
+/// The schedule a command works on: generated or read, then lowered when --with-comm asks.
 schedule load_schedule(const schedule_source& src, const generator_params& base) {
+  if (src.recv != "eager" && src.recv != "late") {
+    usage_error("--recv: must be eager or late, not \"" + src.recv + "\"");
+  }
+  if (src.recv != "eager" && !src.with_comm) {
+    usage_error("--recv: only meaningful with --with-comm");
+  }
+  schedule s = load_schedule_compute(src, base);
+  if (!src.with_comm) {
+    return s;
+  }
+  lowering_options lo;
+  lo.receives = src.recv == "late" ? receive_placement::late : receive_placement::eager;
+  lo.costs = base.costs;
+  return lower_communication(s, lo);
+}
+
+schedule load_schedule_compute(const schedule_source& src, const generator_params& base) {
   if (!src.input.empty()) {
     const std::string text = read_text_file(src.input);
     try {

@@ -3,6 +3,7 @@
 // The core of pipesched: IR, generators, validation, simulation, memory, executors.
 // Standard library only; the fmt / JSON layers are in <pipesched/io/...>, included explicitly.
 
+#include "pipesched/gen/comm_lowering.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/gpipe.hpp"
 #include "pipesched/gen/one_f_one_b.hpp"

@@ -133,6 +133,17 @@ inline std::optional<op_ref> comm_partner(const placement& pl,
   }
 }
 
+/// The peer stage of a SEND/RECV: where its partner runs (the `peer` of the JSON and text
+/// formats). nullopt for compute ops and for transfers without a peer.
+inline std::optional<stage_index> comm_peer(const placement& pl,
+                                            stage_index s,
+                                            const op& o) noexcept {
+  if (const auto partner = comm_partner(pl, s, o)) {
+    return partner->stage;
+  }
+  return std::nullopt;
+}
+
 /// The event an op's completion produces, and whether it produces a second one (B produces
 /// both input_grad_done and backward_input_done). Comm and W ops: see the code.
 inline constexpr std::uint8_t event_bit(event_kind e) noexcept {

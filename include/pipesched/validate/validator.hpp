@@ -110,7 +110,8 @@ inline std::string where(stage_index s, std::size_t idx, const op& o, bool chunk
 /// Checks a schedule against the rules of background §1 and returns every violation:
 /// - counts: each (kind, micro-batch, chunk) exactly once on the chunk's stage; F plus either
 ///   B and W or BW; indices in range; no BW mixed with B/W;
-/// - local order on a stage: F before B/BW before W for the same micro-batch and chunk;
+/// - local order on a stage: F before B/BW before W for the same micro-batch and chunk; in a
+///   lowered schedule also each SEND after its producer and each RECV before its consumer;
 /// - for lowered schedules (with SEND/RECV ops): every cross-stage transfer has exactly one
 ///   SEND on the producer and one RECV on the consumer, and none where no transfer is needed;
 /// - feasibility: every stage can run its list to the end given the cross-stage dependencies
@@ -207,6 +208,20 @@ inline validation_report validate(const schedule& sched, const validate_options&
                   detail::where(s, i, o, chunked) +
                   "producer and consumer are on the same stage: no transfer is needed");
             });
+          } else if (is_comm(o.kind)) {
+            // A SEND after its producer, a RECV before its consumer, on this stage.
+            const bool fwd = o.kind == op_kind::send_forward || o.kind == op_kind::recv_forward;
+            const bool send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
+            const bool local_done =
+                fwd ? count(k, op_kind::forward) > 0
+                    : count(k, op_kind::backward_input) > 0 || count(k, op_kind::backward_full) > 0;
+            if (send != local_done) {
+              rb.add(violation_kind::local_order, s, i, [&] {
+                return std::string(
+                    detail::where(s, i, o, chunked) + std::string(to_string(o.kind)) + label() +
+                    (send ? " before " : " after its consumer ") + (fwd ? "F" : "B/BW") + label());
+              });
+            }
           }
           break;
       }
@@ -289,7 +304,11 @@ inline validation_report validate(const schedule& sched, const validate_options&
         });
       }
       rb.add(violation_kind::deadlock, tr.witness.cycle.empty() ? 0 : tr.witness.cycle.front(),
-             violation::no_index, [&] { return std::string(tr.witness.describe()); });
+             violation::no_index, [&] {
+               // describe() starts with "deadlock: ", which the violation kind already says.
+               const std::string d = tr.witness.describe();
+               return "summary: " + d.substr(d.find(':') + 2);
+             });
       report.deadlock = std::move(tr.witness);
     }
   }

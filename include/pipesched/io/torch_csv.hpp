@@ -1,0 +1,337 @@
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipesched/io/timeline.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/op.hpp"
+#include "pipesched/ir/placement.hpp"
+#include "pipesched/ir/schedule.hpp"
+
+// PyTorch `torch.distributed.pipelining` CSV: one row per rank, one action per cell,
+// `<stage><kind><microbatch>` with `stage` the global stage (our global chunk). Format rules
+// and the spelling-detection rule are documented in docs/formats.md.
+
+namespace pipesched {
+
+/// How backward kinds are spelled in a PyTorch CSV.
+enum class torch_spelling : std::uint8_t {
+  current,  ///< F, I (input gradient = our B), W, B (full backward = our BW)
+  legacy,   ///< F, B (input gradient), W, BW (full backward): older torch releases
+};
+
+/// Where actions land in the row.
+enum class torch_alignment : std::uint8_t {
+  /// Column = start step in unit_step_timeline(): every op lasts one step and starts as soon as
+  /// its stage is free and its inputs exist; empty cells are idle steps, so columns line up
+  /// across ranks as time.
+  unit_steps,
+  /// Column = position in the stage's list: no empty cells.
+  list_order,
+};
+
+struct torch_csv_options {
+  torch_spelling spelling = torch_spelling::current;
+  torch_alignment alignment = torch_alignment::unit_steps;
+};
+
+namespace detail {
+
+inline std::string_view torch_kind(op_kind k, torch_spelling sp) noexcept {
+  switch (k) {
+    case op_kind::forward:
+      return "F";
+    case op_kind::backward_input:
+      return sp == torch_spelling::current ? "I" : "B";
+    case op_kind::backward_weight:
+      return "W";
+    case op_kind::backward_full:
+      return sp == torch_spelling::current ? "B" : "BW";
+    default:
+      return to_string(k);  // SEND_F, RECV_F, SEND_B, RECV_B: same names
+  }
+}
+
+struct torch_cell {
+  std::size_t row = 0;  // 0-based
+  std::size_t col = 0;  // 0-based
+  std::uint64_t stage = 0;
+  std::string kind;  // as written
+  std::uint64_t mb = 0;
+};
+
+inline std::string trim(std::string_view s) {
+  std::size_t a = 0;
+  std::size_t b = s.size();
+  while (a < b && (s[a] == ' ' || s[a] == '\t' || s[a] == '"')) {
+    ++a;
+  }
+  while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t' || s[b - 1] == '"' || s[b - 1] == '\r')) {
+    --b;
+  }
+  return std::string(s.substr(a, b - a));
+}
+
+// Digits, then letters/underscores, then digits; false when the cell has another shape or a
+// number overflows 2^32.
+inline bool split_cell(const std::string& c, torch_cell& out) {
+  std::size_t i = 0;
+  auto number = [&](std::uint64_t& v) {
+    const std::size_t from = i;
+    v = 0;
+    while (i < c.size() && c[i] >= '0' && c[i] <= '9') {
+      v = v * 10 + static_cast<std::uint64_t>(c[i] - '0');
+      if (v > std::numeric_limits<std::uint32_t>::max()) {
+        return false;
+      }
+      ++i;
+    }
+    return i > from;
+  };
+  if (!number(out.stage)) {
+    return false;
+  }
+  const std::size_t k0 = i;
+  while (i < c.size() && ((c[i] >= 'A' && c[i] <= 'Z') || c[i] == '_')) {
+    ++i;
+  }
+  out.kind = c.substr(k0, i - k0);
+  if (out.kind.empty()) {
+    return false;
+  }
+  if (i == c.size()) {  // UNSHARD / RESHARD / REDUCE_GRAD carry no micro-batch
+    out.mb = std::numeric_limits<std::uint64_t>::max();
+    return true;
+  }
+  return number(out.mb) && i == c.size();
+}
+
+}  // namespace detail
+
+/// Writes `sched` as a PyTorch pipelining CSV: row r = rank (stage) r, cells separated by
+/// commas, trailing empty cells omitted, '\n' after every row. Each cell is
+/// `<global stage><kind><mb>` with global stage = sched.layout().global(stage, chunk).
+/// With unit_steps alignment, throws invalid_argument when the schedule cannot run to the end.
+inline std::string to_torch_csv(const schedule& sched, const torch_csv_options& opts = {}) {
+  const placement& pl = sched.layout();
+  std::string out;
+  std::optional<timeline> tl;
+  if (opts.alignment == torch_alignment::unit_steps) {
+    tl = detail::compute_timeline(
+        sched, "to_torch_csv", [](stage_index, const op&) { return 1.0; },
+        [](stage_index, stage_index) { return 0.0; });
+  }
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    const auto ops = sched.ops(s);
+    std::vector<std::string> cells;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const op& o = ops[i];
+      if (o.chunk >= pl.chunks()) {
+        detail::fail("to_torch_csv: stage ", s, ", op ", i, " (", to_string(o, true),
+                     "): chunk must be < chunks (", pl.chunks(), ")");
+      }
+      const std::size_t col = tl ? static_cast<std::size_t>(tl->stages[s][i].start) : i;
+      if (cells.size() <= col) {
+        cells.resize(col + 1);
+      }
+      cells[col] = std::to_string(pl.global(s, o.chunk)) +
+                   std::string(detail::torch_kind(o.kind, opts.spelling)) + std::to_string(o.mb);
+    }
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      out += c == 0 ? "" : ",";
+      out += cells[c];
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+/// Reads a PyTorch pipelining CSV (rules in docs/formats.md):
+/// - one row per rank; p = number of rows (trailing blank lines ignored); empty cells are idle;
+///   cells are trimmed of spaces and quotes; columns only order the ops of a row;
+/// - spelling: a file with an `I` cell uses the current spelling (B = full backward), one with a
+///   `BW` cell the legacy spelling (B = input gradient); with neither, B is the input gradient
+///   when the file has any W, else the full backward; both I and BW is an error;
+/// - total chunks = highest stage index + 1, which must be a multiple of p (v = total / p);
+///   placement: sequential when v = 1 and stage == rank, loop when stage g is on rank g mod p, V
+///   when v = 2 and stage g is on rank g (g < p) or 2p−1−g; otherwise a custom table (each
+///   rank's stages in increasing order, every stage index present);
+/// - m = highest micro-batch + 1; UNSHARD / RESHARD / REDUCE_GRAD cells are skipped.
+/// Throws invalid_argument naming the 1-based row and column of a malformed cell.
+inline schedule from_torch_csv(std::string_view text, std::string name = "torch-csv") {
+  using detail::torch_cell;
+  constexpr const char* who = "from_torch_csv";
+  std::vector<std::string_view> lines;
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t eol = text.find('\n', pos);
+    eol = eol == std::string_view::npos ? text.size() : eol;
+    lines.push_back(text.substr(pos, eol - pos));
+    pos = eol + 1;
+  }
+  // Trailing blank lines are not ranks (a line of commas only is an idle rank).
+  while (!lines.empty() && detail::trim(lines.back()).empty()) {
+    lines.pop_back();
+  }
+  std::vector<std::vector<torch_cell>> rows(lines.size());
+  for (std::size_t row = 0; row < lines.size(); ++row) {
+    const std::string_view line = lines[row];
+    std::size_t col = 0;
+    for (std::size_t cpos = 0; cpos <= line.size(); ++col) {
+      std::size_t comma = line.find(',', cpos);
+      comma = comma == std::string_view::npos ? line.size() : comma;
+      const std::string cell = detail::trim(line.substr(cpos, comma - cpos));
+      cpos = comma + 1;
+      if (cell.empty()) {
+        continue;
+      }
+      torch_cell c;
+      c.row = row;
+      c.col = col;
+      if (!detail::split_cell(cell, c)) {
+        detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
+                     "\" (expected <stage><kind><microbatch>, e.g. 0F3)");
+      }
+      const bool no_mb = c.mb == std::numeric_limits<std::uint64_t>::max();
+      const bool mb_free_kind =
+          c.kind == "UNSHARD" || c.kind == "RESHARD" || c.kind == "REDUCE_GRAD";
+      if (no_mb != mb_free_kind) {
+        detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
+                     no_mb ? "\" (missing micro-batch)" : "\" (this action takes no micro-batch)");
+      }
+      if (no_mb) {
+        continue;  // FSDP actions: nothing to schedule
+      }
+      if (c.kind != "F" && c.kind != "I" && c.kind != "B" && c.kind != "W" && c.kind != "BW" &&
+          !parse_op_kind(c.kind)) {
+        detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": unknown action \"", c.kind,
+                     "\" in cell \"", cell,
+                     "\" (expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
+      }
+      rows[row].push_back(std::move(c));
+    }
+  }
+  if (rows.empty()) {
+    detail::fail(who, ": no rows (a PyTorch CSV has one row per rank)");
+  }
+  if (rows.size() > max_stages) {
+    detail::fail(who, ": ranks (", rows.size(), " rows) must be at most ", max_stages);
+  }
+  const auto p = static_cast<std::uint32_t>(rows.size());
+
+  // Spelling.
+  const torch_cell* first_i = nullptr;
+  const torch_cell* first_bw = nullptr;
+  bool any_w = false;
+  std::uint64_t max_stage = 0;
+  std::uint64_t max_mb = 0;
+  bool any = false;
+  for (const auto& r : rows) {
+    for (const auto& c : r) {
+      first_i = (!first_i && c.kind == "I") ? &c : first_i;
+      first_bw = (!first_bw && c.kind == "BW") ? &c : first_bw;
+      any_w = any_w || c.kind == "W";
+      max_stage = std::max(max_stage, c.stage);
+      max_mb = std::max(max_mb, c.mb);
+      any = true;
+    }
+  }
+  if (!any) {
+    detail::fail(who, ": no actions (every cell is empty)");
+  }
+  if (first_i && first_bw) {
+    detail::fail(who, ": row ", first_bw->row + 1, ", column ", first_bw->col + 1,
+                 ": BW (older spelling) mixed with I (current spelling) at row ", first_i->row + 1,
+                 ", column ", first_i->col + 1);
+  }
+  const bool b_is_input_grad = first_bw != nullptr || (first_i == nullptr && any_w);
+
+  // Placement.
+  const std::uint64_t total = max_stage + 1;
+  if (total % p != 0) {
+    detail::fail(who, ": stage count (highest stage index + 1 = ", total,
+                 ") must be a multiple of the rank count (", p, " rows)");
+  }
+  if (total / p > std::numeric_limits<chunk_index>::max() || total > (std::uint64_t{1} << 30)) {
+    detail::fail(who, ": stage count (", total, ") is too large");
+  }
+  const auto v = static_cast<std::uint32_t>(total / p);
+  if (max_mb + 1 > max_microbatches) {
+    detail::fail(who, ": microbatches (m=", max_mb + 1, ") must be at most ", max_microbatches);
+  }
+  const auto m = static_cast<std::uint32_t>(max_mb + 1);
+  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> rank_of(total, none);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (const auto& c : rows[r]) {
+      auto& owner = rank_of[c.stage];
+      if (owner == none) {
+        owner = static_cast<std::uint32_t>(r);
+      } else if (owner != r) {
+        detail::fail(who, ": row ", c.row + 1, ", column ", c.col + 1, ": stage ", c.stage,
+                     " is on rank ", owner, " (row ", owner + 1, ") and on rank ", r);
+      }
+    }
+  }
+  auto fits = [&](auto&& rank_for) {
+    for (std::uint64_t g = 0; g < total; ++g) {
+      if (rank_of[g] != none && rank_of[g] != rank_for(g)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::optional<placement> pl;
+  if (fits([&](std::uint64_t g) { return static_cast<std::uint32_t>(g % p); })) {
+    pl = placement::loop(p, v);  // sequential when v == 1
+  } else if (v == 2 && fits([&](std::uint64_t g) {
+               return static_cast<std::uint32_t>(g < p ? g : 2 * p - 1 - g);
+             })) {
+    pl = placement::v_shape(p);
+  } else {
+    std::vector<global_chunk> table;
+    table.reserve(total);
+    for (std::uint32_t r = 0; r < p; ++r) {
+      for (std::uint64_t g = 0; g < total; ++g) {
+        if (rank_of[g] == r) {
+          table.push_back(static_cast<global_chunk>(g));
+        }
+      }
+      if (table.size() != std::size_t{r + 1} * v) {
+        detail::fail(who, ": rank ", r, " (row ", r + 1, ") holds ",
+                     table.size() - std::size_t{r} * v, " stages, expected ", v,
+                     " (stages are neither loop- nor V-placed, so every rank must hold exactly ", v,
+                     " stage indices)");
+      }
+    }
+    pl = placement::custom(p, v, std::move(table));
+  }
+
+  schedule out(std::move(name), m, *pl);
+  for (std::uint32_t r = 0; r < p; ++r) {
+    auto& ops = out.stage_ops(r);
+    ops.reserve(rows[r].size());
+    for (const auto& c : rows[r]) {
+      op_kind k = op_kind::forward;
+      if (c.kind == "I") {
+        k = op_kind::backward_input;
+      } else if (c.kind == "B") {
+        k = b_is_input_grad ? op_kind::backward_input : op_kind::backward_full;
+      } else {
+        k = *parse_op_kind(c.kind);  // F, W, BW, SEND_*, RECV_*: checked above
+      }
+      ops.push_back(make_op(k, static_cast<microbatch_index>(c.mb),
+                            pl->local_of(static_cast<global_chunk>(c.stage))));
+    }
+  }
+  return out;
+}
+
+}  // namespace pipesched

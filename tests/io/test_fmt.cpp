@@ -1,0 +1,45 @@
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/io/fmt.hpp>
+
+using namespace pipesched;
+
+TEST_CASE("fmt: op_kind, placement_kind and op", "[io][fmt]") {
+  CHECK(fmt::format("{}", op_kind::backward_full) == "BW");
+  CHECK(fmt::format("{:>3}|", op_kind::forward) == "  F|");
+  CHECK(fmt::format("{}", op_kind::recv_backward) == "RECV_B");
+  CHECK(fmt::format("{}", placement_kind::v_shape) == "v");
+  CHECK(fmt::format("{}", make_op(op_kind::backward_weight, 12, 1)) == "W12");
+  CHECK(fmt::format("{:c}", make_op(op_kind::forward, 3, 1)) == "F3.1");
+}
+
+TEST_CASE("fmt: schedule", "[io][fmt]") {
+  CHECK(fmt::format("{}", generate(one_f_one_b{}, 2, 2)) ==
+        "1f1b: p=2 m=2 v=1 (sequential)\nstage 0: F0 F1 BW0 BW1\nstage 1: F0 BW0 F1 BW1");
+  schedule s("two", 1, placement::loop(1, 2));
+  s.stage_ops(0) = {make_op(op_kind::forward, 0, 0), make_op(op_kind::forward, 0, 1)};
+  CHECK(fmt::format("{}", s) == "two: p=1 m=1 v=2 (loop)\nstage 0: F0.0 F0.1");
+}
+
+TEST_CASE("fmt: validation report", "[io][fmt]") {
+  CHECK(fmt::format("{}", validate(generate(zb_h1{}, 2, 2))) == "ok");
+  schedule s("bad", 1, 1);
+  s.stage_ops(0) = {make_op(op_kind::forward, 0)};
+  const auto r = validate(s);
+  REQUIRE(r.total == 1);
+  CHECK(fmt::format("{}", r) == "1 violation\n  [missing] " + r.violations[0].message);
+}
+
+TEST_CASE("fmt: timeline", "[io][fmt]") {
+  const timeline t = cost_timeline(generate(one_f_one_b{}, 2, 2));
+  // Unit costs: stage 0 F0 0-1, F1 1-2, BW0 4-6, BW1 7-9; stage 1 F0 1-2, BW0 2-4, F1 4-5,
+  // BW1 5-7. Span 9 = (m+p-1)(T_F+T_B+T_W) on stage 0, busy 6.
+  CHECK(fmt::format("{}", t) ==
+        "makespan 9, bubble rate 33.3%\nstage 0: span 9 busy 6 idle 3\nstage 1: span 6 busy 6 "
+        "idle 0");
+}

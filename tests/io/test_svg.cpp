@@ -1,0 +1,88 @@
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/io/svg.hpp>
+
+using namespace pipesched;
+
+namespace {
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t pos = s.find(what); pos != std::string::npos; pos = s.find(what, pos + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// Tag balance: every <x ...> closed by </x> in order, self-closing tags ignored; returns "" or
+// the first problem.
+std::string check_xml(const std::string& s) {
+  std::vector<std::string> stack;
+  for (std::size_t i = s.find('<'); i != std::string::npos; i = s.find('<', i + 1)) {
+    const std::size_t j = s.find('>', i);
+    if (j == std::string::npos) {
+      return "unterminated tag";
+    }
+    const std::string tag = s.substr(i + 1, j - i - 1);
+    if (tag.find('<') != std::string::npos) {
+      return "'<' inside a tag";
+    }
+    if (tag.front() == '/') {
+      if (stack.empty() || stack.back() != tag.substr(1)) {
+        return "unbalanced </" + tag.substr(1) + ">";
+      }
+      stack.pop_back();
+    } else if (tag.back() != '/') {
+      stack.push_back(tag.substr(0, tag.find(' ')));
+    }
+    i = j;
+  }
+  return stack.empty() ? "" : "unclosed <" + stack.back() + ">";
+}
+}  // namespace
+
+TEST_CASE("svg: one rect per op, legend, title, well-formed", "[io][svg]") {
+  const schedule s = generate(zb_h1{}, 4, 8);
+  const timeline tl = cost_timeline(s);
+  const std::string svg = to_svg(s, tl);
+  CHECK(check_xml(svg).empty());
+  CHECK(count(svg, "class=\"op\"") == s.size());
+  CHECK(count(svg, "<rect class=\"legend\"") == 3);  // F, B, W
+  CHECK(count(svg, "class=\"row\"") == 4);
+  CHECK(svg.find("zb-h1: p=4 m=8 v=1, makespan 27, bubble rate 11.1%") != std::string::npos);
+  CHECK(svg.rfind("</svg>\n") == svg.size() - 7);
+  CHECK(to_svg(s, tl) == svg);  // deterministic
+  // Unit ops are 960/27 = 35.6 px wide: every micro-batch number fits.
+  CHECK(count(svg, "fill=\"#ffffff\">") == s.size());
+}
+
+TEST_CASE("svg: memory curves, chunk shades and escaping", "[io][svg]") {
+  schedule s = generate(one_f_one_b{}, 2, 2);
+  s.set_name("a<b & \"c\"");
+  const timeline tl = cost_timeline(s);
+  const auto mem = memory_curves(s, tl, memory_model::uniform(1, 0.5));
+  const std::string svg = to_svg(s, tl, {.memory = &mem});
+  CHECK(check_xml(svg).empty());
+  CHECK(count(svg, "class=\"memory\"") == 2);
+  CHECK(svg.find("a&lt;b &amp; &quot;c&quot;") != std::string::npos);
+  CHECK(svg.find(">peak 2<") != std::string::npos);
+  CHECK(count(svg, "<rect class=\"legend\"") == 2);  // F, BW
+  CHECK(detail::shade(op_kind::forward, 0, 2) == "#3b75af");
+  CHECK(detail::shade(op_kind::forward, 1, 2) == "#93b3d3");
+  CHECK(detail::svg_num(2.0) == "2");
+  CHECK(detail::svg_num(35.5555) == "35.56");
+  CHECK(detail::svg_num(-0.001) == "0");
+}
+
+TEST_CASE("svg: narrow blocks drop their labels", "[io][svg]") {
+  const schedule s = generate(one_f_one_b{}, 4, 64);
+  const timeline tl = cost_timeline(s);
+  const std::string svg = to_svg(s, tl, {.plot_width = 300});
+  CHECK(check_xml(svg).empty());
+  CHECK(count(svg, "class=\"op\"") == s.size());
+  CHECK(count(svg, "fill=\"#ffffff\">") < s.size());
+}

@@ -1,0 +1,115 @@
+// timeline.hpp: the io/ views fed by the real simulator and memory checker (to_timeline,
+// memory_curves of a memory_report, simulation_to_json of a simulation_result, formatters).
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/io/chrome_trace.hpp>
+#include <pipesched/io/fmt.hpp>
+#include <pipesched/io/model_json.hpp>
+#include <pipesched/io/svg.hpp>
+#include <pipesched/io/terminal.hpp>
+
+using namespace pipesched;
+
+TEST_CASE("timeline: to_timeline agrees with an independent timing", "[io][timeline]") {
+  const cost_model costs = cost_model::uniform(3, 4, 2, 0.5);
+  for (const schedule& s :
+       {generate(one_f_one_b{}, 4, 8), generate(zb_h1{}, 4, 8), generate(zb_h2{}, 3, 6)}) {
+    const simulation_result r = simulate(s, costs);
+    const timeline a = to_timeline(s, r);
+    // An independent timing: the io grid computation with the cost model's durations.
+    const timeline b = detail::compute_timeline(
+        s, "test", [&](stage_index st, const op& o) { return costs.duration(st, o.kind, o.chunk); },
+        [&](stage_index x, stage_index y) { return costs.comm(x, y); });
+    CHECK(a.stages == b.stages);
+    CHECK(a.makespan() == r.makespan);
+    CHECK(a.bubble_rate() == r.bubble_rate);
+  }
+}
+
+TEST_CASE("timeline: memory checker curves", "[io][timeline]") {
+  const schedule s = generate(zb_h1{}, 4, 8);
+  const simulation_result r = simulate(s);
+  const memory_model mm = memory_model::uniform(1, 0.5);
+  const memory_report m = check_memory(s, mm, {}, r);
+  const auto curves = memory_curves(m);
+  REQUIRE(curves.size() == 4);
+  for (stage_index st = 0; st < 4; ++st) {
+    CHECK(peak_of(curves[st]) == m.stages[st].peak);
+    // ZB-H1 stage i (1-based): (p-i+1) M_B + (i-1) M_W.
+    CHECK(m.stages[st].peak == Approx((4 - st) * 1.0 + st * 0.5));
+    CHECK(curves[st].front() == memory_sample{0.0, 0.0});
+  }
+  CHECK_THROWS_WITH(memory_curves(check_memory(s, mm)),
+                    "memory_curves: stage 0 has no times (call check_memory with the simulation "
+                    "result)");
+}
+
+TEST_CASE("timeline: simulation JSON, trace, SVG and text from a simulation_result",
+          "[io][timeline]") {
+  const schedule s = generate(one_f_one_b{}, 2, 2);
+  const simulation_result r = simulate(s);
+  const memory_report m = check_memory(s, memory_model::uniform(1, 0.5), {}, r);
+  const nlohmann::json j = simulation_to_json(s, r, &m);
+  CHECK(j["makespan"] == 9.0);
+  CHECK(j["stages"][0]["span"] == 9.0);
+  CHECK(j["stages"][0]["busy"] == 6.0);
+  CHECK(j["stages"][0]["peak_memory"] == 2.0);
+  CHECK(j["stages"][1]["ops"].size() == 4);
+  CHECK(!j.contains("deadlock"));
+  const simulation_record back = simulation_from_json(j);
+  CHECK(back.ops->stages == to_timeline(s, r).stages);
+
+  const timeline tl = to_timeline(s, r);
+  const auto curves = memory_curves(m);
+  const nlohmann::json t = chrome_trace_json(s, tl, {.memory = &curves});
+  std::size_t x = 0;
+  for (const auto& e : t["traceEvents"]) {
+    x += e["ph"] == "X" ? 1u : 0u;
+  }
+  CHECK(x == 4 * 2);
+  CHECK(to_svg(s, tl, {.memory = &curves}).find("makespan 9, bubble rate 33.3%") !=
+        std::string::npos);
+  CHECK(render_timeline(s, tl, {.width = 80, .title = false, .axis = false}) ==
+        "stage 0 |F0  F1  ........BW0     ....BW1     |\n"
+        "stage 1 |....F0  BW0     F1  BW1     ........|\n");
+
+  CHECK(fmt::format("{}", r) ==
+        "makespan 9, bubble rate 33.3%\nstage 0: span 9 busy 6 idle 3\nstage 1: span 6 busy 6 "
+        "idle 0");
+  CHECK(fmt::format("{}", m) ==
+        "max peak 2\nstage 0: peak 2 at op 1 (static 0)\nstage 1: peak 1 at op 0 (static 0)");
+}
+
+TEST_CASE("timeline: a deadlocked simulation", "[io][timeline]") {
+  schedule s("bad", 2, 1);
+  s.stage_ops(0) = {make_op(op_kind::backward_full, 0), make_op(op_kind::forward, 0)};
+  s.stage_ops(1) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
+  const simulation_result r = simulate(s);
+  REQUIRE(!r.completed());
+  const timeline tl = to_timeline(s, r);
+  CHECK(tl.size() < s.size());
+  const nlohmann::json j = simulation_to_json(s, r);
+  CHECK(j["deadlock"].get<std::string>().rfind("deadlock:", 0) == 0);
+  CHECK(simulation_from_json(j).deadlock == j["deadlock"].get<std::string>());
+  CHECK(fmt::format("{}", r).find("\ndeadlock:") != std::string::npos);
+  CHECK_NOTHROW(chrome_trace_json(s, tl));
+}
+
+TEST_CASE("timeline: unit steps and the stand-alone memory curve", "[io][timeline]") {
+  const schedule s = generate(one_f_one_b{}, 2, 2);
+  const timeline u = unit_step_timeline(s);
+  // stage 0: F0 0, F1 1, BW0 3, BW1 5; stage 1: F0 1, BW0 2, F1 3, BW1 4.
+  CHECK(u.stages[0][2].start == 3.0);
+  CHECK(u.stages[0][3].start == 5.0);
+  CHECK(u.stages[1][2].start == 3.0);
+  CHECK(u.makespan() == 6.0);
+  const auto mem = memory_curves(s, u, memory_model::uniform(1, 0.5));
+  // Stage 0: +1 at 0, +1 at 1, -1 at 4 (BW0 ends), -1 at 6.
+  CHECK(mem[0] == std::vector<memory_sample>{{0, 1}, {1, 2}, {4, 1}, {6, 0}});
+}
