@@ -96,8 +96,9 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
     v = static_cast<std::uint32_t>(
         r::integer(*c, "/chunks", 1, std::numeric_limits<chunk_index>::max()));
   }
-  if (std::uint64_t{p} * v > (std::uint64_t{1} << 30)) {
-    r::fail_at("/chunks", "stages*chunks must be at most 2^30");
+  if (std::uint64_t{p} * v > max_total_chunks) {
+    r::fail_at("/chunks", "stages*chunks (" + std::to_string(std::uint64_t{p} * v) +
+                              ") must be at most " + std::to_string(max_total_chunks));
   }
   placement pl = placement::loop(p, v);
   if (const auto* pj = r::optional(j, "placement")) {

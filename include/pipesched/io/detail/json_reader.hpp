@@ -107,7 +107,8 @@ struct json_reader {
   static nlohmann::json parse(std::string_view text, std::string_view what) {
     try {
       return nlohmann::json::parse(text.begin(), text.end());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
+      // parse_error, and out_of_range for a number that overflows a double (1E400).
       fail(what, ": malformed JSON: ", e.what());
     }
   }
