@@ -15,18 +15,25 @@ namespace pipesched {
 ///   e.run(s, o, in) -> E::message
 ///       for an lvalue `e`, a `stage_index s`, a `const op& o` and an rvalue `E::message in`:
 ///       run `o` on stage `s` to completion, or throw.
-/// What `in` holds and what the result means, by kind (chunk g = the op's global chunk):
+/// What `in` holds and what the result means, by kind (chunk g = the op's global chunk, see
+/// placement):
 ///   F       in: activation from chunk g-1 (empty for g = 0); returns the activation for g+1
+///           (ignored for the last chunk, which keeps what its B needs to compute the loss)
 ///   B, BW   in: gradient of g's output from chunk g+1 (empty for the last chunk, which
-///           computes the loss itself); returns the gradient for chunk g-1
+///           computes the loss itself); returns the gradient for chunk g-1 (ignored for g = 0)
 ///   W       in: empty; result ignored
-///   SEND_*  in: the message to send (lowered schedules); result ignored
-///   RECV_*  in: empty; returns the received message
+///   SEND_*  in: the message the driver is about to hand to the transport (lowered schedules);
+///           returns the message actually sent (a hook: usually `in` itself, moved)
+///   RECV_*  in: the message the driver just took from the transport; returns the message
+///           delivered to the consuming op (usually `in` itself, moved)
+/// The drivers, not the executor, move messages between stages (through a `transport`, see
+/// exec/transport.hpp), so an executor only computes.
 /// Not checked by the compiler, but required: drivers call run() in each stage's list order,
 /// only once the op's inputs exist; run() may be called concurrently for *different* stages
-/// (thread and MPI drivers) and must not call back into the driver; exceptions propagate to
-/// the driver, which stops every stage and rethrows the first one.
-/// Models: null_executor (below), and those in exec/: sleep_executor, instrumented_executor,
+/// (thread and MPI drivers), never for the same stage; it must not call back into the driver;
+/// an exception stops the run: the driver stops every stage and rethrows the first one as a
+/// pipesched::execution_error naming the stage and op.
+/// Models: null_executor (below), sleep_executor, instrumented_executor<E>, any_executor and
 /// the MLP of examples/mlp_pipeline.
 ///   static_assert(executor<null_executor>);   static_assert(!executor<int>);
 template <class E>
@@ -41,5 +48,28 @@ struct null_executor {
   struct message {};
   message run(stage_index, const op&, message&&) { return {}; }
 };
+
+namespace detail {
+/// Plain-English diagnostics for a near-miss model, checked inside the driver templates.
+template <class E>
+constexpr bool check_executor() {
+  static_assert(
+      requires { typename E::message; },
+      "pipesched executor: the type must declare a nested `message` type");
+  if constexpr (requires { typename E::message; }) {
+    static_assert(std::default_initializable<typename E::message>,
+                  "pipesched executor: E::message must be default-constructible (empty input)");
+    static_assert(std::movable<typename E::message>,
+                  "pipesched executor: E::message must be movable");
+    static_assert(
+        requires(E & e, stage_index s, const op& o, typename E::message&& in) {
+          e.run(s, o, std::move(in));
+        },
+        "pipesched executor: needs a member run(stage_index, const op&, message&&)");
+    static_assert(executor<E>, "pipesched executor: run(stage, op, message&&) must return message");
+  }
+  return true;
+}
+}  // namespace detail
 
 }  // namespace pipesched

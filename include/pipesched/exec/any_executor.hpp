@@ -1,0 +1,120 @@
+#pragma once
+
+#include <concepts>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+#include "pipesched/exec/executor.hpp"
+#include "pipesched/ir/op.hpp"
+
+namespace pipesched {
+
+/// A message of any movable type (move-only, like std::unique_ptr): what any_executor passes
+/// between stages. Default-constructed = empty, the "no input" of the executor concept.
+class any_message {
+ public:
+  any_message() = default;
+  template <class T>
+    requires(!std::same_as<std::remove_cvref_t<T>, any_message>)
+  explicit any_message(T&& value)
+      : holder_(std::make_unique<holder<std::remove_cvref_t<T>>>(std::forward<T>(value))) {}
+
+  bool has_value() const noexcept { return holder_ != nullptr; }
+  /// The held type (typeid(void) when empty).
+  const std::type_info& type() const noexcept { return holder_ ? holder_->type() : typeid(void); }
+  /// Pointer to the held T, or nullptr when empty or holding another type.
+  template <class T>
+  T* get_if() noexcept {
+    auto* h = dynamic_cast<holder<T>*>(holder_.get());
+    return h ? &h->value : nullptr;
+  }
+  /// Moves the held T out (T{} when empty); throws std::logic_error when it holds another type.
+  template <class T>
+  T take() {
+    if (!holder_) {
+      return T{};
+    }
+    T* p = get_if<T>();
+    if (p == nullptr) {
+      throw std::logic_error(std::string("any_message: holds ") + holder_->type().name() +
+                             ", expected " + typeid(T).name());
+    }
+    T out = std::move(*p);
+    holder_.reset();
+    return out;
+  }
+
+ private:
+  struct holder_base {
+    virtual ~holder_base() = default;
+    virtual const std::type_info& type() const noexcept = 0;
+  };
+  template <class T>
+  struct holder final : holder_base {
+    template <class U>
+    explicit holder(U&& v) : value(std::forward<U>(v)) {}
+    const std::type_info& type() const noexcept override { return typeid(T); }
+    T value;
+  };
+  std::unique_ptr<holder_base> holder_;
+};
+
+/// A type-erased executor, for plugin-style use (an executor chosen at run time, or compiled
+/// elsewhere): wraps any `executor` E, passing its messages inside any_message. One virtual
+/// call and one allocation per op; the templates stay the zero-overhead path.
+///   any_executor a(sleep_executor(costs));     // owns a moved executor
+///   auto b = any_executor::ref(my_model);      // refers to one that must outlive it
+///   run_threaded(a, sched);
+class any_executor {
+ public:
+  using message = any_message;
+
+  /// Owns `e` (moved in).
+  template <executor E>
+    requires(!std::same_as<std::remove_cvref_t<E>, any_executor>)
+  explicit any_executor(E e) : impl_(std::make_unique<owning<E>>(std::move(e))) {}
+
+  /// Refers to `e` without owning it.
+  template <executor E>
+  static any_executor ref(E& e) {
+    return any_executor(std::make_unique<referring<E>>(e));
+  }
+
+  message run(stage_index s, const op& o, message&& in) { return impl_->run(s, o, std::move(in)); }
+
+ private:
+  struct base {
+    virtual ~base() = default;
+    virtual any_message run(stage_index s, const op& o, any_message&& in) = 0;
+  };
+  template <class E>
+  static any_message call(E& e, stage_index s, const op& o, any_message&& in) {
+    using M = typename E::message;
+    return any_message(e.run(s, o, in.take<M>()));
+  }
+  template <class E>
+  struct owning final : base {
+    explicit owning(E e) : inner(std::move(e)) {}
+    any_message run(stage_index s, const op& o, any_message&& in) override {
+      return call(inner, s, o, std::move(in));
+    }
+    E inner;
+  };
+  template <class E>
+  struct referring final : base {
+    explicit referring(E& e) : inner(&e) {}
+    any_message run(stage_index s, const op& o, any_message&& in) override {
+      return call(*inner, s, o, std::move(in));
+    }
+    E* inner;
+  };
+  explicit any_executor(std::unique_ptr<base> impl) : impl_(std::move(impl)) {}
+
+  std::unique_ptr<base> impl_;
+};
+
+}  // namespace pipesched

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "pipesched/exec/executor.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/op.hpp"
+#include "pipesched/sim/cost_model.hpp"
+
+namespace pipesched {
+
+/// An executor whose ops take their modeled time: each op sleeps
+/// cost_model::duration(stage, kind, chunk) × `unit` (communication ops take 0). Messages carry
+/// no data. With the thread driver it measures how a real run's makespan compares with the
+/// simulator's prediction for the same costs (examples/fidelity).
+/// Sleeps overshoot by the OS timer slack (typically 50-100 µs on Linux), so use units of
+/// 1 ms or more for a comparison within a few percent.
+class sleep_executor {
+ public:
+  struct message {};
+
+  explicit sleep_executor(cost_model costs,
+                          std::chrono::nanoseconds unit = std::chrono::milliseconds(1))
+      : costs_(std::move(costs)), unit_(unit) {
+    if (unit.count() <= 0) {
+      detail::fail("sleep_executor: unit (", unit.count(), " ns) must be positive");
+    }
+  }
+
+  message run(stage_index s, const op& o, message&&) {
+    const double d = costs_.duration(s, o.kind, o.chunk);
+    if (d > 0.0) {
+      const auto dur = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::duration<double, std::nano>(d * static_cast<double>(unit_.count())));
+      std::this_thread::sleep_until(std::chrono::steady_clock::now() + dur);
+    }
+    return {};
+  }
+
+  const cost_model& costs() const noexcept { return costs_; }
+  std::chrono::nanoseconds unit() const noexcept { return unit_; }
+
+ private:
+  cost_model costs_;
+  std::chrono::nanoseconds unit_;
+};
+
+}  // namespace pipesched
