@@ -215,6 +215,14 @@ TEST_CASE("schedule JSON: empty, truncated, garbage, wrong types, huge numbers",
                  "permutation"));
 }
 
+TEST_CASE("read_text_file: missing files, directories and size limits", "[reliability][io]") {
+  CHECK_THROWS_WITH(read_text_file("/nonexistent/x.json"), "/nonexistent/x.json: cannot open file");
+  CHECK_THROWS_WITH(read_text_file("/"), "/: is a directory, not a file");
+  CHECK_THROWS_WITH(read_text_file("/dev/zero", 1000),
+                    "/dev/zero: file size must be at most 1000 bytes");
+  CHECK(read_text_file("/dev/null").empty());
+}
+
 TEST_CASE("PyTorch CSV: empty, garbage, overflow, and a huge stage index stay cheap",
           "[reliability][io]") {
   CHECK_THROWS_WITH(from_torch_csv(""),

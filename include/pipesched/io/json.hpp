@@ -1,11 +1,14 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -195,15 +198,40 @@ inline schedule read_schedule_json(std::string_view text) {
   return schedule_from_json(detail::json_reader::parse(text, "schedule JSON"));
 }
 
-/// Reads a whole file into a string; invalid_argument naming the path when it can't.
-inline std::string read_text_file(const std::string& path) {
+/// Largest file read_text_file() accepts: 1 GiB (a JSON schedule of about 45 million ops).
+inline constexpr std::size_t max_text_file_bytes = std::size_t{1} << 30;
+
+/// Reads a whole file into a string; invalid_argument naming the path when it can't, when it
+/// is a directory, or when it holds more than `max_bytes` (so `/dev/zero` fails fast instead of
+/// eating memory).
+inline std::string read_text_file(const std::string& path,
+                                  std::size_t max_bytes = max_text_file_bytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    detail::fail(path, ": is a directory, not a file");
+  }
+  if (std::filesystem::is_regular_file(path, ec) &&
+      std::filesystem::file_size(path, ec) > max_bytes && !ec) {
+    detail::fail(path, ": file size must be at most ", max_bytes, " bytes");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     detail::fail(path, ": cannot open file");
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string out;
+  std::vector<char> buf(std::size_t{1} << 16);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (out.size() + got > max_bytes) {
+      detail::fail(path, ": file size must be at most ", max_bytes, " bytes");
+    }
+    out.append(buf.data(), got);
+  }
+  if (in.bad()) {
+    detail::fail(path, ": read error");
+  }
+  return out;
 }
 
 }  // namespace pipesched
