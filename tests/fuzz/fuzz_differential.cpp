@@ -6,7 +6,9 @@
 //  - a valid schedule simulates to the end, every op starts no earlier than its stage's previous
 //    op and its inputs (+ T_comm across stages), busy time is the sum of the costs, and its
 //    buffer lifetimes are clean;
-//  - check_memory()'s per-stage peaks equal a recomputation from the ops in simulated order.
+//  - check_memory()'s per-stage peaks equal a recomputation from the ops in simulated order;
+//  - lower_communication() of a valid compute-only schedule is valid, completes, and keeps
+//    every stage's compute ops in order.
 // Any other exception than pipesched::invalid_argument, a crash, a hang or a mismatch is a bug.
 #include <algorithm>
 #include <cmath>
@@ -19,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include <pipesched/gen/comm_lowering.hpp>
 #include <pipesched/ir/dependencies.hpp>
 #include <pipesched/ir/schedule.hpp>
 #include <pipesched/memory/memory_checker.hpp>
@@ -346,6 +349,29 @@ void run(byte_source& in) {
   for (stage_index st = 0; st < p; ++st) {
     if (!close(peaks[st], mem.peak_memory(st))) {
       finding("memory checker peak differs from the recomputation in simulated order");
+    }
+  }
+  if (s.has_comm()) {
+    return;
+  }
+  // A valid compute-only schedule lowers to a valid, deadlock-free one with the same compute
+  // ops in the same order on every stage.
+  lowering_options lo;
+  lo.receives = in.below(2) == 0 ? receive_placement::eager : receive_placement::late;
+  lo.costs = costs;
+  const schedule low = lower_communication(s, lo);
+  if (!validate(low).ok() || !simulate(low, costs).completed()) {
+    finding("lower_communication of a valid schedule is invalid or deadlocks");
+  }
+  for (stage_index st = 0; st < p; ++st) {
+    std::vector<op> compute;
+    for (const op& o : low.ops(st)) {
+      if (is_compute(o.kind)) {
+        compute.push_back(o);
+      }
+    }
+    if (compute != s.stage_ops(st)) {
+      finding("lower_communication changed a stage's compute ops");
     }
   }
 }
