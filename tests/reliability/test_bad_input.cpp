@@ -207,7 +207,15 @@ TEST_CASE("schedule JSON: empty, truncated, garbage, wrong types, huge numbers",
       "/ops/0/0/chunk: must be between 0 and 65535, not 65536");
   CHECK_THROWS_WITH(
       read_schedule_json(head + R"("stages":1,"microbatches":1,"placement":"zigzag","ops":[[]]})"),
-      StartsWith("/placement: unknown placement \"zigzag\""));
+      StartsWith("/placement: unknown placement \"zigzag\" (known: sequential"));
+  // Quoted input stays on one line and short: control characters escaped, long strings cut.
+  CHECK_THROWS_WITH(
+      read_schedule_json(head + R"("stages":1,"microbatches":1,"ops":[[{"kind":"F\nX","mb":0}]]})"),
+      StartsWith(R"(/ops/0/0/kind: unknown op kind "F\nX" (known: F B)"));
+  CHECK_THROWS_WITH(
+      read_schedule_json(head + R"("stages":1,"microbatches":1,"ops":[[{"kind":")" +
+                         std::string(5000, 'Q') + R"(","mb":0}]]})"),
+      StartsWith("/ops/0/0/kind: unknown op kind \"" + std::string(60, 'Q') + "...\" (known:"));
   CHECK_THROWS_WITH(
       read_schedule_json(head + R"("stages":2,"microbatches":1,"placement":{"kind":"custom",)"
                                 R"("table":[1,1]},"ops":[[],[]]})"),

@@ -119,15 +119,15 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
         }
         pl = placement::v_shape(p);
       } else {
-        r::fail_at("/placement", "unknown placement \"" + k +
-                                     "\" (known: sequential, loop, v, or {\"kind\": \"custom\", "
+        r::fail_at("/placement", "unknown placement " + r::quote(k) +
+                                     " (known: sequential, loop, v, or {\"kind\": \"custom\", "
                                      "\"table\": [...]})");
       }
     } else {
       r::object(*pj, "/placement");
       const std::string kind = r::string(r::required(*pj, "kind", "/placement"), "/placement/kind");
       if (kind != "custom") {
-        r::fail_at("/placement/kind", "must be \"custom\" in object form, not \"" + kind + "\"");
+        r::fail_at("/placement/kind", "must be \"custom\" in object form, not " + r::quote(kind));
       }
       const auto& tj = r::array(r::required(*pj, "table", "/placement"), "/placement/table");
       std::vector<global_chunk> table;
@@ -160,8 +160,8 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
       const std::string ks = r::string(r::required(e, "kind", path), path + "/kind");
       const auto kind = parse_op_kind(ks);
       if (!kind) {
-        r::fail_at(path + "/kind",
-                   "unknown op kind \"" + ks + "\" (known: F B W BW SEND_F RECV_F SEND_B RECV_B)");
+        r::fail_at(path + "/kind", "unknown op kind " + r::quote(ks) +
+                                       " (known: F B W BW SEND_F RECV_F SEND_B RECV_B)");
       }
       const auto mb =
           static_cast<microbatch_index>(r::integer(r::required(e, "mb", path), path + "/mb", 0,
