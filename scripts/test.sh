@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(cmake g++ ninja-build catch2 libfmt-dev nlohmann-json3-dev libbenchmark-dev libcli11-dev
-      clang-format)
+      clang-format openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -24,6 +24,8 @@ echo "== 1/4 build (Werror) and all tests"
 cmake -S . -B build -G Ninja -DPIPESCHED_WERROR=ON
 cmake --build build -j$jobs
 ctest --test-dir build -j$jobs --output-on-failure
+# The MPI ctests (label mpi) ran above; make sure MPI was not silently skipped.
+ctest --test-dir build -N -L mpi | grep -q "Total Tests: [1-9]" || { echo "MPI tests missing"; exit 1; }
 
 if [ "${PIPESCHED_QUICK:-0}" = 1 ]; then
   echo "== done (quick) in $((SECONDS - start)) s"
@@ -32,14 +34,16 @@ fi
 
 echo "== 2/4 unit tests under ASan + UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPIPESCHED_WERROR=ON \
-  -DPIPESCHED_SANITIZE=address,undefined -DPIPESCHED_BUILD_BENCH=OFF
+  -DPIPESCHED_SANITIZE=address,undefined -DPIPESCHED_BUILD_BENCH=OFF \
+  -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
 cmake --build build-asan -j$jobs --target pipesched_tests
 ctest --test-dir build-asan -j$jobs -L unit --output-on-failure
 
 echo "== 3/4 threaded drivers under TSan"
 if grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCHED_WERROR=ON \
-    -DPIPESCHED_SANITIZE=thread -DPIPESCHED_BUILD_BENCH=OFF
+    -DPIPESCHED_SANITIZE=thread -DPIPESCHED_BUILD_BENCH=OFF \
+    -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
   cmake --build build-tsan -j$jobs --target pipesched_tests
   build-tsan/bin/pipesched_tests '[exec]'
 else

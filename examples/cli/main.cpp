@@ -7,19 +7,27 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/json.hpp>
+#include <pipesched/io/model_json.hpp>
+#include <pipesched/io/svg.hpp>
+#include <pipesched/io/terminal.hpp>
 #include <pipesched/io/text.hpp>
+#include <pipesched/io/timeline.hpp>
+#include <pipesched/io/torch_csv.hpp>
 #include <pipesched/pipesched.hpp>
 
 namespace {
@@ -49,7 +57,8 @@ void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) 
                   "With --with-comm: eager (post receives early) or late (save receive buffers)")
       ->capture_default_str();
   if (allow_input) {
-    auto* in = cmd->add_option("--input,-i", src.input, "Schedule file (.json)");
+    auto* in = cmd->add_option("--input,-i", src.input,
+                               "Schedule file: .json (pipesched format) or .csv (PyTorch actions)");
     in->excludes(name);
     in->excludes(p);
     in->excludes(m);
@@ -105,12 +114,27 @@ struct model_options {
   std::string memory = "1,0.5";
   std::optional<double> memory_limit;
   std::string costs_file;
+  std::string memory_file;
 
   cost_model costs() const {
+    if (!costs_file.empty()) {
+      try {
+        return read_cost_model(read_text_file(costs_file));
+      } catch (const pipesched::invalid_argument& e) {
+        usage_error("--costs " + costs_file + ": " + e.what());
+      }
+    }
     const auto v = parse_numbers(cost, "--cost", 3, 4, "TF,TB,TW[,TC]");
     return cost_model::uniform(v[0], v[1], v[2], v.size() > 3 ? v[3] : 0.0);
   }
   memory_model memory_sizes() const {
+    if (!memory_file.empty()) {
+      try {
+        return read_memory_model(read_text_file(memory_file));
+      } catch (const pipesched::invalid_argument& e) {
+        usage_error("--memory-file " + memory_file + ": " + e.what());
+      }
+    }
     const auto v = parse_numbers(memory, "--memory", 2, 2, "MB,MW");
     if (v[1] > v[0]) {
       usage_error("--memory: MW (" + std::to_string(v[1]) + ") must be <= MB (" +
@@ -140,6 +164,47 @@ void add_model_options(CLI::App* cmd, model_options& o) {
       ->capture_default_str();
   cmd->add_option("--memory-limit", o.memory_limit,
                   "Per-stage memory limit, in the units of --memory");
+  auto* cf = cmd->add_option("--costs", o.costs_file,
+                             "Cost model JSON file (per-stage / per-chunk / per-link costs; "
+                             "see docs/formats.md); replaces --cost");
+  auto* mf = cmd->add_option("--memory-file", o.memory_file,
+                             "Memory model JSON file (per-stage / per-chunk / static memory; "
+                             "see docs/formats.md); replaces --memory");
+  (void)cf;
+  (void)mf;
+}
+
+bool stdout_is_terminal() {
+  return ::isatty(STDOUT_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr;
+}
+
+/// Renders a timed schedule in one of the picture / interchange formats, or "" for formats
+/// that are not pictures.
+std::string render_picture(const std::string& format,
+                           const schedule& s,
+                           const cost_model& costs,
+                           const memory_model& memory) {
+  if (format == "torch-csv") {
+    return to_torch_csv(s);
+  }
+  if (format != "chrome" && format != "svg") {
+    return {};
+  }
+  const simulation_result r = simulate(s, costs);
+  if (r.deadlock) {
+    usage_error("--format " + format + ": the schedule cannot run to the end (" +
+                r.deadlock->describe() + ")");
+  }
+  const timeline tl = to_timeline(s, r);
+  const auto curves = memory_curves(check_memory(s, memory, memory_options{}, r));
+  if (format == "chrome") {
+    chrome_trace_options co;
+    co.memory = &curves;
+    return to_chrome_trace(s, tl, co) + "\n";
+  }
+  svg_options so;
+  so.memory = &curves;
+  return to_svg(s, tl, so);
 }
 
 schedule load_schedule_compute(const schedule_source& src, const generator_params& base);
@@ -166,6 +231,11 @@ schedule load_schedule_compute(const schedule_source& src, const generator_param
   if (!src.input.empty()) {
     const std::string text = read_text_file(src.input);
     try {
+      if (src.input.size() >= 4 && src.input.compare(src.input.size() - 4, 4, ".csv") == 0) {
+        std::string stem = src.input.substr(src.input.find_last_of('/') + 1);
+        stem.resize(stem.size() - 4);
+        return from_torch_csv(text, stem);
+      }
       return read_schedule_json(text);
     } catch (const pipesched::invalid_argument& e) {
       usage_error(src.input + ": " + e.what());
@@ -222,11 +292,18 @@ int cmd_generate(const generate_options& o) {
   const schedule s = load_schedule(o.src, o.model.params());
   std::string text;
   if (o.format == "text") {
-    text = format_schedule_text(s);
+    terminal_options to;
+    to.color = o.output.empty() && stdout_is_terminal();
+    text = format_schedule_text(s) + "\n" + render_schedule(s, to);
   } else if (o.format == "json") {
     text = write_schedule_json(s);
   } else {
-    usage_error("--format: unknown format \"" + o.format + "\" (known: text, json)");
+    const generator_params params = o.model.params();
+    text = render_picture(o.format, s, params.costs, params.memory);
+    if (text.empty()) {
+      usage_error("--format: unknown format \"" + o.format +
+                  "\" (known: text, json, torch-csv, chrome, svg)");
+    }
   }
   write_output(o.output, text);
   return 0;
@@ -274,10 +351,36 @@ int cmd_validate(const validate_options_cli& o) {
   return 1;
 }
 
+/// For the automatic schedulers, the search's lower bound on the longest stage span (any
+/// schedule within the same memory limit is at least this long); nullopt for other schedules.
+std::optional<double> search_lower_bound(const schedule_source& src,
+                                         const generator_params& params) {
+  if (!src.input.empty() || src.with_comm) {
+    return std::nullopt;
+  }
+  generator_params gp = params;
+  gp.stages = src.stages;
+  gp.microbatches = src.microbatches;
+  gp.chunks = src.chunks;
+  const std::string& n = src.schedule_name;
+  if (n == "zb-auto" || n == "zb-1p" || n == "zb-2p") {
+    const auto preset = n == "zb-1p"   ? zb_memory_preset::one_p
+                        : n == "zb-2p" ? zb_memory_preset::two_p
+                                       : zb_memory_preset::given;
+    return zb_auto_search(gp, {}, preset, n).lower_bound;
+  }
+  if (n == "zb-v") {
+    return zb_v_search(gp).lower_bound;
+  }
+  return std::nullopt;
+}
+
 struct simulate_options_cli {
   schedule_source src;
   model_options model;
   bool json = false;
+  std::string format = "text";
+  std::string output;
 };
 
 int cmd_simulate(const simulate_options_cli& o) {
@@ -290,9 +393,19 @@ int cmd_simulate(const simulate_options_cli& o) {
     }
     return 1;
   }
+  if (o.format != "text" && o.format != "json") {
+    const std::string text = render_picture(o.format, s, params.costs, params.memory);
+    if (text.empty()) {
+      usage_error("--format: unknown format \"" + o.format +
+                  "\" (known: text, json, torch-csv, chrome, svg)");
+    }
+    write_output(o.output, text);
+    return 0;
+  }
   const simulation_result r = simulate(s, params.costs);
-  const memory_report mem = check_memory(s, params.memory, budget_options(o.model));
-  if (o.json) {
+  const memory_report mem = check_memory(s, params.memory, budget_options(o.model), r);
+  const std::optional<double> bound = search_lower_bound(o.src, params);
+  if (o.json || o.format == "json") {
     nlohmann::json j;
     j["schedule"] = s.name();
     j["num_stages"] = s.stages();
@@ -301,6 +414,9 @@ int cmd_simulate(const simulate_options_cli& o) {
     j["makespan"] = r.makespan;
     j["bubble_rate"] = r.bubble_rate;
     j["max_peak_memory"] = mem.max_peak();
+    if (bound) {
+      j["span_lower_bound"] = *bound;
+    }
     nlohmann::json stages = nlohmann::json::array();
     for (stage_index st = 0; st < s.stages(); ++st) {
       const auto& t = r.stages[st];
@@ -317,13 +433,21 @@ int cmd_simulate(const simulate_options_cli& o) {
       j["memory_limit"] = *o.model.memory_limit;
       j["within_memory_limit"] = mem.violations.empty();
     }
-    fmt::print("{}\n", j.dump(2));
+    write_output(o.output, j.dump(2) + "\n");
     return mem.violations.empty() ? 0 : 1;
   }
+  terminal_options to;
+  to.color = o.output.empty() && stdout_is_terminal();
+  fmt::print("{}\n", render_timeline(s, to_timeline(s, r), to));
   fmt::print("{}: p={} m={} v={}, {} ops\n", s.name().empty() ? "schedule" : s.name(), s.stages(),
              s.microbatches(), s.chunks(), s.size());
   fmt::print("makespan {:g}, bubble rate {:.4f} (largest span {:g} on stage {})\n", r.makespan,
              r.bubble_rate, r.stages[r.max_span_stage].span, r.max_span_stage);
+  if (bound) {
+    const double span = r.stages[r.max_span_stage].span;
+    fmt::print("lower bound on the span within this memory limit: {:g} (gap {:.2f}%)\n", *bound,
+               span > 0 ? 100.0 * (span - *bound) / span : 0.0);
+  }
   fmt::print("{:>6} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "stage", "span", "busy", "idle", "idle%",
              "peak memory");
   for (stage_index st = 0; st < s.stages(); ++st) {
@@ -349,7 +473,9 @@ int main(int argc, char** argv) {
   auto* g = app.add_subcommand("generate", "Generate a schedule and print or save it");
   add_schedule_source(g, gen.src, false);
   add_model_options(g, gen.model);
-  g->add_option("--format,-f", gen.format, "Output format: text, json");
+  g->add_option("--format,-f", gen.format,
+                "Output: text (listing + unit-step timeline), json, torch-csv, chrome (trace), svg")
+      ->capture_default_str();
   g->add_option("--output,-o", gen.output, "Write to FILE instead of stdout");
 
   validate_options_cli val;
@@ -362,6 +488,10 @@ int main(int argc, char** argv) {
   add_schedule_source(sc, sim.src, true);
   add_model_options(sc, sim.model);
   sc->add_flag("--json", sim.json, "Print one JSON object instead of the readable report");
+  sc->add_option("--format,-f", sim.format,
+                 "Output: text (report + timeline), json, chrome (trace), svg, torch-csv")
+      ->capture_default_str();
+  sc->add_option("--output,-o", sim.output, "Write json / chrome / svg / torch-csv to FILE");
 
   try {
     app.parse(argc, argv);

@@ -155,6 +155,53 @@ inline std::vector<layer> make_layers(std::uint32_t total_chunks,
   return layers;
 }
 
+/// Zeroes every layer's accumulated gradient (the start of a training step).
+inline void zero_grads(std::vector<layer>& layers) {
+  for (auto& l : layers) {
+    l.zero_grad();
+  }
+}
+
+/// Plain SGD on every layer: w -= lr * gw, b -= lr * gb.
+inline void sgd_step(std::vector<layer>& layers, double lr) {
+  for (auto& l : layers) {
+    for (std::size_t i = 0; i < l.w.v.size(); ++i) {
+      l.w.v[i] -= lr * l.gw.v[i];
+    }
+    for (std::size_t i = 0; i < l.b.size(); ++i) {
+      l.b[i] -= lr * l.gb[i];
+    }
+  }
+}
+
+/// Every gradient in one flat vector, layer by layer (gw row-major, then gb): what a
+/// distributed run reduces across ranks.
+inline std::vector<double> flatten_gradients(const std::vector<layer>& layers) {
+  std::vector<double> flat;
+  for (const auto& l : layers) {
+    flat.insert(flat.end(), l.gw.v.begin(), l.gw.v.end());
+    flat.insert(flat.end(), l.gb.begin(), l.gb.end());
+  }
+  return flat;
+}
+
+/// The inverse of flatten_gradients() (same layer shapes); throws on a size mismatch.
+inline void assign_gradients(std::vector<layer>& layers, const std::vector<double>& flat) {
+  std::size_t at = 0;
+  for (auto& l : layers) {
+    if (flat.size() - at < l.gw.v.size() + l.gb.size()) {
+      throw std::length_error("assign_gradients: the flat vector is too short");
+    }
+    std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(at), l.gw.v.size(), l.gw.v.begin());
+    at += l.gw.v.size();
+    std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(at), l.gb.size(), l.gb.begin());
+    at += l.gb.size();
+  }
+  if (at != flat.size()) {
+    throw std::length_error("assign_gradients: the flat vector is too long");
+  }
+}
+
 /// Loss of one micro-batch: ½‖y − t‖² / (m · batch), so the sum over micro-batches is the
 /// mean over the whole mini-batch. Returns dL/dy.
 inline matrix loss_grad(const matrix& y, const matrix& t, double scale, double& loss) {

@@ -50,10 +50,10 @@ outcome train(const pipesched::schedule& sched, const options& opt) {
               layers.size(), opt.width, opt.width, opt.batch);
   outcome out;
   std::vector<double> losses;
+  // Deeper models (several chunks per stage) need a smaller step to descend reliably.
+  const double lr = opt.lr / static_cast<double>(sched.chunks());
   for (int step = 0; step < opt.steps; ++step) {
-    for (auto& l : layers) {
-      l.zero_grad();
-    }
+    mlp::zero_grads(layers);
     mlp::pipelined_mlp model(layers, opt.layers_per_chunk, data, pl);
     if (opt.serial) {
       pipesched::run_serial(model, sched);
@@ -71,14 +71,7 @@ outcome train(const pipesched::schedule& sched, const options& opt) {
     if (model.stashed() != 0) {
       out.max_diff = HUGE_VAL;
     }
-    for (auto& l : layers) {  // SGD
-      for (std::size_t i = 0; i < l.w.v.size(); ++i) {
-        l.w.v[i] -= opt.lr * l.gw.v[i];
-      }
-      for (std::size_t i = 0; i < l.b.size(); ++i) {
-        l.b[i] -= opt.lr * l.gb[i];
-      }
-    }
+    mlp::sgd_step(layers, lr);
   }
   const bool fell = losses.size() < 2 || losses.back() < losses.front();
   if (!fell) {

@@ -386,7 +386,10 @@ TEST_CASE("late receives need no more buffers than eager ones", "[gen][comm][mem
           // the number of receives.
           CHECK(l[2] == transfers(in));
         }
-        if (entry.name != "zb-h2") {
+        // Schedules that keep at most one transfer in flight per stage need one buffer; ZB-H2
+        // style warm-ups, zb-auto and multi-chunk schedules legitimately hold more.
+        if (entry.name == "gpipe" || entry.name == "gpipe-split" || entry.name == "1f1b" ||
+            entry.name == "1f1b-split" || entry.name == "zb-h1") {
           CHECK(l[0] == 1);
         }
       }
@@ -420,7 +423,13 @@ TEST_CASE("eager lowering keeps the compute-only makespan at unit costs and no T
         const schedule in = entry.generate(gp);
         INFO(entry.name << " p=" << p << " m=" << m);
         const double base = blocking_makespan(in, unit);
-        CHECK(blocking_makespan(lower_communication(in), unit) == base);
+        if (in.chunks() == 1) {
+          CHECK(blocking_makespan(lower_communication(in), unit) == base);
+        } else {
+          // Several chunks per stage: a rendezvous can find the receiver in the middle of a
+          // compute op, so blocking transfers may cost time (buffered sends would not).
+          CHECK(blocking_makespan(lower_communication(in), unit) >= base);
+        }
         // Late trades time for buffers: blocking SENDs wait for late receivers.
         CHECK(blocking_makespan(lower_communication(in, late), unit) >= base);
       }

@@ -9,7 +9,10 @@
 
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/gpipe.hpp"
+#include "pipesched/gen/interleaved.hpp"
 #include "pipesched/gen/one_f_one_b.hpp"
+#include "pipesched/gen/zb_auto.hpp"
+#include "pipesched/gen/zb_v.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
 
 namespace pipesched {
@@ -91,6 +94,14 @@ inline generator_registry make_default_registry() {
   r.add(one_f_one_b{true}, "1F1B with split backward (B then W at once), for comparison");
   r.add(zb_h1{}, "ZB-H1: zero-bubble handcrafted, 1F1B memory, bubble (p-1)(TF+TB-TW)");
   r.add(zb_h2{}, "ZB-H2: zero-bubble handcrafted, (2p-1)*M_B memory, no bubble at equal costs");
+  r.add(interleaved_1f1b{},
+        "Interleaved 1F1B (Megatron virtual pipeline): v chunks per stage, bubble 1/v of 1F1B's",
+        2);
+  r.add(zb_v{}, "ZB-V: V placement, 2 chunks, cost-aware greedy; 1F1B memory, zero bubble", 2);
+  r.add(zb_auto{},
+        "ZB automatic: memory-bounded greedy search (memory_limit, default p*M_B) + bound");
+  r.add(zb_auto{zb_memory_preset::one_p}, "ZB-1p: automatic zero-bubble with limit p*M_B");
+  r.add(zb_auto{zb_memory_preset::two_p}, "ZB-2p: automatic zero-bubble with limit 2p*M_B");
   return r;
 }
 }  // namespace detail

@@ -126,7 +126,7 @@ template <>
 struct fmt::formatter<pipesched::timeline> : pipesched::detail::plain_formatter {
   template <class Ctx>
   auto format(const pipesched::timeline& t, Ctx& ctx) const -> decltype(ctx.out()) {
-    auto out = fmt::format_to(ctx.out(), "makespan {}, bubble rate {:.1f}%", t.makespan(),
+    auto out = fmt::format_to(ctx.out(), "makespan {:.6g}, bubble rate {:.1f}%", t.makespan(),
                               100.0 * t.bubble_rate());
     for (pipesched::stage_index s = 0; s < t.stages.size(); ++s) {
       const auto r = t.summary(s);
@@ -142,7 +142,7 @@ template <>
 struct fmt::formatter<pipesched::simulation_result> : pipesched::detail::plain_formatter {
   template <class Ctx>
   auto format(const pipesched::simulation_result& r, Ctx& ctx) const -> decltype(ctx.out()) {
-    auto out = fmt::format_to(ctx.out(), "makespan {}, bubble rate {:.1f}%", r.makespan,
+    auto out = fmt::format_to(ctx.out(), "makespan {:.6g}, bubble rate {:.1f}%", r.makespan,
                               100.0 * r.bubble_rate);
     for (std::size_t s = 0; s < r.stages.size(); ++s) {
       const auto& st = r.stages[s];

@@ -100,7 +100,7 @@ inline std::string render_timeline(const schedule& sched,
 
   std::string out;
   if (opts.title) {
-    out += fmt::format("{}  p={} m={} v={}  makespan {}  bubble rate {:.1f}%\n", sched.name(),
+    out += fmt::format("{}  p={} m={} v={}  makespan {:.6g}  bubble rate {:.1f}%\n", sched.name(),
                        sched.stages(), sched.microbatches(), sched.chunks(), makespan,
                        100.0 * tl.bubble_rate());
   }

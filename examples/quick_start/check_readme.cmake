@@ -1,0 +1,17 @@
+# Fails unless README.md holds quick_start.cpp verbatim in a ```cpp block and the program's
+# current output verbatim in the ```text block that follows it.
+file(READ ${README} readme)
+file(READ ${SOURCE} source)
+execute_process(COMMAND ${PROGRAM} OUTPUT_VARIABLE output RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "quick_start exited with ${rc}")
+endif()
+string(FIND "${readme}" "```cpp\n${source}```\n" at_source)
+if(at_source EQUAL -1)
+  message(FATAL_ERROR "README.md does not contain examples/quick_start/quick_start.cpp verbatim")
+endif()
+string(FIND "${readme}" "```text\n${output}```\n" at_output)
+if(at_output EQUAL -1 OR at_output LESS at_source)
+  message(FATAL_ERROR "README.md does not show quick_start's current output after the program:\n${output}")
+endif()
+message("README quick start is current")

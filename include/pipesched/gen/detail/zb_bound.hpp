@@ -1,0 +1,133 @@
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "pipesched/ir/placement.hpp"
+#include "pipesched/memory/memory_model.hpp"
+#include "pipesched/sim/cost_model.hpp"
+
+namespace pipesched::detail {
+
+/// A lower bound on the longest stage span of any compute schedule (split B/W) for this
+/// placement, costs and per-stage activation budget (`avail[s]` = limit − static memory).
+///
+/// Per stage s: busy_s = m·Σ_c (T_F+T_B+T_W), plus unavoidable idle:
+/// - head: the stage's first B can start no earlier than D_s after its first op, where D_s is
+///   the forward path from the stage's lowest global chunk to the last chunk and the backward
+///   path back to its highest one (with T_comm on every stage change). Before that B only
+///   forwards can run, at most what the budget holds (a fractional knapsack bound), so
+///   idle ≥ D_s − that work.
+/// - tail (one chunk per stage): after the stage's last F, its last B waits for the
+///   round trip below it; the stage can fill that window only with B/W of micro-batches still
+///   held (≤ budget/M_B of them) and deferred W (each holding M_W), so idle ≥ window − work.
+/// The two idle windows are disjoint when more forwards exist than fit before the first B,
+/// so they add; otherwise the larger counts.
+/// - throughput (one chunk per stage): at most k = budget/M_B micro-batches are held at once,
+///   each for at least F + round trip + B, so span ≥ ⌈m/k⌉·(that) + T_W.
+inline double span_lower_bound(const placement& pl,
+                               std::uint32_t m,
+                               const cost_model& costs,
+                               const memory_model& memory,
+                               const std::vector<double>& avail) {
+  const std::uint32_t p = pl.stages();
+  const std::uint32_t v = pl.chunks();
+  const std::uint32_t G = pl.total_chunks();
+  // Prefix sums along the global chunk chain: F costs, B costs, comm on each hop.
+  std::vector<double> fpre(G + 1, 0.0);
+  std::vector<double> bpre(G + 1, 0.0);
+  std::vector<double> hop(G, 0.0);  // hop[g] = comm between chunk g and g+1 (either direction)
+  std::vector<double> hpre(G + 1, 0.0);
+  for (global_chunk g = 0; g < G; ++g) {
+    const stage_index s = pl.stage_of(g);
+    const chunk_index c = pl.local_of(g);
+    fpre[g + 1] = fpre[g] + costs.at(s, c).forward;
+    bpre[g + 1] = bpre[g] + costs.at(s, c).backward_input;
+    if (g + 1 < G) {
+      const stage_index t = pl.stage_of(g + 1);
+      hop[g] = std::min(costs.comm(s, t), costs.comm(t, s));
+    }
+    hpre[g + 1] = hpre[g] + hop[g];
+  }
+  double best = 0.0;
+  for (stage_index s = 0; s < p; ++s) {
+    double busy = 0.0;
+    global_chunk gmin = G;
+    global_chunk gmax = 0;
+    for (chunk_index c = 0; c < v; ++c) {
+      const op_costs& t = costs.at(s, c);
+      busy += double(m) * (t.forward + t.backward_input + t.backward_weight);
+      gmin = std::min(gmin, pl.global(s, c));
+      gmax = std::max(gmax, pl.global(s, c));
+    }
+    // Forward gmin..G-1, backward G-1..gmax+1 (B of gmax needs B of gmax+1), hops both ways.
+    const double d_head = (fpre[G] - fpre[gmin]) + (bpre[G] - bpre[gmax + 1]) +
+                          (hpre[G - 1] - hpre[gmin]) + (hpre[G - 1] - hpre[gmax]);
+    // Fractional knapsack: most forward time per unit of activation memory first.
+    std::vector<chunk_index> order(v);
+    for (chunk_index c = 0; c < v; ++c) {
+      order[c] = c;
+    }
+    auto ratio = [&](chunk_index c) {
+      const double mb = memory.at(s, c).activation;
+      return mb <= 0.0 ? 1e300 : costs.at(s, c).forward / mb;
+    };
+    std::sort(order.begin(), order.end(),
+              [&](chunk_index a, chunk_index b) { return ratio(a) > ratio(b); });
+    double room = std::max(0.0, avail[s]);
+    double fwork = 0.0;
+    double fcount = 0.0;
+    for (chunk_index c : order) {
+      const double mb = memory.at(s, c).activation;
+      double n = double(m);
+      if (mb > 0.0) {
+        n = std::min(n, v == 1 ? std::floor(room / mb + 1e-9) : room / mb);
+      }
+      fwork += n * costs.at(s, c).forward;
+      fcount += n;
+      room -= n * mb;
+    }
+    const double head = std::max(0.0, d_head - fwork);
+    double tail = 0.0;
+    if (v == 1 && s + 1 < p) {
+      const op_costs& t = costs.at(s, 0);
+      const chunk_memory& mm = memory.at(s, 0);
+      const double window =
+          (fpre[G] - fpre[s + 1]) + (bpre[G] - bpre[s + 1]) + 2.0 * (hpre[G - 1] - hpre[s]);
+      // a other micro-batches held (each can do B+W in the window), b deferred W.
+      const double held =
+          mm.activation > 0.0 ? std::floor(avail[s] / mm.activation + 1e-9) : double(m);
+      const double a_max = std::max(0.0, std::min(double(m) - 1.0, held - 1.0));
+      double work = 0.0;
+      for (double a = 0.0; a <= a_max; a += 1.0) {
+        double b = double(m) - 1.0 - a;
+        if (mm.weight_grad_input > 0.0) {
+          b = std::min(
+              b, std::floor((avail[s] - (a + 1.0) * mm.activation) / mm.weight_grad_input + 1e-9));
+        }
+        b = std::max(0.0, b);
+        work = std::max(work, a * (t.backward_input + t.backward_weight) + b * t.backward_weight);
+      }
+      tail = std::max(0.0, window - work);
+    }
+    const bool disjoint = double(m) > fcount + 1e-9;
+    const double idle = disjoint ? head + tail : std::max(head, tail);
+    best = std::max(best, busy + idle);
+    if (v == 1 && memory.at(s, 0).activation > 0.0) {
+      // Throughput: each micro-batch holds M_B from its F's start to its B's end, at least
+      // F + the round trip below + B; at most k fit in the budget at once, so some k-th of
+      // them run back to back; then at least one W follows the last B.
+      const op_costs& t = costs.at(s, 0);
+      const double k = std::max(1.0, std::floor(avail[s] / memory.at(s, 0).activation + 1e-9));
+      const double hold = t.forward + t.backward_input + (fpre[G] - fpre[s + 1]) +
+                          (bpre[G] - bpre[s + 1]) + 2.0 * (hpre[G - 1] - hpre[s]);
+      best = std::max(best, std::ceil(double(m) / k - 1e-9) * hold + t.backward_weight);
+    }
+  }
+  return best;
+}
+
+}  // namespace pipesched::detail

@@ -1,0 +1,506 @@
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "pipesched/ir/op.hpp"
+#include "pipesched/ir/placement.hpp"
+#include "pipesched/memory/memory_model.hpp"
+#include "pipesched/sim/cost_model.hpp"
+
+namespace pipesched::detail {
+
+/// The yes/no heuristics one greedy run uses (one bit each; see zb_choices in zb_auto.hpp).
+struct greedy_flags {
+  bool b_first_when_ahead = false;  ///< B before a ready F only when >= 2 F ahead of the consumer
+  bool wait_for_b = false;          ///< don't start an F that would delay a known B
+  bool fill_small_gaps = false;     ///< put a W into any gap, even one shorter than T_W
+  bool bubble_rule = true;          ///< W when the gap would raise the largest accumulated bubble
+  bool later_chunk_first = true;    ///< among ready F, the one of the later model chunk first
+};
+
+/// Output of one greedy run: per-stage op lists with their exact start times.
+struct greedy_run {
+  bool ok = false;      ///< every op placed (false when pruned or, never expected, stalled)
+  bool pruned = false;  ///< stopped early: already longer than the cut
+  /// Bit i set: flag i (greedy_flags order) changed some decision. A run with only unused
+  /// flags flipped makes the same decisions, so the search skips it.
+  unsigned used = 0;
+  std::vector<std::vector<op>> ops;
+  std::vector<std::vector<double>> start;
+  double max_span = 0.0;
+  double makespan = 0.0;
+};
+
+/// Problem data flattened for the greedy (index s*v + c unless noted).
+struct greedy_problem {
+  placement pl;
+  std::uint32_t m = 0;
+  std::vector<double> tf, tb, tw;  ///< per (s, c)
+  std::vector<double> fcomm;       ///< latency of (s, c)'s F input; 0 for global chunk 0
+  std::vector<double> bcomm;       ///< latency of (s, c)'s B input; 0 for the last chunk
+  std::vector<double> mb, mw;      ///< M_B, M_W per (s, c)
+  std::vector<double> reserve;     ///< activation of the stage's later chunks, kept free
+  std::vector<double> avail;       ///< per stage: limit − static memory
+  std::vector<global_chunk> gl;    ///< global chunk of (s, c)
+  std::vector<std::size_t> prev;   ///< flat index of global chunk g−1's (stage, chunk), or npos
+  std::vector<std::size_t> next;   ///< flat index of global chunk g+1's (stage, chunk), or npos
+  double eps = 1e-9;
+  static constexpr std::size_t npos = std::size_t(-1);
+
+  greedy_problem(placement layout,
+                 std::uint32_t microbatches,
+                 const cost_model& costs,
+                 const memory_model& memory,
+                 std::vector<double> budget)
+      : pl(std::move(layout)), m(microbatches), avail(std::move(budget)) {
+    const std::uint32_t p = pl.stages();
+    const std::uint32_t v = pl.chunks();
+    const std::size_t n = std::size_t{p} * v;
+    tf.resize(n), tb.resize(n), tw.resize(n), fcomm.resize(n), bcomm.resize(n);
+    mb.resize(n), mw.resize(n), reserve.assign(n, 0.0);
+    gl.resize(n), prev.assign(n, npos), next.assign(n, npos);
+    double scale = 1.0;
+    for (stage_index s = 0; s < p; ++s) {
+      for (chunk_index c = 0; c < v; ++c) {
+        const std::size_t i = std::size_t{s} * v + c;
+        const op_costs& t = costs.at(s, c);
+        tf[i] = t.forward, tb[i] = t.backward_input, tw[i] = t.backward_weight;
+        scale = std::max({scale, tf[i], tb[i], tw[i]});
+        const global_chunk g = pl.global(s, c);
+        fcomm[i] = g == 0 ? 0.0 : costs.comm(pl.stage_of(g - 1), s);
+        bcomm[i] = pl.is_last(g) ? 0.0 : costs.comm(pl.stage_of(g + 1), s);
+        gl[i] = g;
+        if (g > 0) {
+          prev[i] = std::size_t{pl.stage_of(g - 1)} * v + pl.local_of(g - 1);
+        }
+        if (!pl.is_last(g)) {
+          next[i] = std::size_t{pl.stage_of(g + 1)} * v + pl.local_of(g + 1);
+        }
+        mb[i] = memory.at(s, c).activation;
+        mw[i] = memory.at(s, c).weight_grad_input;
+      }
+      for (chunk_index c = 0; c < v; ++c) {
+        for (chunk_index d = 0; d < v; ++d) {
+          if (pl.global(s, d) > pl.global(s, c)) {
+            reserve[std::size_t{s} * v + c] += mb[std::size_t{s} * v + d];
+          }
+        }
+      }
+    }
+    eps = 1e-9 * scale;
+  }
+};
+
+/// One run of the list-scheduling greedy (background §5), generalised to several chunks per
+/// stage. Stages are processed in order of the time at which they next decide (a binary heap,
+/// so a run costs O(ops · (v + log p))). A stage decides among its next B, its next F (per
+/// chunk, admitted only if the activation budget keeps room for the stage's later chunks, so
+/// the oldest micro-batch can always finish: no stall above the minimum budget) and its
+/// oldest pending W. The times are exact for the resulting order because every op is placed
+/// after the ops it waits for, at max(stage free, inputs + T_comm).
+class greedy_scheduler {
+ public:
+  explicit greedy_scheduler(const greedy_problem& pr) : pr_(pr) {}
+
+  /// `cut`: stop early once some stage's span exceeds it (the run is then not ok).
+  greedy_run run(const greedy_flags& fl, double cut = never) {
+    init();
+    fl_ = fl;
+    cut_ = cut;
+    cut_hit_ = false;
+    used_ = 0;
+    // Each step places an op or moves the stage's key forward; the bound only guards
+    // against a heuristic bug turning into a hang.
+    std::size_t budget = std::size_t{64} * (std::size_t{3} * pr_.m * v_ + 4) * p_;
+    while (budget-- > 0 && !cut_hit_) {
+      const stage_index s = tree_[1];
+      const double k = key_[s];
+      if (k == never) {
+        break;  // every stage done or asleep
+      }
+      key_[s] = never;  // the tree is fixed below, once, unless step() pushes s again
+      step(s, k);
+      if (key_[s] == never) {
+        update(s);
+      }
+    }
+    greedy_run out;
+    out.ok = !cut_hit_;
+    out.pruned = cut_hit_;
+    out.used = used_;
+    for (stage_index s = 0; s < p_; ++s) {
+      if (out_ops_[s].size() != std::size_t{3} * pr_.m * v_) {
+        out.ok = false;
+      }
+      if (!out_start_[s].empty()) {
+        out.max_span = std::max(out.max_span, t_[s] - out_start_[s].front());
+        out.makespan = std::max(out.makespan, t_[s]);
+      }
+    }
+    out.ops = std::move(out_ops_);
+    out.start = std::move(out_start_);
+    return out;
+  }
+
+  static constexpr double never = std::numeric_limits<double>::infinity();
+
+ private:
+  static constexpr double unknown = -1.0;
+
+  struct cand {
+    bool exists = false;
+    bool known = false;
+    double ready = never;  // exact when known, else a lower bound
+    chunk_index c = 0;
+  };
+
+  void init() {
+    p_ = pr_.pl.stages();
+    v_ = pr_.pl.chunks();
+    const std::size_t n = std::size_t{p_} * v_;
+    const std::size_t cells = std::size_t{pr_.pl.total_chunks()} * pr_.m;
+    f_end_.assign(cells, unknown);
+    b_end_.assign(cells, unknown);
+    nf_.assign(n, 0);
+    nb_.assign(n, 0);
+    t_.assign(p_, 0.0);
+    mem_.assign(p_, 0.0);
+    idle_.assign(p_, 0.0);
+    max_idle_ = 0.0;
+    wq_.assign(p_, {});
+    wq_head_.assign(p_, 0);
+    out_ops_.assign(p_, {});
+    out_start_.assign(p_, {});
+    for (stage_index s = 0; s < p_; ++s) {
+      out_ops_[s].reserve(std::size_t{3} * pr_.m * v_);
+      out_start_[s].reserve(std::size_t{3} * pr_.m * v_);
+      wq_[s].reserve(std::size_t{pr_.m} * v_);
+    }
+    // Tournament tree over the stages' keys: tree_[1] is the stage deciding next (ties: the
+    // lower stage). Leaves past p point at a sentinel whose key stays `never`.
+    leaves_ = 1;
+    while (leaves_ < p_) {
+      leaves_ *= 2;
+    }
+    key_.assign(p_ + 1, 0.0);
+    key_[p_] = never;
+    rem_.assign(p_, 0.0);
+    for (stage_index s = 0; s < p_; ++s) {
+      for (chunk_index c = 0; c < v_; ++c) {
+        const std::size_t i = idx(s, c);
+        rem_[s] += double(pr_.m) * (pr_.tf[i] + pr_.tb[i] + pr_.tw[i]);
+      }
+    }
+    first_.assign(p_, never);
+    tree_.assign(2 * std::size_t{leaves_}, p_);
+    for (stage_index s = 0; s < p_; ++s) {
+      tree_[leaves_ + s] = s;
+    }
+    for (std::size_t i = leaves_; i-- > 1;) {
+      tree_[i] = winner(tree_[2 * i], tree_[2 * i + 1]);
+    }
+  }
+
+  stage_index winner(stage_index a, stage_index b) const {
+    return key_[b] < key_[a] ? b : a;  // a is the left (lower) subtree: ties go to it
+  }
+
+  void update(stage_index s) {
+    for (std::size_t i = (leaves_ + std::size_t{s}) / 2; i >= 1; i /= 2) {
+      const stage_index w = winner(tree_[2 * i], tree_[2 * i + 1]);
+      if (w == tree_[i] && w != s) {
+        break;  // same winner, same key: nothing above changes
+      }
+      tree_[i] = w;
+    }
+  }
+
+  std::size_t idx(stage_index s, chunk_index c) const { return std::size_t{s} * v_ + c; }
+
+  void push(stage_index s, double k) {
+    key_[s] = k;
+    update(s);
+  }
+
+  // A lower bound on when the producer on stage x could finish an op of duration d.
+  double producer_bound(stage_index x, double now, double d) const {
+    return std::max(now, t_[x]) + d;
+  }
+
+  cand next_b(stage_index s, double now) const {
+    cand best;
+    for (chunk_index c = 0; c < v_; ++c) {
+      const std::size_t i = idx(s, c);
+      if (nb_[i] >= nf_[i]) {
+        continue;
+      }
+      const std::uint32_t j = nb_[i];
+      cand cd;
+      cd.exists = true;
+      cd.c = c;
+      const std::size_t nx = pr_.next[i];
+      if (nx == greedy_problem::npos) {
+        cd.known = true;
+        cd.ready = f_end_[std::size_t{pr_.gl[i]} * pr_.m + j];
+      } else {
+        const double e = b_end_[std::size_t{pr_.gl[nx]} * pr_.m + j];
+        cd.known = e >= 0.0;
+        cd.ready = (cd.known ? e : producer_bound(stage_of(nx), now, pr_.tb[nx])) + pr_.bcomm[i];
+      }
+      if (!best.exists || (cd.known && !best.known) ||
+          (cd.known == best.known && cd.ready < best.ready - pr_.eps)) {
+        best = cd;
+      }
+    }
+    return best;
+  }
+
+  // Next admissible F; `blocked` reports an F held back only by the memory budget.
+  cand next_f(stage_index s, double now, bool& blocked, double& blocked_ready) {
+    cand best;
+    blocked = false;
+    blocked_ready = never;
+    for (chunk_index c = 0; c < v_; ++c) {
+      const std::size_t i = idx(s, c);
+      if (nf_[i] >= pr_.m) {
+        continue;
+      }
+      const std::uint32_t j = nf_[i];
+      cand cd;
+      cd.exists = true;
+      cd.c = c;
+      const std::size_t pv = pr_.prev[i];
+      if (pv == greedy_problem::npos) {
+        cd.known = true;
+        cd.ready = 0.0;
+      } else {
+        const double e = f_end_[std::size_t{pr_.gl[pv]} * pr_.m + j];
+        cd.known = e >= 0.0;
+        cd.ready = (cd.known ? e : producer_bound(stage_of(pv), now, pr_.tf[pv])) + pr_.fcomm[i];
+      }
+      if (mem_[s] + pr_.mb[i] + pr_.reserve[i] > pr_.avail[s] + pr_.eps) {
+        blocked = true;
+        if (cd.known) {
+          blocked_ready = std::min(blocked_ready, cd.ready);
+        }
+        continue;
+      }
+      bool better = !best.exists || (cd.known && !best.known);
+      if (!better && cd.known == best.known) {
+        if (cd.ready < best.ready - pr_.eps) {
+          better = !cd.known || cd.ready > now + pr_.eps || best.ready > now + pr_.eps;
+        }
+        // Both ready now: the chunk preference decides.
+        const bool both_now = cd.known && cd.ready <= now + pr_.eps && best.ready <= now + pr_.eps;
+        if (both_now) {
+          used_ |= 16u;
+          const global_chunk g = pr_.gl[i];
+          const global_chunk h = pr_.gl[idx(s, best.c)];
+          better = fl_.later_chunk_first ? g > h : g < h;
+        }
+      }
+      if (better) {
+        best = cd;
+      }
+    }
+    return best;
+  }
+
+  // How many forwards of chunk c stage s is ahead of the stage consuming them.
+  std::uint32_t ahead(stage_index s, chunk_index c) const {
+    const std::size_t i = idx(s, c);
+    const std::size_t nx = pr_.next[i];
+    if (nx == greedy_problem::npos) {
+      return std::numeric_limits<std::uint32_t>::max();
+    }
+    return nf_[i] - nf_[nx];
+  }
+
+  stage_index stage_of(std::size_t flat) const { return static_cast<stage_index>(flat / v_); }
+
+  void place(stage_index s, const op& o, double start, double dur) {
+    if (!out_start_[s].empty() && start > t_[s] + pr_.eps) {
+      idle_[s] += start - t_[s];
+      max_idle_ = std::max(max_idle_, idle_[s]);
+    }
+    out_ops_[s].push_back(o);
+    out_start_[s].push_back(start);
+    first_[s] = std::min(first_[s], start);
+    // The stage's span will be at least its end so far plus the work it still has to do:
+    // a run already longer than the best known can stop.
+    rem_[s] -= dur;
+    if (start + dur + rem_[s] - first_[s] > cut_ + pr_.eps) {
+      cut_hit_ = true;
+    }
+  }
+
+  void wake(stage_index y, double ready) {
+    const double k = std::max(t_[y], ready);
+    if (k < key_[y]) {
+      push(y, k);
+    }
+  }
+
+  void do_w(stage_index s) {
+    const op w = wq_[s][wq_head_[s]++];
+    place(s, w, t_[s], pr_.tw[idx(s, w.chunk)]);
+    const std::size_t i = idx(s, w.chunk);
+    t_[s] += pr_.tw[i];
+    mem_[s] -= pr_.mw[i];
+  }
+
+  void do_f(stage_index s, chunk_index c, double ready) {
+    const std::size_t i = idx(s, c);
+    const std::uint32_t j = nf_[i]++;
+    const double start = std::max(t_[s], ready);
+    place(s, make_op(op_kind::forward, j, c), start, pr_.tf[i]);
+    t_[s] = start + pr_.tf[i];
+    mem_[s] += pr_.mb[i];
+    f_end_[std::size_t{pr_.gl[i]} * pr_.m + j] = t_[s];
+    const std::size_t nx = pr_.next[i];
+    if (nx != greedy_problem::npos && stage_of(nx) != s) {
+      wake(stage_of(nx), t_[s] + pr_.fcomm[nx]);
+    }
+  }
+
+  void do_b(stage_index s, chunk_index c, double ready) {
+    const std::size_t i = idx(s, c);
+    const std::uint32_t j = nb_[i]++;
+    const double start = std::max(t_[s], ready);
+    place(s, make_op(op_kind::backward_input, j, c), start, pr_.tb[i]);
+    t_[s] = start + pr_.tb[i];
+    mem_[s] -= pr_.mb[i] - pr_.mw[i];
+    wq_[s].push_back(make_op(op_kind::backward_weight, j, c));
+    b_end_[std::size_t{pr_.gl[i]} * pr_.m + j] = t_[s];
+    const std::size_t pv = pr_.prev[i];
+    if (pv != greedy_problem::npos && stage_of(pv) != s) {
+      wake(stage_of(pv), t_[s] + pr_.bcomm[pv]);
+    }
+  }
+
+  bool w_pending(stage_index s) const { return wq_head_[s] < wq_[s].size(); }
+
+  // Whether to put the oldest pending W into a gap of length `gap` before the next op.
+  bool w_fits(stage_index s, double gap) {
+    const double tw = pr_.tw[idx(s, wq_[s][wq_head_[s]].chunk)];
+    if (gap >= tw - pr_.eps) {
+      return true;
+    }
+    if (gap <= pr_.eps) {
+      return false;
+    }
+    const bool raises = idle_[s] + gap > max_idle_ + pr_.eps;
+    if (!(fl_.bubble_rule && raises)) {
+      used_ |= 4u;  // flipping fill_small_gaps would change the answer
+    }
+    if (!fl_.fill_small_gaps && raises) {
+      used_ |= 8u;  // flipping the bubble rule would
+    }
+    return fl_.fill_small_gaps || (fl_.bubble_rule && raises);
+  }
+
+  void step(stage_index s, double now) {
+    for (;;) {
+      bool f_blocked = false;
+      double f_blocked_ready = never;
+      const cand b = next_b(s, now);
+      const cand f = next_f(s, now, f_blocked, f_blocked_ready);
+      if (!b.exists && !f.exists && !f_blocked) {
+        while (w_pending(s)) {  // all F and B placed: flush the W
+          do_w(s);
+        }
+        return;
+      }
+      const bool b_now = b.exists && b.known && b.ready <= now + pr_.eps;
+      bool f_now = f.exists && f.known && f.ready <= now + pr_.eps;
+      bool f_deferred = false;
+      if (f_now && b.exists && b.known && !b_now &&
+          b.ready < std::max(t_[s], f.ready) + pr_.tf[idx(s, f.c)] - pr_.eps) {
+        used_ |= 2u;
+        if (fl_.wait_for_b) {
+          f_now = false;  // the F would delay a B that is about to arrive
+          f_deferred = true;
+        }
+      }
+      int pick = 0;  // 1 = B, 2 = F
+      if (b_now && f_now) {
+        const bool close = ahead(s, f.c) < 2;
+        used_ |= close ? 1u : 0u;
+        pick = fl_.b_first_when_ahead && close ? 2 : 1;
+      } else if (b_now) {
+        pick = 1;
+      } else if (f_now) {
+        pick = 2;
+      }
+      if (pick != 0) {
+        const double start = std::max(t_[s], pick == 1 ? b.ready : f.ready);
+        if (w_pending(s) && start > t_[s] + pr_.eps && w_fits(s, start - t_[s])) {
+          do_w(s);
+          continue;
+        }
+        if (pick == 1) {
+          do_b(s, b.c, b.ready);
+        } else {
+          do_f(s, f.c, f.ready);
+        }
+        push(s, std::max(t_[s], now));
+        return;
+      }
+      // Nothing can start now.
+      double next = never;
+      if (b.exists) {
+        next = std::min(next, b.ready);
+      }
+      if (f.exists && !f_deferred) {
+        next = std::min(next, f.ready);
+      }
+      if (w_pending(s)) {
+        // Memory must be recycled: an F waits only for room and no B is coming to free it.
+        const bool recycle = f_blocked && (!b.exists || f_blocked_ready <= now + pr_.eps);
+        if (recycle || (next < never && w_fits(s, next - t_[s]))) {
+          do_w(s);
+          continue;
+        }
+      }
+      double wake_at = never;
+      if (b.exists && b.known) {
+        wake_at = std::min(wake_at, b.ready);
+      }
+      if (f.exists && f.known && !f_deferred) {
+        wake_at = std::min(wake_at, f.ready);
+      }
+      if (wake_at < never) {
+        push(s, std::max({wake_at, now, t_[s]}));
+      }
+      return;  // otherwise asleep until a producer finishes an input for this stage
+    }
+  }
+
+  const greedy_problem& pr_;
+  greedy_flags fl_{};
+  double cut_ = never;
+  bool cut_hit_ = false;
+  unsigned used_ = 0;
+  std::uint32_t p_ = 0;
+  std::uint32_t v_ = 0;
+  std::vector<double> f_end_, b_end_;
+  std::vector<std::uint32_t> nf_, nb_;
+  std::vector<double> t_, key_, mem_, idle_;
+  double max_idle_ = 0.0;
+  std::vector<std::vector<op>> wq_;
+  std::vector<std::size_t> wq_head_;
+  std::vector<std::vector<op>> out_ops_;
+  std::vector<std::vector<double>> out_start_;
+  std::uint32_t leaves_ = 1;
+  std::vector<stage_index> tree_;
+  std::vector<double> rem_;    // busy time still to place, per stage
+  std::vector<double> first_;  // start of each stage's first op
+};
+
+}  // namespace pipesched::detail

@@ -1,0 +1,102 @@
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pipesched/gen/generator.hpp"
+
+namespace pipesched {
+
+/// Interleaved 1F1B (Megatron-LM "virtual pipeline"): each stage holds v chunks in loop
+/// placement (local chunk c of stage s is global chunk c·p + s) and runs fused BW backwards.
+///
+/// Micro-batches advance in groups of p: a stage runs the forwards of chunk 0 for a group,
+/// then chunk 1 for the same group, and so on, then the next group; backwards follow the same
+/// table with the chunk order reversed. Stage r (0-based) runs
+/// min((p−r−1)·2 + (v−1)·p, m·v) warm-up forwards, then one forward one backward, then the
+/// remaining backwards. With v = 1 the warm-up is 1F1B's p−r−1.
+///
+/// Micro-batch counts that are not a multiple of p (including m < p): the order is built for
+/// m rounded up to a multiple of p, then the padding micro-batches' ops are dropped. Megatron's
+/// "short last group" order deadlocks for many such m (e.g. p=5, v=2, m=7: stage 0's warm-up
+/// needs a forward that stage 4 runs only after a backward stage 0 has not reached), whereas
+/// dropping whole micro-batches from a deadlock-free order keeps it deadlock-free: the
+/// original execution order, restricted to the kept ops, is an execution of the result.
+/// So every m ≥ 1 is accepted; the padding slots become bubble.
+///
+/// With per-chunk costs (each chunk 1/v of a stage), the bubble is (p−1)·(T_F+T_B+T_W) in
+/// chunk costs, i.e. 1/v of 1F1B's; peak activation memory on stage 0 is
+/// (warm-up + 1)·M_B per chunk.
+struct interleaved_1f1b {
+  std::uint32_t default_chunks = 2;
+
+  std::string_view name() const noexcept { return "interleaved-1f1b"; }
+
+  /// Forwards stage r runs before its first backward.
+  static std::uint64_t warmup(std::uint32_t p, std::uint32_t m, std::uint32_t v, stage_index r) {
+    const std::uint64_t total = std::uint64_t{m} * v;
+    if (v == 1) {
+      return std::min<std::uint64_t>(p - 1 - r, total);
+    }
+    return std::min<std::uint64_t>(2 * std::uint64_t{p - r - 1} + std::uint64_t{v - 1} * p, total);
+  }
+
+  schedule generate(const generator_params& params) const {
+    const std::uint32_t v = params.chunks == 0 ? default_chunks : params.chunks;
+    if (v == 0) {
+      detail::fail(name(), ": chunks (v=0) must be at least 1");
+    }
+    detail::check_shape(name(), params, v, 2);
+    const std::uint32_t p = params.stages;
+    const std::uint32_t m = params.microbatches;
+    // Padded to a multiple of p; the padding micro-batches' ops are dropped below (see the
+    // struct comment for why that stays deadlock-free).
+    const std::uint32_t padded = (m + p - 1) / p * p;
+    // The (micro-batch, chunk) order of forwards; backwards use it with chunks reversed.
+    std::vector<std::pair<microbatch_index, chunk_index>> table;
+    table.reserve(std::size_t{padded} * v);
+    for (std::uint32_t first = 0; first < padded; first += p) {
+      for (std::uint32_t c = 0; c < v; ++c) {
+        for (std::uint32_t j = first; j < first + p; ++j) {
+          table.emplace_back(j, static_cast<chunk_index>(c));
+        }
+      }
+    }
+    const std::size_t total = table.size();
+    schedule out(std::string(name()), m, placement::loop(p, v));
+    for (stage_index r = 0; r < p; ++r) {
+      auto& ops = out.stage_ops(r);
+      ops.reserve(std::size_t{2} * m * v);
+      auto fwd = [&](std::size_t k) {
+        if (table[k].first < m) {
+          ops.push_back(make_op(op_kind::forward, table[k].first, table[k].second));
+        }
+      };
+      auto bwd = [&](std::size_t k) {
+        if (table[k].first < m) {
+          ops.push_back(make_op(op_kind::backward_full, table[k].first,
+                                static_cast<chunk_index>(v - 1 - table[k].second)));
+        }
+      };
+      const auto w = static_cast<std::size_t>(warmup(p, padded, v, r));
+      std::size_t f = 0;
+      std::size_t b = 0;
+      for (; f < w; ++f) {
+        fwd(f);
+      }
+      for (; f < total; ++f, ++b) {
+        fwd(f);
+        bwd(b);
+      }
+      for (; b < total; ++b) {
+        bwd(b);
+      }
+    }
+    return out;
+  }
+};
+
+}  // namespace pipesched

@@ -1,0 +1,436 @@
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pipesched/gen/detail/timing.hpp"
+#include "pipesched/gen/detail/zb_bound.hpp"
+#include "pipesched/gen/detail/zb_greedy.hpp"
+#include "pipesched/gen/generator.hpp"
+#include "pipesched/gen/zero_bubble.hpp"
+
+namespace pipesched {
+
+/// The yes/no heuristics of one greedy run of the automatic zero-bubble scheduler.
+/// The first three are the paper's (tried in all 8 combinations); the last two are ours.
+struct zb_choices {
+  /// Prefer a ready B over a ready F only when the stage is >= 2 forwards ahead of the stage
+  /// consuming its output (else the F first, to keep the next stage fed).
+  bool b_first_when_ahead = false;
+  /// Never start an F that would delay a B arriving before the F could end: accept a short
+  /// bubble (the paper's "allow a bubble before the first B" choice, applied throughout).
+  bool wait_for_b = false;
+  /// Fill any gap before the next F/B with a pending W, even one shorter than T_W.
+  bool fill_small_gaps = false;
+  /// Fill a gap shorter than T_W when leaving it would raise the largest accumulated bubble
+  /// of any stage (on in the paper's runs; off is an extra choice here).
+  bool bubble_rule = true;
+  /// With several chunks per stage: among ready forwards, run the later model chunk first.
+  bool later_chunk_first = true;
+
+  /// Bit i of the index is the i-th field above.
+  unsigned index() const noexcept {
+    return unsigned(b_first_when_ahead) | unsigned(wait_for_b) << 1 |
+           unsigned(fill_small_gaps) << 2 | unsigned(!bubble_rule) << 3 |
+           unsigned(!later_chunk_first) << 4;
+  }
+  static zb_choices from_index(unsigned i) noexcept {
+    zb_choices c;
+    c.b_first_when_ahead = (i & 1u) != 0;
+    c.wait_for_b = (i & 2u) != 0;
+    c.fill_small_gaps = (i & 4u) != 0;
+    c.bubble_rule = (i & 8u) == 0;
+    c.later_chunk_first = (i & 16u) == 0;
+    return c;
+  }
+  friend bool operator==(const zb_choices&, const zb_choices&) = default;
+};
+
+/// The outcome of one greedy run.
+struct zb_choice_outcome {
+  zb_choices choices;
+  bool ok = false;      ///< a complete schedule (false when pruned)
+  bool pruned = false;  ///< stopped early: its span would exceed the best found before it
+  int same_as = -1;     ///< index of an earlier choice that provably makes the same decisions
+  double span = 0.0;    ///< longest stage span (when ok)
+  double makespan = 0.0;
+};
+
+struct zb_auto_options {
+  /// Only the paper's 8 combinations (bubble_rule and later_chunk_first on).
+  bool paper_choices_only = false;
+  /// Run the local improvement pass (W moved into earlier gaps) on the best greedy result.
+  bool improve = true;
+  /// Also try the hand-crafted ZB-H1 and ZB-H2 orders (one chunk per stage) when they fit
+  /// the limits, and keep them if shorter.
+  bool seed_handcrafted = true;
+  /// Skip a choice when an earlier run shows it makes the same decisions (its flags that
+  /// differ never influenced that run), and stop a run once it is longer than the best so
+  /// far. Exact: the result is the same; off, every choice reports its own span.
+  bool prune = true;
+};
+
+/// The result of zb_auto_search / zb_v_search: the schedule, how good it is and how it won.
+struct zb_auto_result {
+  schedule sched;
+  double span = 0.0;         ///< longest stage span (the objective)
+  double makespan = 0.0;     ///< time 0 to the last end
+  double lower_bound = 0.0;  ///< no schedule within the limits has a shorter span
+  double ideal = 0.0;        ///< the largest per-stage busy time (zero-bubble span)
+  double greedy_span = 0.0;  ///< best greedy span (choices only)
+  double seeded_span = 0.0;  ///< after also trying the hand-crafted seeds, before improving
+  double zb_h1_span = -1.0;  ///< ZB-H1's span when it fits the limits and was tried, else −1
+  double zb_h2_span = -1.0;  ///< ZB-H2's span likewise
+  std::string_view winner = "greedy";    ///< "greedy", "zb-h1" or "zb-h2"
+  zb_choices best;                       ///< the winning greedy choice
+  std::vector<zb_choice_outcome> tried;  ///< every choice tried, in index order
+  std::vector<double> limits;            ///< per stage, including static memory
+  std::vector<double> peak;              ///< per stage peak of the result, including static
+
+  /// How far the span can be from optimal.
+  double gap_to_bound() const noexcept { return span - lower_bound; }
+  /// The paper's bubble rate against the per-stage ideal: (span − ideal) / span.
+  double bubble_rate() const noexcept { return span > 0.0 ? (span - ideal) / span : 0.0; }
+};
+
+namespace detail {
+
+/// Per-stage peak activation memory (plus static) of an order, background §3 semantics.
+inline std::vector<double> order_peak(const schedule& sched, const memory_model& memory) {
+  std::vector<double> out(sched.stages(), 0.0);
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    double cur = memory.static_memory(s);
+    double peak = cur;
+    for (const op& o : sched.ops(s)) {
+      const chunk_memory& cm = memory.at(s, o.chunk);
+      if (o.kind == op_kind::forward) {
+        cur += cm.activation;
+      } else if (o.kind == op_kind::backward_input) {
+        cur -= cm.activation - cm.weight_grad_input;
+      } else if (o.kind == op_kind::backward_weight) {
+        cur -= cm.weight_grad_input;
+      } else if (o.kind == op_kind::backward_full) {
+        cur -= cm.activation;
+      }
+      peak = std::max(peak, cur);
+    }
+    out[s] = peak;
+  }
+  return out;
+}
+
+/// Improvement pass: moves pending W ops (their B already placed) into earlier idle gaps they
+/// fit in. With the old times as upper bounds no op starts later, so the span never grows,
+/// and memory only drops (a W frees memory earlier). Returns true if any W moved.
+inline bool fill_gaps_with_w(const greedy_problem& pr,
+                             std::vector<std::vector<op>>& ops,
+                             const std::vector<std::vector<double>>& start) {
+  const std::uint32_t v = pr.pl.chunks();
+  const std::uint32_t m = pr.m;
+  bool moved_any = false;
+  std::vector<char> emitted(std::size_t{m} * v);
+  std::vector<op> pending;
+  std::vector<op> out;
+  for (stage_index s = 0; s < pr.pl.stages(); ++s) {
+    const auto& list = ops[s];
+    if (list.empty()) {
+      continue;
+    }
+    std::fill(emitted.begin(), emitted.end(), 0);
+    pending.clear();
+    out.clear();
+    out.reserve(list.size());
+    std::size_t head = 0;
+    double cursor = start[s][0];
+    auto dur = [&](const op& o) {
+      const std::size_t i = std::size_t{s} * v + o.chunk;
+      return o.kind == op_kind::forward ? pr.tf[i]
+                                        : (o.kind == op_kind::backward_input ? pr.tb[i] : pr.tw[i]);
+    };
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const op& x = list[k];
+      const std::size_t cell = std::size_t{x.mb} * v + x.chunk;
+      if (x.kind == op_kind::backward_weight && emitted[cell]) {
+        continue;
+      }
+      double room = start[s][k] - cursor;
+      while (room > pr.eps) {
+        while (head < pending.size() &&
+               emitted[std::size_t{pending[head].mb} * v + pending[head].chunk]) {
+          ++head;
+        }
+        if (head >= pending.size()) {
+          break;
+        }
+        const op w = pending[head];
+        if (w == x || dur(w) > room + pr.eps) {
+          break;
+        }
+        out.push_back(w);
+        emitted[std::size_t{w.mb} * v + w.chunk] = 1;
+        cursor += dur(w);
+        room -= dur(w);
+        moved_any = true;
+      }
+      out.push_back(x);
+      cursor = std::max(cursor, start[s][k]) + dur(x);
+      if (x.kind == op_kind::backward_input) {
+        pending.push_back(make_op(op_kind::backward_weight, x.mb, x.chunk));
+      } else if (x.kind == op_kind::backward_weight) {
+        emitted[cell] = 1;
+      }
+    }
+    ops[s] = out;
+  }
+  return moved_any;
+}
+
+inline schedule to_schedule(std::string_view name,
+                            std::uint32_t m,
+                            const placement& pl,
+                            std::vector<std::vector<op>> ops) {
+  schedule out(std::string(name), m, pl);
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    out.stage_ops(s) = std::move(ops[s]);
+  }
+  return out;
+}
+
+/// Checks the limits against the minimum any schedule needs: one micro-batch's activations
+/// of every chunk on the stage at once (its chunks' forwards all precede their backwards),
+/// plus static memory. A schedule that runs one micro-batch at a time reaches that minimum.
+inline void check_limits(std::string_view who,
+                         const placement& pl,
+                         const memory_model& memory,
+                         const std::vector<double>& limits) {
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    double act = 0.0;
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      act += memory.at(s, c).activation;
+    }
+    const double need = memory.static_memory(s) + act;
+    if (!(limits[s] >= need - 1e-9 * std::max(1.0, need))) {
+      fail(who, ": memory_limit (", limits[s],
+           ") is below the minimum any schedule needs on stage ", s, " (", need,
+           " = static memory ", memory.static_memory(s),
+           " + one micro-batch's activations M_B of its ", pl.chunks(), " chunk(s) ", act, ")");
+    }
+  }
+}
+
+/// The search shared by zb-auto and zb-v: every choice, the best kept, then improved.
+inline zb_auto_result zb_search(std::string_view who,
+                                const generator_params& params,
+                                const placement& pl,
+                                std::vector<double> limits,
+                                const zb_auto_options& opts) {
+  check_limits(who, pl, params.memory, limits);
+  const std::uint32_t p = pl.stages();
+  const std::uint32_t m = params.microbatches;
+  std::vector<double> avail(p);
+  for (stage_index s = 0; s < p; ++s) {
+    avail[s] = limits[s] - params.memory.static_memory(s);
+  }
+  const greedy_problem pr(pl, m, params.costs, params.memory, avail);
+  greedy_scheduler gs(pr);
+  zb_auto_result res;
+  const unsigned n_choices = opts.paper_choices_only ? 8u : (pl.chunks() > 1 ? 32u : 16u);
+  greedy_run best_run;
+  double best_span = 0.0;
+  double best_makespan = 0.0;
+  std::vector<unsigned> used(n_choices, 0);
+  for (unsigned i = 0; i < n_choices; ++i) {
+    const zb_choices c = zb_choices::from_index(i);
+    if (opts.prune) {
+      bool dup = false;
+      for (unsigned j = 0; j < i && !dup; ++j) {
+        if (((i ^ j) & used[j]) == 0 && res.tried[j].same_as < 0) {
+          zb_choice_outcome o = res.tried[j];
+          o.choices = c;
+          o.same_as = int(j);
+          res.tried.push_back(o);
+          dup = true;
+        }
+      }
+      if (dup) {
+        continue;
+      }
+    }
+    const double cut = opts.prune && !best_run.ops.empty() ? best_span : greedy_scheduler::never;
+    greedy_run run = gs.run(greedy_flags{c.b_first_when_ahead, c.wait_for_b, c.fill_small_gaps,
+                                         c.bubble_rule, c.later_chunk_first},
+                            cut);
+    used[i] = run.used;
+    res.tried.push_back(
+        {c, run.ok, run.pruned, -1, run.ok ? run.max_span : 0.0, run.ok ? run.makespan : 0.0});
+    if (!run.ok) {
+      continue;
+    }
+    const bool better =
+        best_run.ops.empty() || run.max_span < best_span - pr.eps ||
+        (run.max_span <= best_span + pr.eps && run.makespan < best_makespan - pr.eps);
+    if (better) {
+      best_span = run.max_span;
+      best_makespan = run.makespan;
+      res.best = c;
+      best_run = std::move(run);
+    }
+  }
+  PIPESCHED_ASSERT(!best_run.ops.empty(), "zb_search: every greedy run stalled");
+  if (best_run.ops.empty()) {
+    fail(who, ": internal error: no greedy run placed every op (please report)");
+  }
+  res.greedy_span = best_span;
+  res.span = best_span;
+  res.makespan = best_makespan;
+  auto ops = std::move(best_run.ops);
+  auto start = std::move(best_run.start);
+  // Seeds: the hand-crafted ZB-H1 / ZB-H2 orders, when they fit the limits. The greedy's
+  // list scheduling can lose to them with T_comm or uneven per-stage costs.
+  if (opts.seed_handcrafted && pl.chunks() == 1) {
+    for (int h = 0; h < 2; ++h) {
+      schedule seed = zero_bubble_family(h == 0 ? "zb-h1" : "zb-h2", params, h == 1);
+      const std::vector<double> pk = order_peak(seed, params.memory);
+      bool fits = true;
+      for (stage_index s = 0; s < p; ++s) {
+        fits = fits && pk[s] <= limits[s] + pr.eps;
+      }
+      if (!fits) {
+        continue;
+      }
+      const gen_timing t = compute_timing(seed, params.costs);
+      (h == 0 ? res.zb_h1_span : res.zb_h2_span) = t.max_span;
+      if (t.max_span < res.span - pr.eps ||
+          (t.max_span <= res.span + pr.eps && t.makespan < res.makespan - pr.eps)) {
+        res.span = t.max_span;
+        res.makespan = t.makespan;
+        res.winner = h == 0 ? "zb-h1" : "zb-h2";
+        for (stage_index s = 0; s < p; ++s) {
+          ops[s].assign(seed.ops(s).begin(), seed.ops(s).end());
+          start[s] = t.stages[s].start;
+        }
+      }
+    }
+  }
+  res.seeded_span = res.span;
+  if (opts.improve) {
+    for (int round = 0; round < 4; ++round) {
+      auto trial = ops;
+      if (!fill_gaps_with_w(pr, trial, start)) {
+        break;
+      }
+      const schedule cand = to_schedule(who, m, pl, trial);
+      const gen_timing t = compute_timing(cand, params.costs);
+      if (!t.complete || t.max_span > res.span + pr.eps) {
+        break;  // cannot happen (monotone), but never accept a worse order
+      }
+      res.span = t.max_span;
+      res.makespan = t.makespan;
+      ops = std::move(trial);
+      for (stage_index s = 0; s < p; ++s) {
+        start[s] = t.stages[s].start;
+      }
+    }
+  }
+  res.sched = to_schedule(who, m, pl, std::move(ops));
+  res.limits = std::move(limits);
+  res.peak = order_peak(res.sched, params.memory);
+  res.lower_bound = std::min(res.span, span_lower_bound(pl, m, params.costs, params.memory, avail));
+  for (stage_index s = 0; s < p; ++s) {
+    double busy = 0.0;
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      const op_costs& t = params.costs.at(s, c);
+      busy += double(m) * (t.forward + t.backward_input + t.backward_weight);
+    }
+    res.ideal = std::max(res.ideal, busy);
+  }
+  return res;
+}
+
+/// Per-stage limits: the given memory_limit for every stage, or `factor`·(activations of all
+/// chunks of one micro-batch)·p + static memory when none is given.
+inline std::vector<double> stage_limits(std::string_view who,
+                                        const generator_params& params,
+                                        const placement& pl,
+                                        double factor) {
+  std::vector<double> out(pl.stages());
+  if (params.memory_limit) {
+    const double lim = *params.memory_limit;
+    if (!std::isfinite(lim) || lim < 0.0) {
+      fail(who, ": memory_limit (", lim, ") must be finite and >= 0");
+    }
+    std::fill(out.begin(), out.end(), lim);
+    return out;
+  }
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    double act = 0.0;
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      act += params.memory.at(s, c).activation;
+    }
+    out[s] = params.memory.static_memory(s) + factor * double(pl.stages()) * act;
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// Which memory limit zb_auto uses.
+enum class zb_memory_preset : std::uint8_t {
+  given,  ///< "zb-auto": generator_params::memory_limit, or p·M_B per stage (1F1B's peak)
+  one_p,  ///< "zb-1p": p·M_B per stage (+ static memory)
+  two_p,  ///< "zb-2p": 2p·M_B per stage (+ static memory)
+};
+
+/// The memory-bounded automatic zero-bubble scheduler (background §5), one chunk per stage,
+/// split B/W. Honours per-stage costs, T_comm (uniform or per link), M_B / M_W, static memory
+/// and a per-stage memory limit (in the units of generator_params::memory, static included).
+/// The paper's greedy is run for every choice combination (16 here: the paper's 8 and the
+/// bubble rule off; runs proven identical are skipped and runs already longer than the best
+/// are cut), the hand-crafted ZB-H1 / ZB-H2 orders are tried when they fit the limits, the
+/// shortest longest-stage span is kept (ties: shorter makespan), then W ops are moved into
+/// earlier gaps. The result carries a lower bound (detail/zb_bound.hpp) on any schedule's
+/// span within the same limits. Never exceeds the limit; throws invalid_argument when the
+/// limit is below one micro-batch's activations plus static memory on some stage (the true
+/// minimum: a one-micro-batch-at-a-time order needs exactly that). With unit costs it reaches
+/// ZB-H1's span at p·M_B and zero bubble at 2p·M_B. Each run is O(p·m·log p).
+inline zb_auto_result zb_auto_search(const generator_params& params,
+                                     const zb_auto_options& opts = {},
+                                     zb_memory_preset preset = zb_memory_preset::given,
+                                     std::string_view who = "zb-auto") {
+  detail::check_shape(who, params, 1, 3);
+  if (preset != zb_memory_preset::given && params.memory_limit) {
+    detail::fail(who, ": memory_limit must not be given: this preset fixes it to ",
+                 preset == zb_memory_preset::one_p ? "p" : "2p", "*M_B (use zb-auto)");
+  }
+  const placement pl = placement::sequential(params.stages);
+  const double factor = preset == zb_memory_preset::two_p ? 2.0 : 1.0;
+  return detail::zb_search(who, params, pl, detail::stage_limits(who, params, pl, factor), opts);
+}
+
+/// schedule_generator for zb_auto_search: "zb-auto", "zb-1p" or "zb-2p".
+struct zb_auto {
+  zb_memory_preset preset = zb_memory_preset::given;
+
+  std::string_view name() const noexcept {
+    switch (preset) {
+      case zb_memory_preset::one_p:
+        return "zb-1p";
+      case zb_memory_preset::two_p:
+        return "zb-2p";
+      default:
+        return "zb-auto";
+    }
+  }
+  schedule generate(const generator_params& params) const {
+    return zb_auto_search(params, {}, preset, name()).sched;
+  }
+};
+
+}  // namespace pipesched

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <string_view>
+
+#include "pipesched/gen/generator.hpp"
+#include "pipesched/gen/zb_auto.hpp"
+
+namespace pipesched {
+
+/// ZB-V, cost-aware: V placement (stage s holds global chunks s and 2p−1−s, so the forward
+/// goes down the stages and back up and the loss is on stage 0), two chunks per stage, split
+/// B/W, placed by the automatic zero-bubble greedy (zb_auto.hpp) generalised to two chunks:
+/// all 32 choice combinations, the shortest longest-stage span kept.
+///
+/// Costs and memory are per chunk (cost_model::at(stage, chunk), memory_model::at(stage,
+/// chunk)); generator_params::memory_limit is per stage in the same units, default 1F1B's
+/// peak, p·(M_B of chunk 0 + M_B of chunk 1) + static memory, i.e. 2p chunk activations at
+/// equal sizes. An F of chunk 0 is admitted only while room for a chunk-1 activation stays
+/// free, so the greedy cannot stall; the minimum limit is one micro-batch's two chunk
+/// activations plus static memory. With equal costs and that default limit the result has
+/// zero bubble once m ≥ 2p (every stage busy from its first op to its last) for the p tested
+/// (1..8), except that for p = 5 and 7 some m keep one T_F of bubble: the hand-crafted ZB-V
+/// order is not among the candidates. The bubble rate's
+/// ideal time is m·v·(T_F+T_B+T_W) per stage with per-chunk costs.
+inline zb_auto_result zb_v_search(const generator_params& params,
+                                  const zb_auto_options& opts = {}) {
+  constexpr std::string_view who = "zb-v";
+  detail::check_shape(who, params, 2, 3);
+  const placement pl = placement::v_shape(params.stages);
+  return detail::zb_search(who, params, pl, detail::stage_limits(who, params, pl, 1.0), opts);
+}
+
+/// schedule_generator for zb_v_search.
+struct zb_v {
+  std::string_view name() const noexcept { return "zb-v"; }
+  schedule generate(const generator_params& params) const { return zb_v_search(params).sched; }
+};
+
+}  // namespace pipesched

@@ -1,0 +1,189 @@
+#include <algorithm>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/zb_auto.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/memory/memory_checker.hpp>
+#include <pipesched/sim/timing_simulator.hpp>
+#include <pipesched/validate/validator.hpp>
+
+using namespace pipesched;
+
+static_assert(schedule_generator<zb_auto>);
+
+namespace {
+// Peak per stage from the memory checker (independent of the generator's own bookkeeping).
+std::vector<double> peaks(const schedule& s, const memory_model& mm) {
+  const memory_report rep = check_memory(s, mm);
+  REQUIRE(rep.lifetimes_ok());
+  std::vector<double> out;
+  for (stage_index st = 0; st < s.stages(); ++st) {
+    out.push_back(rep.peak_memory(st));
+  }
+  return out;
+}
+// Longest stage span from the timing simulator.
+double span_of(const schedule& s, const cost_model& c = cost_model::unit()) {
+  const simulation_result r = simulate(s, c);
+  REQUIRE(r.completed());
+  return r.span(r.max_span_stage);
+}
+}  // namespace
+
+TEST_CASE("zb-1p reaches ZB-H1's span and zb-2p zero bubble at unit costs", "[gen][zb-auto]") {
+  generator_params gp;
+  gp.stages = 4;
+  gp.microbatches = 8;
+  const auto one = zb_auto_search(gp, {}, zb_memory_preset::one_p);
+  const auto two = zb_auto_search(gp, {}, zb_memory_preset::two_p);
+  CHECK(one.span == Approx(27.0));  // ZB-H1's span (background §4)
+  CHECK(two.span == Approx(24.0));  // 3m: zero bubble
+  CHECK(one.lower_bound == Approx(27.0));
+  CHECK(two.lower_bound == Approx(24.0));
+  CHECK(span_of(one.sched) == Approx(27.0));
+  CHECK(span_of(two.sched) == Approx(24.0));
+  for (std::uint32_t p = 1; p <= 8; ++p) {
+    for (std::uint32_t m : {p, 2 * p, 3 * p, 2 * p + 3}) {
+      INFO("p=" << p << " m=" << m);
+      gp.stages = p;
+      gp.microbatches = m;
+      const auto a = zb_auto_search(gp, {}, zb_memory_preset::one_p);
+      const auto b = zb_auto_search(gp, {}, zb_memory_preset::two_p);
+      CHECK(a.span == Approx(span_of(generate(zb_h1{}, p, m))));
+      CHECK(b.span <= span_of(generate(zb_h2{}, p, m)) + 1e-9);
+      if (m >= 2 * p) {
+        CHECK(b.span == Approx(3.0 * m));
+      }
+      CHECK(a.lower_bound <= a.span + 1e-9);
+      CHECK(b.lower_bound <= b.span + 1e-9);
+    }
+  }
+}
+
+TEST_CASE("zb-auto grid: valid, counts, never above the limit", "[gen][zb-auto][grid][memory]") {
+  int case_id = 0;
+  for (std::uint32_t p = 1; p <= 8; ++p) {
+    for (std::uint32_t m : {1u, 2u, 5u, 8u, 17u}) {
+      for (int costs = 0; costs < 3; ++costs) {
+        for (double factor : {0.0, 0.5, 1.0, 1.5, 2.0, 3.0}) {
+          ++case_id;
+          generator_params gp;
+          gp.stages = p;
+          gp.microbatches = m;
+          double mb0 = 1.0;
+          if (costs == 1) {
+            gp.costs = cost_model::uniform(3, 4, 2, 0.5);
+          } else if (costs == 2) {
+            std::vector<op_costs> sc;
+            std::vector<chunk_memory> mem;
+            std::vector<double> stat;
+            for (std::uint32_t s = 0; s < p; ++s) {
+              sc.push_back({1.0 + 0.3 * (s % 3), 1.0 + 0.2 * ((s + 1) % 4), 0.5 + 0.25 * (s % 2)});
+              mem.push_back({1.0 + 0.1 * s, 0.3, 0.0});
+              stat.push_back(2.0);
+            }
+            gp.costs.set_stage_costs(sc).set_comm(0.2);
+            gp.memory.set_stage_memory(mem).set_static_memory(stat);
+            mb0 = 2.0 + 1.0 + 0.1 * (p - 1);  // the largest per-stage minimum
+          }
+          // factor 0: exactly the minimum; otherwise about factor * p activations.
+          const double limit = factor == 0.0 ? mb0 : mb0 + std::max(0.0, factor * p - 1.0) * 1.1;
+          gp.memory_limit = limit;
+          INFO("p=" << p << " m=" << m << " costs=" << costs << " limit=" << limit);
+          const auto r = zb_auto_search(gp);
+          REQUIRE(validate(r.sched).ok());
+          REQUIRE(r.sched.size() == std::size_t{3} * p * m);
+          CHECK(check_memory(r.sched, gp.memory, memory_options::with_limit(limit)).ok());
+          for (double pk : peaks(r.sched, gp.memory)) {
+            CHECK(pk <= limit + 1e-9);
+          }
+          CHECK(r.lower_bound <= r.span + 1e-9);
+          if (r.zb_h1_span >= 0.0) {
+            CHECK(r.span <= r.zb_h1_span + 1e-9);
+          }
+          CHECK(r.ideal <= r.lower_bound + 1e-9);
+          CHECK(span_of(r.sched, gp.costs) == Approx(r.span));
+        }
+      }
+    }
+  }
+  CHECK(case_id == 8 * 5 * 3 * 6);
+}
+
+TEST_CASE("zb-auto reports choices; pruning is exact", "[gen][zb-auto]") {
+  generator_params gp;
+  gp.stages = 6;
+  gp.microbatches = 13;
+  gp.costs = cost_model::uniform(1.0, 1.3, 0.6, 0.1);
+  gp.memory_limit = 6.0;
+  zb_auto_options exhaustive;
+  exhaustive.prune = false;
+  const auto full = zb_auto_search(gp, exhaustive);
+  const auto fast = zb_auto_search(gp);
+  REQUIRE(full.tried.size() == 16);
+  REQUIRE(fast.tried.size() == 16);
+  double best = full.tried.front().span;
+  for (const auto& t : full.tried) {
+    CHECK(t.ok);
+    best = std::min(best, t.span);
+  }
+  CHECK(full.greedy_span == Approx(best));
+  CHECK(fast.greedy_span == Approx(best));
+  CHECK(fast.sched == full.sched);
+  zb_auto_options paper;
+  paper.paper_choices_only = true;
+  CHECK(zb_auto_search(gp, paper).tried.size() == 8);
+  CHECK(full.span <= full.greedy_span + 1e-9);  // the improvement pass never hurts
+  CHECK(full.bubble_rate() >= 0.0);
+  CHECK(full.gap_to_bound() >= 0.0);
+}
+
+TEST_CASE("zb-auto errors and registry aliases", "[gen][zb-auto][errors]") {
+  generator_params gp;
+  gp.stages = 4;
+  gp.microbatches = 8;
+  gp.memory_limit = 0.5;
+  CHECK_THROWS_WITH(zb_auto_search(gp),
+                    "zb-auto: memory_limit (0.5) is below the minimum any schedule needs on "
+                    "stage 0 (1 = static memory 0 + one micro-batch's activations M_B of its 1 "
+                    "chunk(s) 1)");
+  gp.memory_limit = 2.0;
+  CHECK_THROWS_WITH(zb_auto{zb_memory_preset::one_p}.generate(gp),
+                    "zb-1p: memory_limit must not be given: this preset fixes it to p*M_B (use "
+                    "zb-auto)");
+  CHECK_THROWS_WITH(generate(zb_auto{}, 4, 8, 2),
+                    "zb-auto: chunks (v=2) must be 1 for this schedule");
+  gp.memory_limit.reset();
+  for (const char* n : {"zb-auto", "zb-1p", "zb-2p"}) {
+    INFO(n);
+    const auto* e = default_registry().find(n);
+    REQUIRE(e != nullptr);
+    const auto s = e->generate(gp);
+    CHECK(s.name() == n);
+    CHECK(validate(s).ok());
+  }
+  CHECK(zb_auto{}.generate(gp) == zb_auto{zb_memory_preset::one_p}.generate(gp));
+}
+
+TEST_CASE("zb-auto keeps a hand-crafted seed when the greedy loses to it", "[gen][zb-auto]") {
+  generator_params gp;
+  gp.stages = 16;
+  gp.microbatches = 32;
+  gp.costs = cost_model::uniform(3, 4, 2, 0.5);
+  gp.memory_limit = 16.0;
+  zb_auto_options no_seed;
+  no_seed.seed_handcrafted = false;
+  const auto greedy = zb_auto_search(gp, no_seed);
+  const auto seeded = zb_auto_search(gp);
+  const double h1 = span_of(generate(zb_h1{}, 16, 32), gp.costs);
+  CHECK(seeded.zb_h1_span == Approx(h1));
+  CHECK(seeded.zb_h2_span == -1.0);  // ZB-H2 needs about 2p*M_B: not tried
+  CHECK(greedy.span > h1);           // with T_comm the list scheduler loses here
+  CHECK(seeded.span <= h1 + 1e-9);
+  CHECK(seeded.winner == "zb-h1");
+  CHECK(check_memory(seeded.sched, gp.memory, memory_options::with_limit(16.0)).ok());
+  CHECK(validate(seeded.sched).ok());
+}
