@@ -47,8 +47,22 @@ TEST_CASE("generators reject p, m, v out of range for every registered name",
                       StartsWith(e.name + ": microbatches (m=16777217) must be at most"));
     // p*m beyond 32 bits: refused by the op budget before anything is allocated.
     CHECK_THROWS_WITH(e.generate(shape(max_stages, max_microbatches)),
-                      Contains("stages*microbatches*chunks (1099511627776) is too large"));
-    CHECK_THROWS_AS(e.generate(shape(4, 4, 7)), invalid_argument);
+                      Contains(") is too large: the schedule would have"));
+    if (e.name != "interleaved-1f1b") {  // the one generator that takes any v
+      CHECK_THROWS_AS(e.generate(shape(4, 4, 7)), invalid_argument);
+    }
+    // Memory-aware generators must refuse a non-finite or non-positive limit; the others
+    // ignore it. Either way: an invalid_argument or a valid schedule, nothing else.
+    for (double bad : {nan_v, inf_v, -1.0, 0.0}) {
+      generator_params g = shape(4, 8, e.default_chunks);
+      g.memory_limit = bad;
+      try {
+        const schedule s = e.generate(g);
+        CHECK(validate(s).ok());
+      } catch (const invalid_argument& err) {
+        CHECK_THAT(err.what(), StartsWith(e.name + ": "));
+      }
+    }
   }
   CHECK_THROWS_WITH(default_registry().at("nope"), StartsWith("unknown schedule \"nope\""));
 }
