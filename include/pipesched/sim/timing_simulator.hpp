@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -9,6 +10,7 @@
 
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/detail/key_table.hpp"
+#include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/sim/cost_model.hpp"
@@ -153,55 +155,95 @@ inline simulation_result simulate(const schedule& sched,
     }
   }
 
-  // Sparse when p*v*m dwarfs the op count (see key_table).
-  detail::key_table<double> event_end(std::uint64_t{pl.total_chunks()} * m * nslots, sched.size());
-  // Micro-batch major: an op's inputs (chunks g-1, g, g+1 of one micro-batch) are adjacent.
-  auto key = [&](global_chunk g, microbatch_index mb, event_kind e) {
-    return (std::uint64_t{mb} * pl.total_chunks() + g) * nslots + detail::event_slot(e);
+  // Requirements per (stage, chunk, kind), and next to them the op's duration and each
+  // requirement's transfer latency, so the per-op work is table lookups.
+  detail::require_traversable(sched, "simulate");  // refused, not allocated
+  const detail::traversal_plan plan(pl, lowered);
+  const detail::op_plan* const plan_base = plan.data();
+  struct op_cost {
+    double duration = 0.0;
+    std::array<double, 2> latency{};  // T_comm added to requirement k (0 when local)
   };
-  auto slot = [&](global_chunk g, microbatch_index mb, event_kind e) -> double& {
-    return event_end.slot(key(g, mb, e));
-  };
-  auto arrival_of = [&](global_chunk g, microbatch_index mb, event_kind e) {
-    return event_end.get(key(g, mb, e));
+  std::vector<op_cost> cost_table(plan.size());
+  for (stage_index s = 0; s < p; ++s) {
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      for (op_kind k : all_op_kinds) {
+        const op o = make_op(k, 0, c);
+        const detail::op_plan& e = plan.at(s, o);
+        op_cost& oc = cost_table[plan.index(s, o)];
+        oc.duration = is_compute(k) ? costs.duration(s, k, c) : 0.0;
+        for (std::uint8_t j = 0; j < e.count; ++j) {
+          oc.latency[j] = e.deps[j].remote ? costs.comm(e.deps[j].stage, s) : 0.0;
+        }
+      }
+    }
+  }
+
+  // Chunk major: a stage walks its own chunk's row (and its neighbours') in micro-batch order,
+  // so each stage streams through a few rows instead of jumping a row per op.
+  // One table per event slot, micro-batch major (see detail::event_index): each value is read
+  // shortly after it is written, and a sweep over the stages stays within a few pages.
+  const std::size_t row = pl.total_chunks();
+  const std::size_t table_size = std::size_t{m} * row;
+
+  std::vector<double> event_end(table_size * nslots, 0.0);
+  double* const ev = event_end.data();
+  auto slot_index = [&](global_chunk g, microbatch_index mb, std::size_t slot) {
+    return slot * table_size + std::size_t{mb} * row + g;
   };
 
+  // Start reasons of all ops. Stages advance together, so blocks of 64 ops of every stage are
+  // laid side by side: the writes of one sweep over the stages then stay within a few memory
+  // pages rather than one page per stage. A very unbalanced schedule (where that layout would
+  // more than double the table) keeps one run per stage instead.
+  std::vector<detail::start_reason> reason;
+  std::size_t total_ops = 0;
+  std::size_t longest = 0;
   std::vector<std::size_t> offset(std::size_t{p} + 1, 0);
   for (stage_index s = 0; s < p; ++s) {
-    offset[s + 1] = offset[s] + sched.ops(s).size();
+    const std::size_t n = sched.ops(s).size();
+    offset[s + 1] = offset[s] + n;
+    total_ops += n;
+    longest = std::max(longest, n);
   }
-  std::vector<detail::start_reason> reason;
+  constexpr std::size_t block = 64;
+  const std::size_t blocks = (longest + block - 1) / block;
+  const bool interleaved = blocks * block * p <= 2 * total_ops + block * p;
+  auto reason_at = [&](stage_index s, std::size_t i) {
+    return interleaved ? ((i / block) * p + s) * block + i % block : offset[s] + i;
+  };
   if (options.critical_path) {
-    reason.assign(offset[p], detail::start_reason::none);
+    reason.assign(interleaved ? blocks * block * p : total_ops, detail::start_reason::none);
   }
 
   std::vector<double> stage_end(p, 0.0);
   double last_end = -1.0;
   op_location last_op{};
 
-  auto in_range = [&](const op& o) { return o.chunk < pl.chunks() && o.mb < m; };
-
   // Ready time of op `o` at stage s: the previous op's end and every input's arrival.
-  auto ready_time = [&](stage_index s, std::size_t i, const op& o, detail::start_reason& why) {
+  auto ready_time = [&](stage_index s, std::size_t i, const op& o, const detail::op_plan& e,
+                        detail::start_reason& why) {
     double t = stage_end[s];
     why = i == 0 ? detail::start_reason::none : detail::start_reason::previous;
-    std::uint8_t k = 0;
-    for (const requirement& r : requirements_of(pl, s, o, lowered)) {
-      double arrival = arrival_of(r.chunk, r.mb, r.what);
-      if (r.remote) {
-        arrival += costs.comm(r.stage, s);
+    const op_cost& oc = cost_table[static_cast<std::size_t>(&e - plan_base)];
+    for (std::uint8_t k = 0; k < e.count; ++k) {
+      // A same-stage producer ran earlier on this stage and ended by stage_end[s]: it can't
+      // delay the op, and skipping it keeps old rows out of the cache.
+      if (!e.deps[k].remote) {
+        continue;
       }
+      const double arrival =
+          ev[slot_index(e.deps[k].chunk, o.mb, detail::event_slot(e.deps[k].what))] + oc.latency[k];
       if (arrival > t) {
         t = arrival;
         why = k == 0 ? detail::start_reason::requirement0 : detail::start_reason::requirement1;
       }
-      ++k;
     }
     return t;
   };
 
-  auto finish = [&](stage_index s, std::size_t i, const op& o, double start, double end,
-                    detail::start_reason why) {
+  auto finish = [&](stage_index s, std::size_t i, const op& o, const detail::op_plan* e,
+                    double start, double end, detail::start_reason why) {
     stage_timing& st = result.stages[s];
     if (i == 0) {
       st.first_start = start;
@@ -215,33 +257,36 @@ inline simulation_result simulate(const schedule& sched,
     stage_end[s] = end;
     if (options.record_ops) {
       auto& v = result.ops[s];
-      if (v.size() <= i) {
-        v.resize(i + 1);
+      if (v.size() == i) {
+        v.push_back(op_timing{start, end});
+      } else {
+        if (v.size() < i) {
+          v.resize(i + 1);
+        }
+        v[i] = op_timing{start, end};
       }
-      v[i] = op_timing{start, end};
     }
     if (options.critical_path) {
-      reason[offset[s] + i] = why;
+      reason[reason_at(s, i)] = why;
     }
     if (end > last_end) {
       last_end = end;
       last_op = op_location{s, i};
     }
-    if (in_range(o)) {
-      const global_chunk g = pl.global(s, o.chunk);
+    if (e != nullptr) {
       switch (o.kind) {
         case op_kind::forward:
-          slot(g, o.mb, event_kind::forward_done) = end;
+          ev[slot_index(e->own, o.mb, 0)] = end;
           break;
         case op_kind::backward_input:  // also backward_input_done: same slot
         case op_kind::backward_full:
-          slot(g, o.mb, event_kind::input_grad_done) = end;
+          ev[slot_index(e->own, o.mb, 1)] = end;
           break;
         case op_kind::recv_forward:
-          slot(g, o.mb, event_kind::received_forward) = end;
+          ev[slot_index(e->own, o.mb, 2)] = end;
           break;
         case op_kind::recv_backward:
-          slot(g, o.mb, event_kind::received_backward) = end;
+          ev[slot_index(e->own, o.mb, 3)] = end;
           break;
         default:
           break;
@@ -255,52 +300,55 @@ inline simulation_result simulate(const schedule& sched,
     stage_index stage = 0;
     std::size_t index = 0;
     op o{};
+    const detail::op_plan* e = nullptr;
     double ready = 0.0;
     detail::start_reason why = detail::start_reason::none;
   } pending;
 
-  traversal_result tr = traverse(sched, [&](stage_index s, std::size_t i, const op& o) {
-    if (!in_range(o)) {
-      finish(s, i, o, stage_end[s], stage_end[s],
-             i == 0 ? detail::start_reason::none : detail::start_reason::previous);
-      return;
-    }
-    if (is_comm(o.kind)) {
-      const auto partner = comm_partner(pl, s, o);
-      if (!partner) {
-        finish(s, i, o, stage_end[s], stage_end[s],
-               i == 0 ? detail::start_reason::none : detail::start_reason::previous);
-        return;
-      }
-      detail::start_reason why{};
-      const double ready = ready_time(s, i, o, why);
-      if (!pending.active) {
-        pending = pending_side{true, s, i, o, ready, why};
-        if (options.record_ops && result.ops[s].size() <= i) {
-          result.ops[s].resize(i + 1);  // filled when the partner arrives
+  traversal_result tr = detail::traverse_planned(
+      sched, plan, [&](stage_index s, std::size_t i, const op& o, const detail::op_plan* e) {
+        if (e == nullptr) {  // out of range: takes no time
+          finish(s, i, o, e, stage_end[s], stage_end[s],
+                 i == 0 ? detail::start_reason::none : detail::start_reason::previous);
+          return;
         }
-        return;
-      }
-      PIPESCHED_ASSERT(partner->stage == pending.stage && partner->o == pending.o,
-                       "simulate: rendezvous sides must be visited back to back");
-      pending.active = false;
-      const double start = std::max(ready, pending.ready);
-      const bool i_send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
-      const double end =
-          start + (i_send ? costs.comm(s, pending.stage) : costs.comm(pending.stage, s));
-      // Each side's start is set by its own inputs unless the other side was ready later.
-      const detail::start_reason why_pending =
-          pending.ready >= ready ? pending.why : detail::start_reason::partner;
-      const detail::start_reason why_this =
-          ready >= pending.ready ? why : detail::start_reason::partner;
-      finish(pending.stage, pending.index, pending.o, start, end, why_pending);
-      finish(s, i, o, start, end, why_this);
-      return;
-    }
-    detail::start_reason why{};
-    const double start = ready_time(s, i, o, why);
-    finish(s, i, o, start, start + costs.duration(s, o.kind, o.chunk), why);
-  });
+        if (is_comm(o.kind)) {
+          const auto partner = comm_partner(pl, s, o);
+          if (!partner) {
+            finish(s, i, o, e, stage_end[s], stage_end[s],
+                   i == 0 ? detail::start_reason::none : detail::start_reason::previous);
+            return;
+          }
+          detail::start_reason why{};
+          const double ready = ready_time(s, i, o, *e, why);
+          if (!pending.active) {
+            pending = pending_side{true, s, i, o, e, ready, why};
+            if (options.record_ops && result.ops[s].size() <= i) {
+              result.ops[s].resize(i + 1);  // filled when the partner arrives
+            }
+            return;
+          }
+          PIPESCHED_ASSERT(partner->stage == pending.stage && partner->o == pending.o,
+                           "simulate: rendezvous sides must be visited back to back");
+          pending.active = false;
+          const double start = std::max(ready, pending.ready);
+          const bool i_send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
+          const double end =
+              start + (i_send ? costs.comm(s, pending.stage) : costs.comm(pending.stage, s));
+          // Each side's start is set by its own inputs unless the other side was ready later.
+          const detail::start_reason why_pending =
+              pending.ready >= ready ? pending.why : detail::start_reason::partner;
+          const detail::start_reason why_this =
+              ready >= pending.ready ? why : detail::start_reason::partner;
+          finish(pending.stage, pending.index, pending.o, pending.e, start, end, why_pending);
+          finish(s, i, o, e, start, end, why_this);
+          return;
+        }
+        detail::start_reason why{};
+        const double start = ready_time(s, i, o, *e, why);
+        finish(s, i, o, e, start,
+               start + cost_table[static_cast<std::size_t>(e - plan_base)].duration, why);
+      });
 
   double max_span = -1.0;
   for (stage_index s = 0; s < p; ++s) {
@@ -358,7 +406,7 @@ inline simulation_result simulate(const schedule& sched,
     chain.push_back(cur);
     cursor[cur.stage] = cur.op_index;
     const op& o = sched.ops(cur.stage)[cur.op_index];
-    const detail::start_reason why = reason[offset[cur.stage] + cur.op_index];
+    const detail::start_reason why = reason[reason_at(cur.stage, cur.op_index)];
     std::optional<op_location> next;
     switch (why) {
       case detail::start_reason::none:

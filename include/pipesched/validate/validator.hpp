@@ -286,8 +286,11 @@ inline validation_report validate(const schedule& sched, const validate_options&
     }
   }
 
-  if (opts.check_feasibility) {
-    auto tr = traverse(sched, [](stage_index, std::size_t, const op&) {});
+  // Not traversable: most ops are missing (reported above), there is nothing to run.
+  if (opts.check_feasibility && detail::traversable(sched)) {
+    auto tr = detail::traverse_planned(
+        sched, detail::traversal_plan(pl, lowered),
+        [](stage_index, std::size_t, const op&, const detail::op_plan*) {});
     if (!tr.complete) {
       for (const auto& b : tr.witness.stuck) {
         bool on_cycle = tr.witness.cycle.empty();

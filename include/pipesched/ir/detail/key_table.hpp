@@ -21,8 +21,12 @@ class key_table {
   /// Dense when keys <= ops_factor * ops: memory stays proportional to the schedule itself.
   static constexpr std::uint64_t ops_factor = 8;
 
-  key_table(std::uint64_t keys, std::uint64_t ops)
-      : dense_(keys * sizeof(T) <= dense_bytes || keys <= ops_factor * ops) {
+  /// True when a dense table of `keys` entries is acceptable for a schedule of `ops` ops.
+  static constexpr bool fits_dense(std::uint64_t keys, std::uint64_t ops) noexcept {
+    return keys * sizeof(T) <= dense_bytes || keys <= ops_factor * ops;
+  }
+
+  key_table(std::uint64_t keys, std::uint64_t ops) : dense_(fits_dense(keys, ops)) {
     if (dense_) {
       values_.assign(static_cast<std::size_t>(keys), T{});
     } else {
