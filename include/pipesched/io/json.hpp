@@ -1,11 +1,14 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -96,8 +99,9 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
     v = static_cast<std::uint32_t>(
         r::integer(*c, "/chunks", 1, std::numeric_limits<chunk_index>::max()));
   }
-  if (std::uint64_t{p} * v > (std::uint64_t{1} << 30)) {
-    r::fail_at("/chunks", "stages*chunks must be at most 2^30");
+  if (std::uint64_t{p} * v > max_total_chunks) {
+    r::fail_at("/chunks", "stages*chunks (" + std::to_string(std::uint64_t{p} * v) +
+                              ") must be at most " + std::to_string(max_total_chunks));
   }
   placement pl = placement::loop(p, v);
   if (const auto* pj = r::optional(j, "placement")) {
@@ -115,15 +119,15 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
         }
         pl = placement::v_shape(p);
       } else {
-        r::fail_at("/placement", "unknown placement \"" + k +
-                                     "\" (known: sequential, loop, v, or {\"kind\": \"custom\", "
+        r::fail_at("/placement", "unknown placement " + r::quote(k) +
+                                     " (known: sequential, loop, v, or {\"kind\": \"custom\", "
                                      "\"table\": [...]})");
       }
     } else {
       r::object(*pj, "/placement");
       const std::string kind = r::string(r::required(*pj, "kind", "/placement"), "/placement/kind");
       if (kind != "custom") {
-        r::fail_at("/placement/kind", "must be \"custom\" in object form, not \"" + kind + "\"");
+        r::fail_at("/placement/kind", "must be \"custom\" in object form, not " + r::quote(kind));
       }
       const auto& tj = r::array(r::required(*pj, "table", "/placement"), "/placement/table");
       std::vector<global_chunk> table;
@@ -156,8 +160,8 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
       const std::string ks = r::string(r::required(e, "kind", path), path + "/kind");
       const auto kind = parse_op_kind(ks);
       if (!kind) {
-        r::fail_at(path + "/kind",
-                   "unknown op kind \"" + ks + "\" (known: F B W BW SEND_F RECV_F SEND_B RECV_B)");
+        r::fail_at(path + "/kind", "unknown op kind " + r::quote(ks) +
+                                       " (known: F B W BW SEND_F RECV_F SEND_B RECV_B)");
       }
       const auto mb =
           static_cast<microbatch_index>(r::integer(r::required(e, "mb", path), path + "/mb", 0,
@@ -194,15 +198,40 @@ inline schedule read_schedule_json(std::string_view text) {
   return schedule_from_json(detail::json_reader::parse(text, "schedule JSON"));
 }
 
-/// Reads a whole file into a string; invalid_argument naming the path when it can't.
-inline std::string read_text_file(const std::string& path) {
+/// Largest file read_text_file() accepts: 1 GiB (a JSON schedule of about 45 million ops).
+inline constexpr std::size_t max_text_file_bytes = std::size_t{1} << 30;
+
+/// Reads a whole file into a string; invalid_argument naming the path when it can't, when it
+/// is a directory, or when it holds more than `max_bytes` (so `/dev/zero` fails fast instead of
+/// eating memory).
+inline std::string read_text_file(const std::string& path,
+                                  std::size_t max_bytes = max_text_file_bytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    detail::fail(path, ": is a directory, not a file");
+  }
+  if (std::filesystem::is_regular_file(path, ec) &&
+      std::filesystem::file_size(path, ec) > max_bytes && !ec) {
+    detail::fail(path, ": file size must be at most ", max_bytes, " bytes");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     detail::fail(path, ": cannot open file");
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string out;
+  std::vector<char> buf(std::size_t{1} << 16);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (out.size() + got > max_bytes) {
+      detail::fail(path, ": file size must be at most ", max_bytes, " bytes");
+    }
+    out.append(buf.data(), got);
+  }
+  if (in.bad()) {
+    detail::fail(path, ": read error");
+  }
+  return out;
 }
 
 }  // namespace pipesched

@@ -259,7 +259,7 @@ inline schedule from_torch_csv(std::string_view text, std::string name = "torch-
     detail::fail(who, ": stage count (highest stage index + 1 = ", total,
                  ") must be a multiple of the rank count (", p, " rows)");
   }
-  if (total / p > std::numeric_limits<chunk_index>::max() || total > (std::uint64_t{1} << 30)) {
+  if (total / p > std::numeric_limits<chunk_index>::max() || total > max_total_chunks) {
     detail::fail(who, ": stage count (", total, ") is too large");
   }
   const auto v = static_cast<std::uint32_t>(total / p);
@@ -296,19 +296,26 @@ inline schedule from_torch_csv(std::string_view text, std::string name = "torch-
              })) {
     pl = placement::v_shape(p);
   } else {
-    std::vector<global_chunk> table;
-    table.reserve(total);
-    for (std::uint32_t r = 0; r < p; ++r) {
-      for (std::uint64_t g = 0; g < total; ++g) {
-        if (rank_of[g] == r) {
-          table.push_back(static_cast<global_chunk>(g));
-        }
+    // Bucket the stages by rank in one pass: a rank-by-rank scan would take p*total steps.
+    std::vector<std::uint32_t> held(p, 0);
+    for (std::uint64_t g = 0; g < total; ++g) {
+      if (rank_of[g] != none) {
+        ++held[rank_of[g]];
       }
-      if (table.size() != std::size_t{r + 1} * v) {
-        detail::fail(who, ": rank ", r, " (row ", r + 1, ") holds ",
-                     table.size() - std::size_t{r} * v, " stages, expected ", v,
-                     " (stages are neither loop- nor V-placed, so every rank must hold exactly ", v,
-                     " stage indices)");
+    }
+    for (std::uint32_t r = 0; r < p; ++r) {
+      if (held[r] != v) {
+        detail::fail(who, ": rank ", r, " (row ", r + 1, ") holds ", held[r], " stages, expected ",
+                     v, " (stages are neither loop- nor V-placed, so every rank must hold exactly ",
+                     v, " stage indices)");
+      }
+    }
+    std::vector<global_chunk> table(total);
+    std::vector<std::uint32_t> next(p, 0);
+    for (std::uint64_t g = 0; g < total; ++g) {
+      if (rank_of[g] != none) {
+        const std::uint32_t r = rank_of[g];
+        table[std::size_t{r} * v + next[r]++] = static_cast<global_chunk>(g);
       }
     }
     pl = placement::custom(p, v, std::move(table));

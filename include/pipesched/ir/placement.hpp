@@ -17,6 +17,11 @@ namespace pipesched {
 /// the last global chunk.
 using global_chunk = std::uint32_t;
 
+/// Largest accepted stages*chunks. The placement keeps three tables of that size (10 bytes per
+/// chunk), so the cap bounds what a tiny file declaring `"stages": 16384, "chunks": 65535` can
+/// make a reader allocate (160 MB, not 10 GB); real models have a few thousand chunks at most.
+inline constexpr std::uint32_t max_total_chunks = std::uint32_t{1} << 24;
+
 /// How model chunks are laid out over stages.
 enum class placement_kind : std::uint8_t {
   sequential,  ///< one chunk per stage: global chunk g lives on stage g.
@@ -124,9 +129,9 @@ class placement {
       detail::fail("placement: chunks (v=", chunks, ") must be between 1 and ",
                    std::numeric_limits<chunk_index>::max());
     }
-    if (std::uint64_t{stages} * chunks > (std::uint64_t{1} << 30)) {
+    if (std::uint64_t{stages} * chunks > max_total_chunks) {
       detail::fail("placement: stages*chunks (", std::uint64_t{stages} * chunks,
-                   ") must be at most 2^30");
+                   ") must be at most ", max_total_chunks);
     }
     if (kind == placement_kind::sequential && chunks != 1) {
       detail::fail("placement: sequential placement needs chunks (v=", chunks, ") = 1");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pipesched/ir/dependencies.hpp"
+#include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
@@ -232,7 +233,8 @@ inline memory_report check_memory_impl(const schedule& sched,
 
   memory_report report;
   report.stages.resize(p);
-  std::vector<std::uint8_t> state(std::size_t{pl.total_chunks()} * m, 0);
+  // Sparse when p*v*m dwarfs the op count (see key_table).
+  key_table<std::uint8_t> state(std::uint64_t{pl.total_chunks()} * m, sched.size());
 
   for (stage_index s = 0; s < p; ++s) {
     const auto ops = sched.ops(s);
@@ -259,7 +261,7 @@ inline memory_report check_memory_impl(const schedule& sched,
       }
     };
     auto bits = [&](const op& o) -> std::uint8_t& {
-      return state[std::size_t{pl.global(s, o.chunk)} * m + o.mb];
+      return state.slot(std::uint64_t{pl.global(s, o.chunk)} * m + o.mb);
     };
     auto error = [&](lifetime_error_kind k, std::size_t i, const op& o, buffer_kind b,
                      std::string_view what) {

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "pipesched/ir/dependencies.hpp"
+#include "pipesched/ir/detail/key_table.hpp"
+#include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/sim/cost_model.hpp"
@@ -155,6 +157,7 @@ inline simulation_result simulate(const schedule& sched,
 
   // Requirements per (stage, chunk, kind), and next to them the op's duration and each
   // requirement's transfer latency, so the per-op work is table lookups.
+  detail::require_traversable(sched, "simulate");  // refused, not allocated
   const detail::traversal_plan plan(pl, lowered);
   const detail::op_plan* const plan_base = plan.data();
   struct op_cost {
@@ -182,6 +185,7 @@ inline simulation_result simulate(const schedule& sched,
   // shortly after it is written, and a sweep over the stages stays within a few pages.
   const std::size_t row = pl.total_chunks();
   const std::size_t table_size = std::size_t{m} * row;
+
   std::vector<double> event_end(table_size * nslots, 0.0);
   double* const ev = event_end.data();
   auto slot_index = [&](global_chunk g, microbatch_index mb, std::size_t slot) {

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "pipesched/ir/dependencies.hpp"
+#include "pipesched/ir/detail/key_table.hpp"
+#include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
 
 namespace pipesched {
@@ -120,6 +122,24 @@ struct op_plan {
   std::uint8_t count = 0;     ///< deps in use, as requirements_of(...).count
   std::uint8_t produced = 0;  ///< events_produced(kind)
 };
+
+/// True when the dense tables of a traversal or simulation (8 op_plans per (stage, chunk),
+/// a few bytes per (chunk, micro-batch)) stay small or proportional to the op count. A spec far
+/// beyond the ops (a file declaring p*v*m = 2^40 with ten ops) lacks most of its ops anyway.
+inline bool traversable(const schedule& s) noexcept {
+  const std::uint64_t chunks = s.layout().total_chunks();
+  return key_table<double>::fits_dense(chunks * s.microbatches() * 4, s.size()) &&
+         key_table<std::array<double, 4>>::fits_dense(chunks * op_kind_count, s.size());
+}
+/// Refuses, instead of allocating, a schedule that is not traversable().
+inline void require_traversable(const schedule& s, const char* who) {
+  if (!traversable(s)) {
+    fail(who, ": stages*chunks*microbatches (",
+         std::uint64_t{s.layout().total_chunks()} * s.microbatches(),
+         ") is far beyond the op count (", s.size(),
+         "): most ops are missing (validate() lists them)");
+  }
+}
 
 /// An op_plan for every (stage, local chunk, op kind) of a placement: p·v·8 small entries,
 /// built once per traversal (independent of m and of the op lists).
@@ -375,6 +395,7 @@ traversal_result traverse_planned(const schedule& sched,
 /// Returns a deadlock witness when some stage can't reach the end of its list.
 template <class Visitor>
 traversal_result traverse(const schedule& sched, Visitor&& visit) {
+  detail::require_traversable(sched, "traverse");
   const detail::traversal_plan plan(sched.layout(), sched.has_comm());
   return detail::traverse_planned(
       sched, plan,

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "pipesched/ir/dependencies.hpp"
+#include "pipesched/ir/detail/key_table.hpp"
+#include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/validate/traversal.hpp"
 
@@ -126,12 +128,16 @@ inline validation_report validate(const schedule& sched, const validate_options&
   const bool lowered = sched.has_comm();
 
   // Per (stage, local chunk, mb): how many of each kind were seen.
-  const std::size_t keys = std::size_t{p} * v * m;
+  // Sparse when p*v*m dwarfs the op count (see key_table): then the schedule lacks most of its
+  // ops, and one summary replaces the per-pair "missing" scan, which would take p*v*m steps.
+  const std::uint64_t keys = std::uint64_t{p} * v * m;
   const std::size_t nk = lowered ? op_kind_count : 4;
-  std::vector<std::uint8_t> seen(keys * nk, 0);
-  auto key = [&](stage_index s, const op& o) { return (std::size_t{s} * v + o.chunk) * m + o.mb; };
-  auto count = [&](std::size_t k, op_kind kind) -> std::uint8_t& {
-    return seen[k * nk + static_cast<std::size_t>(kind)];
+  detail::key_table<std::uint8_t> seen(keys * nk, sched.size());
+  auto key = [&](stage_index s, const op& o) {
+    return (std::uint64_t{s} * v + o.chunk) * m + o.mb;
+  };
+  auto count = [&](std::uint64_t k, op_kind kind) {
+    return seen.get(k * nk + static_cast<std::size_t>(kind));
   };
 
   for (stage_index s = 0; s < p; ++s) {
@@ -148,8 +154,8 @@ inline validation_report validate(const schedule& sched, const validate_options&
         });
         continue;
       }
-      const std::size_t k = key(s, o);
-      std::uint8_t& c = count(k, o.kind);
+      const std::uint64_t k = key(s, o);
+      std::uint8_t& c = seen.slot(k * nk + static_cast<std::size_t>(o.kind));
       if (c > 0) {
         rb.add(violation_kind::duplicate, s, i, [&] {
           return std::string(detail::where(s, i, o, chunked) +
@@ -222,12 +228,19 @@ inline validation_report validate(const schedule& sched, const validate_options&
     }
   }
 
+  if (!seen.dense()) {
+    rb.add(violation_kind::missing, 0, violation::no_index, [&] {
+      return detail::concat("schedule: stages*chunks*microbatches (", keys,
+                            ") (chunk, micro-batch) pairs need at least ", 2 * keys,
+                            " ops (F and BW, or F, B and W each), the schedule has ", sched.size());
+    });
+  }
   // Missing ops, in (stage, chunk, mb) order.
-  for (stage_index s = 0; s < p; ++s) {
+  for (stage_index s = 0; s < p && seen.dense(); ++s) {
     for (chunk_index c = 0; c < v; ++c) {
       const global_chunk g = pl.global(s, c);
       for (microbatch_index j = 0; j < m; ++j) {
-        const std::size_t k = (std::size_t{s} * v + c) * m + j;
+        const std::uint64_t k = (std::uint64_t{s} * v + c) * m + j;
         auto label = [&] { return std::to_string(j) + " of chunk " + std::to_string(c); };
         auto miss = [&](std::string_view what) {
           rb.add(violation_kind::missing, s, violation::no_index, [&] {
@@ -273,7 +286,8 @@ inline validation_report validate(const schedule& sched, const validate_options&
     }
   }
 
-  if (opts.check_feasibility) {
+  // Not traversable: most ops are missing (reported above), there is nothing to run.
+  if (opts.check_feasibility && detail::traversable(sched)) {
     auto tr = detail::traverse_planned(
         sched, detail::traversal_plan(pl, lowered),
         [](stage_index, std::size_t, const op&, const detail::op_plan*) {});

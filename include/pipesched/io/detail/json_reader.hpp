@@ -103,11 +103,24 @@ struct json_reader {
     return j.get<std::string>();
   }
 
+  /// `s` as a JSON string literal for an error message: quoted, control characters escaped
+  /// (the message stays one line), cut to about 60 characters.
+  static std::string quote(const std::string& s) {
+    constexpr std::size_t keep = 60;
+    std::string out = nlohmann::json(s.size() > keep ? s.substr(0, keep) : s)
+                          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (s.size() > keep) {
+      out.insert(out.size() - 1, "...");
+    }
+    return out;
+  }
+
   /// Parses text, turning nlohmann's parse errors into invalid_argument.
   static nlohmann::json parse(std::string_view text, std::string_view what) {
     try {
       return nlohmann::json::parse(text.begin(), text.end());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
+      // parse_error, and out_of_range for a number that overflows a double (1E400).
       fail(what, ": malformed JSON: ", e.what());
     }
   }
