@@ -1,12 +1,13 @@
+#include <cstdio>
+
 #include <pipesched/io/terminal.hpp>
 #include <pipesched/pipesched.hpp>
-
-#include <cstdio>
 
 int main() {
   using namespace pipesched;
   const schedule s = generate(one_f_one_b{}, 4, 8);  // 4 stages, 8 micro-batches
-  if (!validate(s).ok()) return 1;                   // complete, ordered, deadlock-free
+  if (!validate(s).ok())
+    return 1;  // complete, ordered, deadlock-free
   const simulation_result r = simulate(s, cost_model::uniform(1, 1, 1));  // T_F, T_B, T_W
   terminal_options view;
   view.width = 110;

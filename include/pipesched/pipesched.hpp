@@ -3,6 +3,13 @@
 // The core of pipesched: IR, generators, validation, simulation, memory, executors.
 // Standard library only; the fmt / JSON layers are in <pipesched/io/...>, included explicitly.
 
+#include "pipesched/exec/any_executor.hpp"
+#include "pipesched/exec/executor.hpp"
+#include "pipesched/exec/instrumented_executor.hpp"
+#include "pipesched/exec/run_stage.hpp"
+#include "pipesched/exec/serial_driver.hpp"
+#include "pipesched/exec/sleep_executor.hpp"
+#include "pipesched/exec/thread_driver.hpp"
 #include "pipesched/gen/comm_lowering.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/gpipe.hpp"
@@ -12,13 +19,6 @@
 #include "pipesched/gen/zb_auto.hpp"
 #include "pipesched/gen/zb_v.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
-#include "pipesched/exec/any_executor.hpp"
-#include "pipesched/exec/executor.hpp"
-#include "pipesched/exec/instrumented_executor.hpp"
-#include "pipesched/exec/run_stage.hpp"
-#include "pipesched/exec/serial_driver.hpp"
-#include "pipesched/exec/sleep_executor.hpp"
-#include "pipesched/exec/thread_driver.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
