@@ -35,6 +35,9 @@ struct greedy_run {
   std::vector<std::vector<double>> start;
   double max_span = 0.0;
   double makespan = 0.0;
+  /// The largest span bound the run checked against its cut: a run that is not pruned
+  /// behaves identically under any cut c with !(max_bound > c + eps).
+  double max_bound = 0.0;
 };
 
 /// Problem data flattened for the greedy (index s*v + c unless noted).
@@ -129,6 +132,7 @@ class greedy_scheduler {
     cut_ = cut;
     cut_hit_ = false;
     used_ = 0;
+    max_bound_ = 0.0;
     if (v_ == 1) {
       loop<true>();
     } else {
@@ -138,6 +142,7 @@ class greedy_scheduler {
     out.ok = !cut_hit_;
     out.pruned = cut_hit_;
     out.used = used_;
+    out.max_bound = max_bound_;
     for (stage_index s = 0; s < p_; ++s) {
       if (out_ops_[s].size() != std::size_t{3} * m_ * v_) {
         out.ok = false;
@@ -375,7 +380,9 @@ class greedy_scheduler {
     // The stage's span will be at least its end so far plus the work it still has to do:
     // a run already longer than the best known can stop.
     rem_[s] -= dur;
-    if (start + dur + rem_[s] - first_[s] > cut_ + eps_) {
+    const double bound = start + dur + rem_[s] - first_[s];
+    max_bound_ = std::max(max_bound_, bound);
+    if (bound > cut_ + eps_) {
       cut_hit_ = true;
     }
   }
@@ -545,6 +552,7 @@ class greedy_scheduler {
   greedy_flags fl_{};
   double cut_ = never;
   bool cut_hit_ = false;
+  double max_bound_ = 0.0;
   unsigned used_ = 0;
   std::uint32_t p_ = 0;
   std::uint32_t m_ = 0;
