@@ -77,11 +77,12 @@ struct zb_auto_options {
   /// differ never influenced that run), and stop a run once it is longer than the best so
   /// far. Exact: the result is the same; off, every choice reports its own span.
   bool prune = true;
-  /// Threads for the greedy runs: 1 runs them one after another; 0 (automatic) uses 2 when
-  /// the machine has them and the problem is large (p·m·chunks >= 2048). The result is the
-  /// same for any value: runs made ahead of their turn are checked against the cut they
-  /// would have had and redone when it could matter.
-  unsigned threads = 0;
+  /// Threads for the greedy runs: 1 (default) runs them one after another; 2 or more run
+  /// choices ahead of their turn on that many threads; 0 picks 2 when the machine has them
+  /// and the problem is large (p·m·chunks >= 2048). The result is the same for any value:
+  /// a run made ahead of its turn is kept only when it provably matches the in-order run
+  /// (same cut, or a cut it never reached), else it is redone.
+  unsigned threads = 1;
 };
 
 /// The result of zb_auto_search / zb_v_search: the schedule, how good it is and how it won.
