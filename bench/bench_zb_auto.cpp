@@ -37,6 +37,22 @@ BENCHMARK(bm_zb_auto_search)
     ->Args({32, 256, 2})
     ->Unit(benchmark::kMillisecond);
 
+// The same search with the greedy runs on two threads (zb_auto_options::threads = 2); the
+// result is identical. Wall time ("Time") is what counts here; "CPU" is the main thread's.
+void bm_zb_auto_search_2threads(benchmark::State& st) {
+  const auto gp = params(st.range(0), st.range(1), double(st.range(2)));
+  zb_auto_options o;
+  o.threads = 2;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(zb_auto_search(gp, o).span);
+  }
+}
+BENCHMARK(bm_zb_auto_search_2threads)
+    ->UseRealTime()
+    ->Args({32, 256, 1})
+    ->Args({32, 256, 2})
+    ->Unit(benchmark::kMillisecond);
+
 // Every choice run to the end (what reporting each choice's span costs).
 void bm_zb_auto_exhaustive(benchmark::State& st) {
   const auto gp = params(st.range(0), st.range(1), double(st.range(2)));

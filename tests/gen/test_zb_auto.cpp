@@ -187,3 +187,34 @@ TEST_CASE("zb-auto keeps a hand-crafted seed when the greedy loses to it", "[gen
   CHECK(check_memory(seeded.sched, gp.memory, memory_options::with_limit(16.0)).ok());
   CHECK(validate(seeded.sched).ok());
 }
+
+TEST_CASE("zb-auto: two threads give the same result as one", "[gen][zb-auto]") {
+  // Mixed costs and T_comm, limits where some choices are pruned and some duplicate others:
+  // every outcome must match the sequential search, schedule included.
+  for (const double lim : {1.0, 1.5, 2.0}) {
+    generator_params gp;
+    gp.stages = 12;
+    gp.microbatches = 40;
+    gp.costs = cost_model::uniform(1.0, 1.3, 0.7, 0.2);
+    gp.memory_limit = lim * 12.0;
+    zb_auto_options one;
+    one.threads = 1;
+    zb_auto_options two;
+    two.threads = 2;
+    const zb_auto_result a = zb_auto_search(gp, one);
+    const zb_auto_result b = zb_auto_search(gp, two);
+    CHECK(a.span == b.span);
+    CHECK(a.makespan == b.makespan);
+    CHECK(a.best == b.best);
+    REQUIRE(a.tried.size() == b.tried.size());
+    for (std::size_t i = 0; i < a.tried.size(); ++i) {
+      CHECK(a.tried[i].ok == b.tried[i].ok);
+      CHECK(a.tried[i].pruned == b.tried[i].pruned);
+      CHECK(a.tried[i].same_as == b.tried[i].same_as);
+      CHECK(a.tried[i].span == b.tried[i].span);
+    }
+    for (stage_index s = 0; s < gp.stages; ++s) {
+      CHECK(a.sched.stage_ops(s) == b.sched.stage_ops(s));
+    }
+  }
+}

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -75,6 +77,12 @@ struct zb_auto_options {
   /// differ never influenced that run), and stop a run once it is longer than the best so
   /// far. Exact: the result is the same; off, every choice reports its own span.
   bool prune = true;
+  /// Threads for the greedy runs: 1 (default) runs them one after another; 2 or more run
+  /// choices ahead of their turn on that many threads; 0 picks 2 when the machine has them
+  /// and the problem is large (p·m·chunks >= 2048). The result is the same for any value:
+  /// a run made ahead of its turn is kept only when it provably matches the in-order run
+  /// (same cut, or a cut it never reached), else it is redone.
+  unsigned threads = 1;
 };
 
 /// The result of zb_auto_search / zb_v_search: the schedule, how good it is and how it won.
@@ -225,6 +233,113 @@ inline void check_limits(std::string_view who,
   }
 }
 
+/// The greedy flags of a choice.
+inline greedy_flags flags_of(const zb_choices& c) {
+  return greedy_flags{c.b_first_when_ahead, c.wait_for_b, c.fill_small_gaps, c.bubble_rule,
+                      c.later_chunk_first};
+}
+
+/// Greedy runs made ahead of their turn, each with the cut it was given.
+struct speculative_runs {
+  std::vector<greedy_run> runs;
+  std::vector<double> cut;
+  std::vector<char> done;
+
+  /// Whether run i is exactly what a run with `real_cut` would return: a pruned run only
+  /// under the same cut, a finished one when the real cut would never have stopped it.
+  bool valid(unsigned i, double real_cut, double eps) const {
+    if (i >= done.size() || !done[i]) {
+      return false;
+    }
+    const greedy_run& r = runs[i];
+    return r.pruned ? cut[i] == real_cut : !(r.max_bound > real_cut + eps);
+  }
+};
+
+/// Runs the choices on two threads ahead of the in-order search in zb_search, guessing each
+/// run's cut and which choices are duplicates from the runs finished so far. Guesses only
+/// decide which work is wasted: zb_search keeps a run only when speculative_runs::valid.
+inline speculative_runs speculate(const greedy_problem& pr,
+                                  unsigned n_choices,
+                                  const zb_auto_options& opts) {
+  speculative_runs out;
+  const std::size_t size = std::size_t{pr.pl.stages()} * pr.m * pr.pl.chunks();
+  const unsigned threads =
+      opts.threads != 0 ? opts.threads
+                        : (std::thread::hardware_concurrency() >= 2 && size >= 2048 ? 2u : 1u);
+  if (threads < 2) {
+    return out;
+  }
+  out.runs.resize(n_choices);
+  out.cut.assign(n_choices, greedy_scheduler::never);
+  out.done.assign(n_choices, 0);
+  std::vector<char> taken(n_choices, 0);
+  std::mutex mu;
+  // The in-order search's cut and duplicate test, applied to the finished runs before i.
+  auto next_job = [&](unsigned& job, double& cut) {
+    for (unsigned i = 0; i < n_choices; ++i) {
+      if (taken[i]) {
+        continue;
+      }
+      bool dup = false;
+      bool have = false;
+      double best = 0.0;
+      double best_mk = 0.0;
+      for (unsigned j = 0; j < i; ++j) {
+        if (!out.done[j]) {
+          continue;
+        }
+        const greedy_run& r = out.runs[j];
+        dup = dup || (opts.prune && ((i ^ j) & r.used) == 0);
+        if (r.ok && (!have || r.max_span < best - pr.eps ||
+                     (r.max_span <= best + pr.eps && r.makespan < best_mk - pr.eps))) {
+          have = true;
+          best = r.max_span;
+          best_mk = r.makespan;
+        }
+      }
+      taken[i] = 1;
+      if (dup) {
+        continue;
+      }
+      job = i;
+      cut = opts.prune && have ? best : greedy_scheduler::never;
+      return true;
+    }
+    return false;
+  };
+  auto work = [&]() noexcept {
+    try {
+      greedy_scheduler gs(pr);
+      for (;;) {
+        unsigned i = 0;
+        double cut = greedy_scheduler::never;
+        {
+          const std::lock_guard<std::mutex> lock(mu);
+          if (!next_job(i, cut)) {
+            return;
+          }
+        }
+        greedy_run r = gs.run(flags_of(zb_choices::from_index(i)), cut);
+        const std::lock_guard<std::mutex> lock(mu);
+        out.runs[i] = std::move(r);
+        out.cut[i] = cut;
+        out.done[i] = 1;
+      }
+    } catch (...) {
+      // Out of memory in a helper: the search redoes whatever is missing.
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (unsigned t = 1; t < threads; ++t) {
+      pool.emplace_back(work);
+    }
+    work();
+  }
+  return out;
+}
+
 /// The search shared by zb-auto and zb-v: every choice, the best kept, then improved.
 inline zb_auto_result zb_search(std::string_view who,
                                 const generator_params& params,
@@ -242,6 +357,7 @@ inline zb_auto_result zb_search(std::string_view who,
   greedy_scheduler gs(pr);
   zb_auto_result res;
   const unsigned n_choices = opts.paper_choices_only ? 8u : (pl.chunks() > 1 ? 32u : 16u);
+  speculative_runs spec = speculate(pr, n_choices, opts);
   greedy_run best_run;
   double best_span = 0.0;
   double best_makespan = 0.0;
@@ -264,9 +380,8 @@ inline zb_auto_result zb_search(std::string_view who,
       }
     }
     const double cut = opts.prune && !best_run.ops.empty() ? best_span : greedy_scheduler::never;
-    greedy_run run = gs.run(greedy_flags{c.b_first_when_ahead, c.wait_for_b, c.fill_small_gaps,
-                                         c.bubble_rule, c.later_chunk_first},
-                            cut);
+    greedy_run run =
+        spec.valid(i, cut, pr.eps) ? std::move(spec.runs[i]) : gs.run(flags_of(c), cut);
     used[i] = run.used;
     res.tried.push_back(
         {c, run.ok, run.pruned, -1, run.ok ? run.max_span : 0.0, run.ok ? run.makespan : 0.0});

@@ -35,6 +35,9 @@ struct greedy_run {
   std::vector<std::vector<double>> start;
   double max_span = 0.0;
   double makespan = 0.0;
+  /// The largest span bound the run checked against its cut: a run that is not pruned
+  /// behaves identically under any cut c with !(max_bound > c + eps).
+  double max_bound = 0.0;
 };
 
 /// Problem data flattened for the greedy (index s*v + c unless noted).
@@ -106,7 +109,21 @@ struct greedy_problem {
 /// after the ops it waits for, at max(stage free, inputs + T_comm).
 class greedy_scheduler {
  public:
-  explicit greedy_scheduler(const greedy_problem& pr) : pr_(pr) {}
+  explicit greedy_scheduler(const greedy_problem& pr)
+      : pr_(pr),
+        tf_(pr.tf.data()),
+        tb_(pr.tb.data()),
+        tw_(pr.tw.data()),
+        fcomm_(pr.fcomm.data()),
+        bcomm_(pr.bcomm.data()),
+        mb_(pr.mb.data()),
+        mw_(pr.mw.data()),
+        reserve_(pr.reserve.data()),
+        avail_(pr.avail.data()),
+        gl_(pr.gl.data()),
+        prev_(pr.prev.data()),
+        next_(pr.next.data()),
+        eps_(pr.eps) {}
 
   /// `cut`: stop early once some stage's span exceeds it (the run is then not ok).
   greedy_run run(const greedy_flags& fl, double cut = never) {
@@ -115,27 +132,19 @@ class greedy_scheduler {
     cut_ = cut;
     cut_hit_ = false;
     used_ = 0;
-    // Each step places an op or moves the stage's key forward; the bound only guards
-    // against a heuristic bug turning into a hang.
-    std::size_t budget = std::size_t{64} * (std::size_t{3} * pr_.m * v_ + 4) * p_;
-    while (budget-- > 0 && !cut_hit_) {
-      const stage_index s = tree_[1];
-      const double k = key_[s];
-      if (k == never) {
-        break;  // every stage done or asleep
-      }
-      key_[s] = never;  // the tree is fixed below, once, unless step() pushes s again
-      step(s, k);
-      if (key_[s] == never) {
-        update(s);
-      }
+    max_bound_ = 0.0;
+    if (v_ == 1) {
+      loop<true>();
+    } else {
+      loop<false>();
     }
     greedy_run out;
     out.ok = !cut_hit_;
     out.pruned = cut_hit_;
     out.used = used_;
+    out.max_bound = max_bound_;
     for (stage_index s = 0; s < p_; ++s) {
-      if (out_ops_[s].size() != std::size_t{3} * pr_.m * v_) {
+      if (out_ops_[s].size() != std::size_t{3} * m_ * v_) {
         out.ok = false;
       }
       if (!out_start_[s].empty()) {
@@ -153,6 +162,32 @@ class greedy_scheduler {
  private:
   static constexpr double unknown = -1.0;
 
+  // The run's main loop; One: a single chunk per stage (zb-auto), compiled without the
+  // per-chunk loops and index arithmetic.
+  template <bool One>
+  void loop() {
+    // Each step places an op or moves the stage's key forward; the bound only guards
+    // against a heuristic bug turning into a hang.
+    std::size_t budget = std::size_t{64} * (std::size_t{3} * m_ * v_ + 4) * p_;
+    while (budget-- > 0 && !cut_hit_) {
+      const stage_index s = tree_[1];
+      const double k = key_[s];
+      if (k == never) {
+        break;  // every stage done or asleep
+      }
+      key_[s] = never;  // the tree is fixed below, once, unless step() pushes s again
+      step<One>(s, k);
+      if (key_[s] == never) {
+        update(s);
+      }
+    }
+  }
+
+  template <bool One>
+  std::uint32_t chunks() const {
+    return One ? 1u : v_;
+  }
+
   struct cand {
     bool exists = false;
     bool known = false;
@@ -162,9 +197,10 @@ class greedy_scheduler {
 
   void init() {
     p_ = pr_.pl.stages();
+    m_ = pr_.m;
     v_ = pr_.pl.chunks();
     const std::size_t n = std::size_t{p_} * v_;
-    const std::size_t cells = std::size_t{pr_.pl.total_chunks()} * pr_.m;
+    const std::size_t cells = std::size_t{pr_.pl.total_chunks()} * m_;
     f_end_.assign(cells, unknown);
     b_end_.assign(cells, unknown);
     nf_.assign(n, 0);
@@ -178,9 +214,9 @@ class greedy_scheduler {
     out_ops_.assign(p_, {});
     out_start_.assign(p_, {});
     for (stage_index s = 0; s < p_; ++s) {
-      out_ops_[s].reserve(std::size_t{3} * pr_.m * v_);
-      out_start_[s].reserve(std::size_t{3} * pr_.m * v_);
-      wq_[s].reserve(std::size_t{pr_.m} * v_);
+      out_ops_[s].reserve(std::size_t{3} * m_ * v_);
+      out_start_[s].reserve(std::size_t{3} * m_ * v_);
+      wq_[s].reserve(std::size_t{m_} * v_);
     }
     // Tournament tree over the stages' keys: tree_[1] is the stage deciding next (ties: the
     // lower stage). Leaves past p point at a sentinel whose key stays `never`.
@@ -193,8 +229,8 @@ class greedy_scheduler {
     rem_.assign(p_, 0.0);
     for (stage_index s = 0; s < p_; ++s) {
       for (chunk_index c = 0; c < v_; ++c) {
-        const std::size_t i = idx(s, c);
-        rem_[s] += double(pr_.m) * (pr_.tf[i] + pr_.tb[i] + pr_.tw[i]);
+        const std::size_t i = idx<false>(s, c);
+        rem_[s] += double(m_) * (tf_[i] + tb_[i] + tw_[i]);
       }
     }
     first_.assign(p_, never);
@@ -221,7 +257,10 @@ class greedy_scheduler {
     }
   }
 
-  std::size_t idx(stage_index s, chunk_index c) const { return std::size_t{s} * v_ + c; }
+  template <bool One>
+  std::size_t idx(stage_index s, chunk_index c) const {
+    return One ? std::size_t{s} : std::size_t{s} * v_ + c;
+  }
 
   void push(stage_index s, double k) {
     key_[s] = k;
@@ -233,10 +272,11 @@ class greedy_scheduler {
     return std::max(now, t_[x]) + d;
   }
 
+  template <bool One>
   cand next_b(stage_index s, double now) const {
     cand best;
-    for (chunk_index c = 0; c < v_; ++c) {
-      const std::size_t i = idx(s, c);
+    for (chunk_index c = 0; c < chunks<One>(); ++c) {
+      const std::size_t i = idx<One>(s, c);
       if (nb_[i] >= nf_[i]) {
         continue;
       }
@@ -244,17 +284,17 @@ class greedy_scheduler {
       cand cd;
       cd.exists = true;
       cd.c = c;
-      const std::size_t nx = pr_.next[i];
+      const std::size_t nx = next_[i];
       if (nx == greedy_problem::npos) {
         cd.known = true;
-        cd.ready = f_end_[std::size_t{pr_.gl[i]} * pr_.m + j];
+        cd.ready = f_end_[std::size_t{gl_[i]} * m_ + j];
       } else {
-        const double e = b_end_[std::size_t{pr_.gl[nx]} * pr_.m + j];
+        const double e = b_end_[std::size_t{gl_[nx]} * m_ + j];
         cd.known = e >= 0.0;
-        cd.ready = (cd.known ? e : producer_bound(stage_of(nx), now, pr_.tb[nx])) + pr_.bcomm[i];
+        cd.ready = (cd.known ? e : producer_bound(stage_of<One>(nx), now, tb_[nx])) + bcomm_[i];
       }
       if (!best.exists || (cd.known && !best.known) ||
-          (cd.known == best.known && cd.ready < best.ready - pr_.eps)) {
+          (cd.known == best.known && cd.ready < best.ready - eps_)) {
         best = cd;
       }
     }
@@ -262,29 +302,30 @@ class greedy_scheduler {
   }
 
   // Next admissible F; `blocked` reports an F held back only by the memory budget.
+  template <bool One>
   cand next_f(stage_index s, double now, bool& blocked, double& blocked_ready) {
     cand best;
     blocked = false;
     blocked_ready = never;
-    for (chunk_index c = 0; c < v_; ++c) {
-      const std::size_t i = idx(s, c);
-      if (nf_[i] >= pr_.m) {
+    for (chunk_index c = 0; c < chunks<One>(); ++c) {
+      const std::size_t i = idx<One>(s, c);
+      if (nf_[i] >= m_) {
         continue;
       }
       const std::uint32_t j = nf_[i];
       cand cd;
       cd.exists = true;
       cd.c = c;
-      const std::size_t pv = pr_.prev[i];
+      const std::size_t pv = prev_[i];
       if (pv == greedy_problem::npos) {
         cd.known = true;
         cd.ready = 0.0;
       } else {
-        const double e = f_end_[std::size_t{pr_.gl[pv]} * pr_.m + j];
+        const double e = f_end_[std::size_t{gl_[pv]} * m_ + j];
         cd.known = e >= 0.0;
-        cd.ready = (cd.known ? e : producer_bound(stage_of(pv), now, pr_.tf[pv])) + pr_.fcomm[i];
+        cd.ready = (cd.known ? e : producer_bound(stage_of<One>(pv), now, tf_[pv])) + fcomm_[i];
       }
-      if (mem_[s] + pr_.mb[i] + pr_.reserve[i] > pr_.avail[s] + pr_.eps) {
+      if (mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
         blocked = true;
         if (cd.known) {
           blocked_ready = std::min(blocked_ready, cd.ready);
@@ -293,15 +334,15 @@ class greedy_scheduler {
       }
       bool better = !best.exists || (cd.known && !best.known);
       if (!better && cd.known == best.known) {
-        if (cd.ready < best.ready - pr_.eps) {
-          better = !cd.known || cd.ready > now + pr_.eps || best.ready > now + pr_.eps;
+        if (cd.ready < best.ready - eps_) {
+          better = !cd.known || cd.ready > now + eps_ || best.ready > now + eps_;
         }
         // Both ready now: the chunk preference decides.
-        const bool both_now = cd.known && cd.ready <= now + pr_.eps && best.ready <= now + pr_.eps;
+        const bool both_now = cd.known && cd.ready <= now + eps_ && best.ready <= now + eps_;
         if (both_now) {
           used_ |= 16u;
-          const global_chunk g = pr_.gl[i];
-          const global_chunk h = pr_.gl[idx(s, best.c)];
+          const global_chunk g = gl_[i];
+          const global_chunk h = gl_[idx<One>(s, best.c)];
           better = fl_.later_chunk_first ? g > h : g < h;
         }
       }
@@ -313,19 +354,23 @@ class greedy_scheduler {
   }
 
   // How many forwards of chunk c stage s is ahead of the stage consuming them.
+  template <bool One>
   std::uint32_t ahead(stage_index s, chunk_index c) const {
-    const std::size_t i = idx(s, c);
-    const std::size_t nx = pr_.next[i];
+    const std::size_t i = idx<One>(s, c);
+    const std::size_t nx = next_[i];
     if (nx == greedy_problem::npos) {
       return std::numeric_limits<std::uint32_t>::max();
     }
     return nf_[i] - nf_[nx];
   }
 
-  stage_index stage_of(std::size_t flat) const { return static_cast<stage_index>(flat / v_); }
+  template <bool One>
+  stage_index stage_of(std::size_t flat) const {
+    return static_cast<stage_index>(One ? flat : flat / v_);
+  }
 
   void place(stage_index s, const op& o, double start, double dur) {
-    if (!out_start_[s].empty() && start > t_[s] + pr_.eps) {
+    if (!out_start_[s].empty() && start > t_[s] + eps_) {
       idle_[s] += start - t_[s];
       max_idle_ = std::max(max_idle_, idle_[s]);
     }
@@ -335,7 +380,9 @@ class greedy_scheduler {
     // The stage's span will be at least its end so far plus the work it still has to do:
     // a run already longer than the best known can stop.
     rem_[s] -= dur;
-    if (start + dur + rem_[s] - first_[s] > cut_ + pr_.eps) {
+    const double bound = start + dur + rem_[s] - first_[s];
+    max_bound_ = std::max(max_bound_, bound);
+    if (bound > cut_ + eps_) {
       cut_hit_ = true;
     }
   }
@@ -347,55 +394,59 @@ class greedy_scheduler {
     }
   }
 
+  template <bool One>
   void do_w(stage_index s) {
     const op w = wq_[s][wq_head_[s]++];
-    place(s, w, t_[s], pr_.tw[idx(s, w.chunk)]);
-    const std::size_t i = idx(s, w.chunk);
-    t_[s] += pr_.tw[i];
-    mem_[s] -= pr_.mw[i];
+    place(s, w, t_[s], tw_[idx<One>(s, w.chunk)]);
+    const std::size_t i = idx<One>(s, w.chunk);
+    t_[s] += tw_[i];
+    mem_[s] -= mw_[i];
   }
 
+  template <bool One>
   void do_f(stage_index s, chunk_index c, double ready) {
-    const std::size_t i = idx(s, c);
+    const std::size_t i = idx<One>(s, c);
     const std::uint32_t j = nf_[i]++;
     const double start = std::max(t_[s], ready);
-    place(s, make_op(op_kind::forward, j, c), start, pr_.tf[i]);
-    t_[s] = start + pr_.tf[i];
-    mem_[s] += pr_.mb[i];
-    f_end_[std::size_t{pr_.gl[i]} * pr_.m + j] = t_[s];
-    const std::size_t nx = pr_.next[i];
-    if (nx != greedy_problem::npos && stage_of(nx) != s) {
-      wake(stage_of(nx), t_[s] + pr_.fcomm[nx]);
+    place(s, make_op(op_kind::forward, j, c), start, tf_[i]);
+    t_[s] = start + tf_[i];
+    mem_[s] += mb_[i];
+    f_end_[std::size_t{gl_[i]} * m_ + j] = t_[s];
+    const std::size_t nx = next_[i];
+    if (nx != greedy_problem::npos && stage_of<One>(nx) != s) {
+      wake(stage_of<One>(nx), t_[s] + fcomm_[nx]);
     }
   }
 
+  template <bool One>
   void do_b(stage_index s, chunk_index c, double ready) {
-    const std::size_t i = idx(s, c);
+    const std::size_t i = idx<One>(s, c);
     const std::uint32_t j = nb_[i]++;
     const double start = std::max(t_[s], ready);
-    place(s, make_op(op_kind::backward_input, j, c), start, pr_.tb[i]);
-    t_[s] = start + pr_.tb[i];
-    mem_[s] -= pr_.mb[i] - pr_.mw[i];
+    place(s, make_op(op_kind::backward_input, j, c), start, tb_[i]);
+    t_[s] = start + tb_[i];
+    mem_[s] -= mb_[i] - mw_[i];
     wq_[s].push_back(make_op(op_kind::backward_weight, j, c));
-    b_end_[std::size_t{pr_.gl[i]} * pr_.m + j] = t_[s];
-    const std::size_t pv = pr_.prev[i];
-    if (pv != greedy_problem::npos && stage_of(pv) != s) {
-      wake(stage_of(pv), t_[s] + pr_.bcomm[pv]);
+    b_end_[std::size_t{gl_[i]} * m_ + j] = t_[s];
+    const std::size_t pv = prev_[i];
+    if (pv != greedy_problem::npos && stage_of<One>(pv) != s) {
+      wake(stage_of<One>(pv), t_[s] + bcomm_[pv]);
     }
   }
 
   bool w_pending(stage_index s) const { return wq_head_[s] < wq_[s].size(); }
 
   // Whether to put the oldest pending W into a gap of length `gap` before the next op.
+  template <bool One>
   bool w_fits(stage_index s, double gap) {
-    const double tw = pr_.tw[idx(s, wq_[s][wq_head_[s]].chunk)];
-    if (gap >= tw - pr_.eps) {
+    const double tw = tw_[idx<One>(s, wq_[s][wq_head_[s]].chunk)];
+    if (gap >= tw - eps_) {
       return true;
     }
-    if (gap <= pr_.eps) {
+    if (gap <= eps_) {
       return false;
     }
-    const bool raises = idle_[s] + gap > max_idle_ + pr_.eps;
+    const bool raises = idle_[s] + gap > max_idle_ + eps_;
     if (!(fl_.bubble_rule && raises)) {
       used_ |= 4u;  // flipping fill_small_gaps would change the answer
     }
@@ -405,23 +456,24 @@ class greedy_scheduler {
     return fl_.fill_small_gaps || (fl_.bubble_rule && raises);
   }
 
+  template <bool One>
   void step(stage_index s, double now) {
     for (;;) {
       bool f_blocked = false;
       double f_blocked_ready = never;
-      const cand b = next_b(s, now);
-      const cand f = next_f(s, now, f_blocked, f_blocked_ready);
+      const cand b = next_b<One>(s, now);
+      const cand f = next_f<One>(s, now, f_blocked, f_blocked_ready);
       if (!b.exists && !f.exists && !f_blocked) {
         while (w_pending(s)) {  // all F and B placed: flush the W
-          do_w(s);
+          do_w<One>(s);
         }
         return;
       }
-      const bool b_now = b.exists && b.known && b.ready <= now + pr_.eps;
-      bool f_now = f.exists && f.known && f.ready <= now + pr_.eps;
+      const bool b_now = b.exists && b.known && b.ready <= now + eps_;
+      bool f_now = f.exists && f.known && f.ready <= now + eps_;
       bool f_deferred = false;
       if (f_now && b.exists && b.known && !b_now &&
-          b.ready < std::max(t_[s], f.ready) + pr_.tf[idx(s, f.c)] - pr_.eps) {
+          b.ready < std::max(t_[s], f.ready) + tf_[idx<One>(s, f.c)] - eps_) {
         used_ |= 2u;
         if (fl_.wait_for_b) {
           f_now = false;  // the F would delay a B that is about to arrive
@@ -430,7 +482,7 @@ class greedy_scheduler {
       }
       int pick = 0;  // 1 = B, 2 = F
       if (b_now && f_now) {
-        const bool close = ahead(s, f.c) < 2;
+        const bool close = ahead<One>(s, f.c) < 2;
         used_ |= close ? 1u : 0u;
         pick = fl_.b_first_when_ahead && close ? 2 : 1;
       } else if (b_now) {
@@ -440,14 +492,14 @@ class greedy_scheduler {
       }
       if (pick != 0) {
         const double start = std::max(t_[s], pick == 1 ? b.ready : f.ready);
-        if (w_pending(s) && start > t_[s] + pr_.eps && w_fits(s, start - t_[s])) {
-          do_w(s);
+        if (w_pending(s) && start > t_[s] + eps_ && w_fits<One>(s, start - t_[s])) {
+          do_w<One>(s);
           continue;
         }
         if (pick == 1) {
-          do_b(s, b.c, b.ready);
+          do_b<One>(s, b.c, b.ready);
         } else {
-          do_f(s, f.c, f.ready);
+          do_f<One>(s, f.c, f.ready);
         }
         push(s, std::max(t_[s], now));
         return;
@@ -462,9 +514,9 @@ class greedy_scheduler {
       }
       if (w_pending(s)) {
         // Memory must be recycled: an F waits only for room and no B is coming to free it.
-        const bool recycle = f_blocked && (!b.exists || f_blocked_ready <= now + pr_.eps);
-        if (recycle || (next < never && w_fits(s, next - t_[s]))) {
-          do_w(s);
+        const bool recycle = f_blocked && (!b.exists || f_blocked_ready <= now + eps_);
+        if (recycle || (next < never && w_fits<One>(s, next - t_[s]))) {
+          do_w<One>(s);
           continue;
         }
       }
@@ -483,11 +535,27 @@ class greedy_scheduler {
   }
 
   const greedy_problem& pr_;
+  // Raw views of pr_'s arrays: the hot loop then reads them without reloading the vectors.
+  const double* tf_;
+  const double* tb_;
+  const double* tw_;
+  const double* fcomm_;
+  const double* bcomm_;
+  const double* mb_;
+  const double* mw_;
+  const double* reserve_;
+  const double* avail_;
+  const global_chunk* gl_;
+  const std::size_t* prev_;
+  const std::size_t* next_;
+  double eps_;
   greedy_flags fl_{};
   double cut_ = never;
   bool cut_hit_ = false;
+  double max_bound_ = 0.0;
   unsigned used_ = 0;
   std::uint32_t p_ = 0;
+  std::uint32_t m_ = 0;
   std::uint32_t v_ = 0;
   std::vector<double> f_end_, b_end_;
   std::vector<std::uint32_t> nf_, nb_;
