@@ -3,7 +3,8 @@
 #  1. a warnings-as-errors RelWithDebInfo build and every ctest (unit, cli, examples, package);
 #  2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #  3. the threaded drivers (ctest label `exec`) under ThreadSanitizer;
-#  4. clang-format on every tracked C++ file.
+#  4. the libFuzzer targets (scripts/fuzz.sh), a bounded time each;
+#  5. clang-format on every tracked C++ file.
 # Used by the README and by .ci/run. Set PIPESCHED_QUICK=1 to run only step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ fi
 jobs=2
 start=$SECONDS
 
-echo "== 1/4 build (Werror) and all tests"
+echo "== 1/5 build (Werror) and all tests"
 cmake -S . -B build -G Ninja -DPIPESCHED_WERROR=ON
 cmake --build build -j$jobs
 ctest --test-dir build -j$jobs --output-on-failure
@@ -32,14 +33,14 @@ if [ "${PIPESCHED_QUICK:-0}" = 1 ]; then
   exit 0
 fi
 
-echo "== 2/4 unit tests under ASan + UBSan"
+echo "== 2/5 unit tests under ASan + UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPIPESCHED_WERROR=ON \
   -DPIPESCHED_SANITIZE=address,undefined -DPIPESCHED_BUILD_BENCH=OFF \
   -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
 cmake --build build-asan -j$jobs --target pipesched_tests
 ctest --test-dir build-asan -j$jobs -L unit --output-on-failure
 
-echo "== 3/4 threaded drivers under TSan"
+echo "== 3/5 threaded drivers under TSan"
 if grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCHED_WERROR=ON \
     -DPIPESCHED_SANITIZE=thread -DPIPESCHED_BUILD_BENCH=OFF \
@@ -50,7 +51,10 @@ else
   echo "(no [exec] tests yet)"
 fi
 
-echo "== 4/4 clang-format"
+echo "== 4/5 fuzz (libFuzzer, 20 s per target)"
+PIPESCHED_FUZZ_SECONDS=${PIPESCHED_FUZZ_SECONDS:-20} scripts/fuzz.sh
+
+echo "== 5/5 clang-format"
 git ls-files '*.hpp' '*.cpp' | xargs clang-format --dry-run --Werror
 
 echo "== all checks passed in $((SECONDS - start)) s"
