@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${PIPESCHED_FUZZ_SECONDS:-25}
 if ! command -v clang++ >/dev/null; then
-  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang libclang-rt-14-dev
 fi
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPIPESCHED_FUZZ=ON -DPIPESCHED_WERROR=ON -DPIPESCHED_BUILD_TESTS=OFF \

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(cmake g++ ninja-build catch2 libfmt-dev nlohmann-json3-dev libbenchmark-dev libcli11-dev
-      clang-format openmpi-bin libopenmpi-dev)
+      clang-format openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
