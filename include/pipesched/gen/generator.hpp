@@ -13,8 +13,9 @@
 
 namespace pipesched {
 
-/// Largest schedule a generator will build, in ops (about 4 GB of op lists).
-inline constexpr std::uint64_t max_schedule_ops = std::uint64_t{1} << 29;
+/// Largest schedule a generator will build, in ops (2 GB of op lists; the p = 1024, m = 16384
+/// target is 50M ops). Larger requests are errors, not allocations.
+inline constexpr std::uint64_t max_schedule_ops = std::uint64_t{1} << 28;
 
 /// What a generator is asked for. Hand-crafted generators read only the shape; cost-aware
 /// ones (zb-v, zb-auto) also read costs, memory and the per-stage memory limit.
