@@ -11,27 +11,12 @@
 #include <pipesched/validate/traversal.hpp>
 #include <pipesched/validate/validator.hpp>
 
+#include "support/ops.hpp"
+
 using namespace pipesched;
+using namespace test_ops;
 
 namespace {
-op F(std::uint32_t j, chunk_index c = 0) {
-  return make_op(op_kind::forward, j, c);
-}
-op BW(std::uint32_t j, chunk_index c = 0) {
-  return make_op(op_kind::backward_full, j, c);
-}
-op SF(std::uint32_t j, chunk_index c = 0) {
-  return make_op(op_kind::send_forward, j, c);
-}
-op RF(std::uint32_t j, chunk_index c = 0) {
-  return make_op(op_kind::recv_forward, j, c);
-}
-op SB(std::uint32_t j, chunk_index c = 0) {
-  return make_op(op_kind::send_backward, j, c);
-}
-op RB(std::uint32_t j, chunk_index c = 0) {
-  return make_op(op_kind::recv_backward, j, c);
-}
 
 /// p=2, m=1, correctly lowered.
 schedule two_stage_lowered() {

@@ -3,22 +3,11 @@
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/validate/validator.hpp>
 
-using namespace pipesched;
+#include "support/ops.hpp"
 
-namespace {
-op F(std::uint32_t j, chunk_index c = 0) {
-  return make_op(op_kind::forward, j, c);
-}
-op B(std::uint32_t j, chunk_index c = 0) {
-  return make_op(op_kind::backward_input, j, c);
-}
-op W(std::uint32_t j, chunk_index c = 0) {
-  return make_op(op_kind::backward_weight, j, c);
-}
-op BW(std::uint32_t j, chunk_index c = 0) {
-  return make_op(op_kind::backward_full, j, c);
-}
-}  // namespace
+using namespace pipesched;
+using namespace test_ops;
+
 
 TEST_CASE("a valid schedule gives an empty report", "[validate]") {
   const auto r = validate(generate(zb_h1{}, 4, 8));
