@@ -8,7 +8,6 @@
 using namespace pipesched;
 using namespace test_ops;
 
-
 TEST_CASE("a valid schedule gives an empty report", "[validate]") {
   const auto r = validate(generate(zb_h1{}, 4, 8));
   CHECK(r.ok());
