@@ -10,28 +10,12 @@
 #include <pipesched/sim/timing_simulator.hpp>
 #include <pipesched/validate/validator.hpp>
 
+#include "support/measure.hpp"
+
 using namespace pipesched;
+using namespace test_measure;
 
 static_assert(schedule_generator<zb_auto>);
-
-namespace {
-// Peak per stage from the memory checker (independent of the generator's own bookkeeping).
-std::vector<double> peaks(const schedule& s, const memory_model& mm) {
-  const memory_report rep = check_memory(s, mm);
-  REQUIRE(rep.lifetimes_ok());
-  std::vector<double> out;
-  for (stage_index st = 0; st < s.stages(); ++st) {
-    out.push_back(rep.peak_memory(st));
-  }
-  return out;
-}
-// Longest stage span from the timing simulator.
-double span_of(const schedule& s, const cost_model& c = cost_model::unit()) {
-  const simulation_result r = simulate(s, c);
-  REQUIRE(r.completed());
-  return r.span(r.max_span_stage);
-}
-}  // namespace
 
 TEST_CASE("zb-1p reaches ZB-H1's span and zb-2p zero bubble at unit costs", "[gen][zb-auto]") {
   generator_params gp;
