@@ -1,16 +1,8 @@
 # Runs the command after -P, then checks each file of TRACES: valid JSON with a traceEvents
 # array holding exactly EXPECT_X complete ("ph":"X") events, each with ts >= 0, dur >= 0, and
 # thread ids covering 0 .. EXPECT_TIDS-1.
-set(cmd "")
-set(collect OFF)
-foreach(i RANGE ${CMAKE_ARGC})
-  if(collect AND DEFINED CMAKE_ARGV${i})
-    list(APPEND cmd "${CMAKE_ARGV${i}}")
-  endif()
-  if("${CMAKE_ARGV${i}}" MATCHES "check_traces\\.cmake$")
-    set(collect ON)
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/command_after_script.cmake)
+pipesched_command_after_script("check_traces\\.cmake$" cmd)
 foreach(f IN LISTS TRACES)
   file(REMOVE "${f}")
 endforeach()

@@ -1,0 +1,15 @@
+# In a `cmake -P script.cmake cmd args...` run, sets OUT to the command line after the script
+# (CMAKE_ARGV*). Shared by the scripts that run a program and then check its results.
+function(pipesched_command_after_script script_regex out)
+  set(cmd "")
+  set(collect OFF)
+  foreach(i RANGE ${CMAKE_ARGC})
+    if(collect AND DEFINED CMAKE_ARGV${i})
+      list(APPEND cmd "${CMAKE_ARGV${i}}")
+    endif()
+    if("${CMAKE_ARGV${i}}" MATCHES "${script_regex}")
+      set(collect ON)
+    endif()
+  endforeach()
+  set(${out} "${cmd}" PARENT_SCOPE)
+endfunction()
