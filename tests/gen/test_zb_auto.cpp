@@ -103,10 +103,14 @@ TEST_CASE("zb-auto reports choices; pruning is exact", "[gen][zb-auto]") {
   gp.microbatches = 13;
   gp.costs = cost_model::uniform(1.0, 1.3, 0.6, 0.1);
   gp.memory_limit = 6.0;
+  // Without seeds (here ZB-H1 reaches the lower bound, so the search would run no choice).
   zb_auto_options exhaustive;
   exhaustive.prune = false;
+  exhaustive.seed_handcrafted = false;
+  zb_auto_options pruned;
+  pruned.seed_handcrafted = false;
   const auto full = zb_auto_search(gp, exhaustive);
-  const auto fast = zb_auto_search(gp);
+  const auto fast = zb_auto_search(gp, pruned);
   REQUIRE(full.tried.size() == 16);
   REQUIRE(fast.tried.size() == 16);
   double best = full.tried.front().span;
@@ -117,12 +121,57 @@ TEST_CASE("zb-auto reports choices; pruning is exact", "[gen][zb-auto]") {
   CHECK(full.greedy_span == Approx(best));
   CHECK(fast.greedy_span == Approx(best));
   CHECK(fast.sched == full.sched);
-  zb_auto_options paper;
+  zb_auto_options paper = pruned;
   paper.paper_choices_only = true;
   CHECK(zb_auto_search(gp, paper).tried.size() == 8);
   CHECK(full.span <= full.greedy_span + 1e-9);  // the improvement pass never hurts
   CHECK(full.bubble_rate() >= 0.0);
   CHECK(full.gap_to_bound() >= 0.0);
+}
+
+TEST_CASE("zb-auto: a seed at the lower bound ends the search; seeds cut the choices",
+          "[gen][zb-auto]") {
+  generator_params gp;
+  gp.stages = 6;
+  gp.microbatches = 13;
+  gp.costs = cost_model::uniform(1.0, 1.3, 0.6, 0.1);
+  gp.memory_limit = 6.0;
+  zb_auto_options exhaustive;
+  exhaustive.prune = false;
+  const auto full = zb_auto_search(gp, exhaustive);
+  const auto fast = zb_auto_search(gp);
+  REQUIRE(full.tried.size() == 16);
+  CHECK(fast.tried.empty());  // ZB-H1 reaches the bound: no choice can be shorter
+  CHECK(fast.greedy_span == -1.0);
+  CHECK(fast.winner == "zb-h1");
+  CHECK(fast.zb_h1_span == Approx(fast.lower_bound));
+  CHECK(fast.span == Approx(full.span));
+  CHECK(full.span >= full.lower_bound - 1e-9);
+  CHECK(validate(fast.sched).ok());
+
+  // Mixed costs where no seed is optimal: the seeds' best span is every run's cut, so a run
+  // longer than it is reported pruned, and the result equals the exhaustive search's.
+  gp.stages = 10;
+  gp.microbatches = 30;
+  gp.costs = cost_model::uniform(1.0, 1.2, 0.8, 0.1);
+  gp.memory_limit = 20.0;
+  const auto all = zb_auto_search(gp, exhaustive);
+  const auto cut = zb_auto_search(gp);
+  REQUIRE(cut.zb_h2_span > 0.0);
+  REQUIRE(cut.zb_h2_span > cut.lower_bound + 1e-9);
+  CHECK(cut.span == Approx(all.span));
+  CHECK(cut.makespan == Approx(all.makespan));
+  CHECK(cut.sched == all.sched);
+  const double seed_best = std::min(cut.zb_h2_span, cut.zb_h1_span < 0 ? 1e300 : cut.zb_h1_span);
+  int longer_than_seed = 0;
+  for (std::size_t i = 0; i < all.tried.size(); ++i) {
+    INFO("choice " << i);
+    if (all.tried[i].span > seed_best + 1e-9) {
+      ++longer_than_seed;
+      CHECK_FALSE(cut.tried[i].ok);  // cut by the seed (or skipped as a copy of a cut run)
+    }
+  }
+  CHECK(longer_than_seed > 0);
 }
 
 TEST_CASE("zb-auto errors and registry aliases", "[gen][zb-auto][errors]") {

@@ -74,8 +74,9 @@ struct zb_auto_options {
   /// the limits, and keep them if shorter.
   bool seed_handcrafted = true;
   /// Skip a choice when an earlier run shows it makes the same decisions (its flags that
-  /// differ never influenced that run), and stop a run once it is longer than the best so
-  /// far. Exact: the result is the same; off, every choice reports its own span.
+  /// differ never influenced that run), stop a run once it is longer than the best so far
+  /// (a seed included), and run no choice when a seed reaches the lower bound. Exact: the
+  /// span is the same; off, every choice runs and reports its own span.
   bool prune = true;
   /// Threads for the greedy runs: 1 (default) runs them one after another; 2 or more run
   /// choices ahead of their turn on that many threads; 0 picks 2 when the machine has them
@@ -92,7 +93,10 @@ struct zb_auto_result {
   double makespan = 0.0;     ///< time 0 to the last end
   double lower_bound = 0.0;  ///< no schedule within the limits has a shorter span
   double ideal = 0.0;        ///< the largest per-stage busy time (zero-bubble span)
-  double greedy_span = 0.0;  ///< best greedy span (choices only)
+  /// Best greedy span (choices only); −1 when no greedy run finished: a seed reached the
+  /// lower bound (the choices are then not run and `tried` is empty) or every run was cut
+  /// as longer than a seed.
+  double greedy_span = -1.0;
   double seeded_span = 0.0;  ///< after also trying the hand-crafted seeds, before improving
   double zb_h1_span = -1.0;  ///< ZB-H1's span when it fits the limits and was tried, else −1
   double zb_h2_span = -1.0;  ///< ZB-H2's span likewise
@@ -261,7 +265,8 @@ struct speculative_runs {
 /// decide which work is wasted: zb_search keeps a run only when speculative_runs::valid.
 inline speculative_runs speculate(const greedy_problem& pr,
                                   unsigned n_choices,
-                                  const zb_auto_options& opts) {
+                                  const zb_auto_options& opts,
+                                  double seed_cut) {
   speculative_runs out;
   const std::size_t size = std::size_t{pr.pl.stages()} * pr.m * pr.pl.chunks();
   const unsigned threads =
@@ -271,7 +276,7 @@ inline speculative_runs speculate(const greedy_problem& pr,
     return out;
   }
   out.runs.resize(n_choices);
-  out.cut.assign(n_choices, greedy_scheduler::never);
+  out.cut.assign(n_choices, seed_cut);
   out.done.assign(n_choices, 0);
   std::vector<char> taken(n_choices, 0);
   std::mutex mu;
@@ -303,7 +308,7 @@ inline speculative_runs speculate(const greedy_problem& pr,
         continue;
       }
       job = i;
-      cut = opts.prune && have ? best : greedy_scheduler::never;
+      cut = opts.prune && have ? std::min(best, seed_cut) : seed_cut;
       return true;
     }
     return false;
@@ -340,7 +345,23 @@ inline speculative_runs speculate(const greedy_problem& pr,
   return out;
 }
 
-/// The search shared by zb-auto and zb-v: every choice, the best kept, then improved.
+/// A candidate order with its exact timing.
+struct timed_order {
+  std::vector<std::vector<op>> ops;
+  std::vector<std::vector<double>> start;
+  double span = 0.0;
+  double makespan = 0.0;
+  bool empty() const noexcept { return ops.empty(); }
+  /// Shorter span wins; equal spans (within eps): the shorter makespan.
+  bool beats(double span2, double makespan2, double eps) const noexcept {
+    return span < span2 - eps || (span <= span2 + eps && makespan < makespan2 - eps);
+  }
+};
+
+/// The search shared by zb-auto and zb-v. Order of work, cheapest first: the lower bound,
+/// the hand-crafted seeds that fit the limits (a seed at the bound ends the search: nothing
+/// can be shorter), then every greedy choice with the best span so far as its cut, then the
+/// improvement pass on the winner.
 inline zb_auto_result zb_search(std::string_view who,
                                 const generator_params& params,
                                 const placement& pl,
@@ -354,10 +375,49 @@ inline zb_auto_result zb_search(std::string_view who,
     avail[s] = limits[s] - params.memory.static_memory(s);
   }
   const greedy_problem pr(pl, m, params.costs, params.memory, avail);
-  greedy_scheduler gs(pr);
   zb_auto_result res;
-  const unsigned n_choices = opts.paper_choices_only ? 8u : (pl.chunks() > 1 ? 32u : 16u);
-  speculative_runs spec = speculate(pr, n_choices, opts);
+  const double bound = span_lower_bound(pl, m, params.costs, params.memory, avail);
+  // Seeds: the hand-crafted ZB-H1 / ZB-H2 orders, when they fit the limits. The greedy's
+  // list scheduling can lose to them with T_comm or uneven per-stage costs.
+  timed_order seed;
+  if (opts.seed_handcrafted && pl.chunks() == 1) {
+    for (int h = 0; h < 2; ++h) {
+      schedule cand = zero_bubble_family(h == 0 ? "zb-h1" : "zb-h2", params, h == 1);
+      const std::vector<double> pk = order_peak(cand, params.memory);
+      bool fits = true;
+      for (stage_index s = 0; s < p; ++s) {
+        fits = fits && pk[s] <= limits[s] + pr.eps;
+      }
+      if (!fits) {
+        continue;
+      }
+      timed_order t;
+      t.ops.resize(p);
+      for (stage_index s = 0; s < p; ++s) {
+        t.ops[s].assign(cand.ops(s).begin(), cand.ops(s).end());
+      }
+      const order_times ot = time_order(pr, t.ops, t.start);
+      PIPESCHED_ASSERT(ot.complete, "zb_search: a hand-crafted seed deadlocks");
+      if (!ot.complete) {
+        continue;
+      }
+      t.span = ot.max_span;
+      t.makespan = ot.makespan;
+      (h == 0 ? res.zb_h1_span : res.zb_h2_span) = t.span;
+      if (seed.empty() || t.beats(seed.span, seed.makespan, pr.eps)) {
+        seed = std::move(t);
+        res.winner = h == 0 ? "zb-h1" : "zb-h2";
+      }
+    }
+  }
+  // The greedy choices, unless a seed already reaches the bound.
+  const bool seed_optimal = opts.prune && !seed.empty() && seed.span <= bound + pr.eps;
+  const unsigned n_choices = seed_optimal              ? 0u
+                             : opts.paper_choices_only ? 8u
+                                                       : (pl.chunks() > 1 ? 32u : 16u);
+  const double seed_cut = opts.prune && !seed.empty() ? seed.span : greedy_scheduler::never;
+  speculative_runs spec = speculate(pr, n_choices, opts, seed_cut);
+  greedy_scheduler gs(pr);
   greedy_run best_run;
   double best_span = 0.0;
   double best_makespan = 0.0;
@@ -379,7 +439,8 @@ inline zb_auto_result zb_search(std::string_view who,
         continue;
       }
     }
-    const double cut = opts.prune && !best_run.ops.empty() ? best_span : greedy_scheduler::never;
+    const double cut =
+        opts.prune && !best_run.ops.empty() ? std::min(best_span, seed_cut) : seed_cut;
     greedy_run run =
         spec.valid(i, cut, pr.eps) ? std::move(spec.runs[i]) : gs.run(flags_of(c), cut);
     used[i] = run.used;
@@ -398,66 +459,48 @@ inline zb_auto_result zb_search(std::string_view who,
       best_run = std::move(run);
     }
   }
-  PIPESCHED_ASSERT(!best_run.ops.empty(), "zb_search: every greedy run stalled");
-  if (best_run.ops.empty()) {
+  timed_order cur;
+  if (!best_run.ops.empty()) {
+    res.greedy_span = best_span;
+    cur.ops = std::move(best_run.ops);
+    cur.start = std::move(best_run.start);
+    cur.span = best_span;
+    cur.makespan = best_makespan;
+  }
+  // A seed replaces the greedy's order only when strictly better.
+  if (!seed.empty() && (cur.empty() || seed.beats(cur.span, cur.makespan, pr.eps))) {
+    cur = std::move(seed);
+  } else {
+    res.winner = "greedy";
+  }
+  if (cur.empty()) {
+    PIPESCHED_ASSERT(false, "zb_search: every greedy run stalled");
     fail(who, ": internal error: no greedy run placed every op (please report)");
   }
-  res.greedy_span = best_span;
-  res.span = best_span;
-  res.makespan = best_makespan;
-  auto ops = std::move(best_run.ops);
-  auto start = std::move(best_run.start);
-  // Seeds: the hand-crafted ZB-H1 / ZB-H2 orders, when they fit the limits. The greedy's
-  // list scheduling can lose to them with T_comm or uneven per-stage costs.
-  if (opts.seed_handcrafted && pl.chunks() == 1) {
-    for (int h = 0; h < 2; ++h) {
-      schedule seed = zero_bubble_family(h == 0 ? "zb-h1" : "zb-h2", params, h == 1);
-      const std::vector<double> pk = order_peak(seed, params.memory);
-      bool fits = true;
-      for (stage_index s = 0; s < p; ++s) {
-        fits = fits && pk[s] <= limits[s] + pr.eps;
-      }
-      if (!fits) {
-        continue;
-      }
-      const gen_timing t = compute_timing(seed, params.costs);
-      (h == 0 ? res.zb_h1_span : res.zb_h2_span) = t.max_span;
-      if (t.max_span < res.span - pr.eps ||
-          (t.max_span <= res.span + pr.eps && t.makespan < res.makespan - pr.eps)) {
-        res.span = t.max_span;
-        res.makespan = t.makespan;
-        res.winner = h == 0 ? "zb-h1" : "zb-h2";
-        for (stage_index s = 0; s < p; ++s) {
-          ops[s].assign(seed.ops(s).begin(), seed.ops(s).end());
-          start[s] = t.stages[s].start;
-        }
-      }
-    }
-  }
+  res.span = cur.span;
+  res.makespan = cur.makespan;
   res.seeded_span = res.span;
   if (opts.improve) {
+    std::vector<std::vector<double>> start2;
     for (int round = 0; round < 4; ++round) {
-      auto trial = ops;
-      if (!fill_gaps_with_w(pr, trial, start)) {
+      auto trial = cur.ops;
+      if (!fill_gaps_with_w(pr, trial, cur.start)) {
         break;
       }
-      const schedule cand = to_schedule(who, m, pl, trial);
-      const gen_timing t = compute_timing(cand, params.costs);
+      const order_times t = time_order(pr, trial, start2);
       if (!t.complete || t.max_span > res.span + pr.eps) {
         break;  // cannot happen (monotone), but never accept a worse order
       }
       res.span = t.max_span;
       res.makespan = t.makespan;
-      ops = std::move(trial);
-      for (stage_index s = 0; s < p; ++s) {
-        start[s] = t.stages[s].start;
-      }
+      cur.ops = std::move(trial);
+      std::swap(cur.start, start2);
     }
   }
-  res.sched = to_schedule(who, m, pl, std::move(ops));
+  res.sched = to_schedule(who, m, pl, std::move(cur.ops));
   res.limits = std::move(limits);
   res.peak = order_peak(res.sched, params.memory);
-  res.lower_bound = std::min(res.span, span_lower_bound(pl, m, params.costs, params.memory, avail));
+  res.lower_bound = std::min(res.span, bound);
   for (stage_index s = 0; s < p; ++s) {
     double busy = 0.0;
     for (chunk_index c = 0; c < pl.chunks(); ++c) {

@@ -571,4 +571,108 @@ class greedy_scheduler {
   std::vector<double> first_;  // start of each stage's first op
 };
 
+/// Span and makespan of an order timed by time_order.
+struct order_times {
+  bool complete = false;  ///< false when the order deadlocks (times are then partial)
+  double max_span = 0.0;  ///< the longest stage span
+  double makespan = 0.0;
+};
+
+/// Exact start times of an F/B/W order on pr's placement (the timing model of
+/// detail/timing.hpp, specialised: no generic dependency lookups, no allocation per op). A
+/// stage runs its list until an input is missing, then waits on the stage producing it and
+/// is resumed when that stage places an op, so the work is O(ops), whatever the order.
+/// `start` is resized to the lists' shape.
+inline order_times time_order(const greedy_problem& pr,
+                              const std::vector<std::vector<op>>& ops,
+                              std::vector<std::vector<double>>& start) {
+  const std::uint32_t p = pr.pl.stages();
+  const std::uint32_t v = pr.pl.chunks();
+  const std::uint32_t m = pr.m;
+  constexpr double unknown = -1.0;
+  const std::size_t cells = std::size_t{pr.pl.total_chunks()} * m;
+  std::vector<double> f_end(cells, unknown);
+  std::vector<double> b_end(cells, unknown);
+  std::vector<std::size_t> pos(p, 0);
+  std::vector<double> t(p, 0.0);
+  std::vector<std::vector<stage_index>> waiters(p);
+  std::vector<stage_index> work;
+  start.resize(p);
+  std::size_t total = 0;
+  for (stage_index s = 0; s < p; ++s) {
+    start[s].resize(ops[s].size());
+    total += ops[s].size();
+    work.push_back(p - 1 - s);  // stage 0 first
+  }
+  std::size_t placed = 0;
+  while (!work.empty()) {
+    const stage_index s = work.back();
+    work.pop_back();
+    const auto& list = ops[s];
+    std::size_t k = pos[s];
+    double now = t[s];
+    stage_index blocked_on = p;
+    for (; k < list.size(); ++k) {
+      const op& o = list[k];
+      const std::size_t i = std::size_t{s} * v + o.chunk;
+      const std::size_t cell = std::size_t{pr.gl[i]} * m + o.mb;
+      double ready = 0.0;
+      double dur = 0.0;
+      if (o.kind == op_kind::forward) {
+        dur = pr.tf[i];
+        if (pr.prev[i] != greedy_problem::npos) {  // input: F of global chunk g-1
+          if (f_end[cell - m] < 0.0) {
+            blocked_on = stage_index(pr.prev[i] / v);
+            break;
+          }
+          ready = f_end[cell - m] + pr.fcomm[i];
+        }
+      } else if (o.kind == op_kind::backward_input) {
+        dur = pr.tb[i];
+        const bool last = pr.next[i] == greedy_problem::npos;
+        const double e = last ? f_end[cell] : b_end[cell + m];  // own F, or B of chunk g+1
+        if (e < 0.0) {
+          blocked_on = last ? s : stage_index(pr.next[i] / v);
+          break;
+        }
+        ready = e + (last ? 0.0 : pr.bcomm[i]);
+      } else {
+        dur = pr.tw[i];
+        if (b_end[cell] < 0.0) {  // own B not run yet: the order is invalid
+          blocked_on = s;
+          break;
+        }
+        ready = b_end[cell];
+      }
+      start[s][k] = std::max(now, ready);
+      now = start[s][k] + dur;
+      if (o.kind == op_kind::forward) {
+        f_end[cell] = now;
+      } else if (o.kind == op_kind::backward_input) {
+        b_end[cell] = now;
+      }
+    }
+    const bool progressed = k > pos[s];
+    placed += k - pos[s];
+    pos[s] = k;
+    t[s] = now;
+    if (blocked_on != p && blocked_on != s) {
+      waiters[blocked_on].push_back(s);  // waiting on itself: deadlock, never resumed
+    }
+    if (progressed) {
+      work.insert(work.end(), waiters[s].begin(), waiters[s].end());
+      waiters[s].clear();
+    }
+  }
+  order_times out;
+  out.complete = placed == total;
+  for (stage_index s = 0; s < p; ++s) {
+    if (pos[s] > 0) {
+      out.max_span = std::max(out.max_span, t[s] - start[s].front());
+      out.makespan = std::max(out.makespan, t[s]);
+    }
+  }
+  return out;
+}
+
 }  // namespace pipesched::detail
