@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -59,7 +62,7 @@ struct zb_choices {
 struct zb_choice_outcome {
   zb_choices choices;
   bool ok = false;      ///< a complete schedule (false when pruned)
-  bool pruned = false;  ///< stopped early: its span would exceed the best found before it
+  bool pruned = false;  ///< stopped early: provably longer than a finished run or a seed
   int same_as = -1;     ///< index of an earlier choice that provably makes the same decisions
   double span = 0.0;    ///< longest stage span (when ok)
   double makespan = 0.0;
@@ -73,16 +76,16 @@ struct zb_auto_options {
   /// Also try the hand-crafted ZB-H1 and ZB-H2 orders (one chunk per stage) when they fit
   /// the limits, and keep them if shorter.
   bool seed_handcrafted = true;
-  /// Skip a choice when an earlier run shows it makes the same decisions (its flags that
-  /// differ never influenced that run), stop a run once it is longer than the best so far
-  /// (a seed included), and run no choice when a seed reaches the lower bound. Exact: the
-  /// span is the same; off, every choice runs and reports its own span.
+  /// Search the choices best-first: skip a choice when an earlier run shows it makes the
+  /// same decisions (its flags that differ never influenced that run), stop a run once it is
+  /// provably longer than the best so far (a seed included), and run no choice when a seed
+  /// reaches the lower bound. Exact: the schedule is the same; off, every choice runs to its
+  /// end and reports its own span.
   bool prune = true;
-  /// Threads for the greedy runs: 1 (default) runs them one after another; 2 or more run
-  /// choices ahead of their turn on that many threads; 0 picks 2 when the machine has them
-  /// and the problem is large (p·m·chunks >= 2048). The result is the same for any value:
-  /// a run made ahead of its turn is kept only when it provably matches the in-order run
-  /// (same cut, or a cut it never reached), else it is redone.
+  /// Threads advancing the greedy runs of the best-first search (prune on): 1 (default)
+  /// runs them on the calling thread; 0 picks 2 when the machine has them and the problem
+  /// is large (p·m·chunks >= 2048). The schedule, span and winning choice are the same for
+  /// any value; which other choices are reported cut rather than finished can differ.
   unsigned threads = 1;
 };
 
@@ -243,104 +246,214 @@ inline greedy_flags flags_of(const zb_choices& c) {
                       c.later_chunk_first};
 }
 
-/// Greedy runs made ahead of their turn, each with the cut it was given.
-struct speculative_runs {
-  std::vector<greedy_run> runs;
-  std::vector<double> cut;
-  std::vector<char> done;
-
-  /// Whether run i is exactly what a run with `real_cut` would return: a pruned run only
-  /// under the same cut, a finished one when the real cut would never have stopped it.
-  bool valid(unsigned i, double real_cut, double eps) const {
-    if (i >= done.size() || !done[i]) {
-      return false;
-    }
-    const greedy_run& r = runs[i];
-    return r.pruned ? cut[i] == real_cut : !(r.max_bound > real_cut + eps);
-  }
+/// What searching the greedy choices found.
+struct choice_search_result {
+  std::vector<zb_choice_outcome> tried;  ///< per choice, in index order
+  greedy_run best;                       ///< the winning run (ops empty when none finished)
+  zb_choices best_choice;
 };
 
-/// Runs the choices on two threads ahead of the in-order search in zb_search, guessing each
-/// run's cut and which choices are duplicates from the runs finished so far. Guesses only
-/// decide which work is wasted: zb_search keeps a run only when speculative_runs::valid.
-inline speculative_runs speculate(const greedy_problem& pr,
-                                  unsigned n_choices,
-                                  const zb_auto_options& opts,
-                                  double seed_cut) {
-  speculative_runs out;
-  const std::size_t size = std::size_t{pr.pl.stages()} * pr.m * pr.pl.chunks();
-  const unsigned threads =
-      opts.threads != 0 ? opts.threads
-                        : (std::thread::hardware_concurrency() >= 2 && size >= 2048 ? 2u : 1u);
-  if (threads < 2) {
-    return out;
+/// Every choice run to its end, one after another: what prune = false asks for.
+inline choice_search_result run_every_choice(const greedy_problem& pr, unsigned n) {
+  choice_search_result out;
+  greedy_scheduler gs(pr);
+  for (unsigned i = 0; i < n; ++i) {
+    const zb_choices c = zb_choices::from_index(i);
+    greedy_run run = gs.run(flags_of(c));
+    out.tried.push_back(
+        {c, run.ok, run.pruned, -1, run.ok ? run.max_span : 0.0, run.ok ? run.makespan : 0.0});
+    if (run.ok && (out.best.ops.empty() || run.max_span < out.best.max_span - pr.eps ||
+                   (run.max_span <= out.best.max_span + pr.eps &&
+                    run.makespan < out.best.makespan - pr.eps))) {
+      out.best_choice = c;
+      out.best = std::move(run);
+    }
   }
-  out.runs.resize(n_choices);
-  out.cut.assign(n_choices, seed_cut);
-  out.done.assign(n_choices, 0);
-  std::vector<char> taken(n_choices, 0);
+  return out;
+}
+
+/// The choices searched best-first with exact pruning. Runs are resumable, so the live run
+/// with the smallest lower bound on its span is always the one advanced: the eventual best
+/// tends to finish first, and every other run stops as soon as its bound passes the best
+/// span (or `cut`, the best seed's). A choice starts only once every earlier choice either
+/// finished or used a flag it differs in: a choice identical so far to a finished one makes
+/// the same decisions (it is reported as a copy, same_as), and one identical to a live run
+/// waits for it to diverge. The result never depends on the interleaving (nor on threads):
+/// a run is cut only when provably longer than a finished one, and ties go to the lower
+/// index; which runs are reported cut rather than finished can.
+inline choice_search_result search_choices(const greedy_problem& pr,
+                                           unsigned n,
+                                           double cut,
+                                           unsigned threads) {
+  enum class state : std::uint8_t { waiting, running, done, copy };
+  choice_search_result out;
+  out.tried.resize(n);
+  std::vector<state> st(n, state::waiting);
+  std::vector<std::unique_ptr<greedy_scheduler>> live(n);
+  std::vector<std::unique_ptr<greedy_scheduler>> spare;  // finished, buffers kept for reuse
+  std::vector<char> busy(n, 0);
+  std::vector<unsigned> used(n, 0);
+  std::vector<double> bound(n, 0.0);
+  // Live runs are capped by memory (a run holds O(p·m·v) state); at 1 the search is the
+  // plain sequential one.
+  const double run_bytes = 80.0 * double(pr.pl.total_chunks()) * double(pr.m) + 4096.0;
+  const std::size_t max_live = std::max<std::size_t>(
+      1, std::min<std::size_t>(n, std::size_t((256.0 * 1048576.0) / run_bytes)));
+  std::size_t n_live = 0;
+  std::size_t n_busy = 0;
+  bool dirty = true;
+  double best_span = cut;
+  double best_makespan = 0.0;
+  int best_index = -1;
+  constexpr std::size_t slice = 128;
   std::mutex mu;
-  // The in-order search's cut and duplicate test, applied to the finished runs before i.
-  auto next_job = [&](unsigned& job, double& cut) {
-    for (unsigned i = 0; i < n_choices; ++i) {
-      if (taken[i]) {
+  std::condition_variable cv;
+  std::exception_ptr error;
+
+  // Under the lock: starts every choice that may start, marks copies.
+  auto start_ready = [&]() {
+    for (unsigned i = 0; i < n && n_live < max_live; ++i) {
+      if (st[i] != state::waiting) {
         continue;
       }
-      bool dup = false;
-      bool have = false;
-      double best = 0.0;
-      double best_mk = 0.0;
+      int same = -1;
+      bool wait = false;
       for (unsigned j = 0; j < i; ++j) {
-        if (!out.done[j]) {
+        if (st[j] == state::copy) {
           continue;
         }
-        const greedy_run& r = out.runs[j];
-        dup = dup || (opts.prune && ((i ^ j) & r.used) == 0);
-        if (r.ok && (!have || r.max_span < best - pr.eps ||
-                     (r.max_span <= best + pr.eps && r.makespan < best_mk - pr.eps))) {
-          have = true;
-          best = r.max_span;
-          best_mk = r.makespan;
+        if (st[j] == state::waiting) {
+          wait = true;  // its relation to i is not known yet
+          break;
+        }
+        if (((i ^ j) & used[j]) == 0) {
+          if (st[j] == state::done) {
+            same = int(j);
+          } else {
+            wait = true;  // identical to live run j so far
+          }
+          break;
         }
       }
-      taken[i] = 1;
-      if (dup) {
+      if (same >= 0) {
+        zb_choice_outcome o = out.tried[unsigned(same)];
+        o.choices = zb_choices::from_index(i);
+        o.same_as = same;
+        out.tried[i] = o;
+        st[i] = state::copy;
+      } else if (!wait) {
+        if (spare.empty()) {
+          live[i] = std::make_unique<greedy_scheduler>(pr);
+        } else {
+          live[i] = std::move(spare.back());
+          spare.pop_back();
+        }
+        live[i]->begin(flags_of(zb_choices::from_index(i)), best_span);
+        st[i] = state::running;
+        ++n_live;
+      }
+    }
+  };
+  // Under the lock: the idle live run with the smallest bound, or -1.
+  auto pick = [&]() {
+    int r = -1;
+    for (unsigned i = 0; i < n; ++i) {
+      if (st[i] == state::running && !busy[i] && (r < 0 || bound[i] < bound[unsigned(r)])) {
+        r = int(i);
+      }
+    }
+    return r;
+  };
+  // Under the lock: a run is over.
+  auto settle = [&](unsigned i) {
+    dirty = true;
+    const greedy_scheduler& g = *live[i];
+    const bool ok = !g.cut() && g.complete();
+    const bool wins = ok && (best_index < 0 || g.span() < best_span - pr.eps ||
+                             (g.span() <= best_span + pr.eps &&
+                              (g.makespan() < best_makespan - pr.eps ||
+                               (g.makespan() <= best_makespan + pr.eps && int(i) < best_index))));
+    greedy_run run = live[i]->finish(wins);
+    spare.push_back(std::move(live[i]));
+    --n_live;
+    st[i] = state::done;
+    used[i] = run.used;
+    const zb_choices c = zb_choices::from_index(i);
+    out.tried[i] = {
+        c, run.ok, run.pruned, -1, run.ok ? run.max_span : 0.0, run.ok ? run.makespan : 0.0};
+    if (wins) {
+      best_span = std::min(best_span, run.max_span);
+      best_makespan = run.makespan;
+      best_index = int(i);
+      out.best_choice = c;
+      out.best = std::move(run);
+    }
+    for (unsigned k = 0; k < n; ++k) {
+      if (st[k] == state::running && !busy[k]) {
+        live[k]->tighten_cut(best_span);
+        bound[k] = live[k]->bound();
+      }
+    }
+  };
+  auto work = [&]() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      if (error) {
+        return;
+      }
+      if (dirty) {  // only a finished run or a newly used flag can let a choice start
+        dirty = false;
+        start_ready();
+      }
+      const int r = pick();
+      if (r < 0) {
+        if (n_busy == 0) {
+          // Nothing live and nothing busy: every choice is done or a copy.
+          cv.notify_all();
+          return;
+        }
+        cv.wait(lock);
         continue;
       }
-      job = i;
-      cut = opts.prune && have ? std::min(best, seed_cut) : seed_cut;
-      return true;
-    }
-    return false;
-  };
-  auto work = [&]() noexcept {
-    try {
-      greedy_scheduler gs(pr);
-      for (;;) {
-        unsigned i = 0;
-        double cut = greedy_scheduler::never;
-        {
-          const std::lock_guard<std::mutex> lock(mu);
-          if (!next_job(i, cut)) {
-            return;
-          }
-        }
-        greedy_run r = gs.run(flags_of(zb_choices::from_index(i)), cut);
-        const std::lock_guard<std::mutex> lock(mu);
-        out.runs[i] = std::move(r);
-        out.cut[i] = cut;
-        out.done[i] = 1;
+      const unsigned i = unsigned(r);
+      busy[i] = 1;
+      ++n_busy;
+      greedy_scheduler& gs = *live[i];
+      lock.unlock();
+      const bool over = gs.advance(slice);  // allocates nothing: cannot throw
+      lock.lock();
+      busy[i] = 0;
+      --n_busy;
+      gs.tighten_cut(best_span);  // the best may have improved meanwhile
+      dirty = dirty || used[i] != gs.used();
+      used[i] = gs.used();
+      bound[i] = gs.bound();
+      if (over || gs.over()) {
+        settle(i);
       }
-    } catch (...) {
-      // Out of memory in a helper: the search redoes whatever is missing.
+      cv.notify_all();
     }
   };
-  {
+  auto guarded = [&]() noexcept {
+    try {
+      work();
+    } catch (...) {  // e.g. out of memory starting a run: stop everyone, rethrow below
+      const std::lock_guard<std::mutex> lock(mu);
+      error = std::current_exception();
+      cv.notify_all();
+    }
+  };
+  if (threads <= 1) {
+    guarded();
+  } else {
     std::vector<std::jthread> pool;
     for (unsigned t = 1; t < threads; ++t) {
-      pool.emplace_back(work);
+      pool.emplace_back(guarded);
     }
-    work();
+    guarded();
+  }
+  if (error) {
+    std::rethrow_exception(error);
   }
   return out;
 }
@@ -415,50 +528,19 @@ inline zb_auto_result zb_search(std::string_view who,
   const unsigned n_choices = seed_optimal              ? 0u
                              : opts.paper_choices_only ? 8u
                                                        : (pl.chunks() > 1 ? 32u : 16u);
-  const double seed_cut = opts.prune && !seed.empty() ? seed.span : greedy_scheduler::never;
-  speculative_runs spec = speculate(pr, n_choices, opts, seed_cut);
-  greedy_scheduler gs(pr);
-  greedy_run best_run;
-  double best_span = 0.0;
-  double best_makespan = 0.0;
-  std::vector<unsigned> used(n_choices, 0);
-  for (unsigned i = 0; i < n_choices; ++i) {
-    const zb_choices c = zb_choices::from_index(i);
-    if (opts.prune) {
-      bool dup = false;
-      for (unsigned j = 0; j < i && !dup; ++j) {
-        if (((i ^ j) & used[j]) == 0 && res.tried[j].same_as < 0) {
-          zb_choice_outcome o = res.tried[j];
-          o.choices = c;
-          o.same_as = int(j);
-          res.tried.push_back(o);
-          dup = true;
-        }
-      }
-      if (dup) {
-        continue;
-      }
-    }
-    const double cut =
-        opts.prune && !best_run.ops.empty() ? std::min(best_span, seed_cut) : seed_cut;
-    greedy_run run =
-        spec.valid(i, cut, pr.eps) ? std::move(spec.runs[i]) : gs.run(flags_of(c), cut);
-    used[i] = run.used;
-    res.tried.push_back(
-        {c, run.ok, run.pruned, -1, run.ok ? run.max_span : 0.0, run.ok ? run.makespan : 0.0});
-    if (!run.ok) {
-      continue;
-    }
-    const bool better =
-        best_run.ops.empty() || run.max_span < best_span - pr.eps ||
-        (run.max_span <= best_span + pr.eps && run.makespan < best_makespan - pr.eps);
-    if (better) {
-      best_span = run.max_span;
-      best_makespan = run.makespan;
-      res.best = c;
-      best_run = std::move(run);
-    }
+  const double seed_cut = !seed.empty() ? seed.span : greedy_scheduler::never;
+  unsigned threads = opts.threads;
+  if (threads == 0) {
+    const std::size_t size = std::size_t{p} * m * pl.chunks();
+    threads = std::thread::hardware_concurrency() >= 2 && size >= 2048 ? 2u : 1u;
   }
+  choice_search_result found = opts.prune ? search_choices(pr, n_choices, seed_cut, threads)
+                                          : run_every_choice(pr, n_choices);
+  res.tried = std::move(found.tried);
+  greedy_run best_run = std::move(found.best);
+  res.best = found.best_choice;
+  const double best_span = best_run.max_span;
+  const double best_makespan = best_run.makespan;
   timed_order cur;
   if (!best_run.ops.empty()) {
     res.greedy_span = best_span;

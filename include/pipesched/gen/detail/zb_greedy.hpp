@@ -53,6 +53,8 @@ struct greedy_problem {
   std::vector<global_chunk> gl;    ///< global chunk of (s, c)
   std::vector<std::size_t> prev;   ///< flat index of global chunk g−1's (stage, chunk), or npos
   std::vector<std::size_t> next;   ///< flat index of global chunk g+1's (stage, chunk), or npos
+  std::vector<std::size_t> flat;   ///< per global chunk: its flat index
+  std::vector<stage_index> stage;  ///< per global chunk: its stage
   double eps = 1e-9;
   static constexpr std::size_t npos = std::size_t(-1);
 
@@ -67,7 +69,8 @@ struct greedy_problem {
     const std::size_t n = std::size_t{p} * v;
     tf.resize(n), tb.resize(n), tw.resize(n), fcomm.resize(n), bcomm.resize(n);
     mb.resize(n), mw.resize(n), reserve.assign(n, 0.0);
-    gl.resize(n), prev.assign(n, npos), next.assign(n, npos);
+    gl.resize(n), prev.assign(n, npos), next.assign(n, npos), flat.assign(n, npos);
+    stage.assign(n, 0);
     double scale = 1.0;
     for (stage_index s = 0; s < p; ++s) {
       for (chunk_index c = 0; c < v; ++c) {
@@ -79,6 +82,8 @@ struct greedy_problem {
         fcomm[i] = g == 0 ? 0.0 : costs.comm(pl.stage_of(g - 1), s);
         bcomm[i] = pl.is_last(g) ? 0.0 : costs.comm(pl.stage_of(g + 1), s);
         gl[i] = g;
+        flat[g] = i;
+        stage[g] = s;
         if (g > 0) {
           prev[i] = std::size_t{pl.stage_of(g - 1)} * v + pl.local_of(g - 1);
         }
@@ -125,35 +130,98 @@ class greedy_scheduler {
         next_(pr.next.data()),
         eps_(pr.eps) {}
 
-  /// `cut`: stop early once some stage's span exceeds it (the run is then not ok).
+  /// One whole run. `cut`: stop early once some stage's span provably exceeds it (the run
+  /// is then not ok).
   greedy_run run(const greedy_flags& fl, double cut = never) {
+    begin(fl, cut);
+    advance(std::numeric_limits<std::size_t>::max());
+    return finish();
+  }
+
+  /// Starts a run that advance() then moves forward; a run can be paused between steps and
+  /// resumed, and its cut lowered, without changing any decision it makes.
+  void begin(const greedy_flags& fl, double cut = never) {
     init();
     fl_ = fl;
     cut_ = cut;
     cut_hit_ = false;
+    over_ = false;
     used_ = 0;
     max_bound_ = 0.0;
-    if (v_ == 1) {
-      loop<true>();
-    } else {
-      loop<false>();
+    // Each step places an op or moves the stage's key forward; the budget only guards
+    // against a heuristic bug turning into a hang.
+    budget_ = std::size_t{64} * (std::size_t{3} * m_ * v_ + 4) * p_;
+    until_chain_ = chain_every_;
+  }
+
+  /// Runs up to `steps` more steps; true once the run is over (complete, cut or stalled).
+  bool advance(std::size_t steps) {
+    if (!over_) {
+      over_ = v_ == 1 ? loop<true>(steps) : loop<false>(steps);
     }
+    return over_;
+  }
+
+  /// Lowers the cut (a cut only ever tightens); a run already past it ends at once.
+  void tighten_cut(double cut) noexcept {
+    cut_ = std::min(cut_, cut);
+    if (max_bound_ > cut_ + eps_) {
+      cut_hit_ = true;
+      over_ = true;
+    }
+  }
+
+  bool over() const noexcept { return over_; }
+  /// Whether the run was stopped by its cut.
+  bool cut() const noexcept { return cut_hit_; }
+  /// Whether every op is placed.
+  bool complete() const noexcept {
+    for (stage_index s = 0; s < p_; ++s) {
+      if (out_ops_[s].size() != std::size_t{3} * m_ * v_) {
+        return false;
+      }
+    }
+    return true;
+  }
+  /// The longest stage span of the ops placed so far.
+  double span() const noexcept {
+    double out = 0.0;
+    for (stage_index s = 0; s < p_; ++s) {
+      if (!out_start_[s].empty()) {
+        out = std::max(out, t_[s] - out_start_[s].front());
+      }
+    }
+    return out;
+  }
+  /// The last end of the ops placed so far.
+  double makespan() const noexcept {
+    double out = 0.0;
+    for (stage_index s = 0; s < p_; ++s) {
+      if (!out_start_[s].empty()) {
+        out = std::max(out, t_[s]);
+      }
+    }
+    return out;
+  }
+  /// The largest lower bound on the run's final span seen so far.
+  double bound() const noexcept { return max_bound_; }
+  /// The flags that changed some decision so far (greedy_run::used).
+  unsigned used() const noexcept { return used_; }
+
+  /// The outcome of a run that is over; its op lists are moved out unless `take_ops` is
+  /// false (the scheduler then keeps its buffers for the next run).
+  greedy_run finish(bool take_ops = true) {
     greedy_run out;
-    out.ok = !cut_hit_;
+    out.ok = !cut_hit_ && complete();
     out.pruned = cut_hit_;
     out.used = used_;
     out.max_bound = max_bound_;
-    for (stage_index s = 0; s < p_; ++s) {
-      if (out_ops_[s].size() != std::size_t{3} * m_ * v_) {
-        out.ok = false;
-      }
-      if (!out_start_[s].empty()) {
-        out.max_span = std::max(out.max_span, t_[s] - out_start_[s].front());
-        out.makespan = std::max(out.makespan, t_[s]);
-      }
+    out.max_span = span();
+    out.makespan = makespan();
+    if (take_ops) {
+      out.ops = std::move(out_ops_);
+      out.start = std::move(out_start_);
     }
-    out.ops = std::move(out_ops_);
-    out.start = std::move(out_start_);
     return out;
   }
 
@@ -162,18 +230,22 @@ class greedy_scheduler {
  private:
   static constexpr double unknown = -1.0;
 
-  // The run's main loop; One: a single chunk per stage (zb-auto), compiled without the
-  // per-chunk loops and index arithmetic.
+  // The run's main loop, for at most `steps` steps; true when the run is over. One: a
+  // single chunk per stage (zb-auto), compiled without the per-chunk loops.
   template <bool One>
-  void loop() {
-    // Each step places an op or moves the stage's key forward; the bound only guards
-    // against a heuristic bug turning into a hang.
-    std::size_t budget = std::size_t{64} * (std::size_t{3} * m_ * v_ + 4) * p_;
-    while (budget-- > 0 && !cut_hit_) {
+  bool loop(std::size_t steps) {
+    while (steps-- > 0) {
+      if (cut_hit_ || budget_-- == 0) {
+        return true;
+      }
+      if (--until_chain_ == 0) {
+        until_chain_ = chain_every_;
+        chain_bound();
+      }
       const stage_index s = tree_[1];
       const double k = key_[s];
       if (k == never) {
-        break;  // every stage done or asleep
+        return true;  // every stage done or asleep
       }
       key_[s] = never;  // the tree is fixed below, once, unless step() pushes s again
       step<One>(s, k);
@@ -181,6 +253,7 @@ class greedy_scheduler {
         update(s);
       }
     }
+    return cut_hit_;
   }
 
   template <bool One>
@@ -209,11 +282,15 @@ class greedy_scheduler {
     mem_.assign(p_, 0.0);
     idle_.assign(p_, 0.0);
     max_idle_ = 0.0;
-    wq_.assign(p_, {});
     wq_head_.assign(p_, 0);
-    out_ops_.assign(p_, {});
-    out_start_.assign(p_, {});
+    // Cleared, not reallocated: a scheduler reused for another run keeps its buffers.
+    wq_.resize(p_);
+    out_ops_.resize(p_);
+    out_start_.resize(p_);
     for (stage_index s = 0; s < p_; ++s) {
+      wq_[s].clear();
+      out_ops_[s].clear();
+      out_start_[s].clear();
       out_ops_[s].reserve(std::size_t{3} * m_ * v_);
       out_start_[s].reserve(std::size_t{3} * m_ * v_);
       wq_[s].reserve(std::size_t{m_} * v_);
@@ -234,6 +311,9 @@ class greedy_scheduler {
       }
     }
     first_.assign(p_, never);
+    lf_.assign(pr_.pl.total_chunks(), 0.0);
+    lb_.assign(pr_.pl.total_chunks(), 0.0);
+    chain_every_ = std::max<std::size_t>(4 * lf_.size(), 64);
     tree_.assign(2 * std::size_t{leaves_}, p_);
     for (stage_index s = 0; s < p_; ++s) {
       tree_[leaves_ + s] = s;
@@ -384,6 +464,57 @@ class greedy_scheduler {
     max_bound_ = std::max(max_bound_, bound);
     if (bound > cut_ + eps_) {
       cut_hit_ = true;
+    }
+  }
+
+  // A stronger bound for the drain, checked every chain_every_ steps (amortised O(1) per op):
+  // the last micro-batch's F must go down the whole chunk chain and its B back up, and on
+  // each stage the last B follows every F and B of that chunk still to place. So the last B
+  // of global chunk g ends no earlier than
+  //   LF(g) = max(t(stage) + remaining F of g, LF(g−1) + comm + T_F(g))        (its last F)
+  //   LB(g) = max(t(stage) + remaining F and B of g, LB(g+1) + comm + T_B(g))  (LF for the last)
+  // (exact end times once placed), and the stage's last op, a W, ends T_W later.
+  void chain_bound() {
+    const std::size_t G = lf_.size();
+    for (std::size_t g = 0; g < G; ++g) {
+      const std::size_t i = pr_.flat[g];
+      const stage_index s = pr_.stage[g];
+      const std::size_t last = g * m_ + (m_ - 1);
+      double e = 0.0;
+      if (nf_[i] == m_) {
+        e = f_end_[last];
+      } else {
+        e = t_[s] + double(m_ - nf_[i]) * tf_[i];
+        if (g > 0) {
+          e = std::max(e, lf_[g - 1] + fcomm_[i] + tf_[i]);
+        }
+      }
+      lf_[g] = e;
+    }
+    for (std::size_t g = G; g-- > 0;) {
+      const std::size_t i = pr_.flat[g];
+      const stage_index s = pr_.stage[g];
+      const std::size_t last = g * m_ + (m_ - 1);
+      double e = 0.0;
+      if (nb_[i] == m_) {
+        e = b_end_[last];
+      } else {
+        e = t_[s] + double(m_ - nf_[i]) * tf_[i] + double(m_ - nb_[i]) * tb_[i];
+        e = std::max(e, (g + 1 == G ? lf_[g] : lb_[g + 1] + bcomm_[i]) + tb_[i]);
+      }
+      lb_[g] = e;
+    }
+    for (std::size_t g = 0; g < G; ++g) {
+      const std::size_t i = pr_.flat[g];
+      const stage_index s = pr_.stage[g];
+      if (first_[s] == never) {
+        continue;
+      }
+      const double bound = lb_[g] + tw_[i] - first_[s];
+      max_bound_ = std::max(max_bound_, bound);
+      if (bound > cut_ + eps_) {
+        cut_hit_ = true;
+      }
     }
   }
 
@@ -552,6 +683,9 @@ class greedy_scheduler {
   greedy_flags fl_{};
   double cut_ = never;
   bool cut_hit_ = false;
+  bool over_ = false;
+  std::size_t budget_ = 0;
+  std::size_t until_chain_ = 1;
   double max_bound_ = 0.0;
   unsigned used_ = 0;
   std::uint32_t p_ = 0;
@@ -567,8 +701,10 @@ class greedy_scheduler {
   std::vector<std::vector<double>> out_start_;
   std::uint32_t leaves_ = 1;
   std::vector<stage_index> tree_;
-  std::vector<double> rem_;    // busy time still to place, per stage
-  std::vector<double> first_;  // start of each stage's first op
+  std::vector<double> rem_;      // busy time still to place, per stage
+  std::vector<double> first_;    // start of each stage's first op
+  std::vector<double> lf_, lb_;  // chain_bound's scratch, per global chunk
+  std::size_t chain_every_ = 64;
 };
 
 /// Span and makespan of an order timed by time_order.
