@@ -40,7 +40,8 @@ std::string render(const schedule& s, stage_index st) {
 
 TEST_CASE("zb-v order: golden lists for p=2, m=4", "[gen][zb-v]") {
   // Hand trace of the rule (cap 4p = 8: a chunk-1 F needs 2a+w+2 <= 8, a chunk-0 F <= 6;
-  // a = activations held, w = W pending; ops end one step after they start).
+  // a = activations held, w = W pending; ops end one step after they start). "Fk.c" is the F
+  // of micro-batch k on local chunk c.
   // Stage 0 holds global chunks 0 (local 0) and 3 (local 1, the loss); stage 1 holds 1 and 2.
   // t0-2: stage 0 runs F0.0 F1.0 F2.0 (2p-1 = 3 chunk-0 forwards, a = 3); stage 1 starts at
   //       t1 with F0.0, then F0.1 (the turn needs only its own F0.0).
@@ -48,8 +49,8 @@ TEST_CASE("zb-v order: golden lists for p=2, m=4", "[gen][zb-v]") {
   //       Stage 1 runs F1.0 (2·2+2 = 6 <= 6), then F1.1 at t4 (a = 4).
   // t4:   stage 0: chunk-0 F blocked by memory, B0.1 (the loss) runs; t5: F1.1 has arrived
   //       but 2·3+1+2 = 9 > 8, no B is ready, so W0.1; t6: F1.1 (8 <= 8).
-  // t5-8: stage 1: B0.1 (from stage 0), B0.0 (the turn), then W0.0, W0.1 (both F blocked:
-  //       2·2+1+2 = 7 > 6, and no B ready); F2.0 at t9 once w = 0 (6 <= 6).
+  // t5-8: stage 1: B0.1 (from stage 0), B0.0 (the turn), then W0.0, W0.1 (F2.0 blocked:
+  //       2·2+1+2 = 7 > 6; F2.1 needs F2.0; no B ready); F2.0 at t9 once w = 0 (6 <= 6).
   // t7-13: stage 0: B0.0, B1.1, W0.0, W1.1, F2.1, B2.1, B1.0; F3.0 (chunk 0) waits until
   //       2a+w+2 <= 6, which first holds after B1.0 (a = 1, w = 2), so it runs at t14.
   // From there both stages drain: remaining F as they arrive, B before W, chunk 0 first.
