@@ -18,6 +18,7 @@
 #include "pipesched/gen/detail/timing.hpp"
 #include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
+#include "pipesched/gen/detail/zb_v_order.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
 
@@ -73,8 +74,8 @@ struct zb_auto_options {
   bool paper_choices_only = false;
   /// Run the local improvement pass (W moved into earlier gaps) on the best greedy result.
   bool improve = true;
-  /// Also try the hand-crafted ZB-H1 and ZB-H2 orders (one chunk per stage) when they fit
-  /// the limits, and keep them if shorter.
+  /// Also try the hand-crafted orders when they fit the limits, and keep them if shorter:
+  /// ZB-H1 and ZB-H2 for zb-auto, the ZB-V order (detail/zb_v_order.hpp) for zb-v.
   bool seed_handcrafted = true;
   /// Search the choices best-first: skip a choice when an earlier run shows it makes the
   /// same decisions (its flags that differ never influenced that run), stop a run once it is
@@ -103,7 +104,10 @@ struct zb_auto_result {
   double seeded_span = 0.0;  ///< after also trying the hand-crafted seeds, before improving
   double zb_h1_span = -1.0;  ///< ZB-H1's span when it fits the limits and was tried, else −1
   double zb_h2_span = -1.0;  ///< ZB-H2's span likewise
-  std::string_view winner = "greedy";    ///< "greedy", "zb-h1" or "zb-h2"
+  /// The hand-crafted ZB-V order's span (zb-v) when it fits the limits, else −1.
+  double zb_v_handcrafted_span = -1.0;
+  /// "greedy", or the seed that won: "zb-h1", "zb-h2" or "zb-v-handcrafted".
+  std::string_view winner = "greedy";
   zb_choices best;                       ///< the winning greedy choice
   std::vector<zb_choice_outcome> tried;  ///< every choice tried, in index order
   std::vector<double> limits;            ///< per stage, including static memory
@@ -493,35 +497,44 @@ inline zb_auto_result zb_search(std::string_view who,
   // Seeds: the hand-crafted ZB-H1 / ZB-H2 orders, when they fit the limits. The greedy's
   // list scheduling can lose to them with T_comm or uneven per-stage costs.
   timed_order seed;
-  if (opts.seed_handcrafted && pl.chunks() == 1) {
-    for (int h = 0; h < 2; ++h) {
-      schedule cand = zero_bubble_family(h == 0 ? "zb-h1" : "zb-h2", params, h == 1);
-      const std::vector<double> pk = order_peak(cand, params.memory);
-      bool fits = true;
-      for (stage_index s = 0; s < p; ++s) {
-        fits = fits && pk[s] <= limits[s] + pr.eps;
-      }
-      if (!fits) {
-        continue;
-      }
-      timed_order t;
-      t.ops.resize(p);
-      for (stage_index s = 0; s < p; ++s) {
-        t.ops[s].assign(cand.ops(s).begin(), cand.ops(s).end());
-      }
-      const order_times ot = time_order(pr, t.ops, t.start);
-      PIPESCHED_ASSERT(ot.complete, "zb_search: a hand-crafted seed deadlocks");
-      if (!ot.complete) {
-        continue;
-      }
-      t.span = ot.max_span;
-      t.makespan = ot.makespan;
-      (h == 0 ? res.zb_h1_span : res.zb_h2_span) = t.span;
-      if (seed.empty() || t.beats(seed.span, seed.makespan, pr.eps)) {
-        seed = std::move(t);
-        res.winner = h == 0 ? "zb-h1" : "zb-h2";
+  auto try_seed = [&](std::string_view name, std::vector<std::vector<op>> ops, double& span_out) {
+    const schedule cand = to_schedule(name, m, pl, std::move(ops));
+    const std::vector<double> pk = order_peak(cand, params.memory);
+    for (stage_index s = 0; s < p; ++s) {
+      if (pk[s] > limits[s] + pr.eps) {
+        return;  // does not fit the limit
       }
     }
+    timed_order t;
+    t.ops.resize(p);
+    for (stage_index s = 0; s < p; ++s) {
+      t.ops[s].assign(cand.ops(s).begin(), cand.ops(s).end());
+    }
+    const order_times ot = time_order(pr, t.ops, t.start);
+    PIPESCHED_ASSERT(ot.complete, "zb_search: a hand-crafted seed deadlocks");
+    if (!ot.complete) {
+      return;
+    }
+    t.span = ot.max_span;
+    t.makespan = ot.makespan;
+    span_out = t.span;
+    if (seed.empty() || t.beats(seed.span, seed.makespan, pr.eps)) {
+      seed = std::move(t);
+      res.winner = name;
+    }
+  };
+  if (opts.seed_handcrafted && pl.chunks() == 1) {
+    for (int h = 0; h < 2; ++h) {
+      const schedule z = zero_bubble_family(h == 0 ? "zb-h1" : "zb-h2", params, h == 1);
+      std::vector<std::vector<op>> ops(p);
+      for (stage_index s = 0; s < p; ++s) {
+        ops[s].assign(z.ops(s).begin(), z.ops(s).end());
+      }
+      try_seed(h == 0 ? "zb-h1" : "zb-h2", std::move(ops),
+               h == 0 ? res.zb_h1_span : res.zb_h2_span);
+    }
+  } else if (opts.seed_handcrafted && pl.kind() == placement_kind::v_shape && pl.chunks() == 2) {
+    try_seed("zb-v-handcrafted", zb_v_handcrafted_ops(p, m), res.zb_v_handcrafted_span);
   }
   // The greedy choices, unless a seed already reaches the bound.
   const bool seed_optimal = opts.prune && !seed.empty() && seed.span <= bound + pr.eps;

@@ -9,8 +9,9 @@ namespace pipesched {
 
 /// ZB-V, cost-aware: V placement (stage s holds global chunks s and 2p−1−s, so the forward
 /// goes down the stages and back up and the loss is on stage 0), two chunks per stage, split
-/// B/W, placed by the automatic zero-bubble greedy (zb_auto.hpp) generalised to two chunks:
-/// all 32 choice combinations, the shortest longest-stage span kept.
+/// B/W, placed by the automatic zero-bubble search (zb_auto.hpp) generalised to two chunks:
+/// all 32 greedy choice combinations and the hand-crafted ZB-V order
+/// (detail/zb_v_order.hpp) timed with the real costs, the shortest longest-stage span kept.
 ///
 /// Costs and memory are per chunk (cost_model::at(stage, chunk), memory_model::at(stage,
 /// chunk)); generator_params::memory_limit is per stage in the same units, default 1F1B's
@@ -18,10 +19,9 @@ namespace pipesched {
 /// equal sizes. An F of chunk 0 is admitted only while room for a chunk-1 activation stays
 /// free, so the greedy cannot stall; the minimum limit is one micro-batch's two chunk
 /// activations plus static memory. With equal costs and that default limit the result has
-/// zero bubble once m ≥ 2p (every stage busy from its first op to its last) for the p tested
-/// (1..8), except that for p = 5 and 7 some m keep one T_F of bubble: the hand-crafted ZB-V
-/// order is not among the candidates. The bubble rate's
-/// ideal time is m·v·(T_F+T_B+T_W) per stage with per-chunk costs.
+/// zero bubble once m ≥ 2p (every stage busy from its first op to its last; tested for p
+/// 1..8, and the hand-crafted order alone for p 1..12). The bubble rate's ideal time is
+/// m·v·(T_F+T_B+T_W) per stage with per-chunk costs.
 inline zb_auto_result zb_v_search(const generator_params& params,
                                   const zb_auto_options& opts = {}) {
   constexpr std::string_view who = "zb-v";
