@@ -306,6 +306,7 @@ inline choice_search_result search_choices(const greedy_problem& pr,
   std::size_t n_live = 0;
   std::size_t n_busy = 0;
   bool dirty = true;
+  std::size_t n_waiting = 0;
   double best_span = cut;
   double best_makespan = 0.0;
   int best_index = -1;
@@ -416,7 +417,9 @@ inline choice_search_result search_choices(const greedy_problem& pr,
           cv.notify_all();
           return;
         }
+        ++n_waiting;
         cv.wait(lock);
+        --n_waiting;
         continue;
       }
       const unsigned i = unsigned(r);
@@ -435,7 +438,9 @@ inline choice_search_result search_choices(const greedy_problem& pr,
       if (over || gs.over()) {
         settle(i);
       }
-      cv.notify_all();
+      if (n_waiting > 0) {
+        cv.notify_all();
+      }
     }
   };
   auto guarded = [&]() noexcept {

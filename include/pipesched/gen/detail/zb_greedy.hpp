@@ -55,6 +55,11 @@ struct greedy_problem {
   std::vector<std::size_t> next;   ///< flat index of global chunk g+1's (stage, chunk), or npos
   std::vector<std::size_t> flat;   ///< per global chunk: its flat index
   std::vector<stage_index> stage;  ///< per global chunk: its stage
+  /// Per (s, c): the first cell (global chunk · m) of its own, its producer's and its
+  /// consumer's rows in the per-(chunk, micro-batch) end-time tables (npos when none), and
+  /// the producer's and consumer's stages: the hot loop's lookups without a multiply.
+  std::vector<std::size_t> own_cell, prev_cell, next_cell;
+  std::vector<stage_index> prev_stage, next_stage;
   double eps = 1e-9;
   static constexpr std::size_t npos = std::size_t(-1);
 
@@ -101,6 +106,19 @@ struct greedy_problem {
         }
       }
     }
+    own_cell.assign(n, npos), prev_cell.assign(n, npos), next_cell.assign(n, npos);
+    prev_stage.assign(n, 0), next_stage.assign(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      own_cell[i] = std::size_t{gl[i]} * m;
+      if (prev[i] != npos) {
+        prev_cell[i] = std::size_t{gl[prev[i]]} * m;
+        prev_stage[i] = static_cast<stage_index>(prev[i] / v);
+      }
+      if (next[i] != npos) {
+        next_cell[i] = std::size_t{gl[next[i]]} * m;
+        next_stage[i] = static_cast<stage_index>(next[i] / v);
+      }
+    }
     eps = 1e-9 * scale;
   }
 };
@@ -128,6 +146,11 @@ class greedy_scheduler {
         gl_(pr.gl.data()),
         prev_(pr.prev.data()),
         next_(pr.next.data()),
+        own_cell_(pr.own_cell.data()),
+        prev_cell_(pr.prev_cell.data()),
+        next_cell_(pr.next_cell.data()),
+        prev_stage_(pr.prev_stage.data()),
+        next_stage_(pr.next_stage.data()),
         eps_(pr.eps) {}
 
   /// One whole run. `cut`: stop early once some stage's span provably exceeds it (the run
@@ -177,7 +200,7 @@ class greedy_scheduler {
   /// Whether every op is placed.
   bool complete() const noexcept {
     for (stage_index s = 0; s < p_; ++s) {
-      if (out_ops_[s].size() != std::size_t{3} * m_ * v_) {
+      if (count_[s] != stride_) {
         return false;
       }
     }
@@ -187,8 +210,8 @@ class greedy_scheduler {
   double span() const noexcept {
     double out = 0.0;
     for (stage_index s = 0; s < p_; ++s) {
-      if (!out_start_[s].empty()) {
-        out = std::max(out, t_[s] - out_start_[s].front());
+      if (count_[s] != 0) {
+        out = std::max(out, t_[s] - first_[s]);
       }
     }
     return out;
@@ -197,7 +220,7 @@ class greedy_scheduler {
   double makespan() const noexcept {
     double out = 0.0;
     for (stage_index s = 0; s < p_; ++s) {
-      if (!out_start_[s].empty()) {
+      if (count_[s] != 0) {
         out = std::max(out, t_[s]);
       }
     }
@@ -208,8 +231,8 @@ class greedy_scheduler {
   /// The flags that changed some decision so far (greedy_run::used).
   unsigned used() const noexcept { return used_; }
 
-  /// The outcome of a run that is over; its op lists are moved out unless `take_ops` is
-  /// false (the scheduler then keeps its buffers for the next run).
+  /// The outcome of a run that is over, with its op lists and start times when `take_ops`
+  /// (the scheduler keeps its buffers for the next run either way).
   greedy_run finish(bool take_ops = true) {
     greedy_run out;
     out.ok = !cut_hit_ && complete();
@@ -219,8 +242,15 @@ class greedy_scheduler {
     out.max_span = span();
     out.makespan = makespan();
     if (take_ops) {
-      out.ops = std::move(out_ops_);
-      out.start = std::move(out_start_);
+      out.ops.resize(p_);
+      out.start.resize(p_);
+      for (stage_index s = 0; s < p_; ++s) {
+        const std::size_t base = std::size_t{s} * stride_;
+        out.ops[s].assign(ops_flat_.begin() + std::ptrdiff_t(base),
+                          ops_flat_.begin() + std::ptrdiff_t(base + count_[s]));
+        out.start[s].assign(start_flat_.begin() + std::ptrdiff_t(base),
+                            start_flat_.begin() + std::ptrdiff_t(base + count_[s]));
+      }
     }
     return out;
   }
@@ -242,8 +272,8 @@ class greedy_scheduler {
         until_chain_ = chain_every_;
         chain_bound();
       }
-      const stage_index s = tree_[1];
-      const double k = key_[s];
+      const stage_index s = tree_[1].stage;
+      const double k = tree_[1].key;
       if (k == never) {
         return true;  // every stage done or asleep
       }
@@ -285,18 +315,17 @@ class greedy_scheduler {
     wq_head_.assign(p_, 0);
     // Cleared, not reallocated: a scheduler reused for another run keeps its buffers.
     wq_.resize(p_);
-    out_ops_.resize(p_);
-    out_start_.resize(p_);
+    stride_ = std::size_t{3} * m_ * v_;
+    ops_flat_.resize(stride_ * p_);  // no-op when reused for a run of the same problem
+    start_flat_.resize(stride_ * p_);
+    count_.assign(p_, 0);
     for (stage_index s = 0; s < p_; ++s) {
       wq_[s].clear();
-      out_ops_[s].clear();
-      out_start_[s].clear();
-      out_ops_[s].reserve(std::size_t{3} * m_ * v_);
-      out_start_[s].reserve(std::size_t{3} * m_ * v_);
       wq_[s].reserve(std::size_t{m_} * v_);
     }
-    // Tournament tree over the stages' keys: tree_[1] is the stage deciding next (ties: the
-    // lower stage). Leaves past p point at a sentinel whose key stays `never`.
+    // Tournament tree over the stages' keys, each node holding its winner's key (one load
+    // per child, no indirection): tree_[1] is the stage deciding next (ties: the lower
+    // stage). Leaves past p hold a sentinel whose key stays `never`.
     leaves_ = 1;
     while (leaves_ < p_) {
       leaves_ *= 2;
@@ -314,23 +343,31 @@ class greedy_scheduler {
     lf_.assign(pr_.pl.total_chunks(), 0.0);
     lb_.assign(pr_.pl.total_chunks(), 0.0);
     chain_every_ = std::max<std::size_t>(4 * lf_.size(), 64);
-    tree_.assign(2 * std::size_t{leaves_}, p_);
+    tree_.assign(2 * std::size_t{leaves_}, node{never, p_});
     for (stage_index s = 0; s < p_; ++s) {
-      tree_[leaves_ + s] = s;
+      tree_[leaves_ + s] = node{key_[s], s};
     }
     for (std::size_t i = leaves_; i-- > 1;) {
       tree_[i] = winner(tree_[2 * i], tree_[2 * i + 1]);
     }
   }
 
-  stage_index winner(stage_index a, stage_index b) const {
-    return key_[b] < key_[a] ? b : a;  // a is the left (lower) subtree: ties go to it
+  struct node {
+    double key;
+    stage_index stage;
+  };
+
+  static node winner(const node& a, const node& b) {
+    return b.key < a.key ? b : a;  // a is the left (lower) subtree: ties go to it
   }
 
+  // key_[s] changed: fix the path from its leaf to the root.
   void update(stage_index s) {
-    for (std::size_t i = (leaves_ + std::size_t{s}) / 2; i >= 1; i /= 2) {
-      const stage_index w = winner(tree_[2 * i], tree_[2 * i + 1]);
-      if (w == tree_[i] && w != s) {
+    std::size_t i = leaves_ + std::size_t{s};
+    tree_[i].key = key_[s];
+    for (i /= 2; i >= 1; i /= 2) {
+      const node w = winner(tree_[2 * i], tree_[2 * i + 1]);
+      if (w.stage == tree_[i].stage && w.stage != s) {
         break;  // same winner, same key: nothing above changes
       }
       tree_[i] = w;
@@ -364,14 +401,14 @@ class greedy_scheduler {
       cand cd;
       cd.exists = true;
       cd.c = c;
-      const std::size_t nx = next_[i];
-      if (nx == greedy_problem::npos) {
+      const std::size_t nc = next_cell_[i];
+      if (nc == greedy_problem::npos) {
         cd.known = true;
-        cd.ready = f_end_[std::size_t{gl_[i]} * m_ + j];
+        cd.ready = f_end_[own_cell_[i] + j];
       } else {
-        const double e = b_end_[std::size_t{gl_[nx]} * m_ + j];
+        const double e = b_end_[nc + j];
         cd.known = e >= 0.0;
-        cd.ready = (cd.known ? e : producer_bound(stage_of<One>(nx), now, tb_[nx])) + bcomm_[i];
+        cd.ready = (cd.known ? e : producer_bound(next_stage_[i], now, tb_[next_[i]])) + bcomm_[i];
       }
       if (!best.exists || (cd.known && !best.known) ||
           (cd.known == best.known && cd.ready < best.ready - eps_)) {
@@ -396,14 +433,14 @@ class greedy_scheduler {
       cand cd;
       cd.exists = true;
       cd.c = c;
-      const std::size_t pv = prev_[i];
-      if (pv == greedy_problem::npos) {
+      const std::size_t pc = prev_cell_[i];
+      if (pc == greedy_problem::npos) {
         cd.known = true;
         cd.ready = 0.0;
       } else {
-        const double e = f_end_[std::size_t{gl_[pv]} * m_ + j];
+        const double e = f_end_[pc + j];
         cd.known = e >= 0.0;
-        cd.ready = (cd.known ? e : producer_bound(stage_of<One>(pv), now, tf_[pv])) + fcomm_[i];
+        cd.ready = (cd.known ? e : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) + fcomm_[i];
       }
       if (mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
         blocked = true;
@@ -450,13 +487,15 @@ class greedy_scheduler {
   }
 
   void place(stage_index s, const op& o, double start, double dur) {
-    if (!out_start_[s].empty() && start > t_[s] + eps_) {
+    const std::size_t k = count_[s]++;
+    if (k == 0) {
+      first_[s] = start;
+    } else if (start > t_[s] + eps_) {
       idle_[s] += start - t_[s];
       max_idle_ = std::max(max_idle_, idle_[s]);
     }
-    out_ops_[s].push_back(o);
-    out_start_[s].push_back(start);
-    first_[s] = std::min(first_[s], start);
+    ops_flat_[std::size_t{s} * stride_ + k] = o;
+    start_flat_[std::size_t{s} * stride_ + k] = start;
     // The stage's span will be at least its end so far plus the work it still has to do:
     // a run already longer than the best known can stop.
     rem_[s] -= dur;
@@ -542,10 +581,10 @@ class greedy_scheduler {
     place(s, make_op(op_kind::forward, j, c), start, tf_[i]);
     t_[s] = start + tf_[i];
     mem_[s] += mb_[i];
-    f_end_[std::size_t{gl_[i]} * m_ + j] = t_[s];
+    f_end_[own_cell_[i] + j] = t_[s];
     const std::size_t nx = next_[i];
-    if (nx != greedy_problem::npos && stage_of<One>(nx) != s) {
-      wake(stage_of<One>(nx), t_[s] + fcomm_[nx]);
+    if (nx != greedy_problem::npos && next_stage_[i] != s) {
+      wake(next_stage_[i], t_[s] + fcomm_[nx]);
     }
   }
 
@@ -558,10 +597,10 @@ class greedy_scheduler {
     t_[s] = start + tb_[i];
     mem_[s] -= mb_[i] - mw_[i];
     wq_[s].push_back(make_op(op_kind::backward_weight, j, c));
-    b_end_[std::size_t{gl_[i]} * m_ + j] = t_[s];
+    b_end_[own_cell_[i] + j] = t_[s];
     const std::size_t pv = prev_[i];
-    if (pv != greedy_problem::npos && stage_of<One>(pv) != s) {
-      wake(stage_of<One>(pv), t_[s] + bcomm_[pv]);
+    if (pv != greedy_problem::npos && prev_stage_[i] != s) {
+      wake(prev_stage_[i], t_[s] + bcomm_[pv]);
     }
   }
 
@@ -679,6 +718,11 @@ class greedy_scheduler {
   const global_chunk* gl_;
   const std::size_t* prev_;
   const std::size_t* next_;
+  const std::size_t* own_cell_;
+  const std::size_t* prev_cell_;
+  const std::size_t* next_cell_;
+  const stage_index* prev_stage_;
+  const stage_index* next_stage_;
   double eps_;
   greedy_flags fl_{};
   double cut_ = never;
@@ -697,10 +741,13 @@ class greedy_scheduler {
   double max_idle_ = 0.0;
   std::vector<std::vector<op>> wq_;
   std::vector<std::size_t> wq_head_;
-  std::vector<std::vector<op>> out_ops_;
-  std::vector<std::vector<double>> out_start_;
+  // Output, stage s's k-th op at s·stride_ + k (flat: one allocation, reused across runs).
+  std::size_t stride_ = 0;
+  std::vector<op> ops_flat_;
+  std::vector<double> start_flat_;
+  std::vector<std::size_t> count_;
   std::uint32_t leaves_ = 1;
-  std::vector<stage_index> tree_;
+  std::vector<node> tree_;
   std::vector<double> rem_;      // busy time still to place, per stage
   std::vector<double> first_;    // start of each stage's first op
   std::vector<double> lf_, lb_;  // chain_bound's scratch, per global chunk
