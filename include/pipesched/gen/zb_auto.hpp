@@ -122,12 +122,13 @@ struct zb_auto_result {
 namespace detail {
 
 /// Per-stage peak activation memory (plus static) of an order, background §3 semantics.
-inline std::vector<double> order_peak(const schedule& sched, const memory_model& memory) {
-  std::vector<double> out(sched.stages(), 0.0);
-  for (stage_index s = 0; s < sched.stages(); ++s) {
+template <class Lists>
+std::vector<double> order_peak(const Lists& lists, const memory_model& memory) {
+  std::vector<double> out(lists.size(), 0.0);
+  for (stage_index s = 0; s < lists.size(); ++s) {
     double cur = memory.static_memory(s);
     double peak = cur;
-    for (const op& o : sched.ops(s)) {
+    for (const op& o : lists[s]) {
       const chunk_memory& cm = memory.at(s, o.chunk);
       if (o.kind == op_kind::forward) {
         cur += cm.activation;
@@ -503,18 +504,14 @@ inline zb_auto_result zb_search(std::string_view who,
   // list scheduling can lose to them with T_comm or uneven per-stage costs.
   timed_order seed;
   auto try_seed = [&](std::string_view name, std::vector<std::vector<op>> ops, double& span_out) {
-    const schedule cand = to_schedule(name, m, pl, std::move(ops));
-    const std::vector<double> pk = order_peak(cand, params.memory);
+    const std::vector<double> pk = order_peak(ops, params.memory);
     for (stage_index s = 0; s < p; ++s) {
       if (pk[s] > limits[s] + pr.eps) {
         return;  // does not fit the limit
       }
     }
     timed_order t;
-    t.ops.resize(p);
-    for (stage_index s = 0; s < p; ++s) {
-      t.ops[s].assign(cand.ops(s).begin(), cand.ops(s).end());
-    }
+    t.ops = std::move(ops);
     const order_times ot = time_order(pr, t.ops, t.start);
     PIPESCHED_ASSERT(ot.complete, "zb_search: a hand-crafted seed deadlocks");
     if (!ot.complete) {
@@ -597,9 +594,9 @@ inline zb_auto_result zb_search(std::string_view who,
       std::swap(cur.start, start2);
     }
   }
+  res.peak = order_peak(cur.ops, params.memory);
   res.sched = to_schedule(who, m, pl, std::move(cur.ops));
   res.limits = std::move(limits);
-  res.peak = order_peak(res.sched, params.memory);
   res.lower_bound = std::min(res.span, bound);
   for (stage_index s = 0; s < p; ++s) {
     double busy = 0.0;

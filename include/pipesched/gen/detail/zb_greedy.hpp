@@ -391,6 +391,23 @@ class greedy_scheduler {
 
   template <bool One>
   cand next_b(stage_index s, double now) const {
+    if constexpr (One) {
+      // One chunk: no comparison, and the result built in one go (a piecewise-built struct
+      // read back whole stalls store forwarding in this hot path).
+      const std::size_t i = s;
+      const std::uint32_t j = nb_[i];
+      if (j >= nf_[i]) {
+        return cand{};
+      }
+      const std::size_t nc = next_cell_[i];
+      if (nc == greedy_problem::npos) {
+        return cand{true, true, f_end_[own_cell_[i] + j], 0};
+      }
+      const double e = b_end_[nc + j];
+      const bool known = e >= 0.0;
+      return cand{true, known,
+                  (known ? e : producer_bound(next_stage_[i], now, tb_[next_[i]])) + bcomm_[i], 0};
+    }
     cand best;
     for (chunk_index c = 0; c < chunks<One>(); ++c) {
       const std::size_t i = idx<One>(s, c);
@@ -421,9 +438,30 @@ class greedy_scheduler {
   // Next admissible F; `blocked` reports an F held back only by the memory budget.
   template <bool One>
   cand next_f(stage_index s, double now, bool& blocked, double& blocked_ready) {
-    cand best;
     blocked = false;
     blocked_ready = never;
+    if constexpr (One) {
+      const std::size_t i = s;
+      const std::uint32_t j = nf_[i];
+      if (j >= m_) {
+        return cand{};
+      }
+      const std::size_t pc = prev_cell_[i];
+      bool known = true;
+      double ready = 0.0;
+      if (pc != greedy_problem::npos) {
+        const double e = f_end_[pc + j];
+        known = e >= 0.0;
+        ready = (known ? e : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) + fcomm_[i];
+      }
+      if (mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
+        blocked = true;
+        blocked_ready = known ? ready : never;
+        return cand{};
+      }
+      return cand{true, known, ready, 0};
+    }
+    cand best;
     for (chunk_index c = 0; c < chunks<One>(); ++c) {
       const std::size_t i = idx<One>(s, c);
       if (nf_[i] >= m_) {
