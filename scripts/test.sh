@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh Debian machine (as root): installs what is missing, then
 #  1. a warnings-as-errors RelWithDebInfo build and every ctest (unit, cli, examples, package);
 #  2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
-#  3. the threaded drivers (ctest label `exec`) under ThreadSanitizer;
+#  3. the threaded code (tests tagged [exec]: drivers, the two-thread zb-auto search) under
+#     ThreadSanitizer;
 #  4. the libFuzzer targets (scripts/fuzz.sh), a bounded time each;
 #  5. clang-format on every tracked C++ file.
 # Used by the README and by .ci/run. Set PIPESCHED_QUICK=1 to run only step 1.
@@ -40,7 +41,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPIPESCHED_WERROR=ON
 cmake --build build-asan -j$jobs --target pipesched_tests
 ctest --test-dir build-asan -j$jobs -L unit --output-on-failure
 
-echo "== 3/5 threaded drivers under TSan"
+echo "== 3/5 threaded code under TSan"
 if grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCHED_WERROR=ON \
     -DPIPESCHED_SANITIZE=thread -DPIPESCHED_BUILD_BENCH=OFF \

@@ -221,9 +221,11 @@ TEST_CASE("zb-auto keeps a hand-crafted seed when the greedy loses to it", "[gen
   CHECK(validate(seeded.sched).ok());
 }
 
-TEST_CASE("zb-auto: two threads give the same result as one", "[gen][zb-auto]") {
-  // Mixed costs and T_comm, limits where some choices are pruned and some duplicate others:
-  // every outcome must match the sequential search, schedule included.
+TEST_CASE("zb-auto: two threads give the same result as one", "[gen][zb-auto][exec]") {
+  // Mixed costs and T_comm, limits where some choices are cut and some copy others. The
+  // schedule and the winning choice must match the one-thread search on every call; which
+  // losing choices are reported cut rather than finished may differ, but every finished one
+  // reports its true span and every cut one is truly longer than the result.
   for (const double lim : {1.0, 1.5, 2.0}) {
     generator_params gp;
     gp.stages = 12;
@@ -232,22 +234,31 @@ TEST_CASE("zb-auto: two threads give the same result as one", "[gen][zb-auto]") 
     gp.memory_limit = lim * 12.0;
     zb_auto_options one;
     one.threads = 1;
-    zb_auto_options two;
+    one.seed_handcrafted = false;  // so that the choices run
+    zb_auto_options two = one;
     two.threads = 2;
+    zb_auto_options all = one;
+    all.prune = false;
     const zb_auto_result a = zb_auto_search(gp, one);
-    const zb_auto_result b = zb_auto_search(gp, two);
-    CHECK(a.span == b.span);
-    CHECK(a.makespan == b.makespan);
-    CHECK(a.best == b.best);
-    REQUIRE(a.tried.size() == b.tried.size());
-    for (std::size_t i = 0; i < a.tried.size(); ++i) {
-      CHECK(a.tried[i].ok == b.tried[i].ok);
-      CHECK(a.tried[i].pruned == b.tried[i].pruned);
-      CHECK(a.tried[i].same_as == b.tried[i].same_as);
-      CHECK(a.tried[i].span == b.tried[i].span);
-    }
-    for (stage_index s = 0; s < gp.stages; ++s) {
-      CHECK(a.sched.stage_ops(s) == b.sched.stage_ops(s));
+    const zb_auto_result full = zb_auto_search(gp, all);
+    CHECK(a.sched == full.sched);
+    for (int rep = 0; rep < 5; ++rep) {
+      INFO("limit " << lim << " rep " << rep);
+      const zb_auto_result b = zb_auto_search(gp, two);
+      CHECK(a.span == b.span);
+      CHECK(a.makespan == b.makespan);
+      CHECK(a.best == b.best);
+      CHECK(a.sched == b.sched);
+      REQUIRE(b.tried.size() == full.tried.size());
+      for (std::size_t i = 0; i < b.tried.size(); ++i) {
+        const zb_choice_outcome& o = b.tried[i];
+        if (o.ok) {
+          CHECK(o.span == full.tried[i].span);
+        } else {
+          CHECK(o.pruned);
+          CHECK(full.tried[i].span > b.greedy_span);
+        }
+      }
     }
   }
 }
