@@ -408,31 +408,35 @@ class greedy_scheduler {
       return cand{true, known,
                   (known ? e : producer_bound(next_stage_[i], now, tb_[next_[i]])) + bcomm_[i], 0};
     }
-    cand best;
+    // Scalars, not a cand built field by field and copied: see the single-chunk path.
+    bool b_exists = false;
+    bool b_known = false;
+    double b_ready = never;
+    chunk_index b_c = 0;
     for (chunk_index c = 0; c < chunks<One>(); ++c) {
       const std::size_t i = idx<One>(s, c);
       if (nb_[i] >= nf_[i]) {
         continue;
       }
       const std::uint32_t j = nb_[i];
-      cand cd;
-      cd.exists = true;
-      cd.c = c;
+      bool known = true;
+      double ready = 0.0;
       const std::size_t nc = next_cell_[i];
       if (nc == greedy_problem::npos) {
-        cd.known = true;
-        cd.ready = f_end_[own_cell_[i] + j];
+        ready = f_end_[own_cell_[i] + j];
       } else {
         const double e = b_end_[nc + j];
-        cd.known = e >= 0.0;
-        cd.ready = (cd.known ? e : producer_bound(next_stage_[i], now, tb_[next_[i]])) + bcomm_[i];
+        known = e >= 0.0;
+        ready = (known ? e : producer_bound(next_stage_[i], now, tb_[next_[i]])) + bcomm_[i];
       }
-      if (!best.exists || (cd.known && !best.known) ||
-          (cd.known == best.known && cd.ready < best.ready - eps_)) {
-        best = cd;
+      if (!b_exists || (known && !b_known) || (known == b_known && ready < b_ready - eps_)) {
+        b_exists = true;
+        b_known = known;
+        b_ready = ready;
+        b_c = c;
       }
     }
-    return best;
+    return cand{b_exists, b_known, b_ready, b_c};
   }
 
   // Next admissible F; `blocked` reports an F held back only by the memory budget.
@@ -461,51 +465,53 @@ class greedy_scheduler {
       }
       return cand{true, known, ready, 0};
     }
-    cand best;
+    bool b_exists = false;
+    bool b_known = false;
+    double b_ready = never;
+    chunk_index b_c = 0;
     for (chunk_index c = 0; c < chunks<One>(); ++c) {
       const std::size_t i = idx<One>(s, c);
       if (nf_[i] >= m_) {
         continue;
       }
       const std::uint32_t j = nf_[i];
-      cand cd;
-      cd.exists = true;
-      cd.c = c;
+      bool known = true;
+      double ready = 0.0;
       const std::size_t pc = prev_cell_[i];
-      if (pc == greedy_problem::npos) {
-        cd.known = true;
-        cd.ready = 0.0;
-      } else {
+      if (pc != greedy_problem::npos) {
         const double e = f_end_[pc + j];
-        cd.known = e >= 0.0;
-        cd.ready = (cd.known ? e : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) + fcomm_[i];
+        known = e >= 0.0;
+        ready = (known ? e : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) + fcomm_[i];
       }
       if (mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
         blocked = true;
-        if (cd.known) {
-          blocked_ready = std::min(blocked_ready, cd.ready);
+        if (known) {
+          blocked_ready = std::min(blocked_ready, ready);
         }
         continue;
       }
-      bool better = !best.exists || (cd.known && !best.known);
-      if (!better && cd.known == best.known) {
-        if (cd.ready < best.ready - eps_) {
-          better = !cd.known || cd.ready > now + eps_ || best.ready > now + eps_;
+      bool better = !b_exists || (known && !b_known);
+      if (!better && known == b_known) {
+        if (ready < b_ready - eps_) {
+          better = !known || ready > now + eps_ || b_ready > now + eps_;
         }
         // Both ready now: the chunk preference decides.
-        const bool both_now = cd.known && cd.ready <= now + eps_ && best.ready <= now + eps_;
+        const bool both_now = known && ready <= now + eps_ && b_ready <= now + eps_;
         if (both_now) {
           used_ |= 16u;
           const global_chunk g = gl_[i];
-          const global_chunk h = gl_[idx<One>(s, best.c)];
+          const global_chunk h = gl_[idx<One>(s, b_c)];
           better = fl_.later_chunk_first ? g > h : g < h;
         }
       }
       if (better) {
-        best = cd;
+        b_exists = true;
+        b_known = known;
+        b_ready = ready;
+        b_c = c;
       }
     }
-    return best;
+    return cand{b_exists, b_known, b_ready, b_c};
   }
 
   // How many forwards of chunk c stage s is ahead of the stage consuming them.
