@@ -255,8 +255,15 @@ TEST_CASE("zb-auto: two threads give the same result as one", "[gen][zb-auto][ex
         if (o.ok) {
           CHECK(o.span == full.tried[i].span);
         } else {
+          // Cut: it truly loses to the winner (span, then makespan, then index).
           CHECK(o.pruned);
-          CHECK(full.tried[i].span > b.greedy_span);
+          const zb_choice_outcome& w = full.tried[b.best.index()];
+          const zb_choice_outcome& t = full.tried[i];
+          const bool loses = t.span > w.span + 1e-9 ||
+                             (t.span >= w.span - 1e-9 &&
+                              (t.makespan > w.makespan + 1e-9 ||
+                               (t.makespan >= w.makespan - 1e-9 && i > b.best.index())));
+          CHECK(loses);
         }
       }
     }

@@ -63,7 +63,7 @@ struct zb_choices {
 struct zb_choice_outcome {
   zb_choices choices;
   bool ok = false;      ///< a complete schedule (false when pruned)
-  bool pruned = false;  ///< stopped early: provably longer than a finished run or a seed
+  bool pruned = false;  ///< stopped early: provably loses to a finished run or a seed
   int same_as = -1;     ///< index of an earlier choice that provably makes the same decisions
   double span = 0.0;    ///< longest stage span (when ok)
   double makespan = 0.0;
@@ -279,16 +279,17 @@ inline choice_search_result run_every_choice(const greedy_problem& pr, unsigned 
 
 /// The choices searched best-first with exact pruning. Runs are resumable, so the live run
 /// with the smallest lower bound on its span is always the one advanced: the eventual best
-/// tends to finish first, and every other run stops as soon as its bound passes the best
-/// span (or `cut`, the best seed's). A choice starts only once every earlier choice either
-/// finished or used a flag it differs in: a choice identical so far to a finished one makes
-/// the same decisions (it is reported as a copy, same_as), and one identical to a live run
-/// waits for it to diverge. The result never depends on the interleaving (nor on threads):
-/// a run is cut only when provably longer than a finished one, and ties go to the lower
-/// index; which runs are reported cut rather than finished can.
+/// tends to finish first, and every other run stops as soon as its bounds show it cannot
+/// beat the best finished run (shorter span; on a tie, shorter makespan; on a tie again,
+/// the lower index) or `seed` (the best seed's cut: ties go to the greedy). A choice starts
+/// only once every earlier choice either finished or used a flag it differs in: a choice
+/// identical so far to a finished one makes the same decisions (it is reported as a copy,
+/// same_as), and one identical to a live run waits for it to diverge. The result never
+/// depends on the interleaving (nor on threads): a run is cut only when it provably loses;
+/// which runs are reported cut rather than finished can.
 inline choice_search_result search_choices(const greedy_problem& pr,
                                            unsigned n,
-                                           double cut,
+                                           const greedy_cut& seed,
                                            unsigned threads) {
   enum class state : std::uint8_t { waiting, running, done, copy };
   choice_search_result out;
@@ -308,9 +309,13 @@ inline choice_search_result search_choices(const greedy_problem& pr,
   std::size_t n_busy = 0;
   bool dirty = true;
   std::size_t n_waiting = 0;
-  double best_span = cut;
+  double best_span = 0.0;
   double best_makespan = 0.0;
   int best_index = -1;
+  // Under the lock: what run i must beat.
+  auto cut_for = [&](unsigned i) {
+    return best_index < 0 ? seed : greedy_cut{best_span, best_makespan, int(i) > best_index};
+  };
   constexpr std::size_t slice = 128;
   std::mutex mu;
   std::condition_variable cv;
@@ -354,7 +359,7 @@ inline choice_search_result search_choices(const greedy_problem& pr,
           live[i] = std::move(spare.back());
           spare.pop_back();
         }
-        live[i]->begin(flags_of(zb_choices::from_index(i)), best_span);
+        live[i]->begin(flags_of(zb_choices::from_index(i)), cut_for(i));
         st[i] = state::running;
         ++n_live;
       }
@@ -388,7 +393,7 @@ inline choice_search_result search_choices(const greedy_problem& pr,
     out.tried[i] = {
         c, run.ok, run.pruned, -1, run.ok ? run.max_span : 0.0, run.ok ? run.makespan : 0.0};
     if (wins) {
-      best_span = std::min(best_span, run.max_span);
+      best_span = run.max_span;
       best_makespan = run.makespan;
       best_index = int(i);
       out.best_choice = c;
@@ -396,7 +401,7 @@ inline choice_search_result search_choices(const greedy_problem& pr,
     }
     for (unsigned k = 0; k < n; ++k) {
       if (st[k] == state::running && !busy[k]) {
-        live[k]->tighten_cut(best_span);
+        live[k]->tighten_cut(cut_for(k));
         bound[k] = live[k]->bound();
       }
     }
@@ -432,7 +437,7 @@ inline choice_search_result search_choices(const greedy_problem& pr,
       lock.lock();
       busy[i] = 0;
       --n_busy;
-      gs.tighten_cut(best_span);  // the best may have improved meanwhile
+      gs.tighten_cut(cut_for(i));  // the best may have improved meanwhile
       dirty = dirty || used[i] != gs.used();
       used[i] = gs.used();
       bound[i] = gs.bound();
@@ -543,7 +548,10 @@ inline zb_auto_result zb_search(std::string_view who,
   const unsigned n_choices = seed_optimal              ? 0u
                              : opts.paper_choices_only ? 8u
                                                        : (pl.chunks() > 1 ? 32u : 16u);
-  const double seed_cut = !seed.empty() ? seed.span : greedy_scheduler::never;
+  greedy_cut seed_cut;  // a greedy run that cannot beat the best seed stops early
+  if (!seed.empty()) {
+    seed_cut = {seed.span, seed.makespan, false};
+  }
   unsigned threads = opts.threads;
   if (threads == 0) {
     const std::size_t size = std::size_t{p} * m * pl.chunks();

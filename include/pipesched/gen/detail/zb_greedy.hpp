@@ -40,6 +40,26 @@ struct greedy_run {
   double max_bound = 0.0;
 };
 
+/// When a run can stop: it cannot beat the best order found so far, which has this span and
+/// makespan. Orders compare by span, then makespan (both within eps), then by `tie_loses`:
+/// whether a complete tie goes to the best (a lower-index choice, or none for a seed).
+struct greedy_cut {
+  double span = std::numeric_limits<double>::infinity();
+  double makespan = std::numeric_limits<double>::infinity();
+  bool tie_loses = false;
+
+  /// Whether a run whose span and makespan are at least these bounds surely loses.
+  bool loses(double span_bound, double makespan_bound, double eps) const noexcept {
+    if (span_bound > span + eps) {
+      return true;  // strictly longer
+    }
+    if (span_bound < span - eps) {
+      return false;  // may still be strictly shorter
+    }
+    return makespan_bound > makespan + eps || (tie_loses && makespan_bound >= makespan - eps);
+  }
+};
+
 /// Problem data flattened for the greedy (index s*v + c unless noted).
 struct greedy_problem {
   placement pl;
@@ -156,14 +176,14 @@ class greedy_scheduler {
   /// One whole run. `cut`: stop early once some stage's span provably exceeds it (the run
   /// is then not ok).
   greedy_run run(const greedy_flags& fl, double cut = never) {
-    begin(fl, cut);
+    begin(fl, greedy_cut{cut, never, false});
     advance(std::numeric_limits<std::size_t>::max());
     return finish();
   }
 
   /// Starts a run that advance() then moves forward; a run can be paused between steps and
-  /// resumed, and its cut lowered, without changing any decision it makes.
-  void begin(const greedy_flags& fl, double cut = never) {
+  /// resumed, and its cut tightened, without changing any decision it makes.
+  void begin(const greedy_flags& fl, const greedy_cut& cut = {}) {
     init();
     fl_ = fl;
     cut_ = cut;
@@ -171,6 +191,7 @@ class greedy_scheduler {
     over_ = false;
     used_ = 0;
     max_bound_ = 0.0;
+    max_end_ = 0.0;
     // Each step places an op or moves the stage's key forward; the budget only guards
     // against a heuristic bug turning into a hang.
     budget_ = std::size_t{64} * (std::size_t{3} * m_ * v_ + 4) * p_;
@@ -185,10 +206,11 @@ class greedy_scheduler {
     return over_;
   }
 
-  /// Lowers the cut (a cut only ever tightens); a run already past it ends at once.
-  void tighten_cut(double cut) noexcept {
-    cut_ = std::min(cut_, cut);
-    if (max_bound_ > cut_ + eps_) {
+  /// Replaces the cut by a stricter one (a better order was found); a run that already
+  /// loses to it ends at once.
+  void tighten_cut(const greedy_cut& cut) noexcept {
+    cut_ = cut;
+    if (!over_ && cut_.loses(max_bound_, max_end_, eps_)) {
       cut_hit_ = true;
       over_ = true;
     }
@@ -540,12 +562,13 @@ class greedy_scheduler {
     }
     ops_flat_[std::size_t{s} * stride_ + k] = o;
     start_flat_[std::size_t{s} * stride_ + k] = start;
-    // The stage's span will be at least its end so far plus the work it still has to do:
-    // a run already longer than the best known can stop.
+    // The stage will end no earlier than its end so far plus the work it still has to do,
+    // which bounds its span and the makespan: a run that loses to the best known can stop.
     rem_[s] -= dur;
-    const double bound = start + dur + rem_[s] - first_[s];
-    max_bound_ = std::max(max_bound_, bound);
-    if (bound > cut_ + eps_) {
+    const double end = start + dur + rem_[s];
+    max_bound_ = std::max(max_bound_, end - first_[s]);
+    max_end_ = std::max(max_end_, end);
+    if (cut_.loses(max_bound_, max_end_, eps_)) {
       cut_hit_ = true;
     }
   }
@@ -593,11 +616,11 @@ class greedy_scheduler {
       if (first_[s] == never) {
         continue;
       }
-      const double bound = lb_[g] + tw_[i] - first_[s];
-      max_bound_ = std::max(max_bound_, bound);
-      if (bound > cut_ + eps_) {
-        cut_hit_ = true;
-      }
+      max_bound_ = std::max(max_bound_, lb_[g] + tw_[i] - first_[s]);
+      max_end_ = std::max(max_end_, lb_[g] + tw_[i]);
+    }
+    if (cut_.loses(max_bound_, max_end_, eps_)) {
+      cut_hit_ = true;
     }
   }
 
@@ -769,7 +792,8 @@ class greedy_scheduler {
   const stage_index* next_stage_;
   double eps_;
   greedy_flags fl_{};
-  double cut_ = never;
+  greedy_cut cut_;
+  double max_end_ = 0.0;  // lower bound on the makespan
   bool cut_hit_ = false;
   bool over_ = false;
   std::size_t budget_ = 0;
