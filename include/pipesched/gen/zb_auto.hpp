@@ -298,6 +298,7 @@ inline choice_search_result search_choices(const greedy_problem& pr,
   std::vector<std::unique_ptr<greedy_scheduler>> live(n);
   std::vector<std::unique_ptr<greedy_scheduler>> spare;  // finished, buffers kept for reuse
   std::vector<char> busy(n, 0);
+  std::vector<char> fresh(n, 0);
   std::vector<unsigned> used(n, 0);
   std::vector<double> bound(n, 0.0);
   // Live runs are capped by memory (a run holds O(p·m·v) state); at 1 the search is the
@@ -359,7 +360,8 @@ inline choice_search_result search_choices(const greedy_problem& pr,
           live[i] = std::move(spare.back());
           spare.pop_back();
         }
-        live[i]->begin(flags_of(zb_choices::from_index(i)), cut_for(i));
+        fresh[i] = 1;  // begun by the thread that first advances it, outside the lock
+        bound[i] = 0.0;
         st[i] = state::running;
         ++n_live;
       }
@@ -375,7 +377,9 @@ inline choice_search_result search_choices(const greedy_problem& pr,
     }
     return r;
   };
-  // Under the lock: a run is over.
+  // Under the lock, for a run that is over and still marked busy by the caller: records
+  // its outcome. Returns whether it is the new best, whose op lists the caller then copies
+  // out without holding the lock.
   auto settle = [&](unsigned i) {
     dirty = true;
     const greedy_scheduler& g = *live[i];
@@ -384,27 +388,24 @@ inline choice_search_result search_choices(const greedy_problem& pr,
                              (g.span() <= best_span + pr.eps &&
                               (g.makespan() < best_makespan - pr.eps ||
                                (g.makespan() <= best_makespan + pr.eps && int(i) < best_index))));
-    greedy_run run = live[i]->finish(wins);
-    spare.push_back(std::move(live[i]));
     --n_live;
     st[i] = state::done;
-    used[i] = run.used;
+    used[i] = g.used();
     const zb_choices c = zb_choices::from_index(i);
-    out.tried[i] = {
-        c, run.ok, run.pruned, -1, run.ok ? run.max_span : 0.0, run.ok ? run.makespan : 0.0};
+    out.tried[i] = {c, ok, g.cut(), -1, ok ? g.span() : 0.0, ok ? g.makespan() : 0.0};
     if (wins) {
-      best_span = run.max_span;
-      best_makespan = run.makespan;
+      best_span = g.span();
+      best_makespan = g.makespan();
       best_index = int(i);
       out.best_choice = c;
-      out.best = std::move(run);
-    }
-    for (unsigned k = 0; k < n; ++k) {
-      if (st[k] == state::running && !busy[k]) {
-        live[k]->tighten_cut(cut_for(k));
-        bound[k] = live[k]->bound();
+      for (unsigned k = 0; k < n; ++k) {
+        if (st[k] == state::running && !busy[k] && !fresh[k]) {
+          live[k]->tighten_cut(cut_for(k));
+          bound[k] = live[k]->bound();
+        }
       }
     }
+    return wins;
   };
   auto work = [&]() {
     std::unique_lock<std::mutex> lock(mu);
@@ -432,18 +433,33 @@ inline choice_search_result search_choices(const greedy_problem& pr,
       busy[i] = 1;
       ++n_busy;
       greedy_scheduler& gs = *live[i];
+      const bool begin = fresh[i] != 0;
+      fresh[i] = 0;
+      const greedy_cut cut = cut_for(i);
+      // The run's own work (starting it, advancing it) runs without the lock.
       lock.unlock();
+      if (begin) {
+        gs.begin(flags_of(zb_choices::from_index(i)), cut);
+      }
       const bool over = gs.advance(slice);  // allocates nothing: cannot throw
       lock.lock();
-      busy[i] = 0;
-      --n_busy;
       gs.tighten_cut(cut_for(i));  // the best may have improved meanwhile
       dirty = dirty || used[i] != gs.used();
       used[i] = gs.used();
       bound[i] = gs.bound();
       if (over || gs.over()) {
-        settle(i);
+        if (settle(i)) {
+          lock.unlock();
+          greedy_run run = gs.finish(true);
+          lock.lock();
+          if (best_index == int(i)) {  // unless a better run finished meanwhile
+            out.best = std::move(run);
+          }
+        }
+        spare.push_back(std::move(live[i]));
       }
+      busy[i] = 0;
+      --n_busy;
       if (n_waiting > 0) {
         cv.notify_all();
       }
