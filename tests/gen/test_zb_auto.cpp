@@ -259,13 +259,59 @@ TEST_CASE("zb-auto: two threads give the same result as one", "[gen][zb-auto][ex
           CHECK(o.pruned);
           const zb_choice_outcome& w = full.tried[b.best.index()];
           const zb_choice_outcome& t = full.tried[i];
-          const bool loses = t.span > w.span + 1e-9 ||
-                             (t.span >= w.span - 1e-9 &&
-                              (t.makespan > w.makespan + 1e-9 ||
-                               (t.makespan >= w.makespan - 1e-9 && i > b.best.index())));
+          const bool loses =
+              t.span > w.span + 1e-9 || (t.span >= w.span - 1e-9 &&
+                                         (t.makespan > w.makespan + 1e-9 ||
+                                          (t.makespan >= w.makespan - 1e-9 && i > b.best.index())));
           CHECK(loses);
         }
       }
     }
   }
+}
+
+TEST_CASE("zb search's order timing matches the simulator", "[gen][zb-auto]") {
+  // detail::time_order times seeds and improved orders; it must agree with simulate().
+  for (const std::uint32_t p : {1u, 3u, 6u}) {
+    for (const std::uint32_t m : {1u, 5u, 13u}) {
+      for (const char* name : {"zb-h1", "zb-h2", "1f1b-split", "zb-v"}) {
+        INFO(name << " p=" << p << " m=" << m);
+        const auto* e = default_registry().find(name);
+        REQUIRE(e != nullptr);
+        generator_params gp;
+        gp.stages = p;
+        gp.microbatches = m;
+        gp.chunks = e->default_chunks;
+        const schedule s = e->generate(gp);
+        std::vector<op_costs> costs;
+        for (std::uint32_t i = 0; i < p * gp.chunks; ++i) {
+          costs.push_back({1.0 + 0.1 * i, 1.3, 0.4 + 0.05 * i});
+        }
+        cost_model cm;
+        cm.set_chunk_costs(gp.chunks, costs).set_comm(0.15);
+        const detail::greedy_problem pr(s.layout(), m, cm, gp.memory, std::vector<double>(p, 1e9));
+        std::vector<std::vector<op>> ops(p);
+        for (stage_index st = 0; st < p; ++st) {
+          ops[st].assign(s.ops(st).begin(), s.ops(st).end());
+        }
+        std::vector<std::vector<double>> start;
+        const detail::order_times t = detail::time_order(pr, ops, start);
+        REQUIRE(t.complete);
+        const simulation_result r = simulate(s, cm);
+        REQUIRE(r.completed());
+        CHECK(t.max_span == Approx(r.span(r.max_span_stage)));
+        CHECK(t.makespan == Approx(r.makespan));
+      }
+    }
+  }
+  // An order that waits on itself (a W before its B) is reported incomplete, not hung.
+  generator_params gp;
+  gp.stages = 2;
+  gp.microbatches = 2;
+  const detail::greedy_problem pr(placement::sequential(2), 2, cost_model::unit(), gp.memory,
+                                  {1e9, 1e9});
+  std::vector<std::vector<op>> bad = {
+      {make_op(op_kind::forward, 0, 0), make_op(op_kind::backward_weight, 0, 0)}, {}};
+  std::vector<std::vector<double>> start;
+  CHECK_FALSE(detail::time_order(pr, bad, start).complete);
 }

@@ -8,14 +8,13 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "pipesched/gen/detail/timing.hpp"
 #include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
 #include "pipesched/gen/detail/zb_v_order.hpp"
@@ -83,11 +82,12 @@ struct zb_auto_options {
   /// reaches the lower bound. Exact: the schedule is the same; off, every choice runs to its
   /// end and reports its own span.
   bool prune = true;
-  /// Threads advancing the greedy runs of the best-first search (prune on): 1 (default)
-  /// runs them on the calling thread; 0 picks 2 when the machine has them and the problem
-  /// is large (p·m·chunks >= 2048). The schedule, span and winning choice are the same for
-  /// any value; which other choices are reported cut rather than finished can differ.
-  unsigned threads = 1;
+  /// Threads advancing the greedy runs of the best-first search (prune on): 0 (default)
+  /// picks 2 when the machine has them, the problem is large (p·m·chunks >= 2048) and some
+  /// choice has to run, else 1; 1 stays on the calling thread; n uses n. The schedule, span
+  /// and winning choice are the same for any value (which other choices are reported cut
+  /// rather than finished can differ). If a thread cannot be started, fewer are used.
+  unsigned threads = 0;
 };
 
 /// The result of zb_auto_search / zb_v_search: the schedule, how good it is and how it won.
@@ -479,7 +479,11 @@ inline choice_search_result search_choices(const greedy_problem& pr,
   } else {
     std::vector<std::jthread> pool;
     for (unsigned t = 1; t < threads; ++t) {
-      pool.emplace_back(guarded);
+      try {
+        pool.emplace_back(guarded);
+      } catch (const std::system_error&) {
+        break;  // no more threads available: the ones running finish the search
+      }
     }
     guarded();
   }
@@ -571,7 +575,7 @@ inline zb_auto_result zb_search(std::string_view who,
   unsigned threads = opts.threads;
   if (threads == 0) {
     const std::size_t size = std::size_t{p} * m * pl.chunks();
-    threads = std::thread::hardware_concurrency() >= 2 && size >= 2048 ? 2u : 1u;
+    threads = std::thread::hardware_concurrency() >= 2 && size >= 2048 && n_choices > 1 ? 2u : 1u;
   }
   choice_search_result found = opts.prune ? search_choices(pr, n_choices, seed_cut, threads)
                                           : run_every_choice(pr, n_choices);

@@ -829,11 +829,12 @@ struct order_times {
   double makespan = 0.0;
 };
 
-/// Exact start times of an F/B/W order on pr's placement (the timing model of
-/// detail/timing.hpp, specialised: no generic dependency lookups, no allocation per op). A
-/// stage runs its list until an input is missing, then waits on the stage producing it and
-/// is resumed when that stage places an op, so the work is O(ops), whatever the order.
-/// `start` is resized to the lists' shape.
+/// Exact start times of an F/B/W order on pr's placement under the paper's timing model
+/// (background §2: an op starts at max(end of the previous op on its stage, end of each
+/// producer + T_comm from another stage)), with the greedy's flat tables. A stage runs its
+/// list until an input is missing, then waits on the stage producing it and is resumed when
+/// that stage places an op, so the work is O(ops), whatever the order. `start` is resized to
+/// the lists' shape.
 inline order_times time_order(const greedy_problem& pr,
                               const std::vector<std::vector<op>>& ops,
                               std::vector<std::vector<double>>& start) {
