@@ -1,10 +1,12 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -268,10 +270,11 @@ class greedy_scheduler {
       out.start.resize(p_);
       for (stage_index s = 0; s < p_; ++s) {
         const std::size_t base = std::size_t{s} * stride_;
-        out.ops[s].assign(ops_flat_.begin() + std::ptrdiff_t(base),
-                          ops_flat_.begin() + std::ptrdiff_t(base + count_[s]));
-        out.start[s].assign(start_flat_.begin() + std::ptrdiff_t(base),
-                            start_flat_.begin() + std::ptrdiff_t(base + count_[s]));
+        out.ops[s].resize(count_[s]);
+        for (std::size_t k = 0; k < count_[s]; ++k) {
+          out.ops[s][k] = std::bit_cast<op>(ops_flat_[base + k]);
+        }
+        out.start[s].assign(start_flat_.get() + base, start_flat_.get() + base + count_[s]);
       }
     }
     return out;
@@ -280,8 +283,6 @@ class greedy_scheduler {
   static constexpr double never = std::numeric_limits<double>::infinity();
 
  private:
-  static constexpr double unknown = -1.0;
-
   // The run's main loop, for at most `steps` steps; true when the run is over. One: a
   // single chunk per stage (zb-auto), compiled without the per-chunk loops.
   template <bool One>
@@ -326,8 +327,13 @@ class greedy_scheduler {
     v_ = pr_.pl.chunks();
     const std::size_t n = std::size_t{p_} * v_;
     const std::size_t cells = std::size_t{pr_.pl.total_chunks()} * m_;
-    f_end_.assign(cells, unknown);
-    b_end_.assign(cells, unknown);
+    // End times per (global chunk, micro-batch). Not initialised: an entry is read only once
+    // its op is placed (the per-chunk counters tell), so a run cut early touches few pages.
+    if (cells > cells_cap_) {
+      f_end_ = std::make_unique_for_overwrite<double[]>(cells);
+      b_end_ = std::make_unique_for_overwrite<double[]>(cells);
+      cells_cap_ = cells;
+    }
     nf_.assign(n, 0);
     nb_.assign(n, 0);
     t_.assign(p_, 0.0);
@@ -338,8 +344,11 @@ class greedy_scheduler {
     // Cleared, not reallocated: a scheduler reused for another run keeps its buffers.
     wq_.resize(p_);
     stride_ = std::size_t{3} * m_ * v_;
-    ops_flat_.resize(stride_ * p_);  // no-op when reused for a run of the same problem
-    start_flat_.resize(stride_ * p_);
+    if (stride_ * p_ > flat_cap_) {  // kept when reused for a run of the same problem
+      flat_cap_ = stride_ * p_;
+      ops_flat_ = std::make_unique_for_overwrite<std::uint64_t[]>(flat_cap_);
+      start_flat_ = std::make_unique_for_overwrite<double[]>(flat_cap_);
+    }
     count_.assign(p_, 0);
     for (stage_index s = 0; s < p_; ++s) {
       wq_[s].clear();
@@ -425,10 +434,11 @@ class greedy_scheduler {
       if (nc == greedy_problem::npos) {
         return cand{true, true, f_end_[own_cell_[i] + j], 0};
       }
-      const double e = b_end_[nc + j];
-      const bool known = e >= 0.0;
-      return cand{true, known,
-                  (known ? e : producer_bound(next_stage_[i], now, tb_[next_[i]])) + bcomm_[i], 0};
+      const bool known = nb_[next_[i]] > j;  // B(j) of the next chunk placed
+      return cand{
+          true, known,
+          (known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]])) + bcomm_[i],
+          0};
     }
     // Scalars, not a cand built field by field and copied: see the single-chunk path.
     bool b_exists = false;
@@ -447,9 +457,9 @@ class greedy_scheduler {
       if (nc == greedy_problem::npos) {
         ready = f_end_[own_cell_[i] + j];
       } else {
-        const double e = b_end_[nc + j];
-        known = e >= 0.0;
-        ready = (known ? e : producer_bound(next_stage_[i], now, tb_[next_[i]])) + bcomm_[i];
+        known = nb_[next_[i]] > j;
+        ready = (known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]])) +
+                bcomm_[i];
       }
       if (!b_exists || (known && !b_known) || (known == b_known && ready < b_ready - eps_)) {
         b_exists = true;
@@ -476,9 +486,9 @@ class greedy_scheduler {
       bool known = true;
       double ready = 0.0;
       if (pc != greedy_problem::npos) {
-        const double e = f_end_[pc + j];
-        known = e >= 0.0;
-        ready = (known ? e : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) + fcomm_[i];
+        known = nf_[prev_[i]] > j;  // F(j) of the previous chunk placed
+        ready = (known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) +
+                fcomm_[i];
       }
       if (mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
         blocked = true;
@@ -501,9 +511,9 @@ class greedy_scheduler {
       double ready = 0.0;
       const std::size_t pc = prev_cell_[i];
       if (pc != greedy_problem::npos) {
-        const double e = f_end_[pc + j];
-        known = e >= 0.0;
-        ready = (known ? e : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) + fcomm_[i];
+        known = nf_[prev_[i]] > j;  // F(j) of the previous chunk placed
+        ready = (known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) +
+                fcomm_[i];
       }
       if (mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
         blocked = true;
@@ -560,7 +570,7 @@ class greedy_scheduler {
       idle_[s] += start - t_[s];
       max_idle_ = std::max(max_idle_, idle_[s]);
     }
-    ops_flat_[std::size_t{s} * stride_ + k] = o;
+    ops_flat_[std::size_t{s} * stride_ + k] = std::bit_cast<std::uint64_t>(o);
     start_flat_[std::size_t{s} * stride_ + k] = start;
     // The stage will end no earlier than its end so far plus the work it still has to do,
     // which bounds its span and the makespan: a run that loses to the best known can stop.
@@ -803,7 +813,8 @@ class greedy_scheduler {
   std::uint32_t p_ = 0;
   std::uint32_t m_ = 0;
   std::uint32_t v_ = 0;
-  std::vector<double> f_end_, b_end_;
+  std::unique_ptr<double[]> f_end_, b_end_;
+  std::size_t cells_cap_ = 0;
   std::vector<std::uint32_t> nf_, nb_;
   std::vector<double> t_, key_, mem_, idle_;
   double max_idle_ = 0.0;
@@ -811,8 +822,11 @@ class greedy_scheduler {
   std::vector<std::size_t> wq_head_;
   // Output, stage s's k-th op at s·stride_ + k (flat: one allocation, reused across runs).
   std::size_t stride_ = 0;
-  std::vector<op> ops_flat_;
-  std::vector<double> start_flat_;
+  // Raw (op is trivially copyable, 8 bytes) and not initialised: only what a run writes
+  // is ever touched.
+  std::unique_ptr<std::uint64_t[]> ops_flat_;
+  std::unique_ptr<double[]> start_flat_;
+  std::size_t flat_cap_ = 0;
   std::vector<std::size_t> count_;
   std::uint32_t leaves_ = 1;
   std::vector<node> tree_;
