@@ -588,7 +588,9 @@ inline zb_auto_result zb_search(std::string_view who,
   if (!best_run.ops.empty()) {
     res.greedy_span = best_span;
     cur.ops = std::move(best_run.ops);
-    cur.start = std::move(best_run.start);
+    [[maybe_unused]] const order_times t = time_order(pr, cur.ops, cur.start);
+    PIPESCHED_ASSERT(t.complete && t.max_span <= best_span + pr.eps,
+                     "zb_search: the greedy's order times differently");
     cur.span = best_span;
     cur.makespan = best_makespan;
   }

@@ -33,8 +33,7 @@ struct greedy_run {
   /// Bit i set: flag i (greedy_flags order) changed some decision. A run with only unused
   /// flags flipped makes the same decisions, so the search skips it.
   unsigned used = 0;
-  std::vector<std::vector<op>> ops;
-  std::vector<std::vector<double>> start;
+  std::vector<std::vector<op>> ops;  ///< per stage (only when asked for: see finish)
   double max_span = 0.0;
   double makespan = 0.0;
   /// The largest span bound the run checked against its cut: a run that is not pruned
@@ -255,8 +254,8 @@ class greedy_scheduler {
   /// The flags that changed some decision so far (greedy_run::used).
   unsigned used() const noexcept { return used_; }
 
-  /// The outcome of a run that is over, with its op lists and start times when `take_ops`
-  /// (the scheduler keeps its buffers for the next run either way).
+  /// The outcome of a run that is over, with its op lists when `take_ops` (the scheduler
+  /// keeps its buffers for the next run either way; time_order gives the start times).
   greedy_run finish(bool take_ops = true) {
     greedy_run out;
     out.ok = !cut_hit_ && complete();
@@ -267,14 +266,12 @@ class greedy_scheduler {
     out.makespan = makespan();
     if (take_ops) {
       out.ops.resize(p_);
-      out.start.resize(p_);
       for (stage_index s = 0; s < p_; ++s) {
         const std::size_t base = std::size_t{s} * stride_;
         out.ops[s].resize(count_[s]);
         for (std::size_t k = 0; k < count_[s]; ++k) {
           out.ops[s][k] = std::bit_cast<op>(ops_flat_[base + k]);
         }
-        out.start[s].assign(start_flat_.get() + base, start_flat_.get() + base + count_[s]);
       }
     }
     return out;
@@ -347,7 +344,6 @@ class greedy_scheduler {
     if (stride_ * p_ > flat_cap_) {  // kept when reused for a run of the same problem
       flat_cap_ = stride_ * p_;
       ops_flat_ = std::make_unique_for_overwrite<std::uint64_t[]>(flat_cap_);
-      start_flat_ = std::make_unique_for_overwrite<double[]>(flat_cap_);
     }
     count_.assign(p_, 0);
     for (stage_index s = 0; s < p_; ++s) {
@@ -571,7 +567,6 @@ class greedy_scheduler {
       max_idle_ = std::max(max_idle_, idle_[s]);
     }
     ops_flat_[std::size_t{s} * stride_ + k] = std::bit_cast<std::uint64_t>(o);
-    start_flat_[std::size_t{s} * stride_ + k] = start;
     // The stage will end no earlier than its end so far plus the work it still has to do,
     // which bounds its span and the makespan: a run that loses to the best known can stop.
     rem_[s] -= dur;
@@ -825,7 +820,6 @@ class greedy_scheduler {
   // Raw (op is trivially copyable, 8 bytes) and not initialised: only what a run writes
   // is ever touched.
   std::unique_ptr<std::uint64_t[]> ops_flat_;
-  std::unique_ptr<double[]> start_flat_;
   std::size_t flat_cap_ = 0;
   std::vector<std::size_t> count_;
   std::uint32_t leaves_ = 1;
