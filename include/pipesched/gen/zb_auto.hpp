@@ -676,15 +676,17 @@ enum class zb_memory_preset : std::uint8_t {
 /// The memory-bounded automatic zero-bubble scheduler (background §5), one chunk per stage,
 /// split B/W. Honours per-stage costs, T_comm (uniform or per link), M_B / M_W, static memory
 /// and a per-stage memory limit (in the units of generator_params::memory, static included).
-/// The paper's greedy is run for every choice combination (16 here: the paper's 8 and the
-/// bubble rule off; runs proven identical are skipped and runs already longer than the best
-/// are cut), the hand-crafted ZB-H1 / ZB-H2 orders are tried when they fit the limits, the
-/// shortest longest-stage span is kept (ties: shorter makespan), then W ops are moved into
-/// earlier gaps. The result carries a lower bound (detail/zb_bound.hpp) on any schedule's
-/// span within the same limits. Never exceeds the limit; throws invalid_argument when the
-/// limit is below one micro-batch's activations plus static memory on some stage (the true
-/// minimum: a one-micro-batch-at-a-time order needs exactly that). With unit costs it reaches
-/// ZB-H1's span at p·M_B and zero bubble at 2p·M_B. Each run is O(p·m·log p).
+/// The hand-crafted ZB-H1 / ZB-H2 orders are timed when they fit the limits; unless one
+/// reaches the lower bound (detail/zb_bound.hpp; then nothing can be shorter and the search
+/// ends), the paper's greedy is run for every choice combination (16 here: the paper's 8 and
+/// the bubble rule off), best-first with exact pruning (search_choices: runs proven identical
+/// are skipped, runs that provably lose are cut). The shortest longest-stage span is kept
+/// (ties: shorter makespan, then the greedy, then the lower choice), then W ops are moved
+/// into earlier gaps. The result carries the lower bound on any schedule's span within the
+/// same limits. Never exceeds the limit; throws invalid_argument when the limit is below one
+/// micro-batch's activations plus static memory on some stage (the true minimum: a
+/// one-micro-batch-at-a-time order needs exactly that). With unit costs it reaches ZB-H1's
+/// span at p·M_B and zero bubble at 2p·M_B. Each greedy run is O(p·m·log p).
 inline zb_auto_result zb_auto_search(const generator_params& params,
                                      const zb_auto_options& opts = {},
                                      zb_memory_preset preset = zb_memory_preset::given,
