@@ -29,7 +29,7 @@ struct greedy_flags {
 /// Output of one greedy run: per-stage op lists with their exact start times.
 struct greedy_run {
   bool ok = false;      ///< every op placed (false when pruned or, never expected, stalled)
-  bool pruned = false;  ///< stopped early: already longer than the cut
+  bool pruned = false;  ///< stopped early: provably loses to the cut
   /// Bit i set: flag i (greedy_flags order) changed some decision. A run with only unused
   /// flags flipped makes the same decisions, so the search skips it.
   unsigned used = 0;
