@@ -416,6 +416,32 @@ class greedy_scheduler {
     return std::max(now, t_[x]) + d;
   }
 
+  // When the F of micro-batch j on flat index i gets its input: exact when the previous
+  // chunk's F(j) is placed (`known`), else a lower bound.
+  double f_input(std::size_t i, std::uint32_t j, double now, bool& known) const {
+    const std::size_t pc = prev_cell_[i];
+    known = true;
+    if (pc == greedy_problem::npos) {
+      return 0.0;  // the first chunk: its input is the data
+    }
+    known = nf_[prev_[i]] > j;
+    return (known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) +
+           fcomm_[i];
+  }
+
+  // Likewise for B of micro-batch j: the next chunk's B(j), or the own F(j) for the last
+  // chunk (always placed before its B is considered).
+  double b_input(std::size_t i, std::uint32_t j, double now, bool& known) const {
+    const std::size_t nc = next_cell_[i];
+    known = true;
+    if (nc == greedy_problem::npos) {
+      return f_end_[own_cell_[i] + j];
+    }
+    known = nb_[next_[i]] > j;
+    return (known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]])) +
+           bcomm_[i];
+  }
+
   template <bool One>
   cand next_b(stage_index s, double now) const {
     if constexpr (One) {
@@ -426,15 +452,9 @@ class greedy_scheduler {
       if (j >= nf_[i]) {
         return cand{};
       }
-      const std::size_t nc = next_cell_[i];
-      if (nc == greedy_problem::npos) {
-        return cand{true, true, f_end_[own_cell_[i] + j], 0};
-      }
-      const bool known = nb_[next_[i]] > j;  // B(j) of the next chunk placed
-      return cand{
-          true, known,
-          (known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]])) + bcomm_[i],
-          0};
+      bool known = true;
+      const double ready = b_input(i, j, now, known);
+      return cand{true, known, ready, 0};
     }
     // Scalars, not a cand built field by field and copied: see the single-chunk path.
     bool b_exists = false;
@@ -448,15 +468,7 @@ class greedy_scheduler {
       }
       const std::uint32_t j = nb_[i];
       bool known = true;
-      double ready = 0.0;
-      const std::size_t nc = next_cell_[i];
-      if (nc == greedy_problem::npos) {
-        ready = f_end_[own_cell_[i] + j];
-      } else {
-        known = nb_[next_[i]] > j;
-        ready = (known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]])) +
-                bcomm_[i];
-      }
+      const double ready = b_input(i, j, now, known);
       if (!b_exists || (known && !b_known) || (known == b_known && ready < b_ready - eps_)) {
         b_exists = true;
         b_known = known;
@@ -478,14 +490,8 @@ class greedy_scheduler {
       if (j >= m_) {
         return cand{};
       }
-      const std::size_t pc = prev_cell_[i];
       bool known = true;
-      double ready = 0.0;
-      if (pc != greedy_problem::npos) {
-        known = nf_[prev_[i]] > j;  // F(j) of the previous chunk placed
-        ready = (known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) +
-                fcomm_[i];
-      }
+      const double ready = f_input(i, j, now, known);
       if (mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
         blocked = true;
         blocked_ready = known ? ready : never;
@@ -504,13 +510,7 @@ class greedy_scheduler {
       }
       const std::uint32_t j = nf_[i];
       bool known = true;
-      double ready = 0.0;
-      const std::size_t pc = prev_cell_[i];
-      if (pc != greedy_problem::npos) {
-        known = nf_[prev_[i]] > j;  // F(j) of the previous chunk placed
-        ready = (known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) +
-                fcomm_[i];
-      }
+      const double ready = f_input(i, j, now, known);
       if (mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
         blocked = true;
         if (known) {
