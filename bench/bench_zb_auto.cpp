@@ -126,7 +126,7 @@ void bm_zb_auto_paper(benchmark::State& st) {
 }
 BENCHMARK(bm_zb_auto_paper)->Args({32, 256, 4})->Unit(benchmark::kMillisecond);
 
-// ZB-V (two chunks per stage, 32 choices and the hand-crafted seed), default limit.
+// ZB-V (two chunks per stage, 64 choices and the hand-crafted seed), default limit.
 void bm_zb_v_search(benchmark::State& st) {
   auto gp = params(st.range(0), st.range(1), 2.0);
   zb_auto_result r;

@@ -24,7 +24,7 @@
 namespace pipesched {
 
 /// The yes/no heuristics of one greedy run of the automatic zero-bubble scheduler.
-/// The first three are the paper's (tried in all 8 combinations); the last two are ours.
+/// The first three are the paper's (tried in all 8 combinations); the others are ours.
 struct zb_choices {
   /// Prefer a ready B over a ready F only when the stage is >= 2 forwards ahead of the stage
   /// consuming its output (else the F first, to keep the next stage fed).
@@ -39,12 +39,16 @@ struct zb_choices {
   bool bubble_rule = true;
   /// With several chunks per stage: among ready forwards, run the later model chunk first.
   bool later_chunk_first = true;
+  /// With several chunks per stage and later_chunk_first: rather than start an F whose end
+  /// would delay the F of a later model chunk arriving meanwhile (by as little as T_comm),
+  /// wait for that one. Keeps the V turn on time when transfers skew arrivals.
+  bool wait_for_later_chunk = false;
 
   /// Bit i of the index is the i-th field above.
   unsigned index() const noexcept {
     return unsigned(b_first_when_ahead) | unsigned(wait_for_b) << 1 |
            unsigned(fill_small_gaps) << 2 | unsigned(!bubble_rule) << 3 |
-           unsigned(!later_chunk_first) << 4;
+           unsigned(!later_chunk_first) << 4 | unsigned(wait_for_later_chunk) << 5;
   }
   static zb_choices from_index(unsigned i) noexcept {
     zb_choices c;
@@ -53,6 +57,7 @@ struct zb_choices {
     c.fill_small_gaps = (i & 4u) != 0;
     c.bubble_rule = (i & 8u) == 0;
     c.later_chunk_first = (i & 16u) == 0;
+    c.wait_for_later_chunk = (i & 32u) != 0;
     return c;
   }
   friend bool operator==(const zb_choices&, const zb_choices&) = default;
@@ -69,7 +74,8 @@ struct zb_choice_outcome {
 };
 
 struct zb_auto_options {
-  /// Only the paper's 8 combinations (bubble_rule and later_chunk_first on).
+  /// Only the paper's 8 combinations (bubble_rule and later_chunk_first on,
+  /// wait_for_later_chunk off).
   bool paper_choices_only = false;
   /// Run the local improvement pass (W moved into earlier gaps) on the best greedy result.
   bool improve = true;
@@ -247,8 +253,8 @@ inline void check_limits(std::string_view who,
 
 /// The greedy flags of a choice.
 inline greedy_flags flags_of(const zb_choices& c) {
-  return greedy_flags{c.b_first_when_ahead, c.wait_for_b, c.fill_small_gaps, c.bubble_rule,
-                      c.later_chunk_first};
+  return greedy_flags{c.b_first_when_ahead, c.wait_for_b,        c.fill_small_gaps,
+                      c.bubble_rule,        c.later_chunk_first, c.wait_for_later_chunk};
 }
 
 /// What searching the greedy choices found.
@@ -567,7 +573,7 @@ inline zb_auto_result zb_search(std::string_view who,
   const bool seed_optimal = opts.prune && !seed.empty() && seed.span <= bound + pr.eps;
   const unsigned n_choices = seed_optimal              ? 0u
                              : opts.paper_choices_only ? 8u
-                                                       : (pl.chunks() > 1 ? 32u : 16u);
+                                                       : (pl.chunks() > 1 ? 64u : 16u);
   greedy_cut seed_cut;  // a greedy run that cannot beat the best seed stops early
   if (!seed.empty()) {
     seed_cut = {seed.span, seed.makespan, false};

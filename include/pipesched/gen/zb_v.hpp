@@ -10,7 +10,7 @@ namespace pipesched {
 /// ZB-V, cost-aware: V placement (stage s holds global chunks s and 2p−1−s, so the forward
 /// goes down the stages and back up and the loss is on stage 0), two chunks per stage, split
 /// B/W, placed by the automatic zero-bubble search (zb_auto.hpp) generalised to two chunks:
-/// all 32 greedy choice combinations and the hand-crafted ZB-V order
+/// all 64 greedy choice combinations and the hand-crafted ZB-V order
 /// (detail/zb_v_order.hpp) timed with the real costs, the shortest longest-stage span kept.
 ///
 /// Costs and memory are per chunk (cost_model::at(stage, chunk), memory_model::at(stage,

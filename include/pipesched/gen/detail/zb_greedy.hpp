@@ -19,11 +19,12 @@ namespace pipesched::detail {
 
 /// The yes/no heuristics one greedy run uses (one bit each; see zb_choices in zb_auto.hpp).
 struct greedy_flags {
-  bool b_first_when_ahead = false;  ///< B before a ready F only when >= 2 F ahead of the consumer
-  bool wait_for_b = false;          ///< don't start an F that would delay a known B
-  bool fill_small_gaps = false;     ///< put a W into any gap, even one shorter than T_W
-  bool bubble_rule = true;          ///< W when the gap would raise the largest accumulated bubble
-  bool later_chunk_first = true;    ///< among ready F, the one of the later model chunk first
+  bool b_first_when_ahead = false;    ///< B before a ready F only when >= 2 F ahead of the consumer
+  bool wait_for_b = false;            ///< don't start an F that would delay a known B
+  bool fill_small_gaps = false;       ///< put a W into any gap, even one shorter than T_W
+  bool bubble_rule = true;            ///< W when the gap would raise the largest accumulated bubble
+  bool later_chunk_first = true;      ///< among ready F, the one of the later model chunk first
+  bool wait_for_later_chunk = false;  ///< wait for a later chunk's F arriving during this F
 };
 
 /// Output of one greedy run: per-stage op lists with their exact start times.
@@ -537,6 +538,27 @@ class greedy_scheduler {
         b_known = known;
         b_ready = ready;
         b_c = c;
+      }
+    }
+    if (fl_.later_chunk_first && b_exists && b_known && b_ready <= now + eps_) {
+      // A later chunk's F that arrives before the chosen one could end: waiting for it keeps
+      // the chunk order a small transfer latency would otherwise flip (only meaningful when
+      // later chunks are preferred: otherwise the flag is unused, and its runs are copies).
+      const double end = std::max(t_[s], b_ready) + tf_[idx<One>(s, b_c)];
+      const global_chunk h = gl_[idx<One>(s, b_c)];
+      for (chunk_index c = 0; c < chunks<One>(); ++c) {
+        const std::size_t i = idx<One>(s, c);
+        if (nf_[i] >= m_ || gl_[i] <= h || mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
+          continue;
+        }
+        bool known = true;
+        const double ready = f_input(i, nf_[i], now, known);
+        if (known && ready > now + eps_ && ready < end - eps_) {
+          used_ |= 32u;
+          if (fl_.wait_for_later_chunk) {
+            return cand{true, true, ready, c};
+          }
+        }
       }
     }
     return cand{b_exists, b_known, b_ready, b_c};
