@@ -27,7 +27,7 @@ struct greedy_flags {
   bool wait_for_later_chunk = false;  ///< wait for a later chunk's F arriving during this F
 };
 
-/// Output of one greedy run: per-stage op lists with their exact start times.
+/// Output of one greedy run: its outcome and, when asked for, its per-stage op lists.
 struct greedy_run {
   bool ok = false;      ///< every op placed (false when pruned or, never expected, stalled)
   bool pruned = false;  ///< stopped early: provably loses to the cut
@@ -37,8 +37,7 @@ struct greedy_run {
   std::vector<std::vector<op>> ops;  ///< per stage (only when asked for: see finish)
   double max_span = 0.0;
   double makespan = 0.0;
-  /// The largest span bound the run checked against its cut: a run that is not pruned
-  /// behaves identically under any cut c with !(max_bound > c + eps).
+  /// The largest lower bound on the run's span it checked against its cut.
   double max_bound = 0.0;
 };
 
