@@ -49,9 +49,12 @@ int main(int argc, char** argv) {
   std::vector<std::uint32_t> stages = {4, 8, 16};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--stages") == 0 && i + 1 < argc) {
-      const long p = std::strtol(argv[++i], nullptr, 10);
-      if (p < 1 || p > 64) {
-        std::fprintf(stderr, "zb_search_gains: --stages must be in 1..64\n");
+      const char* v = argv[++i];
+      char* end = nullptr;
+      const long p = std::strtol(v, &end, 10);
+      if (end == v || *end != '\0' || p < 1 || p > 64) {
+        std::fprintf(stderr, "zb_search_gains: --stages needs an integer in 1..64, got \"%s\"\n",
+                     v);
         return 2;
       }
       stages = {static_cast<std::uint32_t>(p)};
