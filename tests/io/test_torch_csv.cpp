@@ -1,8 +1,16 @@
+#include <cstdint>
+#include <map>
+#include <set>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/gen/comm_lowering.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/gen/registry.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/torch_csv.hpp>
 #include <pipesched/validate/validator.hpp>
@@ -10,6 +18,239 @@
 using namespace pipesched;
 
 namespace {
+
+// What PyTorch's loaders require of a file, checked on the text alone (independently of
+// from_torch_csv), after torch/distributed/pipelining/schedules.py: `_Action.from_str`,
+// `_validate_schedule`, `_PipelineScheduleRuntime._load_csv(..., "compute_comms")` and the
+// runtime's receive / send bookkeeping, and `_simulate_comms_compute` made blocking.
+
+// One action, its kind in the current spelling (I input gradient, B full backward).
+struct action {
+  std::uint64_t stage = 0;
+  std::string kind;
+  std::uint64_t mb = 0;
+  bool operator<(const action& o) const {
+    return std::tie(stage, kind, mb) < std::tie(o.stage, o.kind, o.mb);
+  }
+  bool operator==(const action& o) const {
+    return stage == o.stage && kind == o.kind && mb == o.mb;
+  }
+};
+
+struct action_file {
+  std::vector<std::vector<action>> rows;  // one per rank
+  std::size_t empty_cells = 0;            // cells PyTorch reads as None
+  std::map<std::uint64_t, std::size_t> rank_of;
+  std::uint64_t stages = 0;
+};
+
+bool is_send_kind(const std::string& k) {
+  return k == "SEND_F" || k == "SEND_B";
+}
+bool is_recv_kind(const std::string& k) {
+  return k == "RECV_F" || k == "RECV_B";
+}
+
+// Splits the text the way csv.reader does for these files (no quoting): a row per line, a
+// cell per comma; an empty line is a rank with no actions.
+action_file read_actions(const std::string& csv, torch_spelling sp) {
+  action_file f;
+  std::size_t pos = 0;
+  while (pos < csv.size()) {
+    std::size_t eol = csv.find('\n', pos);
+    REQUIRE(eol != std::string::npos);  // every row ends with '\n'
+    const std::string line = csv.substr(pos, eol - pos);
+    pos = eol + 1;
+    std::vector<action> row;
+    for (std::size_t c = 0; !line.empty() && c <= line.size();) {
+      std::size_t comma = line.find(',', c);
+      comma = comma == std::string::npos ? line.size() : comma;
+      const std::string cell = line.substr(c, comma - c);
+      c = comma + 1;
+      if (cell.empty()) {
+        ++f.empty_cells;
+        continue;
+      }
+      std::size_t i = 0;
+      action a;
+      auto digits = [&](std::uint64_t& v) {
+        const std::size_t from = i;
+        for (v = 0; i < cell.size() && cell[i] >= '0' && cell[i] <= '9'; ++i) {
+          v = v * 10 + static_cast<std::uint64_t>(cell[i] - '0');
+        }
+        return i > from;
+      };
+      INFO("cell \"" << cell << "\"");
+      REQUIRE(digits(a.stage));
+      const std::size_t k0 = i;
+      while (i < cell.size() && ((cell[i] >= 'A' && cell[i] <= 'Z') || cell[i] == '_')) {
+        ++i;
+      }
+      a.kind = cell.substr(k0, i - k0);
+      REQUIRE(digits(a.mb));
+      REQUIRE(i == cell.size());
+      if (sp == torch_spelling::legacy) {
+        REQUIRE(a.kind != "I");
+        a.kind = a.kind == "B" ? "I" : a.kind == "BW" ? "B" : a.kind;
+      } else {
+        REQUIRE(a.kind != "BW");
+      }
+      const std::set<std::string> known{"F", "I", "B", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+      REQUIRE(known.count(a.kind) == 1);
+      row.push_back(a);
+    }
+    f.rows.push_back(std::move(row));
+  }
+  for (std::size_t r = 0; r < f.rows.size(); ++r) {
+    for (const action& a : f.rows[r]) {
+      const auto [it, fresh] = f.rank_of.emplace(a.stage, r);
+      INFO("stage " << a.stage);
+      REQUIRE(it->second == r);  // a stage lives on one rank
+      f.stages = std::max(f.stages, a.stage + 1);
+    }
+  }
+  return f;
+}
+
+// `_validate_schedule`: per stage m forwards, as many I as W, B + I = m; per rank, a backward
+// after its forward and a W after its I.
+void check_compute_counts(const action_file& f, std::uint64_t m) {
+  std::map<std::pair<std::uint64_t, std::string>, std::set<std::uint64_t>> seen;
+  for (const auto& row : f.rows) {
+    for (const action& a : row) {
+      INFO(a.stage << a.kind << a.mb);
+      if (a.kind == "I" || a.kind == "B") {
+        CHECK(seen[{a.stage, "F"}].count(a.mb) == 1);
+      } else if (a.kind == "W") {
+        CHECK(seen[{a.stage, "I"}].count(a.mb) == 1);
+      }
+      seen[{a.stage, a.kind}].insert(a.mb);
+    }
+  }
+  for (std::uint64_t g = 0; g < f.stages; ++g) {
+    INFO("stage " << g);
+    CHECK(seen[{g, "F"}].size() == m);
+    CHECK(seen[{g, "I"}].size() == seen[{g, "W"}].size());
+    CHECK(seen[{g, "B"}].size() + seen[{g, "I"}].size() == m);
+  }
+}
+
+// The RECV a SEND pairs with: SEND_F of stage g with RECV_F of g + 1, SEND_B of g with RECV_B
+// of g - 1 (the stage index in a SEND is the sender's, in a RECV the receiver's).
+action partner(const action& send) {
+  return send.kind == "SEND_F" ? action{send.stage + 1, "RECV_F", send.mb}
+                               : action{send.stage - 1, "RECV_B", send.mb};
+}
+
+// Every SEND has exactly one RECV on the rank of the peer stage and the other way round; no
+// transfer between two stages of one rank (PyTorch passes those locally).
+void check_pairs(const action_file& f) {
+  std::multiset<action> sends_want;
+  std::multiset<action> recvs;
+  for (std::size_t r = 0; r < f.rows.size(); ++r) {
+    for (const action& a : f.rows[r]) {
+      INFO("rank " << r << ": " << a.stage << a.kind << a.mb);
+      if (is_send_kind(a.kind)) {
+        REQUIRE((a.kind == "SEND_F" ? a.stage + 1 < f.stages : a.stage > 0));
+        const action want = partner(a);
+        CHECK(f.rank_of.at(want.stage) != r);
+        sends_want.insert(want);
+      } else if (is_recv_kind(a.kind)) {
+        recvs.insert(a);
+      }
+    }
+  }
+  CHECK(sends_want == recvs);
+  CHECK(std::set<action>(recvs.begin(), recvs.end()).size() == recvs.size());  // each once
+}
+
+// Runs the rows as blocking (MPI_Ssend-like) point-to-point would: a SEND completes only
+// together with its RECV at the head of the peer's row. A compute op needs its input on its
+// own rank: a RECV earlier in the row, or the adjacent stage's op when that stage is local (as
+// in `_simulate_comms_compute` and the runtime, which asserts a RECV_F / RECV_B was posted
+// before an F / I / B whose neighbour stage is remote). Returns "" when every row runs to the
+// end, else the action each stuck rank waits at.
+std::string blocking_dry_run(const action_file& f) {
+  const std::size_t p = f.rows.size();
+  std::vector<std::size_t> pos(p, 0);
+  std::vector<std::set<action>> done(p);
+  auto has = [&](std::size_t r, std::uint64_t stage, const char* kind, std::uint64_t mb) {
+    return done[r].count(action{stage, kind, mb}) == 1;
+  };
+  const std::uint64_t last = f.stages - 1;
+  auto ready = [&](std::size_t r, const action& a) {
+    if (a.kind == "F") {
+      return a.stage == 0 || has(r, a.stage, "RECV_F", a.mb) || has(r, a.stage - 1, "F", a.mb);
+    }
+    if (a.kind == "I" || a.kind == "B") {
+      return a.stage == last || has(r, a.stage, "RECV_B", a.mb) || has(r, a.stage + 1, "I", a.mb) ||
+             has(r, a.stage + 1, "B", a.mb);
+    }
+    if (a.kind == "W") {
+      return has(r, a.stage, "I", a.mb);
+    }
+    if (a.kind == "SEND_F") {
+      return has(r, a.stage, "F", a.mb);
+    }
+    if (a.kind == "SEND_B") {
+      return has(r, a.stage, "I", a.mb) || has(r, a.stage, "B", a.mb);
+    }
+    return false;  // a RECV waits for its sender, which completes both
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (std::size_t r = 0; r < p; ++r) {
+      while (pos[r] < f.rows[r].size()) {
+        const action& a = f.rows[r][pos[r]];
+        if (!ready(r, a)) {
+          break;
+        }
+        if (is_send_kind(a.kind)) {
+          const action want = partner(a);
+          const auto peer = f.rank_of.find(want.stage);
+          if (peer == f.rank_of.end()) {
+            break;
+          }
+          const std::size_t q = peer->second;
+          if (q == r || pos[q] == f.rows[q].size() || !(f.rows[q][pos[q]] == want)) {
+            break;
+          }
+          done[q].insert(want);
+          ++pos[q];
+        }
+        done[r].insert(a);
+        ++pos[r];
+        progress = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (std::size_t r = 0; r < p; ++r) {
+    if (pos[r] < f.rows[r].size()) {
+      const action& a = f.rows[r][pos[r]];
+      stuck += "rank " + std::to_string(r) + " at " + std::to_string(a.stage) + a.kind +
+               std::to_string(a.mb) + "; ";
+    }
+  }
+  return stuck;
+}
+
+// Every check above, for a file written from `s`.
+void check_torch_file(const schedule& s, const torch_csv_options& opts) {
+  const std::string csv = to_torch_csv(s, opts);
+  INFO(csv);
+  CHECK(from_torch_csv(csv) == s);
+  const action_file f = read_actions(csv, opts.spelling);
+  CHECK(f.rows.size() == s.stages());
+  if (opts.alignment == torch_alignment::list_order) {
+    CHECK(f.empty_cells == 0);
+  }
+  check_compute_counts(f, s.microbatches());
+  if (s.has_comm()) {
+    check_pairs(f);
+    CHECK(blocking_dry_run(f).empty());
+  }
+}
 
 // GPipe-like order over all chunks of a two-chunk placement: every F, then every BW in reverse
 // chunk order; valid for loop and V placements.
@@ -207,4 +448,80 @@ TEST_CASE("torch csv: random input throws invalid_argument or parses", "[io][tor
     }
   }
   CHECK(parsed > 0);
+}
+
+TEST_CASE("torch csv: golden 1F1B p=2 m=2 with comm, list order (PyTorch compute_comms)",
+          "[io][torch_csv]") {
+  const schedule s = lower_communication(generate(one_f_one_b{}, 2, 2));
+  const std::string list =
+      "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+      "1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n";
+  CHECK(to_torch_csv(s) == list);  // automatic: list order once there are SEND/RECV ops
+  CHECK(to_torch_csv(s, {torch_spelling::current, torch_alignment::list_order}) == list);
+  CHECK(to_torch_csv(s, {torch_spelling::legacy, torch_alignment::automatic}) ==
+        "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0BW0,0RECV_B1,0BW1\n"
+        "1RECV_F0,1F0,1RECV_F1,1BW0,1SEND_B0,1F1,1BW1,1SEND_B1\n");
+  // The unit-step grid stays available (SEND/RECV pairs share a step).
+  CHECK(to_torch_csv(s, {torch_spelling::current, torch_alignment::unit_steps}) ==
+        "0F0,0SEND_F0,0F1,0SEND_F1,,0RECV_B0,0B0,,0RECV_B1,0B1\n"
+        ",1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n");
+}
+
+TEST_CASE("torch csv: the checker catches what PyTorch's runtime would reject", "[io][torch_csv]") {
+  // RECV_B posted after the backward that needs it.
+  const action_file late_recv = read_actions(
+      "0F0,0SEND_F0,0B0,0RECV_B0\n1RECV_F0,1F0,1B0,1SEND_B0\n", torch_spelling::current);
+  CHECK_FALSE(blocking_dry_run(late_recv).empty());
+  // Sends in one order, receives in the other: fine when buffered, a deadlock when blocking.
+  const action_file crossed = read_actions(
+      "0F0,0F1,0SEND_F0,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+      "1RECV_F1,1RECV_F0,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n",
+      torch_spelling::current);
+  CHECK(blocking_dry_run(crossed) == "rank 0 at 0SEND_F0; rank 1 at 1RECV_F1; ");
+  const action_file ok = read_actions("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n",
+                                      torch_spelling::current);
+  CHECK(blocking_dry_run(ok).empty());
+}
+
+TEST_CASE(
+    "torch csv: every registered schedule, both layouts and spellings, loads as PyTorch "
+    "reads it",
+    "[io][torch_csv]") {
+  const std::vector<std::pair<std::uint32_t, std::uint32_t>> sizes{{1, 2}, {2, 3}, {3, 5}, {4, 8}};
+  std::size_t multi_chunk = 0;
+  std::size_t split = 0;
+  for (const generator_entry& e : default_registry().entries()) {
+    for (const auto& [p, m] : sizes) {
+      generator_params params;
+      params.stages = p;
+      params.microbatches = m;
+      const schedule compute = e.generate(params);
+      REQUIRE(validate(compute).ok());
+      multi_chunk += compute.chunks() > 1 ? 1U : 0U;
+      for (stage_index st = 0; st < compute.stages(); ++st) {
+        for (const op& o : compute.ops(st)) {
+          split += o.kind == op_kind::backward_weight ? 1U : 0U;
+        }
+      }
+      lowering_options late;
+      late.receives = receive_placement::late;
+      for (const schedule& s :
+           {compute, lower_communication(compute), lower_communication(compute, late)}) {
+        for (torch_spelling sp : {torch_spelling::current, torch_spelling::legacy}) {
+          for (torch_alignment al : {torch_alignment::unit_steps, torch_alignment::list_order}) {
+            INFO(e.name << " p=" << p << " m=" << m << (s.has_comm() ? " with comm" : "")
+                        << (sp == torch_spelling::legacy ? " legacy" : " current")
+                        << (al == torch_alignment::list_order ? " list" : " steps"));
+            check_torch_file(s, {sp, al});
+          }
+          // The default: PyTorch's compute+comms form with SEND/RECV ops, else the grid.
+          CHECK(to_torch_csv(s, {sp, torch_alignment::automatic}) ==
+                to_torch_csv(s, {sp, s.has_comm() ? torch_alignment::list_order
+                                                  : torch_alignment::unit_steps}));
+        }
+      }
+    }
+  }
+  CHECK(multi_chunk > 0);  // loop and V placements were covered
+  CHECK(split > 0);        // and B / W split backwards
 }

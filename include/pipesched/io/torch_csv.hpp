@@ -32,15 +32,20 @@ enum class torch_spelling : std::uint8_t {
 enum class torch_alignment : std::uint8_t {
   /// Column = start step in unit_step_timeline(): every op lasts one step and starts as soon as
   /// its stage is free and its inputs exist; empty cells are idle steps, so columns line up
-  /// across ranks as time.
+  /// across ranks as time. The compute-only form PyTorch's schedule tables use.
   unit_steps,
-  /// Column = position in the stage's list: no empty cells.
+  /// Column = position in the stage's list: no empty cells. With SEND/RECV ops this is the
+  /// compute+comms form (`_PipelineScheduleRuntime._load_csv(path, format="compute_comms")`
+  /// rejects empty cells).
   list_order,
+  /// list_order when the schedule has SEND/RECV ops, else unit_steps: the form PyTorch's
+  /// loader for that kind of file reads.
+  automatic,
 };
 
 struct torch_csv_options {
   torch_spelling spelling = torch_spelling::current;
-  torch_alignment alignment = torch_alignment::unit_steps;
+  torch_alignment alignment = torch_alignment::automatic;
 };
 
 namespace detail {
@@ -118,13 +123,17 @@ inline bool split_cell(const std::string& c, torch_cell& out) {
 
 /// Writes `sched` as a PyTorch pipelining CSV: row r = rank (stage) r, cells separated by
 /// commas, trailing empty cells omitted, '\n' after every row. Each cell is
-/// `<global stage><kind><mb>` with global stage = sched.layout().global(stage, chunk).
-/// With unit_steps alignment, throws invalid_argument when the schedule cannot run to the end.
+/// `<global stage><kind><mb>` with global stage = sched.layout().global(stage, chunk); a SEND
+/// carries the sender's global stage and a RECV the receiver's, as in PyTorch's lowering.
+/// With unit_steps alignment (automatic on a compute-only schedule), throws invalid_argument
+/// when the schedule cannot run to the end.
 inline std::string to_torch_csv(const schedule& sched, const torch_csv_options& opts = {}) {
   const placement& pl = sched.layout();
   std::string out;
   std::optional<timeline> tl;
-  if (opts.alignment == torch_alignment::unit_steps) {
+  const bool steps = opts.alignment == torch_alignment::unit_steps ||
+                     (opts.alignment == torch_alignment::automatic && !sched.has_comm());
+  if (steps) {
     tl = detail::compute_timeline(
         sched, "to_torch_csv", [](stage_index, const op&) { return 1.0; },
         [](stage_index, stage_index) { return 0.0; });
