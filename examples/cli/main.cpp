@@ -178,14 +178,53 @@ bool stdout_is_terminal() {
   return ::isatty(STDOUT_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr;
 }
 
+/// --csv-layout / --csv-spelling: how --format torch-csv writes (docs/formats.md).
+struct torch_csv_cli {
+  std::optional<std::string> layout;    // steps | list; unset: list with SEND/RECV ops, else steps
+  std::optional<std::string> spelling;  // current | legacy; unset: current
+
+  /// The writer options; throws (exit 2) on a bad value or when `format` is not torch-csv.
+  torch_csv_options options(const std::string& format) const {
+    torch_csv_options o;
+    if (layout && *layout != "steps" && *layout != "list") {
+      usage_error("--csv-layout: must be steps or list, not \"" + *layout + "\"");
+    }
+    if (spelling && *spelling != "current" && *spelling != "legacy") {
+      usage_error("--csv-spelling: must be current or legacy, not \"" + *spelling + "\"");
+    }
+    if (format != "torch-csv" && (layout || spelling)) {
+      usage_error(std::string(layout ? "--csv-layout" : "--csv-spelling") +
+                  ": only meaningful with --format torch-csv");
+    }
+    if (layout) {
+      o.alignment = *layout == "list" ? torch_alignment::list_order : torch_alignment::unit_steps;
+    }
+    if (spelling) {
+      o.spelling = *spelling == "legacy" ? torch_spelling::legacy : torch_spelling::current;
+    }
+    return o;
+  }
+};
+
+void add_torch_csv_options(CLI::App* cmd, torch_csv_cli& o) {
+  cmd->add_option("--csv-layout", o.layout,
+                  "torch-csv: steps (unit-step grid, empty idle cells) or list (list order, no "
+                  "empty cells); default list when the schedule has SEND/RECV ops (--with-comm), "
+                  "else steps");
+  cmd->add_option("--csv-spelling", o.spelling,
+                  "torch-csv: current (I = input gradient, B = full backward) or legacy (B, BW); "
+                  "default current");
+}
+
 /// Renders a timed schedule in one of the picture / interchange formats, or "" for formats
 /// that are not pictures.
 std::string render_picture(const std::string& format,
                            const schedule& s,
                            const cost_model& costs,
-                           const memory_model& memory) {
+                           const memory_model& memory,
+                           const torch_csv_options& csv) {
   if (format == "torch-csv") {
-    return to_torch_csv(s);
+    return to_torch_csv(s, csv);
   }
   if (format != "chrome" && format != "svg") {
     return {};
@@ -286,9 +325,11 @@ struct generate_options {
   model_options model;
   std::string format = "text";
   std::string output;
+  torch_csv_cli csv;
 };
 
 int cmd_generate(const generate_options& o) {
+  const torch_csv_options csv = o.csv.options(o.format);
   const schedule s = load_schedule(o.src, o.model.params());
   std::string text;
   if (o.format == "text") {
@@ -299,7 +340,7 @@ int cmd_generate(const generate_options& o) {
     text = write_schedule_json(s);
   } else {
     const generator_params params = o.model.params();
-    text = render_picture(o.format, s, params.costs, params.memory);
+    text = render_picture(o.format, s, params.costs, params.memory, csv);
     if (text.empty()) {
       usage_error("--format: unknown format \"" + o.format +
                   "\" (known: text, json, torch-csv, chrome, svg)");
@@ -381,9 +422,11 @@ struct simulate_options_cli {
   bool json = false;
   std::string format = "text";
   std::string output;
+  torch_csv_cli csv;
 };
 
 int cmd_simulate(const simulate_options_cli& o) {
+  const torch_csv_options csv = o.csv.options(o.format);
   const generator_params params = o.model.params();
   const schedule s = load_schedule(o.src, params);
   const validation_report vr = validate(s);
@@ -394,7 +437,7 @@ int cmd_simulate(const simulate_options_cli& o) {
     return 1;
   }
   if (o.format != "text" && o.format != "json") {
-    const std::string text = render_picture(o.format, s, params.costs, params.memory);
+    const std::string text = render_picture(o.format, s, params.costs, params.memory, csv);
     if (text.empty()) {
       usage_error("--format: unknown format \"" + o.format +
                   "\" (known: text, json, torch-csv, chrome, svg)");
@@ -477,6 +520,7 @@ int main(int argc, char** argv) {
                 "Output: text (listing + unit-step timeline), json, torch-csv, chrome (trace), svg")
       ->capture_default_str();
   g->add_option("--output,-o", gen.output, "Write to FILE instead of stdout");
+  add_torch_csv_options(g, gen.csv);
 
   validate_options_cli val;
   auto* v = app.add_subcommand("validate", "Check a schedule; exit 1 listing every violation");
@@ -492,6 +536,7 @@ int main(int argc, char** argv) {
                  "Output: text (report + timeline), json, chrome (trace), svg, torch-csv")
       ->capture_default_str();
   sc->add_option("--output,-o", sim.output, "Write json / chrome / svg / torch-csv to FILE");
+  add_torch_csv_options(sc, sim.csv);
 
   try {
     app.parse(argc, argv);
