@@ -55,8 +55,10 @@ TEST_CASE("zb-v: the hand-crafted order is a seed; the greedy alone misses it fo
   gp.stages = 5;
   gp.microbatches = 10;
   const auto with_seed = zb_v_search(gp);
-  zb_auto_options no_seed;
+  zb_auto_options no_seed;  // our greedy choices alone
   no_seed.seed_handcrafted = false;
+  no_seed.published = false;
+  no_seed.improve = false;
   const auto greedy = zb_v_search(gp, no_seed);
   CHECK(with_seed.zb_v_handcrafted_span == Approx(60.0));
   CHECK(with_seed.span == Approx(60.0));
@@ -129,6 +131,7 @@ TEST_CASE("zb-v: waiting for a later chunk's F keeps the V turn under T_comm", "
   zb_auto_options all;
   all.prune = false;
   all.seed_handcrafted = false;
+  all.published = false;
   all.improve = false;
   const auto r = zb_v_search(gp, all);
   REQUIRE(r.tried.size() == 64);

@@ -17,6 +17,8 @@
 
 #include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
+#include "pipesched/gen/detail/zb_improve.hpp"
+#include "pipesched/gen/detail/zb_published.hpp"
 #include "pipesched/gen/detail/zb_v_order.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
@@ -77,8 +79,22 @@ struct zb_auto_options {
   /// Only the paper's 8 combinations (bubble_rule and later_chunk_first on,
   /// wait_for_later_chunk off).
   bool paper_choices_only = false;
-  /// Run the local improvement pass (W moved into earlier gaps) on the best greedy result.
+  /// Also run the zero-bubble authors' published heuristics (detail/zb_published.hpp: their
+  /// automatic scheduler's greedy in its 8 combinations for zb-auto, their ZB-V greedy for
+  /// zb-v) as candidates, so the result is never worse than theirs.
+  bool published = true;
+  /// Run the improvement phase on the best order found: W moved into earlier gaps, then the
+  /// local search (detail/zb_improve.hpp) within the budget below.
   bool improve = true;
+  /// Local search budget, in candidate orders timed (each costs one timing of the whole
+  /// order). Deterministic: the same input gives the same schedule. The default spends about
+  /// 2·10^6 op timings, at least 64 and at most 400 candidates.
+  std::size_t search_evaluations = default_evaluations;
+  /// A wall-clock cap on the local search in milliseconds (0: none). When it cuts the search
+  /// the result depends on the machine's speed; the evaluation budget alone never does.
+  double search_budget_ms = 0.0;
+  /// search_evaluations' default: sized from the problem (see above).
+  static constexpr std::size_t default_evaluations = std::size_t(-1);
   /// Also try the hand-crafted orders when they fit the limits, and keep them if shorter:
   /// ZB-H1 and ZB-H2 for zb-auto, the ZB-V order (detail/zb_v_order.hpp) for zb-v.
   bool seed_handcrafted = true;
@@ -112,7 +128,15 @@ struct zb_auto_result {
   double zb_h2_span = -1.0;  ///< ZB-H2's span likewise
   /// The hand-crafted ZB-V order's span (zb-v) when it fits the limits, else −1.
   double zb_v_handcrafted_span = -1.0;
-  /// "greedy", or the seed that won: "zb-h1", "zb-h2" or "zb-v-handcrafted".
+  /// The best span of the authors' published heuristics (options.published), else −1.
+  double published_span = -1.0;
+  /// Span after the W gap-filling pass, before the local search.
+  double filled_span = 0.0;
+  /// Candidate orders the local search timed, and moves it kept.
+  std::size_t search_evaluations = 0;
+  std::size_t search_moves = 0;
+  /// "greedy", or the seed that won: "zb-h1", "zb-h2", "zb-v-handcrafted" or "published"
+  /// (before the improvement phase).
   std::string_view winner = "greedy";
   zb_choices best;                       ///< the winning greedy choice
   std::vector<zb_choice_outcome> tried;  ///< every choice tried, in index order
@@ -569,6 +593,28 @@ inline zb_auto_result zb_search(std::string_view who,
   } else if (opts.seed_handcrafted && pl.kind() == placement_kind::v_shape && pl.chunks() == 2) {
     try_seed("zb-v-handcrafted", zb_v_handcrafted_ops(p, m), res.zb_v_handcrafted_span);
   }
+  // The authors' heuristics, each combination a seed; their best span is reported.
+  if (opts.published) {
+    auto try_published = [&](published_order o) {
+      if (!o.ok) {
+        return;
+      }
+      double span = -1.0;
+      try_seed("published", std::move(o.ops), span);
+      if (span >= 0.0 && (res.published_span < 0.0 || span < res.published_span)) {
+        res.published_span = span;
+      }
+    };
+    if (pl.chunks() == 1 && pl.kind() == placement_kind::sequential) {
+      for (unsigned i = 0; i < 8; ++i) {
+        try_published(published_zb_order(pr, published_zb_combination(i)));
+      }
+    } else if (pl.kind() == placement_kind::v_shape && pl.chunks() == 2) {
+      for (int i = 0; i < 4; ++i) {
+        try_published(published_zb_v_order(pr, (i & 1) == 0, (i & 2) == 0));
+      }
+    }
+  }
   // The greedy choices, unless a seed already reaches the bound.
   const bool seed_optimal = opts.prune && !seed.empty() && seed.span <= bound + pr.eps;
   const unsigned n_choices = seed_optimal              ? 0u
@@ -629,6 +675,29 @@ inline zb_auto_result zb_search(std::string_view who,
       cur.ops = std::move(trial);
       std::swap(cur.start, start2);
     }
+    res.filled_span = res.span;
+    improve_budget budget;
+    budget.evaluations = opts.search_evaluations;
+    if (budget.evaluations == zb_auto_options::default_evaluations) {
+      const double n = double(p) * m * pl.chunks() * 3.0;
+      budget.evaluations = std::size_t(std::clamp(2e6 / n, 64.0, 400.0));
+    }
+    budget.milliseconds = opts.search_budget_ms;
+    if (budget.evaluations > 0 && res.span > bound + pr.eps) {
+      order_improver imp(pr);
+      const improve_stats st = imp.run(cur.ops, budget);
+      res.search_evaluations = st.evaluations;
+      res.search_moves = st.accepted;
+      if (st.accepted > 0) {
+        const order_times t = time_order(pr, cur.ops, cur.start);
+        PIPESCHED_ASSERT(t.complete && t.max_span <= res.span + pr.eps,
+                         "zb_search: the local search made the order worse");
+        res.span = t.max_span;
+        res.makespan = t.makespan;
+      }
+    }
+  } else {
+    res.filled_span = res.span;
   }
   res.peak = order_peak(cur.ops, params.memory);
   res.sched = to_schedule(who, m, pl, std::move(cur.ops));

@@ -28,6 +28,10 @@ namespace pipesched::detail {
 /// so they add; otherwise the larger counts.
 /// - throughput (one chunk per stage): at most k = budget/M_B micro-batches are held at once,
 ///   each for at least F + round trip + B, so span ≥ ⌈m/k⌉·(that) + T_W.
+/// - drain chain (one chunk per stage): a later stage j starts its first F no earlier than
+///   the forward chain from stage s allows, runs all its m F and m B before its last B ends,
+///   and that B's gradient then travels back to s, where one W still follows:
+///   span_s ≥ Σ_{t=s}^{j−1} (F_t + B_t + 2·T_comm) + m·(F_j + B_j) + W_s.
 inline double span_lower_bound(const placement& pl,
                                std::uint32_t m,
                                const cost_model& costs,
@@ -116,6 +120,14 @@ inline double span_lower_bound(const placement& pl,
     const bool disjoint = double(m) > fcount + 1e-9;
     const double idle = disjoint ? head + tail : std::max(head, tail);
     best = std::max(best, busy + idle);
+    if (v == 1) {
+      const double w = costs.at(s, 0).backward_weight;
+      for (stage_index j = s + 1; j < p; ++j) {
+        const op_costs& t = costs.at(j, 0);
+        const double chain = (fpre[j] - fpre[s]) + (bpre[j] - bpre[s]) + 2.0 * (hpre[j] - hpre[s]);
+        best = std::max(best, chain + double(m) * (t.forward + t.backward_input) + w);
+      }
+    }
     if (v == 1 && memory.at(s, 0).activation > 0.0) {
       // Throughput: each micro-batch holds M_B from its F's start to its B's end, at least
       // F + the round trip below + B; at most k fit in the budget at once, so some k-th of
