@@ -192,6 +192,13 @@ TEST_CASE("zb-exact equals a brute-force enumeration on tiny cases", "[gen][zb_e
         CHECK(seeded.root_bound <= brute + 1e-9);
         check_result(searched, gp);
         check_result(seeded, gp);
+        // Sharp: told to beat the optimum + 1e-6, no prune may cut every optimal order.
+        const detail::exact_problem pr =
+            detail::make_exact_problem(gp, std::vector<double>(sh.p, *gp.memory_limit));
+        detail::exact_search search(pr, {});
+        search.run(brute + 1e-6, 0.0);
+        REQUIRE(search.improved());
+        CHECK(search.best_span() == Approx(brute).epsilon(1e-12));
       }
     }
   }

@@ -30,7 +30,10 @@ struct exact_problem {
   /// so it is the same in every order: the stage span's fixed origin.
   std::vector<double> first;
   std::vector<std::uint32_t> live;  ///< most activations a stage holds at once (bound only)
-  double eps = 1e-9;                ///< an order counts as shorter only by more than this
+  /// Per (stage, mb j): W that every order runs on the stage before F_j (memory), and for
+  /// each W_i the first F that needs it (m when none).
+  std::vector<std::uint32_t> w_need, w_first;
+  double eps = 1e-9;  ///< an order counts as shorter only by more than this
 };
 
 /// The flattened problem for one chunk per stage; `limits` per stage, static memory included.
@@ -59,6 +62,27 @@ inline exact_problem make_exact_problem(const generator_params& params,
       ++live;
     }
     pr.live.push_back(std::max(live, 1u));
+    // With b B done before F_j (at least j + 1 − live), the fewest W done that leave room for
+    // its activation; the least over b is needed whatever the order.
+    for (std::uint32_t j = 0; j < m; ++j) {
+      std::uint32_t need = j + 1;
+      for (std::uint32_t b = j + 1 > pr.live.back() ? j + 1 - pr.live.back() : 0; b <= j; ++b) {
+        std::uint32_t w = 0;
+        while (w<b&& double(j + 1 - b) * cm.activation + double(b - w) * cm.weight_grad_input> pr
+                   .avail.back()) {
+          ++w;
+        }
+        need = std::min(need, w);
+      }
+      pr.w_need.push_back(need);
+    }
+    for (std::uint32_t i = 0; i < m; ++i) {
+      std::uint32_t j = 0;
+      while (j < m && pr.w_need[std::size_t{s} * m + j] <= i) {
+        ++j;
+      }
+      pr.w_first.push_back(j);
+    }
     pr.first.push_back(s == 0 ? 0.0 : pr.first.back() + pr.tf[s - 1] + pr.fcomm[s]);
     scale =
         std::max({scale, t.forward, t.backward_input, t.backward_weight, pr.fcomm[s], pr.bcomm[s]});
@@ -80,16 +104,26 @@ struct exact_limits {
 /// first (ties: lower stage) by its next F, B or W. An op whose input is not timed yet stays
 /// pending on its stage (the stage is blocked) until the producer is timed, so every set of
 /// lists is reached by exactly one path and each op is timed once, incrementally, under the
-/// background §2 model. Prunes, all exact:
+/// background §2 model. Prunes, all exact (each cut order has a no-worse one the search keeps:
+/// in the subtree of the node that cut it, or, for dominance, of the earlier node):
 /// - bound: per stage, one machine with release dates (earliest-release order is optimal for
-///   it) over the ops still to time, releases from the producer chains, the stage's own
-///   sequence and the activations it may hold; no better than the incumbent → cut;
+///   it) over the ops still to time; releases from the producer chains and the ops the stage
+///   must run first (its earlier F and B, and the B and W memory needs before an F);
+/// - deadlines: to beat the incumbent every stage must end by its first start + that span,
+///   which gives each op a latest end (the ops its stage runs after it, its consumer on the
+///   next stage, the F its memory blocks); a stage whose ops cannot meet them on one machine
+///   even preemptively (earliest-deadline-first, exact for that relaxation) is cut. Stronger
+///   than the bound when a stage cannot both feed the next stage and answer the previous one;
 /// - gap: an F or B that waits at least T_W while a W is ready is cut: the W first ends by the
 ///   time it starts, frees memory earlier and leaves the rest no later;
-/// - dominance: nodes with the same counts and pending ops are compared on the times the
-///   future depends on (each stage's end, and the end + T_comm of every F / B produced but
-///   not yet consumed, raised to its consumer's end); one no later everywhere than a node
-///   already reached is cut. The timing is monotone, so its completions are no better.
+/// - W then X, where X (F or B) could have started when the W did: X first is no worse (it
+///   ends sooner, the W ends when X did; for an F only when memory allowed it), so after a W
+///   the stage's next F / B must not be one that was ready then (the ban, kept per stage);
+/// - dominance: nodes with the same F / B counts, pending ops and bans are compared on the
+///   times the future depends on (each stage's end, and the end + T_comm of every F / B
+///   produced but not yet consumed, raised to its consumer's end) and on W done (more is no
+///   worse: a W dropped from a list delays nothing); one no later everywhere than a node
+///   already searched is cut. The timing is monotone, so its completions are no better.
 class exact_search {
  public:
   exact_search(const exact_problem& pr, const exact_limits& lim) : pr_(pr), lim_(lim) {
@@ -107,6 +141,8 @@ class exact_search {
     }
     fe_.resize(std::size_t{p} * pr_.m);
     be_.resize(std::size_t{p} * pr_.m);
+    df_.resize(std::size_t{p} * pr_.m);
+    db_.resize(std::size_t{p} * pr_.m);
   }
 
   /// Bits a node's counts need; the memo key holds 256.
@@ -163,7 +199,7 @@ class exact_search {
     std::vector<double> t;  // entries of one length, back to back
     std::uint32_t next = 0;
   };
-  static constexpr std::size_t bucket_cap = 32;
+  static constexpr std::size_t bucket_cap = 16;
 
   std::uint32_t count(const state& st, stage_index s, int k) const {
     return st.n[std::size_t{3} * s + static_cast<std::size_t>(k)];
@@ -279,23 +315,30 @@ class exact_search {
     return true;
   }
 
-  // Earliest end, on stage s from its end, of its untimed F below `a` and B below `b`, each
-  // from its release (earliest release first is optimal for one machine). fe_ / be_ must
-  // hold those ops' bounds.
-  double prefix_end(const state& st, stage_index s, std::uint32_t a, std::uint32_t b) const {
+  // Earliest end, on stage s from its end, of its untimed F below `a`, B below `b` and W below
+  // `w` (w <= b), each from its release (earliest release first is optimal for one machine).
+  // fe_ / be_ must hold those ops' bounds.
+  double prefix_end(
+      const state& st, stage_index s, std::uint32_t a, std::uint32_t b, std::uint32_t w) const {
     const std::size_t base = std::size_t{s} * pr_.m;
     std::uint32_t jf = count(st, s, 0) - (st.pend[s] == 1 ? 1u : 0u);
     std::uint32_t jb = count(st, s, 1) - (st.pend[s] == 2 ? 1u : 0u);
+    std::uint32_t jw = count(st, s, 2);
+    constexpr double inf = std::numeric_limits<double>::infinity();
     double t = st.e[s];
-    while (jf < a || jb < b) {
-      const double rf = fe_[base + jf] - pr_.tf[s];
-      const double rb = be_[base + jb] - pr_.tb[s];
-      if (jb >= b || (jf < a && rf <= rb)) {
+    while (jf < a || jb < b || jw < w) {
+      const double rf = jf < a ? fe_[base + jf] - pr_.tf[s] : inf;
+      const double rb = jb < b ? be_[base + jb] - pr_.tb[s] : inf;
+      const double rw = jw < w ? be_[base + jw] : inf;
+      if (rf <= rb && rf <= rw) {
         t = std::max(t, rf) + pr_.tf[s];
         ++jf;
-      } else {
+      } else if (rb <= rw) {
         t = std::max(t, rb) + pr_.tb[s];
         ++jb;
+      } else {
+        t = std::max(t, rw) + pr_.tw[s];
+        ++jw;
       }
     }
     return t;
@@ -319,8 +362,10 @@ class exact_search {
         if (pr_.live[s] <= j) {
           r = std::max(r, be_[c - pr_.live[s]]);
         }
-        // Before it on the stage: the earlier F and, for memory, B up to j − live.
-        r = std::max(r, prefix_end(st, s, j, j + 1 > pr_.live[s] ? j + 1 - pr_.live[s] : 0));
+        // Before it on the stage: the earlier F and, for memory, B up to j − live and the W
+        // the memory needs.
+        r = std::max(
+            r, prefix_end(st, s, j, j + 1 > pr_.live[s] ? j + 1 - pr_.live[s] : 0, pr_.w_need[c]));
         fe_[c] = r + pr_.tf[s];
       }
       for (stage_index s = p; s-- > 0;) {
@@ -336,7 +381,7 @@ class exact_search {
         if (j > 0) {
           r = std::max(r, be_[c - 1]);
         }
-        r = std::max(r, prefix_end(st, s, j + 1, j));  // F up to j and the earlier B first
+        r = std::max(r, prefix_end(st, s, j + 1, j, 0));  // F up to j and the earlier B first
         be_[c] = r + pr_.tb[s];
       }
     }
@@ -370,6 +415,107 @@ class exact_search {
       lb = std::max(lb, t - pr_.first[s]);
     }
     return lb;
+  }
+
+  // Whether st may still beat the incumbent, judged by deadlines. Every stage must end by its
+  // first start + best − eps; an op must leave time for the ops its stage runs after it (all
+  // later F, B and W of its kind's chain) and for its consumer on the next stage (+ T_comm),
+  // and a B must free memory for the F `live` later. With those latest ends and bound()'s
+  // earliest starts (fe_ / be_), each stage's untimed ops must fit one machine; the
+  // preemptive earliest-deadline-first schedule meets every deadline whenever any order does
+  // (Jackson), so a miss rules the node out. It catches what bound() cannot: a stage that
+  // cannot both feed the next stage's F in time and return the B the previous stage needs.
+  bool meets_deadlines(const state& st) {
+    if (!(best_ < std::numeric_limits<double>::infinity())) {
+      return true;
+    }
+    const std::uint32_t p = pr_.p;
+    const std::uint32_t m = pr_.m;
+    const double target = best_ - pr_.eps;
+    for (std::uint32_t j = m; j-- > 0;) {
+      const double later = double(m - 1 - j);
+      for (stage_index s = 0; s < p; ++s) {
+        const std::size_t c = std::size_t{s} * m + j;
+        // After B_j: B_{j+1..}, W_{j..}.
+        double d = pr_.first[s] + target - later * pr_.tb[s] - (later + 1.0) * pr_.tw[s];
+        if (s > 0) {
+          d = std::min(d, db_[c - m] - pr_.tb[s - 1] - pr_.bcomm[s - 1]);
+        }
+        if (j + pr_.live[s] < m) {
+          d = std::min(d, df_[c + pr_.live[s]] - pr_.tf[s]);
+        }
+        db_[c] = d;
+      }
+      for (stage_index s = p; s-- > 0;) {
+        const std::size_t c = std::size_t{s} * m + j;
+        // After F_j: F_{j+1..}, B_{j..} (B_j itself last), W_{j..}.
+        double d = std::min(db_[c] - pr_.tb[s], pr_.first[s] + target - later * pr_.tf[s] -
+                                                    (later + 1.0) * (pr_.tb[s] + pr_.tw[s]));
+        if (s + 1 < p) {
+          d = std::min(d, df_[c + m] - pr_.tf[s + 1] - pr_.fcomm[s + 1]);
+        }
+        df_[c] = d;
+      }
+    }
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    for (stage_index s = 0; s < p; ++s) {
+      const std::size_t base = std::size_t{s} * m;
+      const double end = pr_.first[s] + target;
+      jobs_.clear();
+      for (std::uint32_t j = 0; j < m; ++j) {
+        if (!f_timed(st, s, j)) {
+          jobs_.push_back({fe_[base + j] - pr_.tf[s], df_[base + j], pr_.tf[s]});
+        } else if (st.fend[base + j] > df_[base + j]) {
+          return false;
+        }
+        if (!b_timed(st, s, j)) {
+          jobs_.push_back({be_[base + j] - pr_.tb[s], db_[base + j], pr_.tb[s]});
+        } else if (st.bend[base + j] > db_[base + j]) {
+          return false;
+        }
+        if (j >= count(st, s, 2)) {
+          double d = end - double(m - 1 - j) * pr_.tw[s];
+          if (pr_.w_first[base + j] < m) {
+            d = std::min(d, df_[base + pr_.w_first[base + j]] - pr_.tf[s]);
+          }
+          jobs_.push_back({std::max(be_[base + j], st.e[s]), d, pr_.tw[s]});
+        }
+      }
+      double t = st.e[s];
+      for (std::size_t left = jobs_.size(); left > 0;) {
+        // The released job with the earliest deadline runs until it ends or a release comes.
+        std::size_t pick = jobs_.size();
+        double next_release = inf;
+        for (std::size_t i = 0; i < jobs_.size(); ++i) {
+          const job& x = jobs_[i];
+          if (x.left < 0.0) {
+            continue;  // done
+          }
+          if (x.release > t) {
+            next_release = std::min(next_release, x.release);
+          } else if (pick == jobs_.size() || x.deadline < jobs_[pick].deadline) {
+            pick = i;
+          }
+        }
+        if (pick == jobs_.size()) {
+          t = next_release;
+          continue;
+        }
+        job& x = jobs_[pick];
+        if (t + x.left <= next_release) {
+          t += x.left;
+          if (t > x.deadline) {
+            return false;
+          }
+          x.left = -1.0;
+          --left;
+        } else {
+          x.left -= next_release - t;
+          t = next_release;
+        }
+      }
+    }
+    return true;
   }
 
   // True when a node reached before is no later everywhere; else records st.
@@ -422,34 +568,36 @@ class exact_search {
       memo_.emplace(k, bucket{times_, 0});
       return false;
     }
+    // One pass: an entry no later everywhere prunes st (and moves to the front, where the
+    // next lookups find it first); entries st is no later than everywhere are dropped.
     std::vector<double>& t = it->second.t;
     std::size_t n = t.size() / len;
-    for (std::size_t i = 0; i < n; ++i) {
-      const double* a = t.data() + i * len;
-      std::size_t x = 0;
-      while (x < len && a[x] <= times_[x]) {
-        ++x;
-      }
-      if (x == len) {
-        return true;
-      }
-    }
-    // Drop the entries st dominates, then add st (replacing one when the bucket is full).
+    const auto at = [&](std::size_t i) { return t.begin() + static_cast<std::ptrdiff_t>(i * len); };
     for (std::size_t i = 0; i < n;) {
       const double* a = t.data() + i * len;
-      std::size_t x = 0;
-      while (x < len && times_[x] <= a[x]) {
-        ++x;
+      bool a_le = true;
+      bool t_le = true;
+      for (std::size_t x = 0; x < len && (a_le || t_le); ++x) {
+        a_le = a_le && a[x] <= times_[x];
+        t_le = t_le && times_[x] <= a[x];
       }
-      if (x == len) {
-        std::copy(t.end() - static_cast<std::ptrdiff_t>(len), t.end(),
-                  t.begin() + static_cast<std::ptrdiff_t>(i * len));
-        t.resize(t.size() - len);
+      if (a_le) {
+        if (i > 0) {
+          std::swap_ranges(at(0), at(1), at(i));
+        }
+        t.resize(n * len);
+        return true;
+      }
+      if (t_le) {
         --n;
+        std::copy(at(n), at(n + 1), at(i));
+        memo_used_ -= 8 * len;
+        --memo_states_;
       } else {
         ++i;
       }
     }
+    t.resize(n * len);
     if (n < bucket_cap) {
       if (memo_used_ + 8 * len <= lim_.memo_bytes) {
         memo_used_ += 8 * len;
@@ -554,7 +702,7 @@ class exact_search {
         continue;
       }
       const double lb = bound(c);
-      if (lb >= best_ - pr_.eps) {
+      if (lb >= best_ - pr_.eps || !meets_deadlines(c)) {
         ++bounded_;
         continue;
       }
@@ -580,6 +728,11 @@ class exact_search {
   std::size_t depth_max_ = 0;
   std::vector<state> pool_;  // three child slots per level
   std::vector<double> fe_, be_, times_;
+  std::vector<double> df_, db_;  // latest ends of F / B that still beat the incumbent
+  struct job {
+    double release, deadline, left;
+  };
+  std::vector<job> jobs_;
 
   std::vector<std::pair<stage_index, int>> path_;
   std::unordered_map<key, bucket, key_hash> memo_;
