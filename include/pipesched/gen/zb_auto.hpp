@@ -561,7 +561,7 @@ inline zb_auto_result zb_search(std::string_view who,
   auto try_seed = [&](std::string_view name, std::vector<std::vector<op>> ops, double& span_out) {
     const std::vector<double> pk = order_peak(ops, params.memory);
     for (stage_index s = 0; s < p; ++s) {
-      if (pk[s] > limits[s] + pr.eps) {
+      if (pk[s] > limits[s] + pr.meps) {
         return;  // does not fit the limit
       }
     }

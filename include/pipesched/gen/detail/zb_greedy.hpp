@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -81,7 +82,8 @@ struct greedy_problem {
   /// the producer's and consumer's stages: the hot loop's lookups without a multiply.
   std::vector<std::size_t> own_cell, prev_cell, next_cell;
   std::vector<stage_index> prev_stage, next_stage;
-  double eps = 1e-9;
+  double eps = 1e-9;   ///< tolerance for times: 1e-9 × the largest op cost
+  double meps = 1e-9;  ///< tolerance for memory: 1e-9 × the largest limit or activation
   static constexpr std::size_t npos = std::size_t(-1);
 
   greedy_problem(placement layout,
@@ -141,6 +143,14 @@ struct greedy_problem {
       }
     }
     eps = 1e-9 * scale;
+    double mscale = 0.0;
+    for (double x : avail) {
+      mscale = std::max(mscale, std::abs(x));
+    }
+    for (double x : mb) {
+      mscale = std::max(mscale, x);
+    }
+    meps = 1e-9 * (mscale > 0.0 ? mscale : 1.0);
   }
 };
 

@@ -67,16 +67,7 @@ struct order_score {
 
 class order_improver {
  public:
-  explicit order_improver(const greedy_problem& pr) : pr_(pr), meps_(1e-9) {
-    double scale = 0.0;
-    for (double x : pr.avail) {
-      scale = std::max(scale, x);
-    }
-    for (double x : pr.mb) {
-      scale = std::max(scale, x);
-    }
-    meps_ = 1e-9 * (scale > 0.0 ? scale : 1.0);
-  }
+  explicit order_improver(const greedy_problem& pr) : pr_(pr), meps_(pr.meps) {}
 
   /// Improves `ops` in place; returns what it did. Descends to a local optimum, then
   /// (iterated local search) kicks the best order with a few random moves from a fixed-seed

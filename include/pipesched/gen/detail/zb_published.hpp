@@ -43,18 +43,6 @@ struct published_order {
   double span = 0.0;                 ///< their objective, in their arithmetic (see above)
 };
 
-/// Tolerance for memory compares: relative to the largest memory quantity of the problem.
-inline double memory_eps(const greedy_problem& pr) {
-  double scale = 0.0;
-  for (double x : pr.avail) {
-    scale = std::max(scale, std::abs(x));
-  }
-  for (double x : pr.mb) {
-    scale = std::max(scale, x);
-  }
-  return 1e-9 * (scale > 0.0 ? scale : 1.0);
-}
-
 /// The 8 flag combinations in the authors' loop order (allow, prioritize, greedy; true
 /// first). Their search keeps the first strictly shortest.
 inline published_zb_flags published_zb_combination(unsigned i) {
@@ -66,7 +54,7 @@ inline published_zb_flags published_zb_combination(unsigned i) {
 inline published_order published_zb_order(const greedy_problem& pr, published_zb_flags fl) {
   const std::uint32_t p = pr.pl.stages();
   const std::uint32_t m = pr.m;
-  const double meps = memory_eps(pr);
+  const double meps = pr.meps;
   published_order out;
   out.ops.resize(p);
   for (auto& l : out.ops) {
@@ -282,7 +270,7 @@ class run {
         m_(pr.m),
         fill_f_(fill_f),
         fill_b_(fill_b),
-        meps_(memory_eps(pr)),
+        meps_(pr.meps),
         count_(std::size_t{p_} * 6, 0),
         end_(std::size_t{6} * p_ * m_, -1.0),
         cur_(p_, 0.0),
