@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <vector>
 
 #include "pipesched/gen/detail/zb_greedy.hpp"
@@ -38,9 +39,14 @@ struct published_zb_flags {
 
 /// One run of a published heuristic.
 struct published_order {
-  bool ok = false;                   ///< false where the authors' code raises or asserts
+  bool ok = false;   ///< false where the authors' code raises or asserts, or when cut
+  bool cut = false;  ///< stopped early: provably longer than the cut
   std::vector<std::vector<op>> ops;  ///< per stage
-  double span = 0.0;                 ///< their objective, in their arithmetic (see above)
+  /// The bits of published_zb_combination's index whose choice decided something in this
+  /// run (4: allow, 2: prioritize, 1: greedy). A combination that differs from this run's
+  /// only in unset bits makes the same decisions, so it need not run.
+  unsigned used = 0;
+  double span = 0.0;  ///< their objective, in their arithmetic (see above)
 };
 
 /// The 8 flag combinations in the authors' loop order (allow, prioritize, greedy; true
@@ -50,8 +56,12 @@ inline published_zb_flags published_zb_combination(unsigned i) {
 }
 
 /// The automatic scheduler's greedy for one flag combination. pr must have one chunk per
-/// stage (sequential placement).
-inline published_order published_zb_order(const greedy_problem& pr, published_zb_flags fl) {
+/// stage (sequential placement). With a finite `cut` the run stops (ok false, `cut` set)
+/// as soon as some stage's span is sure to exceed it: its end so far plus its remaining work,
+/// less its start. The decisions up to that point are the authors'.
+inline published_order published_zb_order(const greedy_problem& pr,
+                                          published_zb_flags fl,
+                                          double cut = std::numeric_limits<double>::infinity()) {
   const std::uint32_t p = pr.pl.stages();
   const std::uint32_t m = pr.m;
   const double meps = pr.meps;
@@ -104,6 +114,12 @@ inline published_order published_zb_order(const greedy_problem& pr, published_zb
     mem[s] += dm;
     out.ops[s].push_back(make_op(k, cnt));
     ++cnt;
+    const double rest =
+        double(m - f[s]) * pr.tf[s] + double(m - b[s]) * pr.tb[s] + double(m - w[s]) * pr.tw[s];
+    if (t + rest - (tf[std::size_t{s} * m] - pr.tf[s]) > cut + pr.eps) {
+      failed = true;  // this stage alone already ends too late
+      out.cut = true;
+    }
   };
   // Before an op whose input arrives at `arrive`: W while a whole one fits in the gap, then
   // one more when the gap is shorter than T_W and (greedy) or (it would raise the max bubble).
@@ -113,6 +129,7 @@ inline published_order published_zb_order(const greedy_problem& pr, published_zb
     }
     if (w[s] < b[s] && e[s] < arrive) {
       if (arrive - e[s] <= max_bubble - bubble[s]) {
+        out.used |= 1u;
         if (fl.no_bubble_greedy) {
           put(s, op_kind::backward_weight);
         }
@@ -149,8 +166,12 @@ inline published_order published_zb_order(const greedy_problem& pr, published_zb
         double cost = e[s];
         const double comm = pr.bcomm[s];
         while (f[s] + need[s] < m && fits(mm, pr.mb[s], s)) {
-          if (fl.allow_bubble_before_first_b ? cost + pr.tf[s] > last_t + comm
-                                             : cost >= last_t + comm) {
+          const bool stop_allow = cost + pr.tf[s] > last_t + comm;
+          const bool stop_strict = cost >= last_t + comm;
+          if (stop_allow != stop_strict) {
+            out.used |= 4u;
+          }
+          if (fl.allow_bubble_before_first_b ? stop_allow : stop_strict) {
             break;
           }
           mm += pr.mb[s];
@@ -176,6 +197,9 @@ inline published_order published_zb_order(const greedy_problem& pr, published_zb
     for (stage_index s = 0; s < p; ++s) {
       if (f[s] >= m) {
         continue;
+      }
+      if (s + 1 < p && f[s] >= f[s + 1] + 2) {
+        out.used |= 2u;
       }
       if (s + 1 < p && f[s] >= f[s + 1] + 2 && fl.prioritize_b) {
         const double next_plus_fw = e[s + 1] + pr.tf[s + 1] + pr.tb[s + 1] + pr.bcomm[s];
