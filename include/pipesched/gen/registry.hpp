@@ -1,6 +1,11 @@
 #pragma once
 
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,12 +22,107 @@
 
 namespace pipesched {
 
+/// What a registry call asks of a generator beyond generator_params.
+struct generation_options {
+  /// Options for the generators that search (generator_entry::searches: zb-auto, zb-1p, zb-2p,
+  /// zb-v): the local-search budget in evaluations (zb_auto_options::search_evaluations) and
+  /// wall-clock milliseconds (search_budget_ms), the candidates, the threads. Unset: the
+  /// generator's defaults. Given to a generator that does not search, generate_result() throws
+  /// invalid_argument rather than ignore it; a negative or non-finite search_budget_ms throws too.
+  std::optional<zb_auto_options> search;
+};
+
+/// A schedule with what its generator knows about it. A value is absent (std::nullopt) when the
+/// generator does not compute it: hand-crafted generators return the schedule alone.
+struct generation_result {
+  schedule sched;
+  /// No schedule for the same parameters within the same memory limits has a shorter longest
+  /// stage span (zb_auto_result::lower_bound; searching generators).
+  std::optional<double> lower_bound;
+  /// The longest stage span of `sched`, as the search timed it (zb_auto_result::span).
+  std::optional<double> span;
+  /// The best span of the zero-bubble authors' published heuristics, when the search ran them
+  /// (zb_auto_options::published; zb_auto_result::published_span).
+  std::optional<double> published_span;
+  /// Candidate orders the local search timed (0 when it did not run).
+  std::optional<std::size_t> search_evaluations;
+};
+
+namespace detail {
+
+/// A search's result as a generation_result (the schedule moved out).
+inline generation_result to_generation_result(zb_auto_result&& r) {
+  generation_result out;
+  out.sched = std::move(r.sched);
+  out.lower_bound = r.lower_bound;
+  out.span = r.span;
+  if (r.published_span >= 0.0) {
+    out.published_span = r.published_span;
+  }
+  out.search_evaluations = r.search_evaluations;
+  return out;
+}
+
+/// The searching generators' entry points with options (their generate() takes none).
+inline zb_auto_result run_search(const zb_auto& g,
+                                 const generator_params& p,
+                                 const zb_auto_options& o) {
+  return zb_auto_search(p, o, g.preset, g.name());
+}
+inline zb_auto_result run_search(const zb_v&, const generator_params& p, const zb_auto_options& o) {
+  return zb_v_search(p, o);
+}
+
+/// Generators the registry runs through run_search(), so it can pass options and keep the bound.
+template <class G>
+concept searching_generator = requires(const G& g,
+                                       const generator_params& p,
+                                       const zb_auto_options& o) {
+  { run_search(g, p, o) } -> std::same_as<zb_auto_result>;
+};
+
+}  // namespace detail
+
 /// A generator reachable by name (CLI, file formats, plugins).
 struct generator_entry {
   std::string name;                  ///< e.g. "zb-h1"
   std::string description;           ///< one line, for `pipesched list`
   std::uint32_t default_chunks = 1;  ///< chunks per stage when generator_params::chunks is 0
   std::function<schedule(const generator_params&)> generate;
+  /// The schedule with what the generator knows about it, honouring generation_options. Set by
+  /// generator_registry::add for searching generators; may be empty (entries built by hand),
+  /// and then generate_result() calls `generate`. Call generate_result(), not this: it checks
+  /// the options.
+  std::function<generation_result(const generator_params&, const generation_options&)>
+      generate_full = {};
+  /// True when the generator searches and accepts generation_options::search.
+  bool searches = false;
+
+  /// The schedule and what the generator knows about it (lower bound, search figures), from one
+  /// run of the generator. Throws invalid_argument when `opts.search` is given and the generator
+  /// does not search, or when opts.search->search_budget_ms is negative or not finite; and
+  /// whatever the generator throws for `params`.
+  generation_result generate_result(const generator_params& params,
+                                    const generation_options& opts = {}) const {
+    if (opts.search) {
+      if (!searches) {
+        detail::fail(name,
+                     ": search options (generation_options::search) apply only to generators "
+                     "that search (generator_entry::searches), such as zb-auto and zb-v");
+      }
+      const double ms = opts.search->search_budget_ms;
+      if (!std::isfinite(ms) || ms < 0.0) {
+        detail::fail(name, ": search_budget_ms (", ms,
+                     ") must be finite and >= 0 (0: no wall-clock cap)");
+      }
+    }
+    if (generate_full) {
+      return generate_full(params, opts);
+    }
+    generation_result r;
+    r.sched = generate(params);
+    return r;
+  }
 };
 
 /// Name -> generator. Holds type-erased copies of schedule_generator models.
@@ -40,8 +140,15 @@ class generator_registry {
                              G g,
                              std::string description,
                              std::uint32_t default_chunks = 1) {
-    generator_entry e{std::move(name), std::move(description), default_chunks,
-                      [g = std::move(g)](const generator_params& p) { return g.generate(p); }};
+    generator_entry e{std::move(name), std::move(description), default_chunks, {}};
+    if constexpr (detail::searching_generator<G>) {
+      e.generate_full = [g](const generator_params& p, const generation_options& o) {
+        return detail::to_generation_result(
+            detail::run_search(g, p, o.search.value_or(zb_auto_options{})));
+      };
+      e.searches = true;
+    }
+    e.generate = [g = std::move(g)](const generator_params& p) { return g.generate(p); };
     for (auto& old : entries_) {
       if (old.name == e.name) {
         old = std::move(e);
@@ -77,6 +184,14 @@ class generator_registry {
 
   schedule generate(std::string_view name, const generator_params& params) const {
     return at(name).generate(params);
+  }
+
+  /// The schedule and what its generator knows about it (generator_entry::generate_result),
+  /// from one run: the lower bound comes with the schedule, no second search.
+  generation_result generate_result(std::string_view name,
+                                    const generator_params& params,
+                                    const generation_options& opts = {}) const {
+    return at(name).generate_result(params, opts);
   }
 
   std::span<const generator_entry> entries() const noexcept { return entries_; }
