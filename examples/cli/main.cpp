@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -43,6 +44,8 @@ struct schedule_source {
   std::uint32_t microbatches = 0;
   std::uint32_t chunks = 0;
   std::string input;
+  std::optional<std::string> search_budget;       // --search-budget MS
+  std::optional<std::string> search_evaluations;  // --search-evaluations N
 };
 
 void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) {
@@ -56,6 +59,12 @@ void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) 
   cmd->add_option("--recv", src.recv,
                   "With --with-comm: eager (post receives early) or late (save receive buffers)")
       ->capture_default_str();
+  cmd->add_option("--search-budget", src.search_budget,
+                  "zb-auto, zb-1p, zb-2p, zb-v: wall-clock cap on the local search, in "
+                  "milliseconds (0: none; the result then depends on the machine's speed)");
+  cmd->add_option("--search-evaluations", src.search_evaluations,
+                  "zb-auto, zb-1p, zb-2p, zb-v: local search budget in candidate orders timed "
+                  "(deterministic; default sized from the problem, 0: no local search)");
   if (allow_input) {
     auto* in = cmd->add_option("--input,-i", src.input,
                                "Schedule file: .json (pipesched format) or .csv (PyTorch actions)");
@@ -246,36 +255,107 @@ std::string render_picture(const std::string& format,
   return to_svg(s, tl, so);
 }
 
-schedule load_schedule_compute(const schedule_source& src, const generator_params& base);
+/// --search-budget / --search-evaluations as zb_auto_options; nullopt when neither is given.
+/// Throws (exit 2) on a bad value.
+std::optional<zb_auto_options> search_options(const schedule_source& src) {
+  if (!src.search_budget && !src.search_evaluations) {
+    return std::nullopt;
+  }
+  zb_auto_options o;
+  if (src.search_budget) {
+    const std::string& t = *src.search_budget;
+    std::size_t used = 0;
+    double ms = -1.0;
+    try {
+      ms = std::stod(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (t.empty() || used != t.size() || !std::isfinite(ms) || ms < 0.0) {
+      usage_error(
+          "--search-budget: must be a finite number of milliseconds >= 0 (0: no cap), got \"" + t +
+          "\"");
+    }
+    o.search_budget_ms = ms;
+  }
+  if (src.search_evaluations) {
+    const std::string& t = *src.search_evaluations;
+    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos) {
+      usage_error("--search-evaluations: must be a whole number >= 0 (candidate orders), got \"" +
+                  t + "\"");
+    }
+    // The largest value is zb_auto_options::default_evaluations, "sized from the problem".
+    constexpr unsigned long long max_n = zb_auto_options::default_evaluations - 1;
+    unsigned long long n = max_n + 1;
+    try {
+      n = std::stoull(t);
+    } catch (const std::out_of_range&) {
+      // beyond 64 bits: n stays above max_n, reported below
+    }
+    if (n > max_n) {
+      usage_error("--search-evaluations: must be at most " + std::to_string(max_n) + ", got \"" +
+                  t + "\"");
+    }
+    o.search_evaluations = static_cast<std::size_t>(n);
+  }
+  return o;
+}
 
-/// The schedule a command works on: generated or read, then lowered when --with-comm asks.
-schedule load_schedule(const schedule_source& src, const generator_params& base) {
+generation_result load_schedule_compute(const schedule_source& src, const generator_params& base);
+
+/// The schedule a command works on, with what its generator knows about it (the search's lower
+/// bound): generated or read, then lowered when --with-comm asks.
+generation_result load_schedule(const schedule_source& src, const generator_params& base) {
   if (src.recv != "eager" && src.recv != "late") {
     usage_error("--recv: must be eager or late, not \"" + src.recv + "\"");
   }
   if (src.recv != "eager" && !src.with_comm) {
     usage_error("--recv: only meaningful with --with-comm");
   }
-  schedule s = load_schedule_compute(src, base);
+  generation_result g = load_schedule_compute(src, base);
   if (!src.with_comm) {
-    return s;
+    return g;
   }
   lowering_options lo;
   lo.receives = src.recv == "late" ? receive_placement::late : receive_placement::eager;
   lo.costs = base.costs;
-  return lower_communication(s, lo);
+  // The search's figures describe the compute-only order, not the lowered one.
+  generation_result lowered;
+  lowered.sched = lower_communication(g.sched, lo);
+  return lowered;
 }
 
-schedule load_schedule_compute(const schedule_source& src, const generator_params& base) {
+/// The names of the registered schedules that search, "a, b, c".
+std::string searching_schedules() {
+  std::string out;
+  for (const auto& e : default_registry().entries()) {
+    if (e.searches) {
+      out += (out.empty() ? "" : ", ") + e.name;
+    }
+  }
+  return out;
+}
+
+generation_result load_schedule_compute(const schedule_source& src, const generator_params& base) {
+  generation_options gen_opts;
+  gen_opts.search = search_options(src);
+  const char* search_flag = src.search_budget ? "--search-budget" : "--search-evaluations";
+  if (gen_opts.search && !src.input.empty()) {
+    usage_error(std::string(search_flag) + ": only meaningful when a schedule that searches (" +
+                searching_schedules() + ") is generated, not with --input");
+  }
   if (!src.input.empty()) {
+    generation_result g;
     const std::string text = read_text_file(src.input);
     try {
       if (src.input.size() >= 4 && src.input.compare(src.input.size() - 4, 4, ".csv") == 0) {
         std::string stem = src.input.substr(src.input.find_last_of('/') + 1);
         stem.resize(stem.size() - 4);
-        return from_torch_csv(text, stem);
+        g.sched = from_torch_csv(text, stem);
+      } else {
+        g.sched = read_schedule_json(text);
       }
-      return read_schedule_json(text);
+      return g;
     } catch (const pipesched::invalid_argument& e) {
       usage_error(src.input + ": " + e.what());
     }
@@ -287,11 +367,15 @@ schedule load_schedule_compute(const schedule_source& src, const generator_param
     usage_error("--stages and --microbatches are required with --schedule");
   }
   const auto& entry = default_registry().at(src.schedule_name);
+  if (gen_opts.search && !entry.searches) {
+    usage_error(std::string(search_flag) + ": only meaningful for schedules that search (" +
+                searching_schedules() + "), not \"" + entry.name + "\"");
+  }
   generator_params params = base;
   params.stages = src.stages;
   params.microbatches = src.microbatches;
   params.chunks = src.chunks;
-  return entry.generate(params);
+  return entry.generate_result(params, gen_opts);
 }
 
 void write_output(const std::string& path, const std::string& text) {
@@ -330,7 +414,7 @@ struct generate_options {
 
 int cmd_generate(const generate_options& o) {
   const torch_csv_options csv = o.csv.options(o.format);
-  const schedule s = load_schedule(o.src, o.model.params());
+  const schedule s = load_schedule(o.src, o.model.params()).sched;
   std::string text;
   if (o.format == "text") {
     terminal_options to;
@@ -369,7 +453,7 @@ memory_options budget_options(const model_options& m) {
 
 int cmd_validate(const validate_options_cli& o) {
   const generator_params params = o.model.params();
-  const schedule s = load_schedule(o.src, params);
+  const schedule s = load_schedule(o.src, params).sched;
   const validation_report r = validate(s);
   if (r.ok() && o.model.memory_limit) {
     memory_options mo = budget_options(o.model);
@@ -392,30 +476,6 @@ int cmd_validate(const validate_options_cli& o) {
   return 1;
 }
 
-/// For the automatic schedulers, the search's lower bound on the longest stage span (any
-/// schedule within the same memory limit is at least this long); nullopt for other schedules.
-std::optional<double> search_lower_bound(const schedule_source& src,
-                                         const generator_params& params) {
-  if (!src.input.empty() || src.with_comm) {
-    return std::nullopt;
-  }
-  generator_params gp = params;
-  gp.stages = src.stages;
-  gp.microbatches = src.microbatches;
-  gp.chunks = src.chunks;
-  const std::string& n = src.schedule_name;
-  if (n == "zb-auto" || n == "zb-1p" || n == "zb-2p") {
-    const auto preset = n == "zb-1p"   ? zb_memory_preset::one_p
-                        : n == "zb-2p" ? zb_memory_preset::two_p
-                                       : zb_memory_preset::given;
-    return zb_auto_search(gp, {}, preset, n).lower_bound;
-  }
-  if (n == "zb-v") {
-    return zb_v_search(gp).lower_bound;
-  }
-  return std::nullopt;
-}
-
 struct simulate_options_cli {
   schedule_source src;
   model_options model;
@@ -428,7 +488,8 @@ struct simulate_options_cli {
 int cmd_simulate(const simulate_options_cli& o) {
   const torch_csv_options csv = o.csv.options(o.format);
   const generator_params params = o.model.params();
-  const schedule s = load_schedule(o.src, params);
+  const generation_result g = load_schedule(o.src, params);
+  const schedule& s = g.sched;
   const validation_report vr = validate(s);
   if (!vr.ok()) {
     for (const auto& v : vr.violations) {
@@ -447,7 +508,9 @@ int cmd_simulate(const simulate_options_cli& o) {
   }
   const simulation_result r = simulate(s, params.costs);
   const memory_report mem = check_memory(s, params.memory, budget_options(o.model), r);
-  const std::optional<double> bound = search_lower_bound(o.src, params);
+  // For the schedules that search: the lower bound on the longest stage span (no schedule
+  // within the same memory limit is shorter), returned with the schedule by the same search.
+  const std::optional<double> bound = g.lower_bound;
   if (o.json || o.format == "json") {
     nlohmann::json j;
     j["schedule"] = s.name();
