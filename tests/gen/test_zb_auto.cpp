@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -369,4 +370,18 @@ TEST_CASE("zb search against the authors' published results: never worse, often 
   CHECK(better >= 31);
   CHECK(optimal_for_them >= 54);  // the drain-chain bound proves these (docs/benchmarks.md)
   CHECK(ours_sum < theirs_sum);
+}
+
+TEST_CASE("zb search: a bad wall-clock budget is an error naming the field", "[gen][zb-auto]") {
+  generator_params gp;
+  gp.stages = 4;
+  gp.microbatches = 8;
+  zb_auto_options o;
+  o.search_budget_ms = -1.0;
+  CHECK_THROWS_WITH(zb_auto_search(gp, o),
+                    Catch::StartsWith("zb-auto: search_budget_ms (-1) must be finite and >= 0"));
+  o.search_budget_ms = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_AS(zb_v_search(gp, o), pipesched::invalid_argument);
+  o.search_budget_ms = 5.0;
+  CHECK(validate(zb_auto_search(gp, o).sched).ok());
 }

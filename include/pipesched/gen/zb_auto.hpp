@@ -549,6 +549,10 @@ inline zb_auto_result zb_search(std::string_view who,
                                 std::vector<double> limits,
                                 const zb_auto_options& opts) {
   check_limits(who, pl, params.memory, limits);
+  if (!std::isfinite(opts.search_budget_ms) || opts.search_budget_ms < 0.0) {
+    fail(who, ": search_budget_ms (", opts.search_budget_ms,
+         ") must be finite and >= 0 (0: no wall-clock cap)");
+  }
   const std::uint32_t p = pl.stages();
   const std::uint32_t m = params.microbatches;
   std::vector<double> avail(p);
