@@ -1,10 +1,10 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -70,9 +70,10 @@ struct zb_exact_result {
 /// Restriction (as in the zero-bubble paper's ILP): on every stage F, B and W each run in
 /// micro-batch order; the interleaving of the three is free. Depth-first branch and bound
 /// (detail::exact_search): zb_auto_search's span is the incumbent, span_lower_bound the floor
-/// (an incumbent at the floor ends the search at once), a per-node single-machine bound, a
-/// gap rule and a dominance table prune. Throws invalid_argument when p or m exceeds the
-/// caps in `opts` (4 and 8 by default), or the limit is below what any schedule needs.
+/// (an incumbent at the floor ends the search at once); per node a one-machine bound per
+/// stage, a deadline test, two W rules and a dominance table prune. docs/zb_exact.md has run
+/// times. Throws invalid_argument when p or m exceeds the caps in `opts` (4 and 8 by
+/// default), or the limit is below what any schedule needs.
 inline zb_exact_result zb_exact_search(const generator_params& params,
                                        const zb_exact_options& opts = {}) {
   constexpr std::string_view who = "zb-exact";
