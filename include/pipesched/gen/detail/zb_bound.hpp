@@ -12,6 +12,27 @@
 
 namespace pipesched::detail {
 
+/// The tolerance of the automatic schedulers' memory compares, in memory units: 1e-9 × the
+/// largest per-stage budget (`avail[s]` = limit − static memory) or activation M_B of the
+/// problem (1e-9 when all are 0). It absorbs rounding in sums of M_B and M_W, whatever the
+/// memory unit: a budget of 2.5·M_B holds 2 activations for M_B = 1e-9 as for M_B = 1e12.
+/// It is at most 1e-9 × the largest limit, the memory checker's default tolerance on that
+/// stage, so with one limit for every stage what the schedulers admit check_memory accepts.
+inline double memory_tolerance(const placement& pl,
+                               const memory_model& memory,
+                               const std::vector<double>& avail) {
+  double scale = 0.0;
+  for (double x : avail) {
+    scale = std::max(scale, std::abs(x));
+  }
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      scale = std::max(scale, memory.at(s, c).activation);
+    }
+  }
+  return 1e-9 * (scale > 0.0 ? scale : 1.0);
+}
+
 /// A lower bound on the longest stage span of any compute schedule (split B/W) for this
 /// placement, costs and per-stage activation budget (`avail[s]` = limit − static memory).
 ///
@@ -32,6 +53,8 @@ namespace pipesched::detail {
 ///   the forward chain from stage s allows, runs all its m F and m B before its last B ends,
 ///   and that B's gradient then travels back to s, where one W still follows:
 ///   span_s ≥ Σ_{t=s}^{j−1} (F_t + B_t + 2·T_comm) + m·(F_j + B_j) + W_s.
+/// Memory counts use the schedulers' own rule: an amount fits when it is at most
+/// avail[s] + memory_tolerance, so the bound never excludes an order they can produce.
 inline double span_lower_bound(const placement& pl,
                                std::uint32_t m,
                                const cost_model& costs,
@@ -56,8 +79,10 @@ inline double span_lower_bound(const placement& pl,
     }
     hpre[g + 1] = hpre[g] + hop[g];
   }
+  const double meps = memory_tolerance(pl, memory, avail);
   double best = 0.0;
   for (stage_index s = 0; s < p; ++s) {
+    const double budget = avail[s] + meps;  // the most memory an order may hold
     double busy = 0.0;
     global_chunk gmin = G;
     global_chunk gmax = 0;
@@ -81,14 +106,14 @@ inline double span_lower_bound(const placement& pl,
     };
     std::sort(order.begin(), order.end(),
               [&](chunk_index a, chunk_index b) { return ratio(a) > ratio(b); });
-    double room = std::max(0.0, avail[s]);
+    double room = std::max(0.0, budget);
     double fwork = 0.0;
     double fcount = 0.0;
     for (chunk_index c : order) {
       const double mb = memory.at(s, c).activation;
       double n = double(m);
       if (mb > 0.0) {
-        n = std::min(n, v == 1 ? std::floor(room / mb + 1e-9) : room / mb);
+        n = std::min(n, v == 1 ? std::floor(room / mb) : room / mb);
       }
       fwork += n * costs.at(s, c).forward;
       fcount += n;
@@ -102,15 +127,13 @@ inline double span_lower_bound(const placement& pl,
       const double window =
           (fpre[G] - fpre[s + 1]) + (bpre[G] - bpre[s + 1]) + 2.0 * (hpre[G - 1] - hpre[s]);
       // a other micro-batches held (each can do B+W in the window), b deferred W.
-      const double held =
-          mm.activation > 0.0 ? std::floor(avail[s] / mm.activation + 1e-9) : double(m);
+      const double held = mm.activation > 0.0 ? std::floor(budget / mm.activation) : double(m);
       const double a_max = std::max(0.0, std::min(double(m) - 1.0, held - 1.0));
       double work = 0.0;
       for (double a = 0.0; a <= a_max; a += 1.0) {
         double b = double(m) - 1.0 - a;
         if (mm.weight_grad_input > 0.0) {
-          b = std::min(
-              b, std::floor((avail[s] - (a + 1.0) * mm.activation) / mm.weight_grad_input + 1e-9));
+          b = std::min(b, std::floor((budget - (a + 1.0) * mm.activation) / mm.weight_grad_input));
         }
         b = std::max(0.0, b);
         work = std::max(work, a * (t.backward_input + t.backward_weight) + b * t.backward_weight);
@@ -133,7 +156,7 @@ inline double span_lower_bound(const placement& pl,
       // F + the round trip below + B; at most k fit in the budget at once, so some k-th of
       // them run back to back; then at least one W follows the last B.
       const op_costs& t = costs.at(s, 0);
-      const double k = std::max(1.0, std::floor(avail[s] / memory.at(s, 0).activation + 1e-9));
+      const double k = std::max(1.0, std::floor(budget / memory.at(s, 0).activation));
       const double hold = t.forward + t.backward_input + (fpre[G] - fpre[s + 1]) +
                           (bpre[G] - bpre[s + 1]) + 2.0 * (hpre[G - 1] - hpre[s]);
       best = std::max(best, std::ceil(double(m) / k - 1e-9) * hold + t.backward_weight);

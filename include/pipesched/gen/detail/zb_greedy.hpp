@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -11,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/memory/memory_model.hpp"
@@ -82,8 +82,12 @@ struct greedy_problem {
   /// the producer's and consumer's stages: the hot loop's lookups without a multiply.
   std::vector<std::size_t> own_cell, prev_cell, next_cell;
   std::vector<stage_index> prev_stage, next_stage;
-  double eps = 1e-9;   ///< tolerance for times: 1e-9 × the largest op cost
-  double meps = 1e-9;  ///< tolerance for memory: 1e-9 × the largest limit or activation
+  /// Tolerance for time compares: 1e-9 × the largest op cost or T_comm (1e-9 when all are
+  /// 0), so decisions do not depend on the time unit.
+  double eps = 1e-9;
+  /// Tolerance for memory compares (memory_tolerance): 1e-9 × the largest budget or
+  /// activation, whatever the memory unit. Never used for times, nor eps for memory.
+  double meps = 1e-9;
   static constexpr std::size_t npos = std::size_t(-1);
 
   greedy_problem(placement layout,
@@ -99,16 +103,16 @@ struct greedy_problem {
     mb.resize(n), mw.resize(n), reserve.assign(n, 0.0);
     gl.resize(n), prev.assign(n, npos), next.assign(n, npos), flat.assign(n, npos);
     stage.assign(n, 0);
-    double scale = 1.0;
+    double scale = 0.0;
     for (stage_index s = 0; s < p; ++s) {
       for (chunk_index c = 0; c < v; ++c) {
         const std::size_t i = std::size_t{s} * v + c;
         const op_costs& t = costs.at(s, c);
         tf[i] = t.forward, tb[i] = t.backward_input, tw[i] = t.backward_weight;
-        scale = std::max({scale, tf[i], tb[i], tw[i]});
         const global_chunk g = pl.global(s, c);
         fcomm[i] = g == 0 ? 0.0 : costs.comm(pl.stage_of(g - 1), s);
         bcomm[i] = pl.is_last(g) ? 0.0 : costs.comm(pl.stage_of(g + 1), s);
+        scale = std::max({scale, tf[i], tb[i], tw[i], fcomm[i], bcomm[i]});
         gl[i] = g;
         flat[g] = i;
         stage[g] = s;
@@ -142,15 +146,8 @@ struct greedy_problem {
         next_stage[i] = static_cast<stage_index>(next[i] / v);
       }
     }
-    eps = 1e-9 * scale;
-    double mscale = 0.0;
-    for (double x : avail) {
-      mscale = std::max(mscale, std::abs(x));
-    }
-    for (double x : mb) {
-      mscale = std::max(mscale, x);
-    }
-    meps = 1e-9 * (mscale > 0.0 ? mscale : 1.0);
+    eps = 1e-9 * (scale > 0.0 ? scale : 1.0);
+    meps = memory_tolerance(pl, memory, avail);
   }
 };
 
@@ -173,7 +170,6 @@ class greedy_scheduler {
         mb_(pr.mb.data()),
         mw_(pr.mw.data()),
         reserve_(pr.reserve.data()),
-        avail_(pr.avail.data()),
         gl_(pr.gl.data()),
         prev_(pr.prev.data()),
         next_(pr.next.data()),
@@ -182,7 +178,14 @@ class greedy_scheduler {
         next_cell_(pr.next_cell.data()),
         prev_stage_(pr.prev_stage.data()),
         next_stage_(pr.next_stage.data()),
-        eps_(pr.eps) {}
+        eps_(pr.eps) {
+    // The memory budget with its tolerance folded in, once: the hot loop then compares
+    // memory against memory (never against the time tolerance) with one load.
+    cap_.resize(pr.avail.size());
+    for (std::size_t s = 0; s < cap_.size(); ++s) {
+      cap_[s] = pr.avail[s] + pr.meps;
+    }
+  }
 
   /// One whole run. `cut`: stop early once some stage's span provably exceeds it (the run
   /// is then not ok).
@@ -489,6 +492,11 @@ class greedy_scheduler {
     return cand{b_exists, b_known, b_ready, b_c};
   }
 
+  // Whether an F of flat index i fits stage s's budget, room for its later chunks kept.
+  bool f_fits(stage_index s, std::size_t i) const noexcept {
+    return mem_[s] + mb_[i] + reserve_[i] <= cap_[s];
+  }
+
   // Next admissible F; `blocked` reports an F held back only by the memory budget.
   template <bool One>
   cand next_f(stage_index s, double now, bool& blocked, double& blocked_ready) {
@@ -502,7 +510,7 @@ class greedy_scheduler {
       }
       bool known = true;
       const double ready = f_input(i, j, now, known);
-      if (mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
+      if (!f_fits(s, i)) {
         blocked = true;
         blocked_ready = known ? ready : never;
         return cand{};
@@ -521,7 +529,7 @@ class greedy_scheduler {
       const std::uint32_t j = nf_[i];
       bool known = true;
       const double ready = f_input(i, j, now, known);
-      if (mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
+      if (!f_fits(s, i)) {
         blocked = true;
         if (known) {
           blocked_ready = std::min(blocked_ready, ready);
@@ -557,7 +565,7 @@ class greedy_scheduler {
       const global_chunk h = gl_[idx<One>(s, b_c)];
       for (chunk_index c = 0; c < chunks<One>(); ++c) {
         const std::size_t i = idx<One>(s, c);
-        if (nf_[i] >= m_ || gl_[i] <= h || mem_[s] + mb_[i] + reserve_[i] > avail_[s] + eps_) {
+        if (nf_[i] >= m_ || gl_[i] <= h || !f_fits(s, i)) {
           continue;
         }
         bool known = true;
@@ -817,7 +825,7 @@ class greedy_scheduler {
   const double* mb_;
   const double* mw_;
   const double* reserve_;
-  const double* avail_;
+  std::vector<double> cap_;  // per stage: avail + pr.meps
   const global_chunk* gl_;
   const std::size_t* prev_;
   const std::size_t* next_;
