@@ -136,7 +136,8 @@ struct memory_options {
   std::vector<double> limits;
   bool record_curve = true;       ///< keep the value after every op (8 bytes per op)
   std::size_t max_errors = 1000;  ///< lifetime errors stored (all are counted)
-  /// A value exceeds a limit when value > limit + tolerance·max(1, limit) (absorbs rounding).
+  /// A value exceeds a limit when value > limit·(1 + tolerance): relative to the limit, so it
+  /// absorbs rounding in any memory unit (a limit of 2e-9 does not admit 3e-9).
   double tolerance = 1e-9;
 
   static memory_options with_limit(double limit) {
@@ -246,7 +247,7 @@ inline memory_report check_memory_impl(const schedule& sched,
     }
     const bool limited = !options.limits.empty();
     const double limit = !limited ? 0.0 : options.limits[options.limits.size() == 1 ? 0 : s];
-    const double threshold = limit + options.tolerance * std::max(1.0, limit);
+    const double threshold = limit + options.tolerance * limit;
     bool over = false;
 
     auto size_of = [&](buffer_kind k, chunk_index c) {
