@@ -385,3 +385,20 @@ TEST_CASE("zb search: a bad wall-clock budget is an error naming the field", "[g
   o.search_budget_ms = 5.0;
   CHECK(validate(zb_auto_search(gp, o).sched).ok());
 }
+
+TEST_CASE("zb search: the minimum-limit check is relative, whatever the memory unit",
+          "[gen][zb-auto]") {
+  // Half an activation is below the minimum at any scale (it used to pass below 1e-9).
+  for (const double scale : {1e-9, 1.0, 1e9}) {
+    generator_params gp;
+    gp.stages = 2;
+    gp.microbatches = 3;
+    gp.memory = memory_model::uniform(scale, 0.5 * scale);
+    gp.memory_limit = 0.5 * scale;
+    INFO("scale " << scale);
+    CHECK_THROWS_WITH(zb_auto_search(gp),
+                      Catch::Contains("is below the minimum any schedule needs"));
+    gp.memory_limit = scale;  // exactly one activation: allowed
+    CHECK(validate(zb_auto_search(gp).sched).ok());
+  }
+}
