@@ -683,8 +683,8 @@ class exact_search {
     };
     std::array<child, 3> kids{};
     std::size_t n_kids = 0;
-    const bool f_fits = nf < m && double(nf + 1 - nb) * pr_.mb[s] + double(nb - nw) * pr_.mw[s] <=
-                                      pr_.avail[s] + pr_.meps;  // the greedy's admission rule
+    const bool f_fits =
+        nf < m && double(nf + 1 - nb) * pr_.mb[s] + double(nb - nw) * pr_.mw[s] <= pr_.avail[s];
     for (int k : {1, 0, 2}) {
       if ((k == 0 && !f_fits) || (k == 1 && nb == nf) || (k == 2 && nw == nb) ||
           (k != 2 && ((unsigned(st.ban[s]) >> unsigned(k)) & 1u) != 0)) {
