@@ -151,7 +151,23 @@ struct hang_gate {
   std::mutex mu;
   std::condition_variable cv;
   bool released = false;
-  int inside = 0;  // calls still blocked
+  int inside = 0;   // calls still blocked
+  int threads = 0;  // threads that hung and have not exited yet
+};
+
+/// Counts a hung thread until the thread itself ends: its thread_local destructor runs after
+/// the driver's code on that thread has returned, so a test that waits for zero leaves no
+/// abandoned driver thread running into the next run or into process exit (where LeakSanitizer
+/// stops the world).
+struct thread_exit_signal {
+  std::shared_ptr<hang_gate> gate;
+  ~thread_exit_signal() {
+    if (gate) {
+      std::lock_guard lock(gate->mu);
+      --gate->threads;
+      gate->cv.notify_all();
+    }
+  }
 };
 
 /// Hangs at the planned ops until the gate opens (after the driver returned); may also throw.
@@ -165,7 +181,10 @@ struct hanging_executor {
     const std::size_t i = plan->calls[s]++;
     if ((*hang)[s][i]) {
       auto g = gate;  // the executor may be gone once released
+      thread_local thread_exit_signal on_exit;
       std::unique_lock lock(g->mu);
+      on_exit.gate = g;
+      ++g->threads;
       ++g->inside;
       g->cv.wait(lock, [&] { return g->released; });
       --g->inside;
@@ -224,7 +243,9 @@ TEST_CASE("fault injection: ops that never return, with and without a concurrent
     {
       hanging_executor e{gate, &plan, &hang};
       try {
-        run_threaded(e, s, {std::chrono::milliseconds(25)});
+        // Far above any ordinary op here, even under a sanitizer on a loaded 2-core machine:
+        // only the hanging op may time out.
+        run_threaded(e, s, {std::chrono::milliseconds(250)});
         FAIL("no exception");
       } catch (const execution_error& err) {
         const bool is_hang = err.stage() == hs && err.op_index() == hi;
@@ -232,7 +253,7 @@ TEST_CASE("fault injection: ops that never return, with and without a concurrent
         CHECK((is_hang || is_throw));
         if (is_hang) {
           CHECK_THROWS_AS(err.rethrow_nested(), op_timeout_error);
-          CHECK(std::string(err.what()).find("op did not return within 25 ms (op_timeout)") !=
+          CHECK(std::string(err.what()).find("op did not return within 250 ms (op_timeout)") !=
                 std::string::npos);
         }
       }
@@ -241,7 +262,7 @@ TEST_CASE("fault injection: ops that never return, with and without a concurrent
     }
     gate->cv.notify_all();
     std::unique_lock lock(gate->mu);
-    gate->cv.wait(lock, [&] { return gate->inside == 0; });
+    gate->cv.wait(lock, [&] { return gate->inside == 0 && gate->threads == 0; });
     CHECK(gate->inside == 0);
   }
 }
