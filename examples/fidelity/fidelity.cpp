@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
       continue;
     }
     const auto sim = pipesched::simulate(sched, costs);
-    pipesched::sleep_executor sleeper(costs, unit);
+    pipesched::sleep_executor sleeper(sched, costs, unit);
     pipesched::instrumented_executor timed(sleeper, sched.stages());
     timed.restart();
     pipesched::run_threaded(timed, sched);

@@ -1,5 +1,9 @@
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -72,6 +76,80 @@ TEST_CASE("interleaved-1f1b: m not a multiple of p where Megatron's short group 
   CHECK(validate(generate(interleaved_1f1b{}, 8, 3, 4)).ok());
 }
 
+namespace {
+// The order as first written: every stage walks the whole padded table (m rounded up to a
+// multiple of p) and skips the padding micro-batches, p·v·⌈m/p⌉·p steps per stage.
+std::vector<std::vector<op>> padded_order(std::uint32_t p, std::uint32_t m, std::uint32_t v) {
+  const std::uint32_t padded = (m + p - 1) / p * p;
+  std::vector<std::pair<microbatch_index, chunk_index>> table;
+  for (std::uint32_t first = 0; first < padded; first += p) {
+    for (std::uint32_t c = 0; c < v; ++c) {
+      for (std::uint32_t j = first; j < first + p; ++j) {
+        table.emplace_back(j, static_cast<chunk_index>(c));
+      }
+    }
+  }
+  std::vector<std::vector<op>> out(p);
+  for (stage_index r = 0; r < p; ++r) {
+    auto fwd = [&](std::size_t k) {
+      if (table[k].first < m) {
+        out[r].push_back(make_op(op_kind::forward, table[k].first, table[k].second));
+      }
+    };
+    auto bwd = [&](std::size_t k) {
+      if (table[k].first < m) {
+        out[r].push_back(make_op(op_kind::backward_full, table[k].first,
+                                 static_cast<chunk_index>(v - 1 - table[k].second)));
+      }
+    };
+    const auto w = static_cast<std::size_t>(interleaved_1f1b::warmup(p, padded, v, r));
+    std::size_t f = 0;
+    std::size_t b = 0;
+    for (; f < w; ++f) {
+      fwd(f);
+    }
+    for (; f < table.size(); ++f, ++b) {
+      fwd(f);
+      bwd(b);
+    }
+    for (; b < table.size(); ++b) {
+      bwd(b);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("interleaved-1f1b: the padded table's order with the padding dropped",
+          "[gen][interleaved][grid]") {
+  for (std::uint32_t p = 1; p <= 9; ++p) {
+    for (std::uint32_t v = 1; v <= 4; ++v) {
+      for (std::uint32_t m = 1; m <= 2 * p + 3; ++m) {
+        INFO("p=" << p << " v=" << v << " m=" << m);
+        const auto s = generate(interleaved_1f1b{}, p, m, v);
+        const auto want = padded_order(p, m, v);
+        for (stage_index r = 0; r < p; ++r) {
+          REQUIRE(std::vector<op>(s.ops(r).begin(), s.ops(r).end()) == want[r]);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("interleaved-1f1b: work linear in the ops, also for m = 1 and large p",
+          "[gen][interleaved][complexity]") {
+  // Issue 14: p = 65536, m = 1, v = 2 walked the padded table on every stage, 2·p²·v = 1.7e10
+  // steps for 262144 ops. The bound counts loop steps, not time.
+  for (const auto& [p, m, v] : {std::tuple{65536u, 1u, 2u}, std::tuple{4096u, 3u, 64u},
+                                std::tuple{1000u, 999u, 3u}, std::tuple{7u, 50u, 5u}}) {
+    INFO("p=" << p << " m=" << m << " v=" << v);
+    std::uint64_t steps = 0;
+    const schedule s = interleaved_1f1b{}.order(p, m, v, &steps);
+    REQUIRE(s.size() == std::size_t{2} * p * m * v);
+    CHECK(steps <= 2 * (s.size() + std::uint64_t{p} * v));
+  }
+}
+
 TEST_CASE("interleaved-1f1b bubble is (p-1)(TF+TB+TW) in chunk costs, 1/v of 1F1B's",
           "[gen][interleaved][timing]") {
   for (const op_costs c : {op_costs{1, 1, 1}, op_costs{3, 4, 2}, op_costs{1, 2, 0}}) {
@@ -82,17 +160,16 @@ TEST_CASE("interleaved-1f1b bubble is (p-1)(TF+TB+TW) in chunk costs, 1/v of 1F1
           INFO("p=" << p << " v=" << v << " m=" << m << " costs " << c.forward << ","
                     << c.backward_input << "," << c.backward_weight);
           const double t = c.forward + c.backward_input + c.backward_weight;
-          const auto chunk_costs =
-              cost_model::uniform(c.forward, c.backward_input, c.backward_weight);
-          const auto il = simulate(generate(interleaved_1f1b{}, p, m, v), chunk_costs);
+          // Per stage: v times a chunk's cost (cost_model splits it over the v chunks).
+          const auto stage_costs =
+              cost_model::uniform(v * c.forward, v * c.backward_input, v * c.backward_weight);
+          const auto il = simulate(generate(interleaved_1f1b{}, p, m, v), stage_costs);
           const double span = il.span(il.max_span_stage);
           const double bubble = span - double(m) * v * t;
           CHECK(bubble == Approx((p - 1) * t));
-          // The bubble rate's ideal time is m*v*(T_F+T_B+T_W) with per-chunk costs.
+          // The bubble rate's busy time is m*v*(T_F+T_B+T_W) in chunk costs.
           CHECK(il.bubble_rate == Approx(bubble / span));
-          // 1F1B with whole-stage costs (v chunks each): its bubble is v times larger.
-          const auto stage_costs =
-              cost_model::uniform(v * c.forward, v * c.backward_input, v * c.backward_weight);
+          // 1F1B with the same per-stage costs: its bubble is v times larger.
           const auto ofob = simulate(generate(one_f_one_b{}, p, m), stage_costs);
           const double bubble_1f1b = ofob.span(ofob.max_span_stage) - double(m) * v * t;
           CHECK(bubble_1f1b == Approx(v * bubble));

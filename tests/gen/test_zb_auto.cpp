@@ -301,7 +301,10 @@ TEST_CASE("zb search's order timing matches the simulator", "[gen][zb-auto]") {
         }
         cost_model cm;
         cm.set_chunk_costs(gp.chunks, costs).set_comm(0.15);
-        const detail::greedy_problem pr(s.layout(), m, cm, gp.memory, std::vector<double>(p, 1e9));
+        // detail::greedy_problem takes models read for the shape, as zb_search passes them.
+        const detail::greedy_problem pr(s.layout(), m, cm.for_shape(p, gp.chunks, "test"),
+                                        gp.memory.for_shape(p, gp.chunks, "test"),
+                                        std::vector<double>(p, 1e9));
         std::vector<std::vector<op>> ops(p);
         for (stage_index st = 0; st < p; ++st) {
           ops[st].assign(s.ops(st).begin(), s.ops(st).end());

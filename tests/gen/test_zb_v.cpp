@@ -29,7 +29,7 @@ TEST_CASE("zb-v grid: valid, V placement, counts, within 1F1B memory", "[gen][zb
       REQUIRE(r.sched.size() == std::size_t{6} * p * m);
       const auto pk = peaks(r.sched, gp.memory);
       for (stage_index s = 0; s < p; ++s) {
-        CHECK(pk[s] <= 2.0 * p + 1e-9);  // 1F1B's p*M_B = 2p chunk activations
+        CHECK(pk[s] <= 1.0 * p + 1e-9);  // 1F1B's p*M_B per stage (2p chunk activations of M_B/2)
         CHECK(r.sched.ops(s).size() == std::size_t{6} * m);
       }
       CHECK(r.lower_bound <= r.span + 1e-9);
@@ -43,8 +43,9 @@ TEST_CASE("zb-v has zero bubble at unit costs once m >= 2p", "[gen][zb-v]") {
     for (std::uint32_t m : {2 * p, 2 * p + 1, 3 * p, 4 * p}) {
       INFO("p=" << p << " m=" << m);
       const auto s = generate(zb_v{}, p, m);
-      // Busy every moment of its span: 6 unit ops per micro-batch on every stage.
-      CHECK(span_of(s) == Approx(6.0 * m));
+      // Busy every moment of its span: per micro-batch 6 ops of half a unit (unit costs are
+      // per stage, split over the 2 chunks) on every stage.
+      CHECK(span_of(s) == Approx(3.0 * m));
     }
   }
 }
@@ -60,10 +61,10 @@ TEST_CASE("zb-v: the hand-crafted order is a seed; the greedy alone misses it fo
   no_seed.published = false;
   no_seed.improve = false;
   const auto greedy = zb_v_search(gp, no_seed);
-  CHECK(with_seed.zb_v_handcrafted_span == Approx(60.0));
-  CHECK(with_seed.span == Approx(60.0));
+  CHECK(with_seed.zb_v_handcrafted_span == Approx(30.0));  // 6m ops of half a unit
+  CHECK(with_seed.span == Approx(30.0));
   CHECK(greedy.zb_v_handcrafted_span == -1.0);
-  CHECK(greedy.span > 60.0);  // one T_F of bubble left by every greedy choice here
+  CHECK(greedy.span > 30.0);  // one chunk T_F of bubble left by every greedy choice here
   CHECK(with_seed.winner == "zb-v-handcrafted");
   CHECK(validate(with_seed.sched).ok());
   // Unequal chunk costs and T_comm: the seed is timed with the real costs and kept only if
@@ -113,9 +114,9 @@ TEST_CASE("zb-v errors", "[gen][zb-v][errors]") {
   generator_params gp;
   gp.stages = 4;
   gp.microbatches = 8;
-  gp.memory_limit = 1.5;
-  CHECK_THROWS_WITH(zb_v_search(gp), Catch::StartsWith("zb-v: memory_limit (1.5) is below the "
-                                                       "minimum any schedule needs on stage 0 (2"));
+  gp.memory_limit = 0.75;  // per stage; one micro-batch's two chunks need M_B = 1
+  CHECK_THROWS_WITH(zb_v_search(gp), Catch::StartsWith("zb-v: memory_limit (0.75) is below the "
+                                                       "minimum any schedule needs on stage 0 (1"));
   const auto* e = default_registry().find("zb-v");
   REQUIRE(e != nullptr);
   CHECK(e->default_chunks == 2);
@@ -127,7 +128,7 @@ TEST_CASE("zb-v: waiting for a later chunk's F keeps the V turn under T_comm", "
   generator_params gp;
   gp.stages = 4;
   gp.microbatches = 8;
-  gp.costs = cost_model::uniform(1.0, 1.2, 0.8, 0.01);
+  gp.costs = cost_model::uniform(2.0, 2.4, 1.6, 0.01);  // per stage: 1, 1.2, 0.8 per chunk
   zb_auto_options all;
   all.prune = false;
   all.seed_handcrafted = false;

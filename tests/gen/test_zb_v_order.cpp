@@ -1,5 +1,6 @@
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -38,6 +39,10 @@ std::string render(const schedule& s, stage_index st) {
 
 }  // namespace
 
+// Per-stage costs and memory of 2 (cost_model, memory_model): one unit per chunk at v = 2, the
+// units of the hand traces below.
+const cost_model chunk_unit = cost_model::uniform(2.0, 2.0, 2.0);
+
 TEST_CASE("zb-v order: golden lists for p=2, m=4", "[gen][zb-v]") {
   // Hand trace of the rule (cap 4p = 8: a chunk-1 F needs 2a+w+2 <= 8, a chunk-0 F <= 6;
   // a = activations held, w = W pending; ops end one step after they start). "Fk.c" is the F
@@ -63,12 +68,12 @@ TEST_CASE("zb-v order: golden lists for p=2, m=4", "[gen][zb-v]") {
         "F0.0 F0.1 F1.0 F1.1 B0.1 B0.0 W0.0 W0.1 F2.0 F2.1 B1.1 B1.0 B2.1 B2.0 F3.0 F3.1 "
         "W1.0 W2.0 B3.1 B3.0 W3.0 W1.1 W2.1 W3.1");
   REQUIRE(validate(s).ok());
-  const simulation_result r = simulate(s, cost_model::unit());
+  const simulation_result r = simulate(s, chunk_unit);
   REQUIRE(r.completed());
   CHECK(r.span(0) == Approx(24.0));
   CHECK(r.span(1) == Approx(24.0));
   CHECK(r.makespan == Approx(25.0));
-  const memory_report mem = check_memory(s, memory_model::uniform(1.0, 0.0));
+  const memory_report mem = check_memory(s, memory_model::uniform(2.0, 0.0));
   REQUIRE(mem.lifetimes_ok());
   CHECK(mem.peak_memory(0) == Approx(4.0));
   CHECK(mem.peak_memory(1) == Approx(4.0));
@@ -103,7 +108,7 @@ TEST_CASE("zb-v order: zero bubble at unit costs once m >= 2p", "[gen][zb-v]") {
       INFO("p=" << p << " m=" << m);
       const schedule s = handcrafted(p, m);
       REQUIRE(validate(s).ok());
-      const simulation_result r = simulate(s, cost_model::unit());
+      const simulation_result r = simulate(s, chunk_unit);
       REQUIRE(r.completed());
       for (stage_index st = 0; st < p; ++st) {
         // 6m unit ops on every stage, no idle between its first and last op.
@@ -125,18 +130,110 @@ TEST_CASE("zb-v order: valid and within 1F1B memory for every p, m", "[gen][zb-v
         REQUIRE(s.ops(st).size() == std::size_t{6} * m);
       }
       REQUIRE(validate(s).ok());
-      REQUIRE(simulate(s, cost_model::unit()).completed());
+      REQUIRE(simulate(s, chunk_unit).completed());
       // M_W = 0: at most 2p chunk activations (1F1B's peak) on every stage.
-      const memory_report m0 = check_memory(s, memory_model::uniform(1.0, 0.0));
+      const memory_report m0 = check_memory(s, memory_model::uniform(2.0, 0.0));
       REQUIRE(m0.lifetimes_ok());
       // The rule also holds memory within 2p for M_W up to M_B/2 (the library default).
-      const memory_report m5 = check_memory(s, memory_model::uniform(1.0, 0.5));
+      const memory_report m5 = check_memory(s, memory_model::uniform(2.0, 1.0));
       REQUIRE(m5.lifetimes_ok());
       for (stage_index st = 0; st < p; ++st) {
         CHECK(m0.peak_memory(st) <= 2.0 * p + 1e-9);
         CHECK(m5.peak_memory(st) <= 2.0 * p + 1e-9);
       }
     }
+  }
+}
+
+namespace {
+// The rule of zb_v_handcrafted_ops traced the direct way: every stage looked at in every step
+// (p per step, so O(p·(m + p)) in all). The reference for the library's event-driven trace.
+std::vector<std::vector<op>> scan_every_stage(std::uint32_t p, std::uint32_t m) {
+  constexpr std::uint64_t never = ~std::uint64_t{0};
+  // End step of F / B by [chunk][stage * m + mb].
+  std::vector<std::uint64_t> f_end[2] = {std::vector<std::uint64_t>(std::size_t{p} * m, never),
+                                         std::vector<std::uint64_t>(std::size_t{p} * m, never)};
+  std::vector<std::uint64_t> b_end[2] = {f_end[0], f_end[0]};
+  struct state {
+    std::uint32_t f[2] = {0, 0}, b[2] = {0, 0}, w[2] = {0, 0};
+    std::uint64_t held = 0, pending = 0;
+  };
+  std::vector<state> st(p);
+  std::vector<std::vector<op>> out(p);
+  const auto at = [m](std::uint32_t s, std::uint32_t mb) { return std::size_t{s} * m + mb; };
+  for (std::uint64_t t = 0, placed = 0; placed < 6 * std::uint64_t{p} * m; ++t) {
+    for (std::uint32_t s = 0; s < p; ++s) {
+      state& x = st[s];
+      const auto done = [&](const std::vector<std::uint64_t>& v, std::size_t i) {
+        return v[i] <= t;
+      };
+      const bool f1 = x.f[1] < m && (s + 1 == p ? done(f_end[0], at(s, x.f[1]))
+                                                : done(f_end[1], at(s + 1, x.f[1])));
+      const bool f0 = x.f[0] < m && (s == 0 || done(f_end[0], at(s - 1, x.f[0])));
+      const bool b0 = x.b[0] < m && (s + 1 == p ? done(b_end[1], at(s, x.b[0]))
+                                                : done(b_end[0], at(s + 1, x.b[0])));
+      const bool b1 = x.b[1] < m &&
+                      (s == 0 ? done(f_end[1], at(s, x.b[1])) : done(b_end[1], at(s - 1, x.b[1])));
+      const bool w0 = x.w[0] < m && done(b_end[0], at(s, x.w[0]));
+      const bool w1 = x.w[1] < m && done(b_end[1], at(s, x.w[1]));
+      const std::uint64_t use = 2 * x.held + x.pending + 2;
+      const std::uint64_t cap = 4 * std::uint64_t{p};
+      const int c = use <= cap && f1       ? 1
+                    : use + 2 <= cap && f0 ? 0
+                    : b0                   ? 2
+                    : b1                   ? 3
+                    : w0                   ? 4
+                    : w1                   ? 5
+                                           : -1;
+      if (c < 0) {
+        continue;
+      }
+      const chunk_index ch = static_cast<chunk_index>(c == 1 || c == 3 || c == 5 ? 1 : 0);
+      if (c <= 1) {
+        out[s].push_back(make_op(op_kind::forward, x.f[ch], ch));
+        f_end[ch][at(s, x.f[ch]++)] = t + 1;
+        ++x.held;
+      } else if (c <= 3) {
+        out[s].push_back(make_op(op_kind::backward_input, x.b[ch], ch));
+        b_end[ch][at(s, x.b[ch]++)] = t + 1;
+        --x.held;
+        ++x.pending;
+      } else {
+        out[s].push_back(make_op(op_kind::backward_weight, x.w[ch]++, ch));
+        --x.pending;
+      }
+      ++placed;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("zb-v order: the trace of the rule, looking only at stages that can change",
+          "[gen][zb-v]") {
+  for (std::uint32_t p = 1; p <= 16; ++p) {
+    for (std::uint32_t m = 1; m <= 3 * p + 2; ++m) {
+      INFO("p=" << p << " m=" << m);
+      REQUIRE(detail::zb_v_handcrafted_ops(p, m) == scan_every_stage(p, m));
+    }
+  }
+  CHECK(detail::zb_v_handcrafted_ops(100, 7) == scan_every_stage(100, 7));
+}
+
+TEST_CASE("zb-v order: work linear in the ops, also for m = 1 and large p",
+          "[gen][zb-v][complexity]") {
+  // Issue 14: looking at every stage in every step took p·(6m + 4p) stage visits, 1.1e9 for
+  // p = 16384, m = 1 (98304 ops). At most 3 visits per op plus p for the first step.
+  for (const auto& [p, m] : {std::pair{16384u, 1u}, std::pair{4096u, 3u}, std::pair{64u, 500u}}) {
+    INFO("p=" << p << " m=" << m);
+    std::uint64_t visits = 0;
+    const auto lists = detail::zb_v_handcrafted_ops(p, m, &visits);
+    std::uint64_t ops = 0;
+    for (const auto& l : lists) {
+      ops += l.size();
+    }
+    REQUIRE(ops == 6 * std::uint64_t{p} * m);
+    CHECK(visits <= 3 * ops + p);
   }
 }
 

@@ -116,7 +116,9 @@ TEST_CASE("check_memory: peak position, curve and static memory", "[memory]") {
   CHECK(lean.stages[0].curve.empty());
   CHECK(lean.stages[0].peak == 26);
 
-  const auto empty = check_memory(schedule("e", 2, 1), model);
+  auto two = memory_model::uniform(4, 1);
+  two.set_static_memory({10, 20});
+  const auto empty = check_memory(schedule("e", 2, 1), two);
   CHECK(empty.stages[1].peak == 20);
   CHECK(empty.stages[1].peak_op_index == stage_memory::no_index);
 }

@@ -15,7 +15,52 @@ TEST_CASE("memory_model: defaults and uniform sizes", "[memory][model]") {
   CHECK(d.static_memory(0) == 0);
 
   const auto u = memory_model::uniform(4, 1);
-  CHECK(u.at(0, 1) == chunk_memory{4, 1, 0});
+  CHECK(u.at(0) == chunk_memory{4, 1, 0});
+  CHECK(u.for_shape(3, 1, "t").at(2, 0) == chunk_memory{4, 1, 0});
+}
+
+TEST_CASE("memory_model: per-stage sizes are split over the chunks, per-chunk ones are not",
+          "[memory][model][units]") {
+  // One stage's whole slice holds M_B = 4, M_W = 1 per micro-batch: with v = 2 each chunk
+  // holds half; the received buffer (the transferred tensor) and static memory are not split.
+  memory_model m(chunk_memory{4, 1, 0.5});
+  m.set_static_memory({10, 20});
+  CHECK(m.split_chunks() == 0);
+  const memory_model v2 = m.for_shape(2, 2, "t");
+  CHECK(v2.split_chunks() == 2);
+  CHECK(v2.at(1, 1) == chunk_memory{2, 0.5, 0.5});
+  CHECK(v2.static_memory(1) == 20);
+  const memory_model v4 = m.for_shape(2, 4, "t");
+  CHECK(v4.at(0, 3) == chunk_memory{1, 0.25, 0.5});
+  // A per-stage table is split the same way; a per-chunk table is each chunk's own size.
+  memory_model st;
+  st.set_stage_memory({chunk_memory{2, 1, 0}, chunk_memory{6, 2, 0}});
+  CHECK(st.for_shape(2, 2, "t").at(1, 0) == chunk_memory{3, 1, 0});
+  memory_model ch;
+  ch.set_chunk_memory(2, {chunk_memory{1, 0, 0}, chunk_memory{2, 0, 0}, chunk_memory{3, 0, 0},
+                          chunk_memory{4, 0, 0}});
+  CHECK(ch.for_shape(2, 2, "t").at(1, 1).activation == 4);
+}
+
+TEST_CASE("memory_model: tables must have the schedule's shape", "[memory][model][units]") {
+  memory_model st;
+  st.set_stage_memory({chunk_memory{2, 1, 0}, chunk_memory{3, 1, 0}});
+  CHECK_NOTHROW(st.for_shape(2, 3, "check_memory"));
+  CHECK_THROWS_WITH(st.for_shape(4, 1, "check_memory"),
+                    "check_memory: memory model stages table (2 entries) must hold one entry per "
+                    "stage (p=4)");
+  memory_model ch;
+  ch.set_chunk_memory(1, {chunk_memory{}, chunk_memory{}});
+  CHECK_NOTHROW(ch.for_shape(2, 1, "zb-v"));
+  CHECK_THROWS_WITH(ch.for_shape(2, 2, "zb-v"),
+                    "zb-v: memory model chunks table (2 x 1) must be p x v (2 x 2)");
+  CHECK_THROWS_WITH(ch.for_shape(1, 1, "zb-v"),
+                    "zb-v: memory model chunks table (2 x 1) must be p x v (1 x 1)");
+  memory_model sm;
+  sm.set_static_memory({1, 2, 3});
+  CHECK_THROWS_WITH(sm.for_shape(2, 1, "check_memory"),
+                    "check_memory: memory model static list (3 entries) must hold one entry per "
+                    "stage (p=2)");
 }
 
 TEST_CASE("memory_model: per-stage, per-chunk and static memory", "[memory][model]") {
@@ -23,8 +68,7 @@ TEST_CASE("memory_model: per-stage, per-chunk and static memory", "[memory][mode
   m.set_stage_memory({chunk_memory{2, 1, 0}, chunk_memory{3, 0, 0.5}});
   CHECK_FALSE(m.is_uniform());
   CHECK(m.at(1).activation == 3);
-  CHECK(m.at(1, 1).received == 0.5);
-  CHECK(m.at(4).activation == 1);  // beyond the vector: the uniform entry
+  CHECK(m.at(1).received == 0.5);
 
   m.set_chunk_memory(2, {chunk_memory{1, 0, 0}, chunk_memory{2, 0, 0}, chunk_memory{3, 0, 0},
                          chunk_memory{4, 0, 0}});
@@ -34,7 +78,6 @@ TEST_CASE("memory_model: per-stage, per-chunk and static memory", "[memory][mode
 
   m.set_static_memory({10, 20});
   CHECK(m.static_memory(1) == 20);
-  CHECK(m.static_memory(2) == 0);
 }
 
 TEST_CASE("memory_model: rejects invalid sizes", "[memory][model]") {

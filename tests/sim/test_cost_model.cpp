@@ -1,4 +1,5 @@
 #include <limits>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -30,8 +31,7 @@ TEST_CASE("cost_model: per-stage and per-chunk costs", "[sim][cost]") {
   c.set_stage_costs({op_costs{1, 2, 3}, op_costs{4, 5, 6}});
   CHECK_FALSE(c.is_uniform());
   CHECK(c.at(1).backward_input == 5);
-  CHECK(c.at(1, 1).backward_input == 5);  // every chunk of a stage
-  CHECK(c.at(7).forward == 1);            // beyond the vector: the uniform triple
+  CHECK(c.for_shape(2, 1, "t").at(1, 0).backward_input == 5);
   CHECK(c.duration(0, op_kind::backward_full) == 5);
 
   c.set_chunk_costs(2,
@@ -49,8 +49,7 @@ TEST_CASE("cost_model: per-link latencies", "[sim][cost]") {
   CHECK(c.comm(0, 1) == 1.5);
   CHECK(c.comm(1, 0) == 2.5);
   CHECK(c.comm(0, 0) == 0);
-  CHECK(c.comm(0, 5) == 0.25);  // outside the table: the uniform latency
-  c.set_comm(0.75);             // clears the table
+  c.set_comm(0.75);  // clears the table
   CHECK(c.link_comm().empty());
   CHECK(c.comm(0, 1) == 0.75);
 }
@@ -71,4 +70,53 @@ TEST_CASE("cost_model: rejects negative, NaN and infinite values and bad sizes",
   CHECK_THROWS_AS(c.set_link_comm(2, {0, 1, -1, 0}), invalid_argument);
   CHECK_THROWS_WITH(cost_model::uniform(-1, 1, 1),
                     Catch::Contains("forward cost (T_F)") && Catch::Contains("must be finite"));
+}
+
+TEST_CASE("cost_model: per-stage costs are split over the chunks, per-chunk ones are not",
+          "[sim][cost][units]") {
+  // One stage's whole slice costs (4, 6, 2) per micro-batch: with v = 2 a chunk costs half,
+  // with v = 4 a quarter; T_comm is one transfer's latency and is not split.
+  const auto c = cost_model::uniform(4, 6, 2, 0.5);
+  CHECK(c.split_chunks() == 0);
+  const cost_model v2 = c.for_shape(3, 2, "t");
+  CHECK(v2.split_chunks() == 2);
+  CHECK(v2.at(2, 1) == op_costs{2, 3, 1});
+  CHECK(v2.duration(0, op_kind::backward_full, 1) == 4);
+  CHECK(v2.comm(0, 1) == 0.5);
+  CHECK(c.for_shape(3, 4, "t").at(1, 3) == op_costs{1, 1.5, 0.5});
+  CHECK(c.for_shape(3, 1, "t").at(1, 0) == op_costs{4, 6, 2});
+  // Per-stage table: split too. Per-chunk table: each chunk's own cost.
+  cost_model st;
+  st.set_stage_costs({op_costs{2, 2, 2}, op_costs{4, 4, 4}});
+  CHECK(st.for_shape(2, 2, "t").at(1, 1) == op_costs{2, 2, 2});
+  cost_model ch;
+  ch.set_chunk_costs(2,
+                     {op_costs{1, 1, 1}, op_costs{2, 2, 2}, op_costs{3, 3, 3}, op_costs{4, 4, 4}});
+  CHECK(ch.for_shape(2, 2, "t").at(1, 1) == op_costs{4, 4, 4});
+  // Reading again for another shape starts from the per-stage values, not the split ones.
+  CHECK(v2.for_shape(3, 1, "t").at(0, 0) == op_costs{4, 6, 2});
+}
+
+TEST_CASE("cost_model: tables must have the schedule's shape", "[sim][cost][units]") {
+  cost_model st;
+  st.set_stage_costs({op_costs{1, 1, 1}, op_costs{2, 2, 2}});
+  CHECK_NOTHROW(st.for_shape(2, 2, "simulate"));
+  CHECK_THROWS_WITH(st.for_shape(4, 1, "simulate"),
+                    "simulate: cost model stages table (2 entries) must hold one entry per stage "
+                    "(p=4)");
+  CHECK_THROWS_WITH(st.for_shape(1, 1, "simulate"),
+                    "simulate: cost model stages table (2 entries) must hold one entry per stage "
+                    "(p=1)");
+  cost_model ch;
+  ch.set_chunk_costs(2, std::vector<op_costs>(4));
+  CHECK_NOTHROW(ch.for_shape(2, 2, "zb-v"));
+  CHECK_THROWS_WITH(ch.for_shape(4, 1, "simulate"),
+                    "simulate: cost model chunks table (2 x 2) must be p x v (4 x 1)");
+  CHECK_THROWS_WITH(ch.for_shape(1, 2, "simulate"),
+                    "simulate: cost model chunks table (2 x 2) must be p x v (1 x 2)");
+  cost_model ln;
+  ln.set_link_comm(2, {0, 1, 1, 0});
+  CHECK_NOTHROW(ln.for_shape(2, 1, "simulate"));
+  CHECK_THROWS_WITH(ln.for_shape(3, 1, "simulate"),
+                    "simulate: cost model links matrix (2 x 2) must be p x p (3 x 3)");
 }

@@ -185,13 +185,15 @@ TEST_CASE("simulate: heterogeneous stages and T_comm, computed by hand", "[sim]"
   CHECK(r.stages[1].busy == 12);
   CHECK(r.stages[1].idle == 0);
   CHECK(r.stages[1].idle_fraction == 0);
-  CHECK(r.bubble_rate == Approx((17.0 - 2 * 4.0) / 17.0));
+  // Longest span 17 (stage 0) against the busiest stage's 12 (stage 1).
+  CHECK(r.bubble_rate == Approx((17.0 - 12.0) / 17.0));
+  CHECK(r.utilization == Approx((8.0 + 12.0) / (2 * 17.0)));
   CHECK(r.critical_path ==
         std::vector<op_location>{{0, 0}, {1, 0}, {1, 1}, {1, 2}, {1, 3}, {0, 3}});
   check_critical_path(s, c, r);
 }
 
-TEST_CASE("simulate: bubble rate uses the cost sum of the stage with the largest span", "[sim]") {
+TEST_CASE("simulate: bubble rate is the longest span against the busiest stage", "[sim]") {
   // GPipe p=2 m=1: stage 1 (last) costs (4,4,4), stage 0 costs (1,1,1).
   auto c = cost_model::unit();
   c.set_stage_costs({op_costs{1, 1, 1}, op_costs{4, 4, 4}});
@@ -200,8 +202,20 @@ TEST_CASE("simulate: bubble rate uses the cost sum of the stage with the largest
   CHECK(r.ops[0] == std::vector<op_timing>{{0, 1}, {13, 15}});
   CHECK(r.ops[1] == std::vector<op_timing>{{1, 5}, {5, 13}});
   CHECK(r.max_span_stage == 0);
-  CHECK(r.bubble_rate == Approx((15.0 - 3.0) / 15.0));
+  // Not stage 0's own busy time (3): the busiest stage (12) is what the span can't go below.
+  CHECK(r.bubble_rate == Approx((15.0 - 12.0) / 15.0));
+  CHECK(r.utilization == Approx((3.0 + 12.0) / (2 * 15.0)));
   CHECK(r.stages[1].idle_fraction == 0);
+
+  // 1F1B p=2 m=4 with stage costs (1,1,1) and (3,3,3): the heavy stage is busy 36 of its
+  // span, so the bubble is small (it was 0.69 when the light stage's busy time was used).
+  c.set_stage_costs({op_costs{1, 1, 1}, op_costs{3, 3, 3}});
+  const auto u = simulate(generate(one_f_one_b{}, 2, 4), c);
+  const double longest = u.span(u.max_span_stage);
+  CHECK(u.stages[1].busy == Approx(36.0));
+  CHECK(u.bubble_rate == Approx((longest - 36.0) / longest));
+  CHECK(u.bubble_rate < 0.1);
+  CHECK(u.utilization == Approx((12.0 + 36.0) / (2 * u.makespan)));
 }
 
 TEST_CASE("simulate: per-link communication latencies", "[sim]") {
@@ -253,7 +267,7 @@ TEST_CASE("simulate: lowered schedule with blocking SEND/RECV rendezvous", "[sim
   CHECK(r.stages[1].span == 10);
   CHECK(r.stages[1].busy == 8);
   CHECK(r.stages[1].idle == 2);
-  CHECK(r.bubble_rate == Approx(7.0 / 13.0));
+  CHECK(r.bubble_rate == Approx((13.0 - 8.0) / 13.0));  // busiest stage: 8
   // Back from BW1 on stage 0: the rendezvous RECV_B0 waited for its SEND, RECV_F0 for its.
   CHECK(r.critical_path == std::vector<op_location>{{0, 0},
                                                     {0, 1},

@@ -24,13 +24,16 @@ struct reference_row {
   double span = -1;                         ///< the authors' span (zb-auto rows)
   double bubble_rate = 0;                   ///< the authors' bubble rate (4 decimals for zb-v)
 
-  /// The row as generator parameters (costs and memory per chunk, as the API takes them).
+  /// The row as generator parameters. The API takes costs and memory per stage (a stage's
+  /// whole slice, split over its v chunks), so a zb-v row's per-chunk values are doubled:
+  /// exact in floating point, and split back to the authors' numbers.
   generator_params params() const {
+    const double v = schedule == "zb-v" ? 2.0 : 1.0;
     generator_params g;
     g.stages = p;
     g.microbatches = m;
-    g.costs = cost_model::uniform(tf, tb, tw, comm);
-    g.memory = memory_model::uniform(mb, mw);
+    g.costs = cost_model::uniform(v * tf, v * tb, v * tw, comm);
+    g.memory = memory_model::uniform(v * mb, v * mw);
     g.memory_limit = limit;
     return g;
   }

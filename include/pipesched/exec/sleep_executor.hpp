@@ -7,6 +7,7 @@
 #include "pipesched/exec/executor.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
+#include "pipesched/ir/schedule.hpp"
 #include "pipesched/sim/cost_model.hpp"
 
 namespace pipesched {
@@ -17,6 +18,10 @@ namespace pipesched {
 /// simulator's prediction for the same costs (examples/fidelity).
 /// Sleeps overshoot by the OS timer slack (typically 50-100 µs on Linux), so use units of
 /// 1 ms or more for a comparison within a few percent.
+///
+/// Per-stage costs are split over the schedule's v chunks (cost_model): construct with the
+/// schedule, or with a model already read for its shape (cost_model::for_shape). A model read
+/// for no shape serves one-chunk schedules only; an op of chunk > 0 then throws.
 class sleep_executor {
  public:
   struct message {};
@@ -28,8 +33,18 @@ class sleep_executor {
       detail::fail("sleep_executor: unit (", unit.count(), " ns) must be positive");
     }
   }
+  /// For `sched`: costs read for its shape.
+  sleep_executor(const schedule& sched,
+                 const cost_model& costs,
+                 std::chrono::nanoseconds unit = std::chrono::milliseconds(1))
+      : sleep_executor(costs.for_shape(sched.stages(), sched.chunks(), "sleep_executor"), unit) {}
 
   message run(stage_index s, const op& o, message&&) {
+    if (o.chunk > 0 && costs_.split_chunks() == 0) {
+      detail::fail("sleep_executor: chunk ", o.chunk,
+                   " of a schedule with several chunks per stage, and the costs were not read "
+                   "for its shape (construct with the schedule, or use cost_model::for_shape)");
+    }
     const double d = costs_.duration(s, o.kind, o.chunk);
     if (d > 0.0) {
       const auto dur = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -464,7 +464,9 @@ inline schedule lower_communication(const schedule& compute_only,
   }
   schedule out(in.name(), in.microbatches(), in.layout());
   const bool eager = options.receives == receive_placement::eager;
-  if (!detail::lower_ranked(in, options.costs, eager, out)) {
+  const cost_model costs =
+      options.costs.for_shape(in.stages(), in.layout().chunks(), "lower_communication");
+  if (!detail::lower_ranked(in, costs, eager, out)) {
     const traversal_result tr = traverse(in, [](stage_index, std::size_t, const op&) {});
     detail::fail("lower_communication: input schedule \"", in.name(),
                  "\" is invalid: ", tr.witness.describe());

@@ -20,12 +20,15 @@ inline constexpr std::uint64_t max_schedule_ops = std::uint64_t{1} << 28;
 /// What a generator is asked for. Hand-crafted generators read only the shape; cost-aware
 /// ones (zb-v, zb-auto) also read costs, memory and the per-stage memory limit.
 struct generator_params {
-  std::uint32_t stages = 0;            ///< p, >= 1
-  std::uint32_t microbatches = 0;      ///< m, >= 1
-  std::uint32_t chunks = 0;            ///< v, chunks per stage; 0 = the generator's default
-  cost_model costs{};                  ///< per-chunk costs and T_comm (cost-aware generators)
-  memory_model memory{};               ///< M_B / M_W per chunk (memory-aware generators)
-  std::optional<double> memory_limit;  ///< per stage, in the units of `memory`
+  std::uint32_t stages = 0;        ///< p, >= 1
+  std::uint32_t microbatches = 0;  ///< m, >= 1
+  std::uint32_t chunks = 0;        ///< v, chunks per stage; 0 = the generator's default
+  cost_model costs{};              ///< costs (per stage, split over v; see cost_model) and T_comm
+  memory_model memory{};           ///< M_B / M_W (per stage, split over v; see memory_model)
+  /// Per stage, in the units of `memory`, static memory included: the same number means the
+  /// same bytes for every schedule. Generators that search stay within it; the others are
+  /// checked against it by generator_entry::generate_result().
+  std::optional<double> memory_limit;
 };
 
 /// schedule_generator: builds a schedule from generator_params.
@@ -85,6 +88,17 @@ inline std::uint32_t check_shape(std::string_view who,
          ") is too large: the schedule would have ", total, " ops, more than ", max_schedule_ops);
   }
   return chunks;
+}
+
+/// `p` with its cost and memory models read for `chunks` chunks per stage (per-stage values
+/// split over them; tables checked against p and v, errors prefixed with `who`).
+inline generator_params for_shape(std::string_view who,
+                                  const generator_params& p,
+                                  std::uint32_t chunks) {
+  generator_params out = p;
+  out.costs = p.costs.for_shape(p.stages, chunks, who);
+  out.memory = p.memory.for_shape(p.stages, chunks, who);
+  return out;
 }
 
 }  // namespace detail

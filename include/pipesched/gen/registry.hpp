@@ -19,6 +19,7 @@
 #include "pipesched/gen/zb_auto.hpp"
 #include "pipesched/gen/zb_v.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
+#include "pipesched/memory/memory_checker.hpp"
 
 namespace pipesched {
 
@@ -46,6 +47,11 @@ struct generation_result {
   std::optional<double> published_span;
   /// Candidate orders the local search timed (0 when it did not run).
   std::optional<std::size_t> search_evaluations;
+  /// generator_params::memory_limit is never ignored: a generator that searches stays within
+  /// it; any other (a hand-crafted order such as 1f1b) has its schedule checked against it,
+  /// and every stage over the limit is listed here (check_memory's report). Empty when no
+  /// limit was given or the schedule fits.
+  std::vector<budget_violation> memory_violations;
 };
 
 namespace detail {
@@ -121,6 +127,11 @@ struct generator_entry {
     }
     generation_result r;
     r.sched = generate(params);
+    if (params.memory_limit) {
+      memory_options mo = memory_options::with_limit(*params.memory_limit);
+      mo.record_curve = false;
+      r.memory_violations = check_memory(r.sched, params.memory, mo).violations;
+    }
     return r;
   }
 };

@@ -23,6 +23,7 @@
 #include "pipesched/gen/detail/zb_v_order.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
+#include "pipesched/sim/metrics.hpp"
 
 namespace pipesched {
 
@@ -148,8 +149,8 @@ struct zb_auto_result {
 
   /// How far the span can be from optimal.
   double gap_to_bound() const noexcept { return span - lower_bound; }
-  /// The paper's bubble rate against the per-stage ideal: (span − ideal) / span.
-  double bubble_rate() const noexcept { return span > 0.0 ? (span - ideal) / span : 0.0; }
+  /// bubble_rate_of(span, ideal) (sim/metrics.hpp): the paper's bubble rate at equal stages.
+  double bubble_rate() const noexcept { return bubble_rate_of(span, ideal); }
 };
 
 namespace detail {
@@ -555,6 +556,19 @@ inline zb_auto_result zb_search(std::string_view who,
   }
   const std::uint32_t p = pl.stages();
   const std::uint32_t m = params.microbatches;
+  // Every time the search computes is at most all the work plus a transfer per op: when that
+  // sum overflows, no time it would report is a number.
+  double all_work = 0.0;
+  for (stage_index s = 0; s < p; ++s) {
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      const op_costs t = params.costs.at(s, c);
+      all_work += double(m) * (t.forward + t.backward_input + t.backward_weight +
+                               3.0 * params.costs.comm(s, (s + 1) % p));
+    }
+  }
+  if (!std::isfinite(all_work)) {
+    fail(who, ": the costs are too large: the total work (", all_work, ") is not a finite number");
+  }
   std::vector<double> avail(p);
   for (stage_index s = 0; s < p; ++s) {
     avail[s] = limits[s] - params.memory.static_memory(s);
@@ -759,6 +773,10 @@ inline std::vector<double> stage_limits(std::string_view who,
       act += params.memory.at(s, c).activation;
     }
     out[s] = params.memory.static_memory(s) + factor * double(pl.stages()) * act;
+    if (!std::isfinite(out[s])) {
+      fail(who, ": the default memory limit of stage ", s, " (static + ", factor,
+           "*p*M_B = ", out[s], ") is not a finite number: the memory sizes are too large");
+    }
   }
   return out;
 }
@@ -786,11 +804,12 @@ enum class zb_memory_preset : std::uint8_t {
 /// micro-batch's activations plus static memory on some stage (the true minimum: a
 /// one-micro-batch-at-a-time order needs exactly that). With unit costs it reaches ZB-H1's
 /// span at p·M_B and zero bubble at 2p·M_B. Each greedy run is O(p·m·log p).
-inline zb_auto_result zb_auto_search(const generator_params& params,
+inline zb_auto_result zb_auto_search(const generator_params& given,
                                      const zb_auto_options& opts = {},
                                      zb_memory_preset preset = zb_memory_preset::given,
                                      std::string_view who = "zb-auto") {
-  detail::check_shape(who, params, 1, 3);
+  detail::check_shape(who, given, 1, 3);
+  const generator_params params = detail::for_shape(who, given, 1);
   if (preset != zb_memory_preset::given && params.memory_limit) {
     detail::fail(who, ": memory_limit must not be given: this preset fixes it to ",
                  preset == zb_memory_preset::one_p ? "p" : "2p", "*M_B (use zb-auto)");

@@ -74,10 +74,11 @@ struct zb_exact_result {
 /// stage, a deadline test, two W rules and a dominance table prune. docs/zb_exact.md has run
 /// times. Throws invalid_argument when p or m exceeds the caps in `opts` (4 and 8 by
 /// default), or the limit is below what any schedule needs.
-inline zb_exact_result zb_exact_search(const generator_params& params,
+inline zb_exact_result zb_exact_search(const generator_params& given,
                                        const zb_exact_options& opts = {}) {
   constexpr std::string_view who = "zb-exact";
-  detail::check_shape(who, params, 1, 3);
+  detail::check_shape(who, given, 1, 3);
+  const generator_params params = detail::for_shape(who, given, 1);
   const std::uint32_t p = params.stages;
   const std::uint32_t m = params.microbatches;
   if (p > opts.max_stages) {

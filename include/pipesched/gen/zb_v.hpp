@@ -13,19 +13,18 @@ namespace pipesched {
 /// all 64 greedy choice combinations and the hand-crafted ZB-V order
 /// (detail/zb_v_order.hpp) timed with the real costs, the shortest longest-stage span kept.
 ///
-/// Costs and memory are per chunk (cost_model::at(stage, chunk), memory_model::at(stage,
-/// chunk)); generator_params::memory_limit is per stage in the same units, default 1F1B's
-/// peak, p·(M_B of chunk 0 + M_B of chunk 1) + static memory, i.e. 2p chunk activations at
-/// equal sizes. An F of chunk 0 is admitted only while room for a chunk-1 activation stays
-/// free, so the greedy cannot stall; the minimum limit is one micro-batch's two chunk
-/// activations plus static memory. With equal costs and that default limit the result has
-/// zero bubble once m ≥ 2p (every stage busy from its first op to its last; tested for p
-/// 1..8, and the hand-crafted order alone for p 1..12). The bubble rate's ideal time is
-/// m·v·(T_F+T_B+T_W) per stage with per-chunk costs.
-inline zb_auto_result zb_v_search(const generator_params& params,
-                                  const zb_auto_options& opts = {}) {
+/// Costs and memory are per stage as everywhere (cost_model, memory_model: a stage's whole
+/// slice, so each chunk costs T/2 and holds M_B/2), unless given per chunk by a chunks table;
+/// generator_params::memory_limit is per stage in the same units, default 1F1B's peak,
+/// p·(M_B of chunk 0 + M_B of chunk 1) + static memory = p·M_B per stage. An F of chunk 0 is
+/// admitted only while room for a chunk-1 activation stays free, so the greedy cannot stall; the
+/// minimum limit is one micro-batch's two chunk activations plus static memory. With equal costs
+/// and that default limit the result has zero bubble once m ≥ 2p (every stage busy from its first
+/// op to its last; tested for p 1..8, and the hand-crafted order alone for p 1..12).
+inline zb_auto_result zb_v_search(const generator_params& given, const zb_auto_options& opts = {}) {
   constexpr std::string_view who = "zb-v";
-  detail::check_shape(who, params, 2, 3);
+  detail::check_shape(who, given, 2, 3);
+  const generator_params params = detail::for_shape(who, given, 2);
   const placement pl = placement::v_shape(params.stages);
   return detail::zb_search(who, params, pl, detail::stage_limits(who, params, pl, 1.0), opts);
 }

@@ -336,6 +336,10 @@ struct simulation_record {
   std::uint32_t chunks = 1;
   double makespan = 0.0;
   double bubble_rate = 0.0;
+  std::optional<double> utilization;               ///< Σ busy / (p · makespan), when written
+  std::optional<double> lower_bound;               ///< span lower bound (searching generators)
+  std::optional<double> memory_limit;              ///< the per-stage limit checked, when given
+  std::vector<std::string> violations;             ///< rule violations (schedule, memory)
   std::vector<stage_summary> summaries;            ///< one per stage
   std::vector<std::optional<double>> peak_memory;  ///< one per stage; nullopt when unknown
   std::optional<timeline> ops;                     ///< per-op times, when the file has them
@@ -347,13 +351,14 @@ namespace detail {
 inline nlohmann::json simulation_json(const schedule& sched,
                                       double makespan,
                                       double bubble_rate,
+                                      double utilization,
                                       const std::vector<stage_summary>& stages,
                                       const std::vector<std::optional<double>>& peaks,
                                       const timeline* ops) {
   nlohmann::json j = {{"version", model_json_version}, {"name", sched.name()},
                       {"p", sched.stages()},           {"m", sched.microbatches()},
                       {"v", sched.chunks()},           {"makespan", makespan},
-                      {"bubble_rate", bubble_rate}};
+                      {"bubble_rate", bubble_rate},    {"utilization", utilization}};
   j["stages"] = nlohmann::json::array();
   for (std::size_t s = 0; s < stages.size(); ++s) {
     nlohmann::json st = {
@@ -377,14 +382,17 @@ inline nlohmann::json simulation_json(const schedule& sched,
 
 }  // namespace detail
 
-/// Simulation result as JSON (schema v1):
+/// Simulation result as JSON (schema v1, docs/formats.md):
 /// `{"version":1, "name":.., "p":.., "m":.., "v":.., "makespan":.., "bubble_rate":..,
-///   "stages":[{"span":.., "busy":.., "idle":.., "peak_memory":..|null,
+///   "utilization":.., "stages":[{"span":.., "busy":.., "idle":.., "peak_memory":..|null,
 ///              "ops":[{"kind":"F","mb":0,"chunk":0,"start":0,"end":1}, ...]}, ...],
-///   "deadlock":"..."}`   (deadlock only when the simulation could not finish)
-/// This overload takes the simulator's own numbers: stage span / busy / idle, makespan and
-/// bubble rate; `memory` (check_memory) gives peak_memory, otherwise null; `with_ops` = false
-/// (or a result simulated without record_ops) leaves out the per-op lists.
+///   "deadlock":"...", "violations":["..."]}`
+/// (deadlock only when the simulation could not finish; violations only when `memory` has
+/// budget violations or lifetime errors). This overload takes the simulator's own numbers:
+/// stage span / busy / idle, makespan, bubble rate and utilization; `memory` (check_memory)
+/// gives peak_memory, otherwise null; `with_ops` = false (or a result simulated without
+/// record_ops) leaves out the per-op lists. The writer adds no `lower_bound` or
+/// `memory_limit`: a caller that has them sets those keys (the CLI does).
 inline nlohmann::json simulation_to_json(const schedule& sched,
                                          const simulation_result& r,
                                          const memory_report* memory = nullptr,
@@ -401,10 +409,20 @@ inline nlohmann::json simulation_to_json(const schedule& sched,
   if (with_ops && r.ops.size() == sched.stages()) {
     tl = to_timeline(sched, r);
   }
-  nlohmann::json j =
-      detail::simulation_json(sched, r.makespan, r.bubble_rate, stages, peaks, tl ? &*tl : nullptr);
+  nlohmann::json j = detail::simulation_json(sched, r.makespan, r.bubble_rate, r.utilization,
+                                             stages, peaks, tl ? &*tl : nullptr);
   if (r.deadlock) {
     j["deadlock"] = r.deadlock->describe();
+  }
+  if (memory != nullptr && (!memory->errors.empty() || !memory->violations.empty())) {
+    nlohmann::json v = nlohmann::json::array();
+    for (const auto& e : memory->errors) {
+      v.push_back("memory_lifetime: " + e.message);
+    }
+    for (const auto& b : memory->violations) {
+      v.push_back("memory_budget: " + b.message);
+    }
+    j["violations"] = std::move(v);
   }
   return j;
 }
@@ -424,14 +442,15 @@ inline nlohmann::json simulation_to_json(
     peaks.push_back(memory && s < memory->size() ? std::optional<double>(peak_of((*memory)[s]))
                                                  : std::nullopt);
   }
-  return detail::simulation_json(sched, tl.makespan(), tl.bubble_rate(), stages, peaks,
-                                 with_ops ? &tl : nullptr);
+  return detail::simulation_json(sched, tl.makespan(), tl.bubble_rate(), tl.utilization(), stages,
+                                 peaks, with_ops ? &tl : nullptr);
 }
 
 /// Reads a simulation result (schema v1); `ops` must be present on every stage or on none.
 inline simulation_record simulation_from_json(const nlohmann::json& j) {
   const detail::json_at c{j, ""};
-  c.object({"version", "name", "p", "m", "v", "makespan", "bubble_rate", "stages", "deadlock"});
+  c.object({"version", "name", "p", "m", "v", "makespan", "bubble_rate", "utilization",
+            "lower_bound", "memory_limit", "stages", "deadlock", "violations"});
   c.version(model_json_version, "simulation result");
   simulation_record r;
   r.name = c["name"].string();
@@ -440,8 +459,24 @@ inline simulation_record simulation_from_json(const nlohmann::json& j) {
   r.chunks = static_cast<std::uint32_t>(c["v"].integer(1, 65535));
   r.makespan = c["makespan"].non_negative();
   r.bubble_rate = c["bubble_rate"].number();
+  if (c.has("utilization")) {
+    r.utilization = c["utilization"].non_negative();
+  }
+  if (c.has("lower_bound")) {
+    r.lower_bound = c["lower_bound"].non_negative();
+  }
+  if (c.has("memory_limit")) {
+    r.memory_limit = c["memory_limit"].non_negative();
+  }
   if (c.has("deadlock")) {
     r.deadlock = c["deadlock"].string();
+  }
+  if (c.has("violations")) {
+    const detail::json_at vs = c["violations"];
+    const std::size_t n = vs.array();
+    for (std::size_t i = 0; i < n; ++i) {
+      r.violations.push_back(vs[i].string());
+    }
   }
   const detail::json_at st = c["stages"];
   if (st.array() != r.stages) {

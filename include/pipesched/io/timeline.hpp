@@ -14,6 +14,7 @@
 #include "pipesched/memory/memory_checker.hpp"
 #include "pipesched/memory/memory_model.hpp"
 #include "pipesched/sim/cost_model.hpp"
+#include "pipesched/sim/metrics.hpp"
 #include "pipesched/sim/timing_simulator.hpp"
 #include "pipesched/validate/traversal.hpp"
 
@@ -77,9 +78,8 @@ struct timeline {
     r.idle = r.span - r.busy;
     return r;
   }
-  /// reported_bubble_rate when set, else (max stage span − max stage busy time) / max stage
-  /// span: the paper's bubble rate when every stage carries the same work (background §2);
-  /// 0 for an empty timeline.
+  /// reported_bubble_rate when set, else bubble_rate_of(longest stage span, largest stage
+  /// busy time) from the intervals (sim/metrics.hpp: the one definition); 0 when empty.
   double bubble_rate() const noexcept {
     if (reported_bubble_rate) {
       return *reported_bubble_rate;
@@ -91,7 +91,15 @@ struct timeline {
       span = std::max(span, r.span);
       busy = std::max(busy, r.busy);
     }
-    return span > 0.0 ? (span - busy) / span : 0.0;
+    return bubble_rate_of(span, busy);
+  }
+  /// utilization_of(Σ stage busy time, stages, makespan) from the intervals (sim/metrics.hpp).
+  double utilization() const noexcept {
+    double busy = 0.0;
+    for (stage_index s = 0; s < stages.size(); ++s) {
+      busy += summary(s).busy;
+    }
+    return utilization_of(busy, static_cast<std::uint32_t>(stages.size()), makespan());
   }
   std::size_t size() const noexcept {
     std::size_t n = 0;
@@ -292,7 +300,8 @@ inline timeline timeline_from_measured(const schedule& sched, std::span<const ti
 /// counted; use check_memory() and memory_curves(const memory_report&) for those.
 inline std::vector<std::vector<memory_sample>> memory_curves(const schedule& sched,
                                                              const timeline& tl,
-                                                             const memory_model& mem) {
+                                                             const memory_model& model) {
+  const memory_model mem = model.for_shape(sched.stages(), sched.chunks(), "memory_curves");
   std::vector<std::vector<memory_sample>> out(tl.stages.size());
   for (stage_index s = 0; s < tl.stages.size(); ++s) {
     std::vector<memory_sample> deltas;

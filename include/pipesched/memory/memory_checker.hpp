@@ -207,11 +207,12 @@ constexpr std::optional<buffer_kind> created_buffer(op_kind k) noexcept {
 }
 
 inline memory_report check_memory_impl(const schedule& sched,
-                                       const memory_model& model,
+                                       const memory_model& model_in,
                                        const memory_options& options,
                                        const simulation_result* sim) {
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
+  const memory_model model = model_in.for_shape(p, pl.chunks(), "check_memory");
   const std::uint32_t m = sched.microbatches();
   const bool lowered = sched.has_comm();
 
@@ -403,6 +404,10 @@ inline memory_report check_memory_impl(const schedule& sched,
       units += model.at(s, c).activation;
     }
     st.peak_stage_units = units > 0.0 ? (st.peak - st.static_memory) / units : 0.0;
+    if (!std::isfinite(st.peak)) {
+      fail("check_memory: the peak memory of stage ", s, " (", st.peak,
+           ") is not a finite number: the memory sizes are too large to add up");
+    }
 
     if (over) {
       budget_violation& v = report.violations.back();
@@ -443,7 +448,9 @@ inline memory_report check_memory_impl(const schedule& sched,
 /// lifetime errors (use before create, double create, double free, leak), the per-stage peak
 /// and memory curve (static memory included), and every stage above its limit in `options`.
 /// Linear in the number of ops; one byte per (global chunk, micro-batch).
-/// Throws invalid_argument for malformed options (limits of the wrong size, negative values).
+/// Sizes are read for the schedule's shape (memory_model::for_shape: per-stage sizes split over
+/// its v chunks). Throws invalid_argument for malformed options (limits of the wrong size,
+/// negative values), tables of another shape, and peaks that overflow to infinity.
 inline memory_report check_memory(const schedule& sched,
                                   const memory_model& model = {},
                                   const memory_options& options = {}) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "pipesched/ir/error.hpp"
@@ -10,9 +11,9 @@
 
 namespace pipesched {
 
-/// Activation memory of one chunk for one micro-batch (background §3): F allocates
-/// `activation` (M_B); B frees all but `weight_grad_input` (M_W); W frees the rest; BW frees
-/// everything. `received` is the size of a receive buffer for a lowered (SEND/RECV) schedule.
+/// Activation memory of one micro-batch (background §3): F allocates `activation` (M_B); B
+/// frees all but `weight_grad_input` (M_W); W frees the rest; BW frees everything. `received`
+/// is the size of one receive buffer for a lowered (SEND/RECV) schedule.
 struct chunk_memory {
   double activation = 1.0;         ///< M_B
   double weight_grad_input = 0.5;  ///< M_W, must be <= M_B
@@ -21,19 +22,33 @@ struct chunk_memory {
   friend bool operator==(const chunk_memory&, const chunk_memory&) = default;
 };
 
-/// Memory model: per-(stage, local chunk) buffer sizes plus optional static memory per stage
-/// (weights, gradients, optimizer state). Uniform by default (M_B = 1, M_W = 0.5).
+/// Memory model: activation sizes per stage or per (stage, local chunk), plus optional static
+/// memory per stage (weights, gradients, optimizer state). Uniform by default (M_B = 1,
+/// M_W = 0.5 per stage).
+///
+/// Units, as in cost_model. A **per-stage** entry (the uniform one, uniform(),
+/// set_stage_memory()) is what one micro-batch's activations take on a stage for its whole
+/// slice of the model: with v chunks per stage each chunk's F allocates M_B/v and its B keeps
+/// M_W/v, so 1F1B's peak p·M_B is the same number for 1f1b, interleaved 1F1B and ZB-V, and one
+/// per-stage memory limit means the same for every schedule. A **per-chunk** entry
+/// (set_chunk_memory()) is that chunk's own size. `received` (the transferred tensor) and
+/// static memory are not divided.
+///
+/// for_shape(p, v) checks the tables against a schedule's shape (`stages` p entries, `chunks`
+/// p x v, `static` p) and fixes v; check_memory and the generators call it themselves.
 class memory_model {
  public:
   memory_model() = default;
+  /// Per stage: `uniform` is one micro-batch's activations for a stage's whole slice.
   explicit memory_model(chunk_memory uniform) : uniform_(uniform) {
     check(uniform_, "memory_model");
   }
+  /// Per stage: M_B and M_W of one micro-batch over a stage's whole slice (a chunk takes M/v).
   static memory_model uniform(double mb, double mw) {
     return memory_model(chunk_memory{mb, mw, 0.0});
   }
 
-  /// One entry per stage, applied to every chunk on that stage.
+  /// Per stage: one entry per stage (size p), split over the stage's chunks.
   memory_model& set_stage_memory(std::vector<chunk_memory> per_stage) {
     for (const auto& c : per_stage) {
       check(c, "memory_model::set_stage_memory");
@@ -42,7 +57,7 @@ class memory_model {
     chunk_.clear();
     return *this;
   }
-  /// One entry per (stage, local chunk): index s*chunks + c.
+  /// Per chunk: one entry per (stage, local chunk), each chunk's own size; index s*chunks + c.
   memory_model& set_chunk_memory(std::uint32_t chunks, std::vector<chunk_memory> per_chunk) {
     if (chunks == 0 || per_chunk.size() % chunks != 0) {
       detail::fail("memory_model::set_chunk_memory: size (", per_chunk.size(),
@@ -65,16 +80,46 @@ class memory_model {
     return *this;
   }
 
-  const chunk_memory& at(stage_index s, chunk_index c = 0) const noexcept {
+  /// This model read for a schedule of `stages` stages and `chunks` chunks per stage: throws
+  /// invalid_argument, prefixed with `who`, when a table does not have that shape; the copy
+  /// splits per-stage entries over `chunks`.
+  memory_model for_shape(std::uint32_t stages, std::uint32_t chunks, std::string_view who) const {
+    if (!stage_.empty() && stage_.size() != stages) {
+      detail::fail(who, ": memory model stages table (", stage_.size(),
+                   " entries) must hold one entry per stage (p=", stages, ")");
+    }
+    if (!chunk_.empty() && (chunks_ != chunks || chunk_.size() != std::size_t{stages} * chunks)) {
+      detail::fail(who, ": memory model chunks table (", chunk_.size() / chunks_, " x ", chunks_,
+                   ") must be p x v (", stages, " x ", chunks, ")");
+    }
+    if (!static_.empty() && static_.size() != stages) {
+      detail::fail(who, ": memory model static list (", static_.size(),
+                   " entries) must hold one entry per stage (p=", stages, ")");
+    }
+    memory_model out = *this;
+    out.split_ = chunks == 0 ? 1 : chunks;
+    return out;
+  }
+  /// The v per-stage entries are split over (for_shape); 0 when not read for a shape yet.
+  std::uint32_t split_chunks() const noexcept { return split_; }
+
+  /// Sizes for local chunk c on stage s: its chunk-table entry, or its stage's per-stage entry
+  /// (table or uniform) with M_B and M_W divided by v.
+  chunk_memory at(stage_index s, chunk_index c = 0) const noexcept {
     if (!chunk_.empty()) {
       std::size_t i = std::size_t{s} * chunks_ + c;
       if (i < chunk_.size()) {
         return chunk_[i];
       }
-    } else if (s < stage_.size()) {
-      return stage_[s];
     }
-    return uniform_;
+    PIPESCHED_ASSERT(c == 0 || split_ != 0,
+                     "memory_model::at: read the model for the schedule's shape (for_shape) first");
+    const chunk_memory& m = s < stage_.size() ? stage_[s] : uniform_;
+    if (split_ <= 1) {
+      return m;
+    }
+    const double v = split_;
+    return chunk_memory{m.activation / v, m.weight_grad_input / v, m.received};
   }
   double static_memory(stage_index s) const noexcept {
     return s < static_.size() ? static_[s] : 0.0;
@@ -108,6 +153,7 @@ class memory_model {
   std::uint32_t chunks_ = 1;
   std::vector<chunk_memory> chunk_;
   std::vector<double> static_;
+  std::uint32_t split_ = 0;  // v for per-stage entries (for_shape); 0: not read for a shape
 };
 
 }  // namespace pipesched

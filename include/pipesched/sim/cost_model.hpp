@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "pipesched/ir/error.hpp"
@@ -20,29 +21,41 @@ struct op_costs {
   friend bool operator==(const op_costs&, const op_costs&) = default;
 };
 
-/// Time model of the zero-bubble paper (background §2): per-(stage, local chunk) compute costs
-/// and the latency of a transfer between two different stages.
+/// Time model of the zero-bubble paper (background §2): compute costs per stage or per
+/// (stage, local chunk), and the latency of a transfer between two different stages.
 ///
-/// Costs are uniform by default; set_stage_costs() gives each stage its own triple (used for
-/// every chunk on that stage) and set_chunk_costs() one triple per (stage, local chunk).
-/// Communication is uniform (set_comm) or per ordered link (set_link_comm, p*p entries).
-/// Communication ops (SEND_*/RECV_*) take zero compute time; the transfer latency is charged
-/// on the cross-stage edge.
+/// Units. A **per-stage** value is the cost of one stage's whole slice of the model (all its
+/// layers) for one micro-batch: with v chunks per stage each chunk costs a v-th of it, so one
+/// number means the same work for 1F1B (v = 1), interleaved 1F1B and ZB-V (v = 2), and their
+/// makespans compare directly. The uniform triple (constructor, uniform()) and the
+/// set_stage_costs() table are per stage. A **per-chunk** value (set_chunk_costs()) is that
+/// chunk's own cost and is not divided. T_comm (set_comm, set_link_comm) is the latency of one
+/// transfer and is not divided either.
+///
+/// A model is read for one schedule shape: for_shape(p, v) checks every table against it (a
+/// `stages` table needs p entries, a `chunks` table p x v, a `links` matrix p x p) and fixes
+/// the v the per-stage values are split over. The library's entry points (simulate,
+/// generators, lowering, executors) do this themselves; call it before at() / duration() with
+/// a chunk > 0 in your own code. Communication ops (SEND_*/RECV_*) take zero compute time; the
+/// transfer latency is charged on the cross-stage edge.
 class cost_model {
  public:
   cost_model() = default;
+  /// Per stage: `uniform` is one stage's whole slice (split over its v chunks).
   cost_model(op_costs uniform, double comm) : uniform_(uniform), comm_(comm) {
     check(uniform_, "cost_model");
     check_value(comm_, "cost_model", "comm (T_comm)");
   }
 
-  /// Unit costs (1, 1, 1) and no communication latency.
+  /// Unit costs (1, 1, 1) per stage and no communication latency.
   static cost_model unit() { return cost_model{}; }
+  /// Per stage: T_F, T_B, T_W of one stage's whole slice for one micro-batch (a chunk costs
+  /// T/v); `comm` is the latency of one transfer between two stages.
   static cost_model uniform(double tf, double tb, double tw, double comm = 0.0) {
     return cost_model(op_costs{tf, tb, tw}, comm);
   }
 
-  /// One triple per stage (size p), applied to every chunk on that stage.
+  /// Per stage: one triple per stage (size p), the stage's whole slice (a chunk costs T/v).
   cost_model& set_stage_costs(std::vector<op_costs> per_stage) {
     for (std::size_t i = 0; i < per_stage.size(); ++i) {
       check(per_stage[i], "cost_model::set_stage_costs");
@@ -51,7 +64,7 @@ class cost_model {
     chunk_costs_.clear();
     return *this;
   }
-  /// One triple per (stage, local chunk): index s*chunks + c.
+  /// Per chunk: one triple per (stage, local chunk), each chunk's own cost; index s*chunks + c.
   cost_model& set_chunk_costs(std::uint32_t chunks, std::vector<op_costs> per_chunk) {
     if (chunks == 0 || per_chunk.size() % chunks != 0) {
       detail::fail("cost_model::set_chunk_costs: size (", per_chunk.size(),
@@ -85,23 +98,52 @@ class cost_model {
     return *this;
   }
 
-  /// Costs of local chunk c on stage s (falls back to the uniform triple where no per-stage or
-  /// per-chunk entry covers s).
-  const op_costs& at(stage_index s, chunk_index c = 0) const noexcept {
+  /// This model read for a schedule of `stages` stages and `chunks` chunks per stage: throws
+  /// invalid_argument, prefixed with `who`, when a table does not have that shape; the copy
+  /// splits per-stage values over `chunks`.
+  cost_model for_shape(std::uint32_t stages, std::uint32_t chunks, std::string_view who) const {
+    if (!stage_costs_.empty() && stage_costs_.size() != stages) {
+      detail::fail(who, ": cost model stages table (", stage_costs_.size(),
+                   " entries) must hold one entry per stage (p=", stages, ")");
+    }
+    if (!chunk_costs_.empty() &&
+        (chunks_ != chunks || chunk_costs_.size() != std::size_t{stages} * chunks)) {
+      detail::fail(who, ": cost model chunks table (", chunk_costs_.size() / chunks_, " x ",
+                   chunks_, ") must be p x v (", stages, " x ", chunks, ")");
+    }
+    if (!link_comm_.empty() && link_stages_ != stages) {
+      detail::fail(who, ": cost model links matrix (", link_stages_, " x ", link_stages_,
+                   ") must be p x p (", stages, " x ", stages, ")");
+    }
+    cost_model out = *this;
+    out.split_ = chunks == 0 ? 1 : chunks;
+    return out;
+  }
+  /// The v per-stage values are split over (for_shape); 0 when not read for a shape yet.
+  std::uint32_t split_chunks() const noexcept { return split_; }
+
+  /// Costs of local chunk c on stage s: its chunk-table entry, or its stage's per-stage triple
+  /// (table or uniform) divided by v.
+  op_costs at(stage_index s, chunk_index c = 0) const noexcept {
     if (!chunk_costs_.empty()) {
       std::size_t i = std::size_t{s} * chunks_ + c;
       if (i < chunk_costs_.size()) {
         return chunk_costs_[i];
       }
-    } else if (s < stage_costs_.size()) {
-      return stage_costs_[s];
     }
-    return uniform_;
+    PIPESCHED_ASSERT(c == 0 || split_ != 0,
+                     "cost_model::at: read the model for the schedule's shape (for_shape) first");
+    const op_costs& t = s < stage_costs_.size() ? stage_costs_[s] : uniform_;
+    if (split_ <= 1) {
+      return t;
+    }
+    const double v = split_;
+    return op_costs{t.forward / v, t.backward_input / v, t.backward_weight / v};
   }
 
   /// Duration of an op of kind k for local chunk c on stage s. Comm ops take 0.
   double duration(stage_index s, op_kind k, chunk_index c = 0) const noexcept {
-    const op_costs& t = at(s, c);
+    const op_costs t = at(s, c);
     switch (k) {
       case op_kind::forward:
         return t.forward;
@@ -156,6 +198,7 @@ class cost_model {
   std::vector<op_costs> chunk_costs_;
   std::uint32_t link_stages_ = 0;
   std::vector<double> link_comm_;
+  std::uint32_t split_ = 0;  // v for per-stage values (for_shape); 0: not read for a shape
 };
 
 }  // namespace pipesched

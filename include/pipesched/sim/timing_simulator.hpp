@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/sim/cost_model.hpp"
+#include "pipesched/sim/metrics.hpp"
 #include "pipesched/validate/traversal.hpp"
 
 namespace pipesched {
@@ -65,9 +67,11 @@ struct simulation_result {
   std::vector<std::vector<op_timing>> ops;
   std::vector<stage_timing> stages;  ///< one per stage
   double makespan = 0.0;             ///< time 0 to the last end over all stages
-  /// The paper's bubble rate: (S − m·Σ_chunks(T_F+T_B+T_W)) / S, where S is the largest stage
-  /// span and the cost sum is taken on the (first) stage that has it; 0 when S is 0.
+  /// (S − B) / S: S the largest stage span, B the largest stage busy time (bubble_rate_of(),
+  /// sim/metrics.hpp); the paper's bubble rate when the stages carry equal work.
   double bubble_rate = 0.0;
+  /// Σ busy / (p · makespan) (utilization_of(), sim/metrics.hpp): the same meaning for any costs.
+  double utilization = 0.0;
   stage_index max_span_stage = 0;  ///< the stage whose span is S
   /// The chain of ops that sets the makespan, in time order: it starts at an op that waited
   /// for nothing and ends at the last-ending op; each op started exactly when its predecessor
@@ -134,13 +138,18 @@ constexpr bool produces(op_kind k, event_kind e) noexcept {
 /// end T_comm(sender, receiver) later; compute ops then wait only for the local RECV.
 /// SEND/RECV ops without a peer and ops with out-of-range indices take no time.
 ///
+/// Costs are read for the schedule's shape (cost_model::for_shape: per-stage costs split over
+/// its v chunks; tables of another shape throw invalid_argument). Times that overflow to
+/// infinity throw invalid_argument rather than return numbers that are not finite.
+///
 /// Never hangs: a schedule that cannot complete returns with `deadlock` set. Linear time;
 /// memory 2 doubles per (global chunk, micro-batch) (4 when lowered), plus 16 bytes per op with
 /// record_ops and 1 byte per op with critical_path.
 inline simulation_result simulate(const schedule& sched,
-                                  const cost_model& costs = {},
+                                  const cost_model& model = {},
                                   const simulate_options& options = {}) {
   const placement& pl = sched.layout();
+  const cost_model costs = model.for_shape(sched.stages(), pl.chunks(), "simulate");
   const std::uint32_t p = sched.stages();
   const std::uint32_t m = sched.microbatches();
   const bool lowered = sched.has_comm();
@@ -351,6 +360,8 @@ inline simulation_result simulate(const schedule& sched,
       });
 
   double max_span = -1.0;
+  double max_busy = 0.0;
+  double total_busy = 0.0;
   for (stage_index s = 0; s < p; ++s) {
     stage_timing& st = result.stages[s];
     st.last_end = stage_end[s];
@@ -362,19 +373,18 @@ inline simulation_result simulate(const schedule& sched,
       max_span = st.span;
       result.max_span_stage = s;
     }
+    max_busy = std::max(max_busy, st.busy);
+    total_busy += st.busy;
+  }
+  if (!std::isfinite(result.makespan) || !std::isfinite(total_busy)) {
+    detail::fail("simulate: the makespan (", result.makespan,
+                 ") is not a finite number: the costs are too large to add up");
   }
   for (stage_timing& st : result.stages) {
     st.makespan_idle = result.makespan - st.busy;
   }
-  if (max_span > 0.0) {
-    double ideal = 0.0;
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      const op_costs& t = costs.at(result.max_span_stage, c);
-      ideal += t.forward + t.backward_input + t.backward_weight;
-    }
-    ideal *= m;
-    result.bubble_rate = (max_span - ideal) / max_span;
-  }
+  result.bubble_rate = bubble_rate_of(max_span, max_busy);
+  result.utilization = utilization_of(total_busy, p, result.makespan);
 
   if (!tr.complete) {
     result.deadlock = std::move(tr.witness);
