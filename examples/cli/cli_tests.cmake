@@ -33,7 +33,7 @@ pipesched_cli_test("simulate closed form 1f1b (3,4,2) p=8 m=24" 0 "makespan 279,
 pipesched_cli_test("simulate comm (gpipe closed form)" 0 "makespan 39," simulate -s gpipe -p 4 -m 8 --cost 1,1,1,1)
 pipesched_cli_test("simulate over budget" 1 "memory_budget: stage 0 exceeds its memory limit 2" simulate -s 1f1b -p 4 -m 8 --memory-limit 2)
 pipesched_cli_test("simulate invalid schedule" 1 "deadlock: " simulate --input ${data}/deadlock.json)
-pipesched_cli_test("simulate bad cost" 2 "error: --cost: values must be finite and >= 0, got \"-1\"" simulate -s 1f1b -p 2 -m 2 --cost 1,-1,1)
+pipesched_cli_test("simulate bad cost" 2 "error: --cost: expected TF,TB,TW\\[,TC\\] \\(finite numbers >= 0\\), got \"1,-1,1\" \\(\"-1\" is not one\\)" simulate -s 1f1b -p 2 -m 2 --cost 1,-1,1)
 pipesched_cli_test("validate memory budget" 1 "memory_budget: stage 0 exceeds its memory limit 4 at op 4 \\(F4\\): 5 \\(peak 7 at op 6\\)" validate -s zb-h2 -p 4 -m 8 --memory-limit 4)
 pipesched_cli_test("validate within budget" 0 "valid: zb-h1" validate -s zb-h1 -p 4 -m 8 --memory 1,0.5 --memory-limit 4)
 pipesched_cli_test("generate with comm" 0 "stage 0: F0 SEND_F0 F1 SEND_F1 RECV_B0 BW0 RECV_B1 BW1\nstage 1: RECV_F0 F0 RECV_F1 BW0 SEND_B0 F1 BW1 SEND_B1" generate -s 1f1b -p 2 -m 2 --with-comm)

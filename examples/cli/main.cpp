@@ -2,9 +2,12 @@
 // subcommands, options, exit codes and JSON shapes are a contract other tools script against.
 //
 // Exit codes: 0 success (and, for validate, a valid schedule); 1 the schedule is invalid or
-// over its memory budget (one violation per line on stdout); 2 unusable input (bad options,
-// malformed files, unknown names), with a one-line `error: ...` on stderr.
+// over its memory budget (one violation per line on stdout, or on stderr when stdout carries
+// a picture or JSON), the same code in every format; 2 unusable input (bad options, malformed
+// files, unknown names, numbers that overflow), with a one-line `error: ...` on stderr.
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -40,10 +43,11 @@ struct schedule_source {
   bool with_comm = false;
   std::string recv = "eager";
   std::string schedule_name;
-  std::uint32_t stages = 0;
-  std::uint32_t microbatches = 0;
-  std::uint32_t chunks = 0;
+  std::optional<std::uint32_t> stages;
+  std::optional<std::uint32_t> microbatches;
+  std::optional<std::uint32_t> chunks;  // --chunks; unset: the schedule's default
   std::string input;
+  std::optional<std::string> input_format;        // --input-format json|torch-csv
   std::optional<std::string> search_budget;       // --search-budget MS
   std::optional<std::string> search_evaluations;  // --search-evaluations N
 };
@@ -67,15 +71,36 @@ void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) 
                   "(deterministic; default sized from the problem, 0: no local search)");
   if (allow_input) {
     auto* in = cmd->add_option("--input,-i", src.input,
-                               "Schedule file: .json (pipesched format) or .csv (PyTorch actions)");
+                               "Schedule file (- reads standard input): pipesched JSON or PyTorch "
+                               "pipelining CSV, recognised by content");
     in->excludes(name);
     in->excludes(p);
     in->excludes(m);
+    cmd->add_option("--input-format", src.input_format,
+                    "With --input: json or torch-csv instead of recognising the content");
   }
 }
 
 [[noreturn]] void usage_error(const std::string& msg) {
   throw pipesched::invalid_argument(msg);
+}
+
+/// One number of an option's value: the whole text must be a finite decimal number >= 0.
+/// Subnormal numbers (5e-324) are numbers; values beyond the range of a double are errors.
+std::optional<double> parse_number(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) != 0) {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(v) || v < 0.0) {
+    return std::nullopt;
+  }
+  if (errno == ERANGE && std::fabs(v) >= 1.0) {
+    return std::nullopt;  // overflow; ERANGE with a tiny value is an underflow: still a number
+  }
+  return v;
 }
 
 /// Splits "a,b,c" into finite numbers; errors name the option and the expected shape.
@@ -89,21 +114,12 @@ std::vector<double> parse_numbers(const std::string& text,
   while (true) {
     const std::size_t comma = text.find(',', pos);
     const std::string piece = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
-    std::size_t used = 0;
-    double v = 0.0;
-    try {
-      v = std::stod(piece, &used);
-    } catch (const std::exception&) {
-      used = 0;
+    const std::optional<double> v = parse_number(piece);
+    if (!v) {
+      usage_error(option + ": expected " + shape + " (finite numbers >= 0), got \"" + text +
+                  "\" (\"" + piece + "\" is not one)");
     }
-    if (piece.empty() || used != piece.size()) {
-      usage_error(option + ": expected " + shape + ", got \"" + text + "\" (\"" + piece +
-                  "\" is not a number)");
-    }
-    if (!std::isfinite(v) || v < 0.0) {
-      usage_error(option + ": values must be finite and >= 0, got \"" + piece + "\"");
-    }
-    out.push_back(v);
+    out.push_back(*v);
     if (comma == std::string::npos) {
       break;
     }
@@ -121,7 +137,7 @@ std::vector<double> parse_numbers(const std::string& text,
 struct model_options {
   std::string cost = "1,1,1,0";
   std::string memory = "1,0.5";
-  std::optional<double> memory_limit;
+  std::optional<std::string> memory_limit_text;
   std::string costs_file;
   std::string memory_file;
 
@@ -146,33 +162,44 @@ struct model_options {
     }
     const auto v = parse_numbers(memory, "--memory", 2, 2, "MB,MW");
     if (v[1] > v[0]) {
-      usage_error("--memory: MW (" + std::to_string(v[1]) + ") must be <= MB (" +
-                  std::to_string(v[0]) + ")");
+      usage_error("--memory: MW (" + fmt::format("{:g}", v[1]) + ") must be <= MB (" +
+                  fmt::format("{:g}", v[0]) + ")");
     }
     return memory_model::uniform(v[0], v[1]);
+  }
+  /// --memory-limit, per stage in the units of --memory; nullopt when not given.
+  std::optional<double> memory_limit() const {
+    if (!memory_limit_text) {
+      return std::nullopt;
+    }
+    const std::optional<double> v = parse_number(*memory_limit_text);
+    if (!v || *v <= 0.0) {
+      usage_error("--memory-limit: must be a finite number > 0, got \"" + *memory_limit_text +
+                  "\"");
+    }
+    return v;
   }
   generator_params params() const {
     generator_params p;
     p.costs = costs();
     p.memory = memory_sizes();
-    if (memory_limit) {
-      if (!std::isfinite(*memory_limit) || *memory_limit <= 0.0) {
-        usage_error("--memory-limit: must be a finite number > 0, got " +
-                    std::to_string(*memory_limit));
-      }
-      p.memory_limit = memory_limit;
-    }
+    p.memory_limit = memory_limit();
     return p;
   }
 };
 
 void add_model_options(CLI::App* cmd, model_options& o) {
-  cmd->add_option("--cost", o.cost, "Costs TF,TB,TW[,TC] (per chunk; TC = transfer latency)")
+  cmd->add_option("--cost", o.cost,
+                  "Costs TF,TB,TW[,TC] of one stage's whole slice for one micro-batch (split "
+                  "evenly over its v chunks; TC = latency of one transfer, not split)")
       ->capture_default_str();
-  cmd->add_option("--memory", o.memory, "Memory per chunk and micro-batch MB,MW")
+  cmd->add_option("--memory", o.memory,
+                  "Activation memory MB,MW of one stage's whole slice for one micro-batch (split "
+                  "evenly over its v chunks)")
       ->capture_default_str();
-  cmd->add_option("--memory-limit", o.memory_limit,
-                  "Per-stage memory limit, in the units of --memory");
+  cmd->add_option("--memory-limit", o.memory_limit_text,
+                  "Per-stage memory limit, in the units of --memory (the same number for every "
+                  "schedule)");
   auto* cf = cmd->add_option("--costs", o.costs_file,
                              "Cost model JSON file (per-stage / per-chunk / per-link costs; "
                              "see docs/formats.md); replaces --cost");
@@ -225,20 +252,25 @@ void add_torch_csv_options(CLI::App* cmd, torch_csv_cli& o) {
                   "default current");
 }
 
-/// Renders a timed schedule in one of the picture / interchange formats, or "" for formats
-/// that are not pictures.
+/// The output formats of generate and simulate.
+constexpr const char* known_formats = "text, json, torch-csv, chrome, svg";
+
+void check_format(const std::string& format) {
+  if (format != "text" && format != "json" && format != "torch-csv" && format != "chrome" &&
+      format != "svg") {
+    usage_error("--format: unknown format \"" + format + "\" (known: " + known_formats + ")");
+  }
+}
+
+/// Renders a schedule timed by the simulator (`r`, record_ops on) as torch-csv, chrome or svg.
 std::string render_picture(const std::string& format,
                            const schedule& s,
-                           const cost_model& costs,
+                           const simulation_result& r,
                            const memory_model& memory,
                            const torch_csv_options& csv) {
   if (format == "torch-csv") {
     return to_torch_csv(s, csv);
   }
-  if (format != "chrome" && format != "svg") {
-    return {};
-  }
-  const simulation_result r = simulate(s, costs);
   if (r.deadlock) {
     usage_error("--format " + format + ": the schedule cannot run to the end (" +
                 r.deadlock->describe() + ")");
@@ -255,6 +287,33 @@ std::string render_picture(const std::string& format,
   return to_svg(s, tl, so);
 }
 
+/// Rule violations, one per line: on stdout, or on stderr when stdout already carries the
+/// command's output (a picture or JSON written to -), so that output stays well-formed.
+void print_violations(const std::vector<std::string>& lines, bool stdout_has_output) {
+  for (const auto& l : lines) {
+    std::fprintf(stdout_has_output ? stderr : stdout, "%s\n", l.c_str());
+  }
+}
+
+std::vector<std::string> budget_lines(const std::vector<budget_violation>& violations) {
+  std::vector<std::string> out;
+  for (const auto& v : violations) {
+    out.push_back("memory_budget: " + v.message);
+  }
+  return out;
+}
+
+std::vector<std::string> validation_lines(const validation_report& r) {
+  std::vector<std::string> out;
+  for (const auto& v : r.violations) {
+    out.push_back(std::string(to_string(v.kind)) + ": " + v.message);
+  }
+  if (r.truncated() > 0) {
+    out.push_back("... and " + std::to_string(r.truncated()) + " more violations");
+  }
+  return out;
+}
+
 /// --search-budget / --search-evaluations as zb_auto_options; nullopt when neither is given.
 /// Throws (exit 2) on a bad value.
 std::optional<zb_auto_options> search_options(const schedule_source& src) {
@@ -263,20 +322,13 @@ std::optional<zb_auto_options> search_options(const schedule_source& src) {
   }
   zb_auto_options o;
   if (src.search_budget) {
-    const std::string& t = *src.search_budget;
-    std::size_t used = 0;
-    double ms = -1.0;
-    try {
-      ms = std::stod(t, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (t.empty() || used != t.size() || !std::isfinite(ms) || ms < 0.0) {
+    const std::optional<double> ms = parse_number(*src.search_budget);
+    if (!ms) {
       usage_error(
-          "--search-budget: must be a finite number of milliseconds >= 0 (0: no cap), got \"" + t +
-          "\"");
+          "--search-budget: must be a finite number of milliseconds >= 0 (0: no cap), got \"" +
+          *src.search_budget + "\"");
     }
-    o.search_budget_ms = ms;
+    o.search_budget_ms = *ms;
   }
   if (src.search_evaluations) {
     const std::string& t = *src.search_evaluations;
@@ -304,7 +356,7 @@ std::optional<zb_auto_options> search_options(const schedule_source& src) {
 generation_result load_schedule_compute(const schedule_source& src, const generator_params& base);
 
 /// The schedule a command works on, with what its generator knows about it (the search's lower
-/// bound): generated or read, then lowered when --with-comm asks.
+/// bound, memory violations): generated or read, then lowered when --with-comm asks.
 generation_result load_schedule(const schedule_source& src, const generator_params& base) {
   if (src.recv != "eager" && src.recv != "late") {
     usage_error("--recv: must be eager or late, not \"" + src.recv + "\"");
@@ -322,6 +374,7 @@ generation_result load_schedule(const schedule_source& src, const generator_para
   // The search's figures describe the compute-only order, not the lowered one.
   generation_result lowered;
   lowered.sched = lower_communication(g.sched, lo);
+  lowered.memory_violations = std::move(g.memory_violations);
   return lowered;
 }
 
@@ -336,35 +389,68 @@ std::string searching_schedules() {
   return out;
 }
 
+/// A schedule file's text as pipesched JSON or PyTorch CSV: --input-format when given, else
+/// by content (JSON starts with `{`), never by the file name.
+schedule read_schedule_file(const schedule_source& src) {
+  const bool from_stdin = src.input == "-";
+  const std::string text = read_text_file(from_stdin ? "/dev/stdin" : src.input);
+  const std::string shown = from_stdin ? "standard input" : src.input;
+  std::string format;
+  if (src.input_format) {
+    format = *src.input_format;
+    if (format != "json" && format != "torch-csv") {
+      usage_error("--input-format: must be json or torch-csv, not \"" + format + "\"");
+    }
+  } else {
+    const std::size_t first = text.find_first_not_of(" \t\r\n");
+    const bool json = first != std::string::npos && text[first] == '{';
+    format = json ? "json" : "torch-csv";
+  }
+  try {
+    if (format == "json") {
+      return read_schedule_json(text);
+    }
+    // The CSV carries no name: the file's, without directory and extension.
+    std::string stem = from_stdin ? "stdin" : src.input.substr(src.input.find_last_of('/') + 1);
+    if (const std::size_t dot = stem.find_last_of('.'); dot != std::string::npos && dot > 0) {
+      stem.resize(dot);
+    }
+    return from_torch_csv(text, stem);
+  } catch (const pipesched::invalid_argument& e) {
+    usage_error(shown + " (read as " + format + "): " + e.what());
+  }
+}
+
 generation_result load_schedule_compute(const schedule_source& src, const generator_params& base) {
   generation_options gen_opts;
   gen_opts.search = search_options(src);
   const char* search_flag = src.search_budget ? "--search-budget" : "--search-evaluations";
-  if (gen_opts.search && !src.input.empty()) {
-    usage_error(std::string(search_flag) + ": only meaningful when a schedule that searches (" +
-                searching_schedules() + ") is generated, not with --input");
+  if (src.input_format && src.input.empty()) {
+    usage_error("--input-format: only meaningful with --input");
   }
   if (!src.input.empty()) {
-    generation_result g;
-    const std::string text = read_text_file(src.input);
-    try {
-      if (src.input.size() >= 4 && src.input.compare(src.input.size() - 4, 4, ".csv") == 0) {
-        std::string stem = src.input.substr(src.input.find_last_of('/') + 1);
-        stem.resize(stem.size() - 4);
-        g.sched = from_torch_csv(text, stem);
-      } else {
-        g.sched = read_schedule_json(text);
-      }
-      return g;
-    } catch (const pipesched::invalid_argument& e) {
-      usage_error(src.input + ": " + e.what());
+    if (gen_opts.search) {
+      usage_error(std::string(search_flag) + ": only meaningful when a schedule that searches (" +
+                  searching_schedules() + ") is generated, not with --input");
     }
+    if (src.chunks) {
+      usage_error("--chunks: not allowed with --input (the file gives v)");
+    }
+    generation_result g;
+    g.sched = read_schedule_file(src);
+    return g;
   }
   if (src.schedule_name.empty()) {
     usage_error("give --schedule NAME --stages P --microbatches M, or --input FILE");
   }
-  if (src.stages == 0 && src.microbatches == 0) {
+  if (!src.stages && !src.microbatches) {
     usage_error("--stages and --microbatches are required with --schedule");
+  }
+  if (!src.stages) {
+    usage_error("--stages is required with --schedule");
+  }
+  if (!src.microbatches) {
+    usage_error("--microbatches is required with --schedule");
   }
   const auto& entry = default_registry().at(src.schedule_name);
   if (gen_opts.search && !entry.searches) {
@@ -372,14 +458,18 @@ generation_result load_schedule_compute(const schedule_source& src, const genera
                 searching_schedules() + "), not \"" + entry.name + "\"");
   }
   generator_params params = base;
-  params.stages = src.stages;
-  params.microbatches = src.microbatches;
-  params.chunks = src.chunks;
+  params.stages = *src.stages;
+  params.microbatches = *src.microbatches;
+  params.chunks = src.chunks.value_or(0);
   return entry.generate_result(params, gen_opts);
 }
 
+bool is_stdout(const std::string& path) {
+  return path.empty() || path == "-";
+}
+
 void write_output(const std::string& path, const std::string& text) {
-  if (path.empty() || path == "-") {
+  if (is_stdout(path)) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return;
   }
@@ -414,20 +504,30 @@ struct generate_options {
 
 int cmd_generate(const generate_options& o) {
   const torch_csv_options csv = o.csv.options(o.format);
-  const schedule s = load_schedule(o.src, o.model.params()).sched;
+  check_format(o.format);
+  const generator_params params = o.model.params();
+  const generation_result g = load_schedule(o.src, params);
+  const schedule& s = g.sched;
+  // A limit the generator cannot take is checked, never ignored: no schedule over it is shown.
+  if (!g.memory_violations.empty()) {
+    print_violations(budget_lines(g.memory_violations), false);
+    return 1;
+  }
   std::string text;
-  if (o.format == "text") {
-    terminal_options to;
-    to.color = o.output.empty() && stdout_is_terminal();
-    text = format_schedule_text(s) + "\n" + render_schedule(s, to);
-  } else if (o.format == "json") {
+  if (o.format == "json") {
     text = write_schedule_json(s);
+  } else if (o.format == "torch-csv") {
+    text = to_torch_csv(s, csv);
   } else {
-    const generator_params params = o.model.params();
-    text = render_picture(o.format, s, params.costs, params.memory, csv);
-    if (text.empty()) {
-      usage_error("--format: unknown format \"" + o.format +
-                  "\" (known: text, json, torch-csv, chrome, svg)");
+    // Every view times the schedule the same way: the simulator under --cost (default T_F =
+    // T_B = T_W = 1 per stage, BW = T_B + T_W), so generate and simulate show one makespan.
+    const simulation_result r = simulate(s, params.costs);
+    if (o.format == "text") {
+      terminal_options to;
+      to.color = is_stdout(o.output) && stdout_is_terminal();
+      text = format_schedule_text(s) + "\n" + render_timeline(s, to_timeline(s, r), to);
+    } else {
+      text = render_picture(o.format, s, r, params.memory, csv);
     }
   }
   write_output(o.output, text);
@@ -439,41 +539,30 @@ struct validate_options_cli {
   model_options model;
 };
 
-/// Prints every budget violation; true when there was one.
-bool report_budget(const memory_report& mem) {
-  for (const auto& v : mem.violations) {
-    fmt::print("memory_budget: {}\n", v.message);
-  }
-  return !mem.violations.empty();
-}
-
-memory_options budget_options(const model_options& m) {
-  return m.memory_limit ? memory_options::with_limit(*m.memory_limit) : memory_options{};
+memory_options budget_options(std::optional<double> limit) {
+  return limit ? memory_options::with_limit(*limit) : memory_options{};
 }
 
 int cmd_validate(const validate_options_cli& o) {
   const generator_params params = o.model.params();
   const schedule s = load_schedule(o.src, params).sched;
   const validation_report r = validate(s);
-  if (r.ok() && o.model.memory_limit) {
-    memory_options mo = budget_options(o.model);
+  if (!r.ok()) {
+    print_violations(validation_lines(r), false);
+    return 1;
+  }
+  if (params.memory_limit) {
+    memory_options mo = budget_options(params.memory_limit);
     mo.record_curve = false;
-    if (report_budget(check_memory(s, params.memory, mo))) {
+    const auto lines = budget_lines(check_memory(s, params.memory, mo).violations);
+    if (!lines.empty()) {
+      print_violations(lines, false);
       return 1;
     }
   }
-  if (r.ok()) {
-    fmt::print("valid: {} (p={}, m={}, v={}, {} ops)\n", s.name().empty() ? "schedule" : s.name(),
-               s.stages(), s.microbatches(), s.chunks(), s.size());
-    return 0;
-  }
-  for (const auto& v : r.violations) {
-    fmt::print("{}: {}\n", to_string(v.kind), v.message);
-  }
-  if (r.truncated() > 0) {
-    fmt::print("... and {} more violations\n", r.truncated());
-  }
-  return 1;
+  fmt::print("valid: {} (p={}, m={}, v={}, {} ops)\n", s.name().empty() ? "schedule" : s.name(),
+             s.stages(), s.microbatches(), s.chunks(), s.size());
+  return 0;
 }
 
 struct simulate_options_cli {
@@ -485,83 +574,113 @@ struct simulate_options_cli {
   torch_csv_cli csv;
 };
 
+/// The readable report of `simulate`: timeline, totals, per-stage table, budget violations.
+std::string simulate_report(const schedule& s,
+                            const simulation_result& r,
+                            const memory_report& mem,
+                            std::optional<double> bound,
+                            bool color) {
+  terminal_options to;
+  to.color = color;
+  std::string out = render_timeline(s, to_timeline(s, r), to) + "\n";
+  out += fmt::format("{}: p={} m={} v={}, {} ops\n", s.name().empty() ? "schedule" : s.name(),
+                     s.stages(), s.microbatches(), s.chunks(), s.size());
+  out += fmt::format(
+      "makespan {:g}, bubble rate {:.4f} (largest span {:g} on stage {}), utilization {:.4f}\n",
+      r.makespan, r.bubble_rate, r.stages[r.max_span_stage].span, r.max_span_stage, r.utilization);
+  if (bound) {
+    const double span = r.stages[r.max_span_stage].span;
+    out += fmt::format("lower bound on the span within this memory limit: {:g} (gap {:.2f}%)\n",
+                       *bound, span > 0 ? 100.0 * (span - *bound) / span : 0.0);
+  }
+  out += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "stage", "span", "busy", "idle",
+                     "idle%", "peak memory");
+  for (stage_index st = 0; st < s.stages(); ++st) {
+    const auto& t = r.stages[st];
+    out += fmt::format("{:>6} {:>10g} {:>10g} {:>10g} {:>6.1f}% {:>12g}\n", st, t.span, t.busy,
+                       t.idle, 100.0 * t.idle_fraction, mem.peak_memory(st));
+  }
+  for (const auto& l : budget_lines(mem.violations)) {
+    out += l + "\n";
+  }
+  return out;
+}
+
 int cmd_simulate(const simulate_options_cli& o) {
   const torch_csv_options csv = o.csv.options(o.format);
+  check_format(o.format);
+  if (o.json && o.format != "text" && o.format != "json") {
+    usage_error("--json: conflicts with --format " + o.format + " (use one)");
+  }
+  const bool json = o.json || o.format == "json";
   const generator_params params = o.model.params();
   const generation_result g = load_schedule(o.src, params);
   const schedule& s = g.sched;
   const validation_report vr = validate(s);
-  if (!vr.ok()) {
-    for (const auto& v : vr.violations) {
-      fmt::print("{}: {}\n", to_string(v.kind), v.message);
-    }
+  if (!vr.ok() && !json) {
+    print_violations(validation_lines(vr), false);
     return 1;
   }
-  if (o.format != "text" && o.format != "json") {
-    const std::string text = render_picture(o.format, s, params.costs, params.memory, csv);
-    if (text.empty()) {
-      usage_error("--format: unknown format \"" + o.format +
-                  "\" (known: text, json, torch-csv, chrome, svg)");
+  // JSON describes invalid schedules too: the simulator and the memory checker accept them
+  // (a deadlock stops the simulation; its witness is reported). One the simulator refuses
+  // (a declared shape far beyond its ops) is reported as not simulated: nothing ran.
+  simulation_result r;
+  std::optional<std::string> not_simulated;
+  try {
+    r = simulate(s, params.costs);
+  } catch (const pipesched::invalid_argument& e) {
+    if (vr.ok() || !json) {
+      throw;
     }
-    write_output(o.output, text);
-    return 0;
+    not_simulated = e.what();
+    r.stages.resize(s.stages());
   }
-  const simulation_result r = simulate(s, params.costs);
-  const memory_report mem = check_memory(s, params.memory, budget_options(o.model), r);
-  // For the schedules that search: the lower bound on the longest stage span (no schedule
-  // within the same memory limit is shorter), returned with the schedule by the same search.
-  const std::optional<double> bound = g.lower_bound;
-  if (o.json || o.format == "json") {
-    nlohmann::json j;
-    j["schedule"] = s.name();
-    j["num_stages"] = s.stages();
-    j["microbatches"] = s.microbatches();
-    j["chunks"] = s.chunks();
-    j["makespan"] = r.makespan;
-    j["bubble_rate"] = r.bubble_rate;
-    j["max_peak_memory"] = mem.max_peak();
-    if (bound) {
-      j["span_lower_bound"] = *bound;
+  const memory_options mo = budget_options(params.memory_limit);
+  const memory_report mem =
+      not_simulated ? check_memory(s, params.memory, mo) : check_memory(s, params.memory, mo, r);
+  const bool failed = !vr.ok() || r.deadlock.has_value() || !mem.violations.empty();
+  const bool to_stdout = is_stdout(o.output);
+
+  if (json) {
+    nlohmann::json j = simulation_to_json(s, r, &mem, false);
+    if (not_simulated) {
+      j["deadlock"] = "not simulated: " + *not_simulated;
     }
-    nlohmann::json stages = nlohmann::json::array();
-    for (stage_index st = 0; st < s.stages(); ++st) {
-      const auto& t = r.stages[st];
-      stages.push_back({{"span", t.span},
-                        {"busy", t.busy},
-                        {"idle", t.idle},
-                        {"idle_fraction", t.idle_fraction},
-                        {"first_start", t.first_start},
-                        {"last_end", t.last_end},
-                        {"peak_memory", mem.peak_memory(st)}});
+    // For the schedules that search: no schedule within the same memory limit has a shorter
+    // longest stage span (returned with the schedule by the same search).
+    if (g.lower_bound) {
+      j["lower_bound"] = *g.lower_bound;
     }
-    j["stages"] = std::move(stages);
-    if (o.model.memory_limit) {
-      j["memory_limit"] = *o.model.memory_limit;
-      j["within_memory_limit"] = mem.violations.empty();
+    if (params.memory_limit) {
+      j["memory_limit"] = *params.memory_limit;
+    }
+    std::vector<std::string> lines = validation_lines(vr);
+    if (!vr.ok()) {
+      // The memory checker's lifetime errors only restate these; keep the budget ones.
+      for (const auto& l : budget_lines(mem.violations)) {
+        lines.push_back(l);
+      }
+      j["violations"] = lines;
+    } else if (j.contains("violations")) {
+      lines = j["violations"].get<std::vector<std::string>>();
     }
     write_output(o.output, j.dump(2) + "\n");
-    return mem.violations.empty() ? 0 : 1;
+    if (!to_stdout) {
+      print_violations(lines, false);
+    }
+    return failed ? 1 : 0;
   }
-  terminal_options to;
-  to.color = o.output.empty() && stdout_is_terminal();
-  fmt::print("{}\n", render_timeline(s, to_timeline(s, r), to));
-  fmt::print("{}: p={} m={} v={}, {} ops\n", s.name().empty() ? "schedule" : s.name(), s.stages(),
-             s.microbatches(), s.chunks(), s.size());
-  fmt::print("makespan {:g}, bubble rate {:.4f} (largest span {:g} on stage {})\n", r.makespan,
-             r.bubble_rate, r.stages[r.max_span_stage].span, r.max_span_stage);
-  if (bound) {
-    const double span = r.stages[r.max_span_stage].span;
-    fmt::print("lower bound on the span within this memory limit: {:g} (gap {:.2f}%)\n", *bound,
-               span > 0 ? 100.0 * (span - *bound) / span : 0.0);
+  if (o.format == "text") {
+    write_output(o.output,
+                 simulate_report(s, r, mem, g.lower_bound, to_stdout && stdout_is_terminal()));
+    if (!to_stdout) {
+      print_violations(budget_lines(mem.violations), false);
+    }
+    return failed ? 1 : 0;
   }
-  fmt::print("{:>6} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "stage", "span", "busy", "idle", "idle%",
-             "peak memory");
-  for (stage_index st = 0; st < s.stages(); ++st) {
-    const auto& t = r.stages[st];
-    fmt::print("{:>6} {:>10g} {:>10g} {:>10g} {:>6.1f}% {:>12g}\n", st, t.span, t.busy, t.idle,
-               100.0 * t.idle_fraction, mem.peak_memory(st));
-  }
-  return report_budget(mem) ? 1 : 0;
+  write_output(o.output, render_picture(o.format, s, r, params.memory, csv));
+  print_violations(budget_lines(mem.violations), to_stdout);
+  return failed ? 1 : 0;
 }
 
 }  // namespace
@@ -580,7 +699,8 @@ int main(int argc, char** argv) {
   add_schedule_source(g, gen.src, false);
   add_model_options(g, gen.model);
   g->add_option("--format,-f", gen.format,
-                "Output: text (listing + unit-step timeline), json, torch-csv, chrome (trace), svg")
+                "Output: text (listing + timeline timed with --cost), json, torch-csv, chrome "
+                "(trace), svg")
       ->capture_default_str();
   g->add_option("--output,-o", gen.output, "Write to FILE instead of stdout");
   add_torch_csv_options(g, gen.csv);
@@ -598,7 +718,7 @@ int main(int argc, char** argv) {
   sc->add_option("--format,-f", sim.format,
                  "Output: text (report + timeline), json, chrome (trace), svg, torch-csv")
       ->capture_default_str();
-  sc->add_option("--output,-o", sim.output, "Write json / chrome / svg / torch-csv to FILE");
+  sc->add_option("--output,-o", sim.output, "Write the report, JSON or picture to FILE");
   add_torch_csv_options(sc, sim.csv);
 
   try {
