@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/gen/registry.hpp>
+#include <pipesched/memory/memory_checker.hpp>
 #include <pipesched/validate/validator.hpp>
 
 using namespace pipesched;
@@ -178,4 +179,28 @@ TEST_CASE("generator entries built by hand still work (four fields)", "[gen][reg
   CHECK_FALSE(e.searches);
   CHECK(e.generate_result(p).sched == generate(zb_h2{}, 2, 3));
   CHECK_FALSE(e.generate_result(p).lower_bound);
+}
+
+TEST_CASE("generate_result never ignores a memory limit", "[gen][registry][memory]") {
+  // 1F1B cannot take a limit: its schedule is checked against it and every stage over it is
+  // reported (stage 0 peaks at p·M_B = 4 > 2). The searching generators stay within it.
+  generator_params gp;
+  gp.stages = 4;
+  gp.microbatches = 8;
+  gp.memory_limit = 2.0;
+  const generation_result over = default_registry().generate_result("1f1b", gp);
+  REQUIRE(over.memory_violations.size() == 2);  // stages 0 and 1 (peaks p - s: 4, 3, 2, 1)
+  CHECK(over.memory_violations[0].stage == 0);
+  CHECK(over.memory_violations[0].peak == 4.0);
+  CHECK(over.memory_violations[0].message.rfind("stage 0 exceeds its memory limit 2", 0) == 0);
+  gp.memory_limit = 4.0;
+  CHECK(default_registry().generate_result("1f1b", gp).memory_violations.empty());
+  gp.memory_limit = 2.0;
+  const generation_result z = default_registry().generate_result("zb-auto", gp);
+  CHECK(z.memory_violations.empty());
+  for (const stage_memory& st : check_memory(z.sched, gp.memory).stages) {
+    CHECK(st.peak <= 2.0 + 1e-9);
+  }
+  gp.memory_limit.reset();
+  CHECK(default_registry().generate_result("1f1b", gp).memory_violations.empty());
 }

@@ -142,6 +142,37 @@ TEST_CASE("model json: simulation result", "[io][model_json]") {
   CHECK(!r2.ops);
   CHECK(!r2.peak_memory[0]);
 
+  // utilization is written (Σ busy / (p·makespan) = 12 / 18); lower_bound, memory_limit and
+  // violations are optional keys the CLI sets, and they read back.
+  CHECK(j["utilization"].get<double>() == Approx(12.0 / 18.0));
+  CHECK(*r.utilization == Approx(12.0 / 18.0));
+  CHECK(!r.lower_bound);
+  CHECK(!r.memory_limit);
+  CHECK(r.violations.empty());
+  json extra = j;
+  extra["lower_bound"] = 8.0;
+  extra["memory_limit"] = 1.5;
+  extra["violations"] = {"memory_budget: stage 0 exceeds its memory limit 1.5"};
+  const simulation_record re = simulation_from_json(extra);
+  CHECK(*re.lower_bound == 8.0);
+  CHECK(*re.memory_limit == 1.5);
+  CHECK(re.violations ==
+        std::vector<std::string>{"memory_budget: stage 0 exceeds its memory limit 1.5"});
+  json old = j;
+  old.erase("utilization");  // files written before utilization existed still read
+  CHECK(!simulation_from_json(old).utilization);
+
+  // From the simulator with a memory report over budget: the violations are in the JSON.
+  const simulation_result sim = simulate(s);
+  const memory_report over =
+      check_memory(s, memory_model::uniform(1, 0.5), memory_options::with_limit(1.5), sim);
+  const json jo = simulation_to_json(s, sim, &over, false);
+  REQUIRE(jo.contains("violations"));
+  CHECK(jo["violations"].size() == 1);
+  CHECK(jo["violations"][0].get<std::string>().rfind("memory_budget: stage 0 exceeds", 0) == 0);
+  CHECK(simulation_from_json(jo).violations.size() == 1);
+  CHECK(jo["utilization"].get<double>() == Approx(sim.utilization));
+
   json bad = j;
   bad["stages"][1]["ops"][3]["kind"] = "X";
   CHECK(error_of([&] { (void)simulation_from_json(bad); }) ==
