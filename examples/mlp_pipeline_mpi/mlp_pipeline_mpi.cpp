@@ -93,8 +93,11 @@ struct failing_mlp {
 };
 
 /// Mean measured duration of each compute kind, as the simulator's costs: the prediction then
-/// differs from the measurement only by the schedule's dependencies and the transfers.
-pipesched::cost_model calibrated_costs(std::span<const pipesched::measured_op> timings) {
+/// differs from the measurement only by the schedule's dependencies and the transfers. The
+/// means are per chunk; cost_model takes a stage's whole slice, so they are scaled by the
+/// schedule's `chunks` per stage (and split back by the simulator).
+pipesched::cost_model calibrated_costs(std::span<const pipesched::measured_op> timings,
+                                       std::uint32_t chunks) {
   double sum[4] = {0, 0, 0, 0};
   double n[4] = {0, 0, 0, 0};
   for (const auto& t : timings) {
@@ -115,7 +118,8 @@ pipesched::cost_model calibrated_costs(std::span<const pipesched::measured_op> t
     // Only fused backwards ran: split them evenly (B and W do the same matrix work here).
     b = w = mean(pipesched::op_kind::backward_full) / 2;
   }
-  return pipesched::cost_model::uniform(f, b, w);
+  const double v = chunks;
+  return pipesched::cost_model::uniform(v * f, v * b, v * w);
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -137,7 +141,7 @@ void write_traces(const pipesched::schedule& lowered,
     measured.push_back({t.stage, t.op_index, t.o, t.start, t.end});
   }
   const pipesched::timeline real = pipesched::timeline_from_measured(lowered, measured);
-  const pipesched::cost_model costs = calibrated_costs(timings);
+  const pipesched::cost_model costs = calibrated_costs(timings, lowered.chunks());
   const pipesched::timeline sim = pipesched::cost_timeline(lowered, costs);
   pipesched::chrome_trace_options copts;
   copts.time_scale = 1e6;  // seconds -> microseconds
@@ -149,7 +153,8 @@ void write_traces(const pipesched::schedule& lowered,
     named.set_name(lowered.name() + " (simulated)");
     write_file(opt.trace_sim, pipesched::to_chrome_trace(named, sim, copts));
   }
-  const auto& c = costs.uniform_costs();
+  const pipesched::op_costs c =
+      costs.for_shape(lowered.stages(), lowered.chunks(), "mlp_pipeline_mpi").at(0, 0);
   std::printf(
       "timeline: measured makespan %.3f ms, simulated %.3f ms (mean F %.1f us, B %.1f us, "
       "W %.1f us, T_comm 0), %zu ops\n",

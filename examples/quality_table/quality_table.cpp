@@ -59,8 +59,9 @@ transformer_profile layer_profile() {
 }
 
 /// Makespan lower bound of the module comment, for the schedule's placement.
-double lower_bound(const schedule& s, const cost_model& costs) {
+double lower_bound(const schedule& s, const cost_model& model) {
   const placement& pl = s.layout();
+  const cost_model costs = model.for_shape(pl.stages(), pl.chunks(), "quality_table");
   const std::uint32_t g_count = pl.total_chunks();
   std::vector<double> reach(g_count, 0.0);  // earliest start of global chunk g's first F
   for (global_chunk g = 1; g < g_count; ++g) {
@@ -105,11 +106,13 @@ row evaluate(const generator_entry& e, const setting& st) {
     r.error = "layers not divisible by p*v";
     return r;
   }
-  const double per_chunk = static_cast<double>(st.layers / chunks_total);
-  const op_costs c{layer.costs.forward * per_chunk, layer.costs.backward_input * per_chunk,
-                   layer.costs.backward_weight * per_chunk};
-  const chunk_memory mem{layer.memory.activation * per_chunk,
-                         layer.memory.weight_grad_input * per_chunk, 0.0};
+  // Costs and memory are per stage (cost_model splits them over the v chunks): the layers of
+  // one stage, whatever the schedule.
+  const double per_stage = static_cast<double>(st.layers / st.p);
+  const op_costs c{layer.costs.forward * per_stage, layer.costs.backward_input * per_stage,
+                   layer.costs.backward_weight * per_stage};
+  const chunk_memory mem{layer.memory.activation * per_stage,
+                         layer.memory.weight_grad_input * per_stage, 0.0};
   generator_params gp;
   gp.stages = st.p;
   gp.microbatches = st.m;

@@ -62,10 +62,13 @@ int main(int argc, char** argv) try {
     generator_params gp;
     gp.stages = r.at("p").get<std::uint32_t>();
     gp.microbatches = r.at("m").get<std::uint32_t>();
-    gp.costs = cost_model::uniform(c.at("F").get<double>(), c.at("B").get<double>(),
-                                   c.at("W").get<double>(), c.at("comm").get<double>());
-    gp.memory = memory_model::uniform(mem.at("activation").get<double>(),
-                                      mem.at("weight_grad_input").get<double>());
+    // The API takes a stage's whole slice (split over its v chunks): a zb-v row's per-chunk
+    // values are doubled, exactly, and split back to the authors' numbers.
+    const double k = v ? 2.0 : 1.0;
+    gp.costs = cost_model::uniform(k * c.at("F").get<double>(), k * c.at("B").get<double>(),
+                                   k * c.at("W").get<double>(), c.at("comm").get<double>());
+    gp.memory = memory_model::uniform(k * mem.at("activation").get<double>(),
+                                      k * mem.at("weight_grad_input").get<double>());
     gp.memory_limit = r.at("memory_limit").get<double>();
     const auto t0 = std::chrono::steady_clock::now();
     const zb_auto_result res = v ? zb_v_search(gp, opts) : zb_auto_search(gp, opts);

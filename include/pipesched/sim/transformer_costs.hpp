@@ -9,13 +9,15 @@
 
 namespace pipesched {
 
-/// Shape of a transformer chunk (background §3). All fields must be >= 1.
+/// Shape of a slice of a transformer (background §3). All fields must be >= 1. For
+/// make_cost_model / make_memory_model, describe one stage's whole slice (`layers` = the
+/// layers per stage): they are per-stage models, split over a schedule's v chunks.
 struct transformer_dims {
   std::uint64_t hidden = 0;      ///< h, hidden size
   std::uint64_t heads = 0;       ///< a, attention heads
   std::uint64_t sequence = 0;    ///< s, sequence length
   std::uint64_t microbatch = 0;  ///< b, micro-batch size (sequences per micro-batch)
-  std::uint32_t layers = 1;      ///< transformer layers in one chunk (per stage when v = 1)
+  std::uint32_t layers = 1;      ///< transformer layers in the slice (per stage for the models)
 };
 
 /// Units of transformer_profile.
@@ -28,14 +30,14 @@ enum class transformer_units : std::uint8_t {
   per_layer,
 };
 
-/// Costs and memory of one chunk for one micro-batch.
+/// Costs and memory of a slice of `dims.layers` layers for one micro-batch.
 struct transformer_profile {
   op_costs costs{};       ///< T_F, T_B, T_W (T_B + T_W = 2·T_F; T_W < T_F < T_B)
   chunk_memory memory{};  ///< M_B, M_W, and `received` = the s·b·h activation one transfer carries
   transformer_units units = transformer_units::absolute;
 };
 
-/// Derives T_F, T_B, T_W and M_B, M_W for a chunk of `dims.layers` transformer layers from the
+/// Derives T_F, T_B, T_W and M_B, M_W for a slice of `dims.layers` transformer layers from the
 /// per-layer formulas of background §3 (Korthikanti et al., as used by the zero-bubble paper):
 ///   F: s·b·h·(24h + 4s)  B: s·b·h·(24h + 8s)  W: 24·s·b·h²  FLOPs
 ///   M_B: s·b·(34h + 5·a·s)  M_W: 32·s·b·h  bytes;  received buffer: 2·s·b·h bytes.
@@ -77,12 +79,13 @@ inline transformer_profile transformer_costs(
   return out;
 }
 
-/// A uniform cost_model from a profile, with transfer latency `comm` (same units as costs).
+/// A uniform cost_model from a profile of one stage's slice (per stage: a schedule with v
+/// chunks gives each chunk 1/v of it), with transfer latency `comm` (same units as costs).
 inline cost_model make_cost_model(const transformer_profile& prof, double comm = 0.0) {
   return cost_model(prof.costs, comm);
 }
 
-/// A uniform memory_model from a profile.
+/// A uniform memory_model from a profile of one stage's slice (per stage, split over v).
 inline memory_model make_memory_model(const transformer_profile& prof) {
   return memory_model(prof.memory);
 }
