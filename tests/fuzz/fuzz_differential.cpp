@@ -181,7 +181,7 @@ bool close(double a, double b) {
   return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::max(std::fabs(a), std::fabs(b)));
 }
 
-/// Timing rules of background §2, checked op by op on a completed simulation of a valid,
+/// Timing rules of docs/model.md §3, checked op by op on a completed simulation of a valid,
 /// non-lowered schedule, with the producers located independently of the simulator.
 void check_timing(const schedule& s, const cost_model& costs, const simulation_result& r) {
   const placement& pl = s.layout();

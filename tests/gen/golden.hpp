@@ -6,7 +6,7 @@
 
 #include <pipesched/ir/schedule.hpp>
 
-// Golden sequences of background §4 (1-based micro-batches, as the paper prints them).
+// Golden sequences of docs/model.md §6 (1-based micro-batches, as the paper prints them).
 namespace golden {
 
 inline std::string stage_line_1based(const pipesched::schedule& s, pipesched::stage_index st) {

@@ -26,7 +26,7 @@ TEST_CASE("zb-1p reaches ZB-H1's span and zb-2p zero bubble at unit costs", "[ge
   gp.microbatches = 8;
   const auto one = zb_auto_search(gp, {}, zb_memory_preset::one_p);
   const auto two = zb_auto_search(gp, {}, zb_memory_preset::two_p);
-  CHECK(one.span == Approx(27.0));  // ZB-H1's span (background §4)
+  CHECK(one.span == Approx(27.0));  // ZB-H1's span (docs/model.md §6)
   CHECK(two.span == Approx(24.0));  // 3m: zero bubble
   CHECK(one.lower_bound == Approx(27.0));
   CHECK(two.lower_bound == Approx(24.0));

@@ -278,7 +278,7 @@ TEST_CASE("zb-exact: unit-cost optima: ZB-H1 at p·M_B, max(3m, 2m+2p-1) at 2p·
   const generator_params h1 = make_params(4, 8, 0, 1.0);
   const zb_exact_result r = zb_exact_search(h1);
   CHECK(r.proven);
-  CHECK(r.span <= 27.0 + 1e-9);   // background §4: ZB-H1's span at p=4, m=8
+  CHECK(r.span <= 27.0 + 1e-9);   // docs/model.md §6: ZB-H1's span at p=4, m=8
   CHECK(r.span == Approx(27.0));  // and nothing is shorter
   check_result(r, h1);
   for (std::uint32_t p = 1; p <= 4; ++p) {

@@ -9,7 +9,7 @@ namespace pipesched {
 
 namespace detail {
 
-/// The hand-crafted zero-bubble family (background §4): stage s runs `warmup` forwards, then
+/// The hand-crafted zero-bubble family (docs/model.md §6): stage s runs `warmup` forwards, then
 /// steady steps k = 0..m-1 of B_k, W_{k−delay} (if >= 0), F_{k+warmup} (if < m), then the
 /// remaining W. ZB-H1: warmup p−s, delay s. ZB-H2: warmup 2(p−s)−1, delay 2s.
 inline schedule zero_bubble_family(std::string_view name, const generator_params& params, bool h2) {

@@ -119,7 +119,7 @@ struct memory_sample {
 
 namespace detail {
 
-/// Times every op of `sched` under the model of background §2: an op starts at
+/// Times every op of `sched` under the model of docs/model.md §3: an op starts at
 /// max(end of the previous op on its stage, end of each producer + latency(from, to) when the
 /// producer ran on another stage). `duration(stage, op)` and `latency(from, to)` are callables.
 /// SEND/RECV pairs of a lowered schedule start together (a rendezvous); the RECV ends
@@ -294,7 +294,7 @@ inline timeline timeline_from_measured(const schedule& sched, std::span<const ti
 }
 
 /// Live activation memory per stage over any timeline (e.g. a measured run), without the
-/// memory checker (background §3): F allocates M_B when it starts; B frees M_B − M_W, W frees
+/// memory checker (docs/model.md §5): F allocates M_B when it starts; B frees M_B − M_W, W frees
 /// M_W and BW frees M_B when they end; static memory is the base line. Samples are sorted by
 /// time, one per change (first sample at time 0). Receive buffers of lowered schedules are not
 /// counted; use check_memory() and memory_curves(const memory_report&) for those.

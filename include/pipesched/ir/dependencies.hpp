@@ -39,7 +39,7 @@ struct requirement_list {
   void push(const requirement& r) noexcept { items[count++] = r; }
 };
 
-/// What op `o` on stage `s` needs before it may start (background §1):
+/// What op `o` on stage `s` needs before it may start (docs/model.md §1):
 /// - F needs the previous chunk's F (none for the first chunk);
 /// - B and BW need the next chunk's input gradient (B or BW), or for the last chunk the
 ///   loss, i.e. its own F; they also need their own F;

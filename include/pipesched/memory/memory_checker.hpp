@@ -22,7 +22,7 @@
 
 namespace pipesched {
 
-/// What a tracked buffer holds (background §3).
+/// What a tracked buffer holds (docs/model.md §5).
 enum class buffer_kind : std::uint8_t {
   activation,         ///< M_B: created by F, freed by B (which keeps M_W) or BW
   weight_grad_input,  ///< M_W: created by B, freed by W
@@ -441,7 +441,7 @@ inline memory_report check_memory_impl(const schedule& sched,
 
 }  // namespace detail
 
-/// Tracks every buffer of `sched` under `model` (background §3), stage by stage in list order:
+/// Tracks every buffer of `sched` under `model` (docs/model.md §5), stage by stage in list order:
 /// F creates activation (M_B); B frees it and creates weight_grad_input (M_W, so the stage
 /// holds M_W until W); W frees that; BW frees the activation. In a lowered schedule RECV_F /
 /// RECV_B create a receive buffer (`received`) that the consuming F / B / BW frees. Reports

@@ -11,7 +11,7 @@
 
 namespace pipesched {
 
-/// Activation memory of one micro-batch (background §3): F allocates `activation` (M_B); B
+/// Activation memory of one micro-batch (docs/model.md §5): F allocates `activation` (M_B); B
 /// frees all but `weight_grad_input` (M_W); W frees the rest; BW frees everything. `received`
 /// is the size of one receive buffer for a lowered (SEND/RECV) schedule.
 struct chunk_memory {

@@ -21,7 +21,7 @@ struct op_costs {
   friend bool operator==(const op_costs&, const op_costs&) = default;
 };
 
-/// Time model of the zero-bubble paper (background §2): compute costs per stage or per
+/// Time model of the zero-bubble paper (docs/model.md §3): compute costs per stage or per
 /// (stage, local chunk), and the latency of a transfer between two different stages.
 ///
 /// Units. A **per-stage** value is the cost of one stage's whole slice of the model (all its

@@ -131,7 +131,7 @@ constexpr bool produces(op_kind k, event_kind e) noexcept {
 
 }  // namespace detail
 
-/// Simulates `sched` under `costs` (background §2): each stage runs its list in order; an op
+/// Simulates `sched` under `costs` (docs/model.md §3): each stage runs its list in order; an op
 /// starts at max(end of the previous op on its stage, end of each producer + T_comm when the
 /// producer ran on another stage). In a lowered schedule (SEND/RECV ops) a SEND and its RECV
 /// form a blocking rendezvous: both start at the later of the two sides' ready times and both

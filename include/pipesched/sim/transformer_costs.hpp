@@ -9,7 +9,7 @@
 
 namespace pipesched {
 
-/// Shape of a slice of a transformer (background §3). All fields must be >= 1. For
+/// Shape of a slice of a transformer (docs/model.md §5). All fields must be >= 1. For
 /// make_cost_model / make_memory_model, describe one stage's whole slice (`layers` = the
 /// layers per stage): they are per-stage models, split over a schedule's v chunks.
 struct transformer_dims {
@@ -38,7 +38,7 @@ struct transformer_profile {
 };
 
 /// Derives T_F, T_B, T_W and M_B, M_W for a slice of `dims.layers` transformer layers from the
-/// per-layer formulas of background §3 (Korthikanti et al., as used by the zero-bubble paper):
+/// per-layer formulas of docs/model.md §5 (Korthikanti et al., as used by the zero-bubble paper):
 ///   F: s·b·h·(24h + 4s)  B: s·b·h·(24h + 8s)  W: 24·s·b·h²  FLOPs
 ///   M_B: s·b·(34h + 5·a·s)  M_W: 32·s·b·h  bytes;  received buffer: 2·s·b·h bytes.
 /// Throws invalid_argument when a dimension is 0.
