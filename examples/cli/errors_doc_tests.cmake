@@ -27,4 +27,4 @@ add_test(NAME "docs: errors.md examples print what the page shows"
                  -DWORKDIR=${PROJECT_SOURCE_DIR}/docs/examples/errors
                  -P ${pipesched_errors_doc_script})
 set_tests_properties("docs: errors.md examples print what the page shows"
-                     PROPERTIES LABELS "cli;docs" TIMEOUT 300)
+                     PROPERTIES LABELS "cli;docs" TIMEOUT 120)
