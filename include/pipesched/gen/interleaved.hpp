@@ -50,50 +50,71 @@ struct interleaved_1f1b {
       detail::fail(name(), ": chunks (v=0) must be at least 1");
     }
     detail::check_shape(name(), params, v, 2);
-    const std::uint32_t p = params.stages;
-    const std::uint32_t m = params.microbatches;
-    // Padded to a multiple of p; the padding micro-batches' ops are dropped below (see the
-    // struct comment for why that stays deadlock-free).
+    return order(params.stages, params.microbatches, v);
+  }
+
+  /// The schedule for a checked shape. `loop_steps`, when given, receives the number of inner
+  /// loop steps taken, at most 2·(ops + p·v) (a test hook: the work is linear in the op count
+  /// whatever p is, also for m ≪ p where most of the padded table is dropped).
+  schedule order(std::uint32_t p,
+                 std::uint32_t m,
+                 std::uint32_t v,
+                 std::uint64_t* loop_steps = nullptr) const {
+    // Padded to a multiple of p; the padding micro-batches' ops are dropped (see the struct
+    // comment for why that stays deadlock-free).
     const std::uint32_t padded = (m + p - 1) / p * p;
-    // The (micro-batch, chunk) order of forwards; backwards use it with chunks reversed.
-    std::vector<std::pair<microbatch_index, chunk_index>> table;
-    table.reserve(std::size_t{padded} * v);
+    const std::size_t total = std::size_t{padded} * v;
+    // The (micro-batch, chunk) order of forwards, as positions k in the padded table (group
+    // of p micro-batches, then chunk, then micro-batch); backwards use it with chunks
+    // reversed. Only the kept entries (micro-batch < m) are listed, so no step is spent on
+    // padding: with m = 1 the table has p·v entries and the list v.
+    struct entry {
+      std::size_t k;
+      microbatch_index mb;
+      chunk_index chunk;
+    };
+    std::vector<entry> kept;
+    kept.reserve(std::size_t{m} * v);
+    std::uint64_t steps = 0;
     for (std::uint32_t first = 0; first < padded; first += p) {
       for (std::uint32_t c = 0; c < v; ++c) {
-        for (std::uint32_t j = first; j < first + p; ++j) {
-          table.emplace_back(j, static_cast<chunk_index>(c));
+        ++steps;
+        const std::uint32_t last = std::min(first + p, m);
+        for (std::uint32_t j = first; j < last; ++j) {
+          ++steps;
+          kept.push_back({std::size_t{first} * v + std::size_t{c} * p + (j - first), j,
+                          static_cast<chunk_index>(c)});
         }
       }
     }
-    const std::size_t total = table.size();
     schedule out(std::string(name()), m, placement::loop(p, v));
     for (stage_index r = 0; r < p; ++r) {
       auto& ops = out.stage_ops(r);
       ops.reserve(std::size_t{2} * m * v);
-      auto fwd = [&](std::size_t k) {
-        if (table[k].first < m) {
-          ops.push_back(make_op(op_kind::forward, table[k].first, table[k].second));
-        }
-      };
-      auto bwd = [&](std::size_t k) {
-        if (table[k].first < m) {
-          ops.push_back(make_op(op_kind::backward_full, table[k].first,
-                                static_cast<chunk_index>(v - 1 - table[k].second)));
-        }
-      };
+      // Stage r runs the table's forwards 0..w−1, then forward w+i and backward i for each i,
+      // then the remaining backwards: F(k) is the list's (k < w ? k : 2k − w)-th op and B(k)
+      // its (k < total − w ? w + 2k + 1 : total + k)-th. The kept F and B are merged by
+      // that position (all distinct), skipping the dropped ones.
       const auto w = static_cast<std::size_t>(warmup(p, padded, v, r));
+      const auto f_pos = [&](std::size_t k) { return k < w ? k : 2 * k - w; };
+      const auto b_pos = [&](std::size_t k) { return k < total - w ? w + 2 * k + 1 : total + k; };
       std::size_t f = 0;
       std::size_t b = 0;
-      for (; f < w; ++f) {
-        fwd(f);
+      ++steps;
+      while (f < kept.size() || b < kept.size()) {
+        ++steps;
+        if (b == kept.size() || (f < kept.size() && f_pos(kept[f].k) < b_pos(kept[b].k))) {
+          ops.push_back(make_op(op_kind::forward, kept[f].mb, kept[f].chunk));
+          ++f;
+        } else {
+          ops.push_back(make_op(op_kind::backward_full, kept[b].mb,
+                                static_cast<chunk_index>(v - 1 - kept[b].chunk)));
+          ++b;
+        }
       }
-      for (; f < total; ++f, ++b) {
-        fwd(f);
-        bwd(b);
-      }
-      for (; b < total; ++b) {
-        bwd(b);
-      }
+    }
+    if (loop_steps != nullptr) {
+      *loop_steps = steps;
     }
     return out;
   }
