@@ -367,10 +367,7 @@ class run {
     return mem_[s] + add <= pr_.avail[s] + meps_;
   }
   double max_stage_bubble(stage_index s) const noexcept {
-    double mx = 0.0;
-    for (double x : bubble_) {
-      mx = std::max(mx, x);
-    }
+    double mx = bubble_max_;
     if (approved_ != nullptr) {  // none: their approvals are all −1, which adds nothing
       mx = std::max(mx, max_approved_ - (*approved_)[s]);
     }
@@ -411,6 +408,7 @@ class run {
     }
     if (count(s, 0) > 0) {
       bubble_[s] += t - no_bubble;
+      bubble_max_ = std::max(bubble_max_, bubble_[s]);  // bubbles only grow: the running max
     }
     end_[id(cat, chunk, s, cnt)] = t;
     cur_[s] = t;
@@ -567,6 +565,7 @@ class run {
   std::vector<std::deque<int>> pending_;
   const std::vector<double>* approved_;
   double max_approved_ = -1.0;
+  double bubble_max_ = 0.0;  // max of bubble_ (O(1) per op rather than a pass over the stages)
   double link_comm_ = 0.0;
   std::vector<stage_index> b0_, b1_;
   struct slot {
