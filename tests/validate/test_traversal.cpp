@@ -1,5 +1,12 @@
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
+#include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/validate/traversal.hpp>
 
@@ -38,4 +45,39 @@ TEST_CASE("traverse reports a self-deadlock on a single stage", "[validate][trav
   const auto r = traverse(s, [](stage_index, std::size_t, const op&) {});
   CHECK_FALSE(r.complete);
   CHECK(r.witness.cycle == std::vector<stage_index>{0});
+}
+
+TEST_CASE("a deadlock cycle through every stage: on_cycle, describe", "[validate][traversal]") {
+  // Interleaved 1F1B, m = 1, v = 2, with each stage's first two ops swapped: stage s starts
+  // with F0 of its chunk 1 (global chunk p+s), which waits for stage s-1's, and stage 0's for
+  // stage p-1's chunk 0: one cycle through all p stages. Listing the stuck stages on it is
+  // one pass (was a scan of the cycle per stuck stage, p² steps).
+  const std::uint32_t p = 65536;
+  schedule s = interleaved_1f1b{}.order(p, 1, 2);
+  for (stage_index st = 0; st < p; ++st) {
+    std::swap(s.stage_ops(st)[0], s.stage_ops(st)[1]);
+  }
+  const auto r = traverse(s, [](stage_index, std::size_t, const op&) {});
+  REQUIRE_FALSE(r.complete);
+  REQUIRE(r.witness.stuck.size() == p);
+  REQUIRE(r.witness.cycle.size() == p);
+  const std::vector<bool> on = r.witness.on_cycle();
+  REQUIRE(on.size() == p);
+  CHECK(static_cast<std::uint32_t>(std::count(on.begin(), on.end(), true)) == p);
+  const std::string d = r.witness.describe();
+  CHECK(d.rfind("deadlock: stage 0 blocked at op 0 (F0.1) waiting for F0 of chunk 0 on stage "
+                "65535;",
+                0) == 0);
+  CHECK(d.size() > 60 * std::size_t{p});  // every stuck stage is listed, then the cycle
+
+  // A stuck stage off the cycle (waiting on one that is on it) is not listed.
+  deadlock_witness w;
+  for (const stage_index st : {0u, 3u, 5u}) {
+    blocked_stage b;
+    b.stage = st;
+    w.stuck.push_back(b);
+  }
+  w.cycle = {5, 0};
+  CHECK(w.on_cycle() == std::vector<bool>{true, false, false, false, false, true});
+  CHECK(w.describe().find("stage 3") == std::string::npos);
 }

@@ -35,15 +35,29 @@ struct deadlock_witness {
   /// first); empty when the stuck stages wait on an op that is never produced instead.
   std::vector<stage_index> cycle;
 
+  /// True for the stages on `cycle`, indexed by stage (sized to the largest stuck or cycle
+  /// stage + 1): one pass, so listing the stuck stages on a p-stage cycle stays O(p).
+  std::vector<bool> on_cycle() const {
+    std::size_t n = 0;
+    for (const auto& b : stuck) {
+      n = std::max(n, std::size_t{b.stage} + 1);
+    }
+    for (stage_index c : cycle) {
+      n = std::max(n, std::size_t{c} + 1);
+    }
+    std::vector<bool> out(n, false);
+    for (stage_index c : cycle) {
+      out[c] = true;
+    }
+    return out;
+  }
+
   /// One line: "deadlock: stage 0 blocked at op 4 (B1) waiting for ... -> cycle 0 -> 1 -> 0".
   std::string describe() const {
     std::string out = "deadlock:";
+    const std::vector<bool> in_cycle = on_cycle();
     for (const auto& b : stuck) {
-      bool on_cycle = false;
-      for (stage_index c : cycle) {
-        on_cycle = on_cycle || c == b.stage;
-      }
-      if (!cycle.empty() && !on_cycle) {
+      if (!cycle.empty() && !in_cycle[b.stage]) {
         continue;
       }
       out += " stage " + std::to_string(b.stage) + " blocked at op " + std::to_string(b.op_index) +

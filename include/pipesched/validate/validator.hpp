@@ -292,12 +292,9 @@ inline validation_report validate(const schedule& sched, const validate_options&
         sched, detail::traversal_plan(pl, lowered),
         [](stage_index, std::size_t, const op&, const detail::op_plan*) {});
     if (!tr.complete) {
+      const std::vector<bool> in_cycle = tr.witness.on_cycle();
       for (const auto& b : tr.witness.stuck) {
-        bool on_cycle = tr.witness.cycle.empty();
-        for (stage_index c : tr.witness.cycle) {
-          on_cycle = on_cycle || c == b.stage;
-        }
-        if (!on_cycle) {
+        if (!tr.witness.cycle.empty() && !in_cycle[b.stage]) {
           continue;
         }
         rb.add(violation_kind::deadlock, b.stage, b.op_index, [&] {
