@@ -1,10 +1,17 @@
+#include <cstdint>
+#include <limits>
 #include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <pipesched/gen/comm_lowering.hpp>
+#include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/gen/zb_v.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/torch_csv.hpp>
@@ -105,4 +112,238 @@ TEST_CASE("chrome trace: measured timings", "[io][chrome_trace]") {
       "timeline_from_measured: entry 0 (stage 0, op 0): end (-1) must be >= start (0)");
   CHECK_THROWS_WITH(chrome_trace_json(generate(one_f_one_b{}, 2, 2), tl),
                     "chrome_trace: timeline has 1 stages, schedule 2");
+}
+
+namespace {
+
+// The trace as chrome_trace_json built it before the streaming writer: one nlohmann::json of
+// the whole trace (about 4 KB per op). The reference the streamed text must parse to.
+json reference_trace(const schedule& sched, const timeline& tl, const chrome_trace_options& opts) {
+  const placement& pl = sched.layout();
+  const std::uint32_t m = sched.microbatches();
+  const bool chunked = sched.chunks() > 1;
+  const bool lowered = sched.has_comm();
+  const double k = opts.time_scale;
+  json ev = json::array();
+  ev.push_back({{"name", "process_name"},
+                {"ph", "M"},
+                {"pid", 0},
+                {"args", {{"name", "pipeline " + sched.name()}}}});
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    ev.push_back({{"name", "thread_name"},
+                  {"ph", "M"},
+                  {"pid", 0},
+                  {"tid", s},
+                  {"args", {{"name", "stage " + std::to_string(s)}}}});
+    ev.push_back({{"name", "thread_sort_index"},
+                  {"ph", "M"},
+                  {"pid", 0},
+                  {"tid", s},
+                  {"args", {{"sort_index", s}}}});
+  }
+  auto in_range = [&](const op& o) { return o.chunk < pl.chunks() && o.mb < m; };
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    for (const timed_op& t : tl.stages[s]) {
+      json args = {{"mb", t.o.mb}, {"chunk", t.o.chunk}, {"index", t.index}};
+      if (in_range(t.o)) {
+        args["global_chunk"] = pl.global(s, t.o.chunk);
+      }
+      ev.push_back({{"name", to_string(t.o, chunked)},
+                    {"cat", std::string(detail::trace_category(t.o.kind))},
+                    {"ph", "X"},
+                    {"ts", t.start * k},
+                    {"dur", t.duration() * k},
+                    {"pid", 0},
+                    {"tid", s},
+                    {"args", std::move(args)}});
+    }
+  }
+  if (opts.flows) {
+    constexpr std::size_t nev = 5;
+    std::vector<const timed_op*> producer(std::size_t{pl.total_chunks()} * m * nev, nullptr);
+    for (stage_index s = 0; s < sched.stages(); ++s) {
+      for (const timed_op& t : tl.stages[s]) {
+        if (!in_range(t.o)) {
+          continue;
+        }
+        const std::size_t base = (std::size_t{pl.global(s, t.o.chunk)} * m + t.o.mb) * nev;
+        for (std::size_t e = 0; e < nev; ++e) {
+          if ((events_produced(t.o.kind) & (1u << e)) != 0) {
+            producer[base + e] = &t;
+          }
+        }
+      }
+    }
+    std::uint64_t id = 0;
+    auto flow = [&](const timed_op& from, const timed_op& to) {
+      ++id;
+      ev.push_back({{"name", "flow"},
+                    {"cat", "dependency"},
+                    {"ph", "s"},
+                    {"id", id},
+                    {"ts", from.start * k},
+                    {"pid", 0},
+                    {"tid", from.stage}});
+      ev.push_back({{"name", "flow"},
+                    {"cat", "dependency"},
+                    {"ph", "f"},
+                    {"bp", "e"},
+                    {"id", id},
+                    {"ts", to.start * k},
+                    {"pid", 0},
+                    {"tid", to.stage}});
+    };
+    for (stage_index s = 0; s < sched.stages(); ++s) {
+      for (const timed_op& t : tl.stages[s]) {
+        if (!in_range(t.o)) {
+          continue;
+        }
+        if (t.o.kind == op_kind::send_forward || t.o.kind == op_kind::send_backward) {
+          if (const auto peer = comm_partner(pl, s, t.o)) {
+            for (const timed_op& u : tl.stages[peer->stage]) {  // the first matching RECV
+              if (u.o == peer->o) {
+                flow(t, u);
+                break;
+              }
+            }
+          }
+          continue;
+        }
+        for (const requirement& r : requirements_of(pl, s, t.o, lowered)) {
+          const timed_op* from =
+              producer[(std::size_t{r.chunk} * m + r.mb) * nev + static_cast<std::size_t>(r.what)];
+          if (r.remote && from != nullptr) {
+            flow(*from, t);
+          }
+        }
+      }
+    }
+  }
+  if (opts.memory != nullptr) {
+    for (stage_index s = 0; s < opts.memory->size(); ++s) {
+      for (const memory_sample& x : (*opts.memory)[s]) {
+        ev.push_back({{"name", "memory stage " + std::to_string(s)},
+                      {"ph", "C"},
+                      {"ts", x.time * k},
+                      {"pid", 0},
+                      {"args", {{"live", x.live}}}});
+      }
+    }
+  }
+  return {{"traceEvents", std::move(ev)},
+          {"displayTimeUnit", "ms"},
+          {"otherData",
+           {{"schedule", sched.name()},
+            {"p", sched.stages()},
+            {"m", sched.microbatches()},
+            {"v", sched.chunks()},
+            {"makespan", tl.makespan()},
+            {"bubble_rate", tl.bubble_rate()}}}};
+}
+
+std::string streamed(const schedule& s, const timeline& tl, const chrome_trace_options& o = {}) {
+  std::ostringstream os;
+  write_chrome_trace(os, s, tl, o);
+  return os.str();
+}
+
+}  // namespace
+
+TEST_CASE("chrome trace: the streamed text parses to the whole-trace JSON", "[io][chrome_trace]") {
+  std::vector<schedule> cases = {generate(one_f_one_b{}, 4, 8), generate(zb_h1{}, 3, 5),
+                                 generate(interleaved_1f1b{}, 3, 4, 3), generate(zb_v{}, 4, 6)};
+  const std::size_t compute_only = cases.size();
+  for (std::size_t i = 0; i < compute_only; ++i) {
+    cases.push_back(lower_communication(cases[i]));  // SEND -> RECV flows
+  }
+  cases[0].set_name("quote \" backslash \\ tab \t newline \n bell \x07 UTF-8 \xc3\xa4");
+  const cost_model costs = cost_model::uniform(1.1, 2.3, 0.7, 0.13);
+  for (const schedule& s : cases) {
+    INFO(s.name() << " p=" << s.stages() << " lowered=" << s.has_comm());
+    const timeline tl = cost_timeline(s, costs);
+    const auto mem = memory_curves(s, tl, memory_model::uniform(1.0, 0.5));
+    for (const chrome_trace_options& o :
+         {chrome_trace_options{}, chrome_trace_options{.memory = &mem},
+          chrome_trace_options{.time_scale = 1e6, .flows = false, .memory = &mem},
+          chrome_trace_options{.time_scale = 3.3e14, .memory = &mem},
+          chrome_trace_options{.time_scale = 1e-7}}) {
+      const std::string text = streamed(s, tl, o);
+      CHECK(json::parse(text) == reference_trace(s, tl, o));
+      CHECK(to_chrome_trace(s, tl, o) == text);
+      CHECK(chrome_trace_json(s, tl, o) == json::parse(text));
+    }
+  }
+}
+
+TEST_CASE("chrome trace: a timeline prefix and out-of-range ops stream like the JSON",
+          "[io][chrome_trace]") {
+  // After a deadlock a timeline times a prefix of each list; a hand-made list may hold ops
+  // outside the spec (no global chunk, no flows).
+  schedule s = generate(one_f_one_b{}, 2, 3);
+  s.stage_ops(1).push_back(make_op(op_kind::forward, 7));
+  timeline tl = cost_timeline(generate(one_f_one_b{}, 2, 3));
+  tl.stages[0].resize(4);
+  tl.stages[1].push_back({1, s.ops(1).size() - 1, make_op(op_kind::forward, 7), 20.0, 21.0});
+  const std::string text = streamed(s, tl);
+  CHECK(json::parse(text) == reference_trace(s, tl, {}));
+}
+
+TEST_CASE("chrome trace: numbers and strings as nlohmann writes them", "[io][chrome_trace]") {
+  // The same text as nlohmann for these; where two digit strings are both shortest enough
+  // (7e22: nlohmann's Grisu2 writes 7.0000000000000004e+22) the value read back is the same.
+  const std::vector<double> same_text = {
+      0.0,   -0.0,   1.0,     4000.0, -12.5,   0.1,
+      1e-4,  1.5e-5, 1e15,    1e16,   1.5e15,  999999999999999.0,
+      1e300, 5e-324, 1.0 / 3, 2.5e-7, 123.456, -1e15,
+      1e14,  2e-300, 6.02e23, 1e21,   0.5,     1234567890123456.5};
+  for (const double x : same_text) {
+    INFO(x);
+    std::ostringstream os;
+    {
+      detail::trace_sink out(os);
+      out.number(x);
+      out.flush();
+    }
+    CHECK(os.str() == json(x).dump());
+  }
+  for (const double x : {7e22, 1.0 / 7, 2.0 / 3 * 1e15, 9.999999999999999e15}) {
+    INFO(x);
+    std::ostringstream os;
+    {
+      detail::trace_sink out(os);
+      out.number(x);
+      out.flush();
+    }
+    CHECK(json::parse(os.str()).get<double>() == x);
+  }
+  for (const double x :
+       {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    std::ostringstream os;
+    detail::trace_sink out(os);
+    out.number(x);
+    out.flush();
+    CHECK(os.str() == "null");
+  }
+  for (const std::string& text :
+       {std::string("plain"), std::string("q\"b\\s/"), std::string("\x01\x1f\b\f\n\r\t"),
+        std::string("\xc3\xa4\xe2\x82\xac")}) {
+    std::ostringstream os;
+    detail::trace_sink out(os);
+    out.string(text);
+    out.flush();
+    CHECK(os.str() == json(text).dump());
+  }
+}
+
+TEST_CASE("chrome trace: bad input throws before anything is written", "[io][chrome_trace]") {
+  const schedule s = generate(one_f_one_b{}, 2, 2);
+  std::ostringstream os;
+  CHECK_THROWS_WITH(write_chrome_trace(os, s, cost_timeline(generate(one_f_one_b{}, 3, 2))),
+                    "chrome_trace: timeline has 3 stages, schedule 2");
+  CHECK_THROWS_WITH(write_chrome_trace(os, s, cost_timeline(s), {.time_scale = 0.0}),
+                    "chrome_trace: time_scale (0) must be > 0");
+  schedule bad_name = s;
+  bad_name.set_name("not UTF-8 \xff");
+  CHECK_THROWS_AS(write_chrome_trace(os, bad_name, cost_timeline(s)), json::type_error);
+  CHECK(os.str().empty());
 }

@@ -1,10 +1,18 @@
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <ostream>
+#include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "pipesched/io/timeline.hpp"
@@ -40,14 +48,129 @@ inline std::string_view trace_category(op_kind k) noexcept {
   return is_comm(k) ? std::string_view("comm") : to_string(k);
 }
 
-}  // namespace detail
+/// Text sink of the streaming writer: a fixed buffer flushed to the stream when full, so the
+/// writer's memory does not grow with the trace.
+class trace_sink {
+ public:
+  explicit trace_sink(std::ostream& os) : os_(os) {}
+  trace_sink(const trace_sink&) = delete;
+  trace_sink& operator=(const trace_sink&) = delete;
+  ~trace_sink() = default;
 
-/// The trace as a JSON object {"traceEvents":[...], "displayTimeUnit":"ms", "otherData":{..}}.
-/// `tl` must time `sched`: same stages, and on each stage the whole list or (after a deadlock)
-/// a prefix of it. Deterministic.
-inline nlohmann::json chrome_trace_json(const schedule& sched,
-                                        const timeline& tl,
-                                        const chrome_trace_options& opts = {}) {
+  void raw(std::string_view text) {
+    buf_.append(text.data(), text.data() + text.size());
+    if (buf_.size() >= flush_at) {
+      flush();
+    }
+  }
+  void flush() {
+    os_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+  }
+  /// A JSON string. Plain ASCII (every name the writer makes) is copied with the escapes
+  /// nlohmann uses; anything else (a user's schedule name) goes through nlohmann, which also
+  /// rejects invalid UTF-8 as chrome_trace_json always did.
+  void string(std::string_view text) {
+    bool ascii = true;
+    for (const char c : text) {
+      ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+    }
+    if (!ascii) {
+      raw(nlohmann::json(std::string(text)).dump());
+      return;
+    }
+    buf_.push_back('"');
+    for (const char c : text) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        buf_.push_back('\\');
+        buf_.push_back(c);
+      } else if (u < 0x20) {
+        switch (c) {
+          case '\b':
+            raw("\\b");
+            break;
+          case '\f':
+            raw("\\f");
+            break;
+          case '\n':
+            raw("\\n");
+            break;
+          case '\r':
+            raw("\\r");
+            break;
+          case '\t':
+            raw("\\t");
+            break;
+          default:
+            fmt::format_to(std::back_inserter(buf_), "\\u{:04x}", unsigned{u});
+        }
+      } else {
+        buf_.push_back(c);
+      }
+    }
+    buf_.push_back('"');
+  }
+  /// An unsigned integer.
+  void number(std::uint64_t x) { fmt::format_to(std::back_inserter(buf_), "{}", x); }
+  /// A double as nlohmann writes it: the shortest text that reads back the same value, with
+  /// ".0" on integral values, exponent form from 1e15 up and below 1e-4, and null when not
+  /// finite. (Which of two equally short digit strings is chosen may differ; the value read
+  /// back never does.)
+  void number(double x) {
+    if (!std::isfinite(x)) {
+      raw("null");
+      return;
+    }
+    char text[64];
+    const auto end = fmt::format_to_n(text, sizeof text, "{}", x).out;
+    const std::string_view t(text, static_cast<std::size_t>(end - text));
+    if (t.find('e') != std::string_view::npos) {
+      raw(t);
+      return;
+    }
+    const std::size_t sign = t[0] == '-' ? 1 : 0;
+    const std::size_t dot = std::min(t.find('.'), t.size());
+    if (dot - sign <= 15) {
+      raw(t);
+      if (dot == t.size()) {
+        raw(".0");
+      }
+      return;
+    }
+    // 16 integer digits: fmt keeps fixed notation up to 1e16, nlohmann only up to 1e15.
+    std::string digits(t.substr(sign, dot - sign));
+    if (dot < t.size()) {
+      digits += t.substr(dot + 1);
+    }
+    while (digits.size() > 1 && digits.back() == '0') {
+      digits.pop_back();
+    }
+    raw(t.substr(0, sign));
+    raw(std::string_view(digits).substr(0, 1));
+    if (digits.size() > 1) {
+      raw(".");
+      raw(std::string_view(digits).substr(1));
+    }
+    fmt::format_to(std::back_inserter(buf_), "e+{:02}", dot - sign - 1);
+  }
+  /// `"key":`
+  void key(std::string_view k) {
+    buf_.push_back('"');
+    raw(k);
+    raw("\":");
+  }
+
+ private:
+  static constexpr std::size_t flush_at = std::size_t{1} << 16;
+  std::ostream& os_;
+  fmt::memory_buffer buf_;
+};
+
+/// The arguments chrome_trace_json and write_chrome_trace check before writing anything.
+inline void check_chrome_trace(const schedule& sched,
+                               const timeline& tl,
+                               const chrome_trace_options& opts) {
   if (tl.stages.size() != sched.stages()) {
     detail::fail("chrome_trace: timeline has ", tl.stages.size(), " stages, schedule ",
                  sched.stages());
@@ -61,58 +184,113 @@ inline nlohmann::json chrome_trace_json(const schedule& sched,
   if (!(opts.time_scale > 0.0)) {
     detail::fail("chrome_trace: time_scale (", opts.time_scale, ") must be > 0");
   }
+}
+
+}  // namespace detail
+
+/// Writes the trace, event by event, to `os`: the JSON object
+/// {"displayTimeUnit":"ms", "otherData":{..}, "traceEvents":[...]} (keys in that order, each
+/// object's keys sorted, no whitespace: the text nlohmann's dump() makes of it). `tl` must
+/// time `sched`: same stages, and on each stage the whole list or (after a deadlock) a prefix
+/// of it; throws pipesched::invalid_argument before writing anything otherwise.
+/// Deterministic. Memory beyond the timeline: 64 KB of buffer, and with flows one pointer per
+/// (global chunk, micro-batch, event) (5 of them; 7 in lowered schedules), 40 bytes per (chunk,
+/// micro-batch) at most, i.e. at most 20 bytes per op of a complete schedule.
+inline void write_chrome_trace(std::ostream& os,
+                               const schedule& sched,
+                               const timeline& tl,
+                               const chrome_trace_options& opts = {}) {
+  detail::check_chrome_trace(sched, tl, opts);
   const placement& pl = sched.layout();
   const std::uint32_t m = sched.microbatches();
   const bool chunked = sched.chunks() > 1;
   const bool lowered = sched.has_comm();
   const double k = opts.time_scale;
-  nlohmann::json ev = nlohmann::json::array();
-  ev.push_back({{"name", "process_name"},
-                {"ph", "M"},
-                {"pid", 0},
-                {"args", {{"name", "pipeline " + sched.name()}}}});
+  detail::trace_sink out(os);
+  out.raw("{\"displayTimeUnit\":\"ms\",\"otherData\":{");
+  out.key("bubble_rate");
+  out.number(tl.bubble_rate());
+  out.raw(",");
+  out.key("m");
+  out.number(std::uint64_t{m});
+  out.raw(",");
+  out.key("makespan");
+  out.number(tl.makespan());
+  out.raw(",");
+  out.key("p");
+  out.number(std::uint64_t{sched.stages()});
+  out.raw(",");
+  out.key("schedule");
+  out.string(sched.name());
+  out.raw(",");
+  out.key("v");
+  out.number(std::uint64_t{sched.chunks()});
+  out.raw("},\"traceEvents\":[");
+  // Metadata: the process, then each stage's thread name and sort index.
+  out.raw("{\"args\":{\"name\":");
+  out.string("pipeline " + sched.name());
+  out.raw("},\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0}");
   for (stage_index s = 0; s < sched.stages(); ++s) {
-    ev.push_back({{"name", "thread_name"},
-                  {"ph", "M"},
-                  {"pid", 0},
-                  {"tid", s},
-                  {"args", {{"name", "stage " + std::to_string(s)}}}});
-    ev.push_back({{"name", "thread_sort_index"},
-                  {"ph", "M"},
-                  {"pid", 0},
-                  {"tid", s},
-                  {"args", {{"sort_index", s}}}});
+    out.raw(",{\"args\":{\"name\":\"stage ");
+    out.number(std::uint64_t{s});
+    out.raw("\"},\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":");
+    out.number(std::uint64_t{s});
+    out.raw("},{\"args\":{\"sort_index\":");
+    out.number(std::uint64_t{s});
+    out.raw("},\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":");
+    out.number(std::uint64_t{s});
+    out.raw("}");
   }
   auto in_range = [&](const op& o) { return o.chunk < pl.chunks() && o.mb < m; };
+  // One complete event per op.
   for (stage_index s = 0; s < sched.stages(); ++s) {
     for (const timed_op& t : tl.stages[s]) {
-      nlohmann::json args = {{"mb", t.o.mb}, {"chunk", t.o.chunk}, {"index", t.index}};
+      out.raw(",{\"args\":{\"chunk\":");
+      out.number(std::uint64_t{t.o.chunk});
       if (in_range(t.o)) {
-        args["global_chunk"] = pl.global(s, t.o.chunk);
+        out.raw(",\"global_chunk\":");
+        out.number(std::uint64_t{pl.global(s, t.o.chunk)});
       }
-      ev.push_back({{"name", to_string(t.o, chunked)},
-                    {"cat", std::string(detail::trace_category(t.o.kind))},
-                    {"ph", "X"},
-                    {"ts", t.start * k},
-                    {"dur", t.duration() * k},
-                    {"pid", 0},
-                    {"tid", s},
-                    {"args", std::move(args)}});
+      out.raw(",\"index\":");
+      out.number(std::uint64_t{t.index});
+      out.raw(",\"mb\":");
+      out.number(std::uint64_t{t.o.mb});
+      out.raw("},\"cat\":");
+      out.string(detail::trace_category(t.o.kind));
+      out.raw(",\"dur\":");
+      out.number(t.duration() * k);
+      out.raw(",\"name\":");
+      out.string(to_string(t.o, chunked));
+      out.raw(",\"ph\":\"X\",\"pid\":0,\"tid\":");
+      out.number(std::uint64_t{s});
+      out.raw(",\"ts\":");
+      out.number(t.start * k);
+      out.raw("}");
     }
   }
   if (opts.flows) {
-    // Who produced each (global chunk, mb, event): the op to start an arrow from.
+    // Who produced each (global chunk, mb, event): the op to start an arrow from; and in a
+    // lowered schedule the first RECV of each (global chunk, mb, direction), the end of a
+    // SEND's arrow (looked up, not searched for along the peer's list).
     constexpr std::size_t nev = 5;
-    std::vector<const timed_op*> producer(std::size_t{pl.total_chunks()} * m * nev, nullptr);
+    const std::size_t cells = std::size_t{pl.total_chunks()} * m;
+    std::vector<const timed_op*> producer(cells * nev, nullptr);
+    std::vector<const timed_op*> recv(lowered ? cells * 2 : 0, nullptr);
     for (stage_index s = 0; s < sched.stages(); ++s) {
       for (const timed_op& t : tl.stages[s]) {
         if (!in_range(t.o)) {
           continue;
         }
-        const std::size_t base = (std::size_t{pl.global(s, t.o.chunk)} * m + t.o.mb) * nev;
+        const std::size_t cell = std::size_t{pl.global(s, t.o.chunk)} * m + t.o.mb;
         for (std::size_t e = 0; e < nev; ++e) {
           if ((events_produced(t.o.kind) & (1u << e)) != 0) {
-            producer[base + e] = &t;
+            producer[cell * nev + e] = &t;
+          }
+        }
+        if (lowered && (t.o.kind == op_kind::recv_forward || t.o.kind == op_kind::recv_backward)) {
+          const timed_op*& r = recv[cell * 2 + (t.o.kind == op_kind::recv_backward ? 1 : 0)];
+          if (r == nullptr) {
+            r = &t;
           }
         }
       }
@@ -120,22 +298,19 @@ inline nlohmann::json chrome_trace_json(const schedule& sched,
     std::uint64_t id = 0;
     auto flow = [&](const timed_op& from, const timed_op& to) {
       ++id;
-      const std::string name = "flow";
-      ev.push_back({{"name", name},
-                    {"cat", "dependency"},
-                    {"ph", "s"},
-                    {"id", id},
-                    {"ts", from.start * k},
-                    {"pid", 0},
-                    {"tid", from.stage}});
-      ev.push_back({{"name", name},
-                    {"cat", "dependency"},
-                    {"ph", "f"},
-                    {"bp", "e"},
-                    {"id", id},
-                    {"ts", to.start * k},
-                    {"pid", 0},
-                    {"tid", to.stage}});
+      out.raw(",{\"cat\":\"dependency\",\"id\":");
+      out.number(id);
+      out.raw(",\"name\":\"flow\",\"ph\":\"s\",\"pid\":0,\"tid\":");
+      out.number(std::uint64_t{from.stage});
+      out.raw(",\"ts\":");
+      out.number(from.start * k);
+      out.raw("},{\"bp\":\"e\",\"cat\":\"dependency\",\"id\":");
+      out.number(id);
+      out.raw(",\"name\":\"flow\",\"ph\":\"f\",\"pid\":0,\"tid\":");
+      out.number(std::uint64_t{to.stage});
+      out.raw(",\"ts\":");
+      out.number(to.start * k);
+      out.raw("}");
     };
     for (stage_index s = 0; s < sched.stages(); ++s) {
       for (const timed_op& t : tl.stages[s]) {
@@ -144,11 +319,11 @@ inline nlohmann::json chrome_trace_json(const schedule& sched,
         }
         if (t.o.kind == op_kind::send_forward || t.o.kind == op_kind::send_backward) {
           if (const auto peer = comm_partner(pl, s, t.o)) {
-            for (const timed_op& u : tl.stages[peer->stage]) {
-              if (u.o == peer->o) {
-                flow(t, u);
-                break;
-              }
+            const std::size_t cell =
+                std::size_t{pl.global(peer->stage, peer->o.chunk)} * m + peer->o.mb;
+            const timed_op* to = recv[cell * 2 + (peer->o.kind == op_kind::recv_backward ? 1 : 0)];
+            if (to != nullptr) {
+              flow(t, *to);
             }
           }
           continue;
@@ -166,31 +341,38 @@ inline nlohmann::json chrome_trace_json(const schedule& sched,
   if (opts.memory != nullptr) {
     for (stage_index s = 0; s < opts.memory->size(); ++s) {
       for (const memory_sample& x : (*opts.memory)[s]) {
-        ev.push_back({{"name", "memory stage " + std::to_string(s)},
-                      {"ph", "C"},
-                      {"ts", x.time * k},
-                      {"pid", 0},
-                      {"args", {{"live", x.live}}}});
+        out.raw(",{\"args\":{\"live\":");
+        out.number(x.live);
+        out.raw("},\"name\":\"memory stage ");
+        out.number(std::uint64_t{s});
+        out.raw("\",\"ph\":\"C\",\"pid\":0,\"ts\":");
+        out.number(x.time * k);
+        out.raw("}");
       }
     }
   }
-  return {{"traceEvents", std::move(ev)},
-          {"displayTimeUnit", "ms"},
-          {"otherData",
-           {{"schedule", sched.name()},
-            {"p", sched.stages()},
-            {"m", sched.microbatches()},
-            {"v", sched.chunks()},
-            {"makespan", tl.makespan()},
-            {"bubble_rate", tl.bubble_rate()}}}};
+  out.raw("]}");
+  out.flush();
 }
 
-/// chrome_trace_json() as compact text: write it to a .json file and open it in
-/// ui.perfetto.dev or chrome://tracing.
+/// write_chrome_trace() into a string: write it to a .json file and open it in
+/// ui.perfetto.dev or chrome://tracing. For a large schedule write_chrome_trace() straight to
+/// the file instead (the string holds the whole trace, about 150 to 400 bytes per op).
 inline std::string to_chrome_trace(const schedule& sched,
                                    const timeline& tl,
                                    const chrome_trace_options& opts = {}) {
-  return chrome_trace_json(sched, tl, opts).dump();
+  std::ostringstream os;
+  write_chrome_trace(os, sched, tl, opts);
+  return std::move(os).str();
+}
+
+/// The trace as a JSON object {"traceEvents":[...], "displayTimeUnit":"ms", "otherData":{..}}
+/// (to_chrome_trace() parsed; a few KB per op: for large schedules stream with
+/// write_chrome_trace()). Deterministic.
+inline nlohmann::json chrome_trace_json(const schedule& sched,
+                                        const timeline& tl,
+                                        const chrome_trace_options& opts = {}) {
+  return nlohmann::json::parse(to_chrome_trace(sched, tl, opts));
 }
 
 }  // namespace pipesched
