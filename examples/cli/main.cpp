@@ -390,7 +390,7 @@ std::string searching_schedules() {
 }
 
 /// A schedule file's text as pipesched JSON or PyTorch CSV: --input-format when given, else
-/// by content (JSON starts with `{`), never by the file name.
+/// by content (a CSV starts with a digit or a comma), never by the file name.
 schedule read_schedule_file(const schedule_source& src) {
   const bool from_stdin = src.input == "-";
   const std::string text = read_text_file(from_stdin ? "/dev/stdin" : src.input);
@@ -403,7 +403,12 @@ schedule read_schedule_file(const schedule_source& src) {
     }
   } else {
     const std::size_t first = text.find_first_not_of(" \t\r\n");
-    const bool json = first != std::string::npos && text[first] == '{';
+    // A PyTorch CSV row starts with a cell (<stage><kind>...) or a comma (an idle step); anything
+    // else, including an empty or binary file, is read as JSON and reported as such.
+    const bool csv =
+        first != std::string::npos &&
+        (std::isdigit(static_cast<unsigned char>(text[first])) != 0 || text[first] == ',');
+    const bool json = !csv;
     format = json ? "json" : "torch-csv";
   }
   try {

@@ -167,4 +167,4 @@ pipesched_cli_test("input: --input-format xml" 2
 pipesched_cli_run("input: - reads standard input (JSON)" 0 "valid: "
   STDIN ${data}/ok.json ARGS validate --input -)
 pipesched_cli_run("input: - reads standard input (CSV)" 0 "makespan "
-  STDIN ${data}/zb_h1_p2m2.csv ARGS simulate -i -)
+  STDIN ${data}/zb_h1_p2m2.csv ARGS simulate --input -)
