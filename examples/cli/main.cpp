@@ -262,14 +262,48 @@ void check_format(const std::string& format) {
   }
 }
 
-/// Renders a schedule timed by the simulator (`r`, record_ops on) as torch-csv, chrome or svg.
-std::string render_picture(const std::string& format,
-                           const schedule& s,
-                           const simulation_result& r,
-                           const memory_model& memory,
-                           const torch_csv_options& csv) {
+bool is_stdout(const std::string& path) {
+  return path.empty() || path == "-";
+}
+
+/// Writes a command's output to `path` (empty or -: stdout) through `write(std::ostream&)`, so
+/// large outputs stream instead of being built as one string first.
+template <class Write>
+void write_output_with(const std::string& path, Write&& write) {
+  if (is_stdout(path)) {
+    write(std::cout);
+    std::cout.flush();
+    if (!std::cout) {
+      usage_error("standard output: write failed");
+    }
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) {
+    usage_error(path + ": cannot open for writing");
+  }
+  write(out);
+  out.flush();
+  if (!out) {
+    usage_error(path + ": write failed");
+  }
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  write_output_with(path, [&](std::ostream& os) { os << text; });
+}
+
+/// Writes a schedule timed by the simulator (`r`, record_ops on) as torch-csv, chrome or svg
+/// to `path`; the Chrome trace streams event by event (a few dozen bytes per op in memory).
+void write_picture(const std::string& path,
+                   const std::string& format,
+                   const schedule& s,
+                   const simulation_result& r,
+                   const memory_model& memory,
+                   const torch_csv_options& csv) {
   if (format == "torch-csv") {
-    return to_torch_csv(s, csv);
+    write_output(path, to_torch_csv(s, csv));
+    return;
   }
   if (r.deadlock) {
     usage_error("--format " + format + ": the schedule cannot run to the end (" +
@@ -280,11 +314,15 @@ std::string render_picture(const std::string& format,
   if (format == "chrome") {
     chrome_trace_options co;
     co.memory = &curves;
-    return to_chrome_trace(s, tl, co) + "\n";
+    write_output_with(path, [&](std::ostream& os) {
+      write_chrome_trace(os, s, tl, co);
+      os << '\n';
+    });
+    return;
   }
   svg_options so;
   so.memory = &curves;
-  return to_svg(s, tl, so);
+  write_output(path, to_svg(s, tl, so));
 }
 
 /// Rule violations, one per line: on stdout, or on stderr when stdout already carries the
@@ -469,25 +507,6 @@ generation_result load_schedule_compute(const schedule_source& src, const genera
   return entry.generate_result(params, gen_opts);
 }
 
-bool is_stdout(const std::string& path) {
-  return path.empty() || path == "-";
-}
-
-void write_output(const std::string& path, const std::string& text) {
-  if (is_stdout(path)) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return;
-  }
-  std::ofstream out(path, std::ios::binary);
-  if (!out) {
-    usage_error(path + ": cannot open for writing");
-  }
-  out << text;
-  if (!out) {
-    usage_error(path + ": write failed");
-  }
-}
-
 int cmd_list() {
   std::size_t width = 0;
   for (const auto& e : default_registry().entries()) {
@@ -527,13 +546,13 @@ int cmd_generate(const generate_options& o) {
     // Every view times the schedule the same way: the simulator under --cost (default T_F =
     // T_B = T_W = 1 per stage, BW = T_B + T_W), so generate and simulate show one makespan.
     const simulation_result r = simulate(s, params.costs);
-    if (o.format == "text") {
-      terminal_options to;
-      to.color = is_stdout(o.output) && stdout_is_terminal();
-      text = format_schedule_text(s) + "\n" + render_timeline(s, to_timeline(s, r), to);
-    } else {
-      text = render_picture(o.format, s, r, params.memory, csv);
+    if (o.format != "text") {
+      write_picture(o.output, o.format, s, r, params.memory, csv);
+      return 0;
     }
+    terminal_options to;
+    to.color = is_stdout(o.output) && stdout_is_terminal();
+    text = format_schedule_text(s) + "\n" + render_timeline(s, to_timeline(s, r), to);
   }
   write_output(o.output, text);
   return 0;
@@ -683,7 +702,7 @@ int cmd_simulate(const simulate_options_cli& o) {
     }
     return failed ? 1 : 0;
   }
-  write_output(o.output, render_picture(o.format, s, r, params.memory, csv));
+  write_picture(o.output, o.format, s, r, params.memory, csv);
   print_violations(budget_lines(mem.violations), to_stdout);
   return failed ? 1 : 0;
 }
