@@ -310,9 +310,13 @@ void run(byte_source& in) {
       mutate(in, s);
     }
   }
+  // Per-stage values (docs/model.md §2); the independent checks below read them per chunk, as
+  // the documented for_shape() splits them.
   const cost_model costs = cost_model::uniform(in.below(4), in.below(4), in.below(4), in.below(3));
   const double mb_size = 1.0 + in.below(4);
-  memory_model mm(chunk_memory{mb_size, mb_size * in.below(5) / 4.0, 0.25 * in.below(3)});
+  const memory_model mm(chunk_memory{mb_size, mb_size * in.below(5) / 4.0, 0.25 * in.below(3)});
+  const cost_model chunk_costs = costs.for_shape(p, s.layout().chunks(), "fuzz");
+  const memory_model chunk_mm = mm.for_shape(p, s.layout().chunks(), "fuzz");
 
   const validation_report vr = validate(s);
   const traversal_result tr = traverse(s, [](stage_index, std::size_t, const op&) {});
@@ -343,9 +347,9 @@ void run(byte_source& in) {
     finding("valid schedule has buffer-lifetime errors");
   }
   if (!s.has_comm()) {
-    check_timing(s, costs, sim);
+    check_timing(s, chunk_costs, sim);
   }
-  const auto peaks = recompute_peaks(s, mm, sim);
+  const auto peaks = recompute_peaks(s, chunk_mm, sim);
   for (stage_index st = 0; st < p; ++st) {
     if (!close(peaks[st], mem.peak_memory(st))) {
       finding("memory checker peak differs from the recomputation in simulated order");
