@@ -4,13 +4,18 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/color.h>
 #include <fmt/format.h>
 
 #include "pipesched/io/timeline.hpp"
+#include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
 
@@ -21,6 +26,13 @@
 //   stage 0 |F0  F1  ....BW0 ....BW1 |
 //   stage 1 |....F0  BW0 F1  BW1 ....|
 //            0       2       4       6
+//
+// Every op keeps its full label, never a cut one. When the labels don't fit in one row of the
+// width, the time axis is split into windows of even length: blocks of rows, each headed by
+// its range ("steps 0 to 13 (1 of 3)"), each fitting the width, cut where no label is. Ops far
+// shorter than the typical op (under 1/16 of the duration-weighted median: measured
+// microsecond transfers among millisecond computations) don't set the scale; one too narrow
+// for its label shows a one-letter key, explained under its window ("stage 1 keys: a=SEND_F3").
 
 namespace pipesched {
 
@@ -28,9 +40,13 @@ struct terminal_options {
   /// Total line width in characters; 0 = $COLUMNS when set to a number >= 20, else 100.
   std::size_t width = 0;
   bool color = false;    ///< ANSI colours per op kind (F blue, B cyan, W green, BW magenta)
-  bool title = true;     ///< first line: name, shape, makespan, bubble rate
-  bool axis = true;      ///< last line: time labels
+  bool title = true;     ///< first line (more when narrow): name, shape, makespan, bubble rate
+  bool axis = true;      ///< time labels under the rows (of each window)
   int chunk_label = -1;  ///< show the local chunk in labels ("F3.1"): 1 yes, 0 no, -1 when v > 1
+  /// When the labels don't fit in one row of `width`: true splits the time axis into windows
+  /// that each fit; false draws one block as wide as the labels need (longer lines than
+  /// `width`, for a pager or a file).
+  bool wrap = true;
 };
 
 namespace detail {
@@ -64,126 +80,370 @@ inline fmt::text_style kind_style(op_kind k) {
   }
 }
 
-}  // namespace detail
+/// Keys for ops drawn too narrow for their label, one namespace per stage and window. B, F, R,
+/// S and W are left out so that a key never reads as an op kind, digits so that it never
+/// reads as a micro-batch.
+inline constexpr std::string_view terminal_keys = "abcdefghijklmnopqrstuvwxyzACDEGHIJKLMNOPQTUVXYZ";
 
-/// Renders `tl` (the timing of `sched`) as text, scaled to the width: the scale is one label
-/// width per shortest op when that fits, else whatever fits. Zero-length ops (comm ops under a
-/// cost model) are not drawn. Deterministic for a given width; ends with a newline.
-inline std::string render_timeline(const schedule& sched,
+/// An op on the column grid: columns [c0, c1), label and a trailing space when it fits.
+struct terminal_block {
+  std::size_t c0 = 0;
+  std::size_t c1 = 0;
+  std::string label;
+  op_kind kind = op_kind::forward;
+  bool short_op = false;  ///< far shorter than the typical op: not used to choose the scale
+
+  bool fits() const noexcept { return label.size() + 1 <= c1 - c0; }
+};
+
+struct terminal_grid {
+  std::vector<std::vector<terminal_block>> rows;
+  std::size_t cols = 0;
+  bool pushed = false;  ///< some op was moved right to keep one column per op
+};
+
+inline std::size_t terminal_col(double t, double scale) {
+  return static_cast<std::size_t>(std::lround(std::max(t, 0.0) * scale));
+}
+
+/// Places the ops with a positive duration at `scale` columns per time unit. An op that would
+/// get no column of its own is given one, pushing later ops of its stage right.
+inline terminal_grid terminal_place(const timeline& tl,
+                                    bool chunked,
+                                    double scale,
+                                    double short_below) {
+  terminal_grid g;
+  g.rows.resize(tl.stages.size());
+  g.cols = terminal_col(tl.makespan(), scale);
+  for (std::size_t s = 0; s < tl.stages.size(); ++s) {
+    std::size_t next = 0;
+    for (const timed_op& t : tl.stages[s]) {
+      if (!(t.duration() > 0.0)) {
+        continue;
+      }
+      const std::size_t c0 = std::max(terminal_col(t.start, scale), next);
+      const std::size_t c1 = std::max(terminal_col(t.end, scale), c0 + 1);
+      g.pushed = g.pushed || c0 != terminal_col(t.start, scale) || c1 != terminal_col(t.end, scale);
+      g.rows[s].push_back({c0, c1, to_string(t.o, chunked), t.o.kind, t.duration() < short_below});
+      next = c1;
+      g.cols = std::max(g.cols, c1);
+    }
+  }
+  return g;
+}
+
+inline bool terminal_labels_fit(const terminal_grid& g, bool short_ops_too) {
+  for (const auto& row : g.rows) {
+    for (const terminal_block& b : row) {
+      if (!b.fits() && (short_ops_too || !b.short_op)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/// "12", "2.5", "0.33": a window boundary or axis time.
+inline std::string terminal_time(double t) {
+  return fmt::format("{}", std::round(t * 100.0) / 100.0);
+}
+
+/// Where the window starting at column `a` ends: at most `limit` columns on, with at most as
+/// many narrow ops per stage as there are keys; see the ranking below.
+inline std::size_t terminal_cut(const terminal_grid& g,
+                                const std::vector<std::size_t>& first,
+                                std::size_t a,
+                                std::size_t limit) {
+  const std::size_t rest = g.cols - a;
+  std::size_t b_max = limit >= rest ? g.cols : a + limit;
+  for (std::size_t s = 0; s < g.rows.size(); ++s) {
+    // One key per stage stays free for a label cut at the window's end.
+    std::size_t narrow = 0;
+    for (std::size_t i = first[s]; i < g.rows[s].size() && g.rows[s][i].c0 < b_max; ++i) {
+      const terminal_block& o = g.rows[s][i];
+      if (o.c0 >= a && !o.fits() && ++narrow == terminal_keys.size()) {
+        b_max = o.c0;
+        break;
+      }
+    }
+  }
+  if (b_max == g.cols) {
+    return b_max;
+  }
+  // Per candidate end x: whether a label would be cut, and how many stages have an op going on.
+  std::vector<char> in_label(b_max - a + 1, 0);
+  std::vector<std::size_t> in_op(b_max - a + 1, 0);
+  for (std::size_t s = 0; s < g.rows.size(); ++s) {
+    for (std::size_t i = first[s]; i < g.rows[s].size() && g.rows[s][i].c0 < b_max; ++i) {
+      const terminal_block& o = g.rows[s][i];
+      const std::size_t label_end = o.fits() ? o.c0 + o.label.size() : o.c0 + 1;
+      for (std::size_t x = std::max(o.c0 + 1, a + 1); x < o.c1 && x <= b_max; ++x) {
+        ++in_op[x - a];
+        in_label[x - a] = static_cast<char>(in_label[x - a] || x < label_end);
+      }
+    }
+  }
+  // Best: no label cut, then a window of at least half the limit, then the fewest ops cut,
+  // then the end nearest the even split (at or after it first, so the count doesn't grow).
+  const std::size_t windows = limit >= rest ? 1 : (rest + limit - 1) / limit;
+  const std::size_t even = a + (rest + windows - 1) / windows;
+  const std::size_t half = a + (b_max - a) / 2;
+  const auto rank = [&](std::size_t x) {
+    const std::size_t off = x >= even ? x - even : (b_max - a) + (even - x);
+    return std::tuple(in_label[x - a], x <= half, in_op[x - a], off);
+  };
+  std::size_t best = b_max;
+  for (std::size_t x = a + 1; x <= b_max; ++x) {
+    if (rank(x) < rank(best)) {
+      best = x;
+    }
+  }
+  return best;
+}
+
+inline std::string render_terminal(const schedule& sched,
                                    const timeline& tl,
-                                   const terminal_options& opts = {}) {
+                                   const terminal_options& opts,
+                                   std::string_view unit) {
   const bool chunked = opts.chunk_label == 1 || (opts.chunk_label == -1 && sched.chunks() > 1);
   const std::size_t p = tl.stages.size();
   const std::string last_label = fmt::format("stage {} |", p == 0 ? 0 : p - 1);
   const std::size_t prefix = last_label.size();
-  const std::size_t width = detail::terminal_width(opts.width);
+  const std::size_t width = terminal_width(opts.width);
   const std::size_t avail = width > prefix + 1 + 8 ? width - prefix - 1 : 8;
   const double makespan = tl.makespan();
 
   std::size_t max_label = 1;
   double min_dur = 0.0;
+  std::vector<double> durations;
   for (const auto& st : tl.stages) {
     for (const timed_op& t : st) {
       max_label = std::max(max_label, to_string(t.o, chunked).size());
-      if (t.duration() > 0.0 && (min_dur == 0.0 || t.duration() < min_dur)) {
-        min_dur = t.duration();
+      if (t.duration() > 0.0) {
+        durations.push_back(t.duration());
+        if (min_dur == 0.0 || t.duration() < min_dur) {
+          min_dur = t.duration();
+        }
       }
     }
   }
+  // Ops far shorter than the duration-weighted median don't set the scale: they would
+  // stretch the picture by orders of magnitude (measured transfers next to computations).
+  double short_below = 0.0;
+  if (!durations.empty()) {
+    std::sort(durations.begin(), durations.end());
+    double total = 0.0;
+    for (double d : durations) {
+      total += d;
+    }
+    double acc = 0.0;
+    for (double d : durations) {
+      acc += d;
+      if (acc >= total / 2.0) {
+        short_below = d / 16.0;
+        break;
+      }
+    }
+  }
+
+  // First the scale of one block at the width (one label width per shortest op when that fits,
+  // else whatever fits); when a label does not fit there, the smallest scale at which every
+  // label fits, spread over windows.
   double scale = 1.0;  // characters per time unit
   if (makespan > 0.0) {
     scale = min_dur > 0.0 ? static_cast<double>(max_label + 1) / min_dur : 1.0;
     scale = std::min(scale, static_cast<double>(avail) / makespan);
   }
-  const auto col = [&](double t) { return static_cast<std::size_t>(std::lround(t * scale)); };
-  const std::size_t cols = col(makespan);
+  terminal_grid g = terminal_place(tl, chunked, scale, short_below);
+  if (makespan > 0.0 && (g.pushed || !terminal_labels_fit(g, true))) {
+    double full = 0.0;
+    std::size_t long_label = 1;
+    double long_min = 0.0;
+    for (const auto& st : tl.stages) {
+      for (const timed_op& t : st) {
+        if (t.duration() > 0.0 && !(t.duration() < short_below)) {
+          const std::size_t len = to_string(t.o, chunked).size();
+          full = std::max(full, static_cast<double>(len + 1) / t.duration());
+          long_label = std::max(long_label, len);
+          long_min = long_min == 0.0 ? t.duration() : std::min(long_min, t.duration());
+        }
+      }
+    }
+    scale = std::max(full, std::min(static_cast<double>(long_label + 1) / long_min,
+                                    static_cast<double>(avail) / makespan));
+    // Rounding to columns (and ops pushed by short ones) can take a column from a label.
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      g = terminal_place(tl, chunked, scale, short_below);
+      if (terminal_labels_fit(g, false)) {
+        break;
+      }
+      scale *= 1.02;
+    }
+  }
+  const std::size_t cols = g.cols;
 
   std::string out;
   if (opts.title) {
-    out += fmt::format("{}  p={} m={} v={}  makespan {:.6g}  bubble rate {:.1f}%\n", sched.name(),
-                       sched.stages(), sched.microbatches(), sched.chunks(), makespan,
-                       100.0 * tl.bubble_rate());
+    // One line when it fits, else the shape, then the figures (on one line or two).
+    const std::string shape = fmt::format("{}  p={} m={} v={}", sched.name(), sched.stages(),
+                                          sched.microbatches(), sched.chunks());
+    const std::string span = fmt::format("makespan {:.6g}", makespan);
+    const std::string bubble = fmt::format("bubble rate {:.1f}%", 100.0 * tl.bubble_rate());
+    const std::string stats =
+        span + (span.size() + 2 + bubble.size() <= width ? "  " : "\n") + bubble;
+    out += shape + (shape.size() + 2 + stats.size() <= width ? "  " : "\n") + stats + "\n";
   }
-  for (std::size_t s = 0; s < p; ++s) {
-    // One cell per column: the text, and the op kind colouring it (none for idle).
-    std::string row(cols, '.');
-    std::vector<int> kind(cols, -1);
-    for (const timed_op& t : tl.stages[s]) {
-      if (!(t.duration() > 0.0)) {
-        continue;
-      }
-      const std::size_t c0 = std::min(col(t.start), cols);
-      std::size_t c1 = std::min(std::max(col(t.end), c0 + 1), cols);
-      if (c0 >= c1) {
-        continue;
-      }
-      const std::size_t w = c1 - c0;
-      std::string label = to_string(t.o, chunked);
-      if (label.size() > (w > 1 ? w - 1 : 1)) {
-        label.resize(w > 1 ? w - 1 : 1);
-      }
-      for (std::size_t c = c0; c < c1; ++c) {
-        row[c] = c - c0 < label.size() ? label[c - c0] : ' ';
-        kind[c] = static_cast<int>(t.o.kind);
-      }
-    }
-    out += fmt::format("{:>{}}", fmt::format("stage {} |", s), prefix);
-    if (!opts.color) {
-      out += row;
-    } else {
-      std::size_t c = 0;
-      while (c < cols) {
-        std::size_t e = c;
-        // A run of one kind; a new block of the same kind starts where its label starts, which
-        // is fine to merge: only the colour is applied to the run.
-        while (e < cols && kind[e] == kind[c]) {
-          ++e;
+  const std::size_t limit = opts.wrap ? avail : std::numeric_limits<std::size_t>::max();
+  std::vector<std::pair<std::size_t, std::size_t>> windows;
+  {
+    std::vector<std::size_t> first(p, 0);
+    std::size_t a = 0;
+    do {
+      const std::size_t b = terminal_cut(g, first, a, limit);
+      windows.emplace_back(a, b);
+      for (std::size_t s = 0; s < p; ++s) {
+        while (first[s] < g.rows[s].size() && g.rows[s][first[s]].c1 <= b) {
+          ++first[s];
         }
-        const std::string piece = row.substr(c, e - c);
-        if (kind[c] < 0) {
-          out += piece;
+      }
+      a = b;
+    } while (a < cols);
+  }
+
+  std::vector<std::size_t> first(p, 0);
+  for (std::size_t w = 0; w < windows.size(); ++w) {
+    const auto [a, b] = windows[w];
+    const std::size_t n = b - a;
+    if (windows.size() > 1) {
+      out +=
+          fmt::format("{}{} {} to {} ({} of {})\n", w == 0 ? "" : "\n", unit,
+                      terminal_time(static_cast<double>(a) / scale),
+                      terminal_time(b == cols ? std::max(makespan, static_cast<double>(b) / scale)
+                                              : static_cast<double>(b) / scale),
+                      w + 1, windows.size());
+    }
+    std::vector<std::string> legend;
+    for (std::size_t s = 0; s < p; ++s) {
+      // One cell per column: the text, and the op kind colouring it (none for idle).
+      std::string row(n, '.');
+      std::vector<int> kind(n, -1);
+      std::vector<std::string> keys;  // "a=SEND_F3.0"
+      for (std::size_t i = first[s]; i < g.rows[s].size() && g.rows[s][i].c0 < b; ++i) {
+        const terminal_block& o = g.rows[s][i];
+        for (std::size_t c = std::max(o.c0, a); c < std::min(o.c1, b); ++c) {
+          row[c - a] = ' ';
+          kind[c - a] = static_cast<int>(o.kind);
+        }
+        if (o.c0 < a) {
+          continue;  // continued from the previous window, labelled there
+        }
+        if (o.fits() && o.c0 + o.label.size() <= b) {
+          row.replace(o.c0 - a, o.label.size(), o.label);
         } else {
-          out += fmt::format(detail::kind_style(static_cast<op_kind>(kind[c])), "{}", piece);
+          PIPESCHED_ASSERT(keys.size() < terminal_keys.size(),
+                           "render_timeline: a window holds more narrow ops than keys");
+          const char key = terminal_keys[keys.size()];
+          row[o.c0 - a] = key;
+          keys.push_back(fmt::format("{}={}", key, o.label));
         }
-        c = e;
+      }
+      out += fmt::format("{:>{}}", fmt::format("stage {} |", s), prefix);
+      if (!opts.color) {
+        out += row;
+      } else {
+        std::size_t c = 0;
+        while (c < n) {
+          std::size_t e = c;
+          // A run of one kind; a new block of the same kind starts where its label starts,
+          // which is fine to merge: only the colour is applied to the run.
+          while (e < n && kind[e] == kind[c]) {
+            ++e;
+          }
+          const std::string piece = row.substr(c, e - c);
+          if (kind[c] < 0) {
+            out += piece;
+          } else {
+            out += fmt::format(kind_style(static_cast<op_kind>(kind[c])), "{}", piece);
+          }
+          c = e;
+        }
+      }
+      out += "|\n";
+      if (!keys.empty()) {
+        const std::string head = fmt::format("stage {} keys:", s);
+        std::string line = head;
+        for (const std::string& k : keys) {
+          if (line.size() > head.size() && line.size() + 1 + k.size() > width) {
+            legend.push_back(line);
+            line.assign(head.size(), ' ');
+          }
+          line += ' ';
+          line += k;
+        }
+        legend.push_back(line);
+      }
+      while (first[s] < g.rows[s].size() && g.rows[s][first[s]].c1 <= b) {
+        ++first[s];
       }
     }
-    out += "|\n";
-  }
-  if (opts.axis && cols > 0) {
-    // Labels at round times, at least 8 columns apart.
-    std::string axis(prefix + cols + 8, ' ');
-    const double raw = 8.0 / scale;
-    double step = std::pow(10.0, std::floor(std::log10(raw)));
-    for (double f : {1.0, 2.0, 5.0, 10.0}) {
-      if (step * f >= raw) {
-        step *= f;
-        break;
+    if (opts.axis && n > 0) {
+      // Labels at round times, at least 8 columns apart, within the width.
+      std::string axis(std::min(prefix + n + 8, std::max(width, prefix + n + 1)), ' ');
+      const double raw = 8.0 / scale;
+      double step = std::pow(10.0, std::floor(std::log10(raw)));
+      for (double f : {1.0, 2.0, 5.0, 10.0}) {
+        if (step * f >= raw) {
+          step *= f;
+          break;
+        }
       }
-    }
-    std::size_t used_until = 0;
-    for (double k = 0.0; k * step <= makespan * (1.0 + 1e-9); k += 1.0) {
-      const double t = k * step;
-      const std::string lab = fmt::format("{}", t);
-      const std::size_t at = prefix + col(t);
-      if (at < used_until || at + lab.size() > axis.size()) {
-        continue;
+      const double t_end = b == cols ? std::max(makespan, static_cast<double>(b) / scale)
+                                     : static_cast<double>(b) / scale;
+      std::size_t used_until = 0;
+      for (double k = std::max(0.0, std::ceil(static_cast<double>(a) / scale / step - 1e-9));
+           k * step <= t_end * (1.0 + 1e-9); k += 1.0) {
+        const double t = k * step;
+        const std::string lab = fmt::format("{}", t);
+        const std::size_t c = terminal_col(t, scale);
+        if (c < a) {
+          continue;
+        }
+        const std::size_t at = prefix + c - a;
+        if (at < used_until || at + lab.size() > axis.size()) {
+          continue;
+        }
+        axis.replace(at, lab.size(), lab);
+        used_until = at + lab.size() + 1;
       }
-      axis.replace(at, lab.size(), lab);
-      used_until = at + lab.size() + 1;
+      while (!axis.empty() && axis.back() == ' ') {
+        axis.pop_back();
+      }
+      out += axis;
+      out += '\n';
     }
-    while (!axis.empty() && axis.back() == ' ') {
-      axis.pop_back();
+    for (const std::string& line : legend) {
+      out += line;
+      out += '\n';
     }
-    out += axis;
-    out += '\n';
   }
   return out;
 }
 
+}  // namespace detail
+
+/// Renders `tl` (the timing of `sched`) as text: one block scaled to the width when every label
+/// fits (one label width per shortest op, or less), else windows at the scale where the labels
+/// fit (see above). Zero-length ops (comm ops under a cost model) are not drawn. Deterministic
+/// for a given width; ends with a newline.
+inline std::string render_timeline(const schedule& sched,
+                                   const timeline& tl,
+                                   const terminal_options& opts = {}) {
+  return detail::render_terminal(sched, tl, opts, "time");
+}
+
 /// A schedule alone, drawn on the unit-step grid (every op one step, see unit_step_timeline).
 inline std::string render_schedule(const schedule& sched, const terminal_options& opts = {}) {
-  return render_timeline(sched, unit_step_timeline(sched), opts);
+  return detail::render_terminal(sched, unit_step_timeline(sched), opts, "steps");
 }
 
 }  // namespace pipesched
