@@ -287,8 +287,13 @@ inline std::string render_terminal(const schedule& sched,
     // One line when it fits, else the shape, then the figures (on one line or two).
     const std::string shape = fmt::format("{}  p={} m={} v={}", sched.name(), sched.stages(),
                                           sched.microbatches(), sched.chunks());
-    const std::string span = fmt::format("makespan {:.6g}", makespan);
-    const std::string bubble = fmt::format("bubble rate {:.1f}%", 100.0 * tl.bubble_rate());
+    // The unit-step grid has no cost model: it counts steps and shows no makespan or bubble
+    // rate, which would rank schedules by op count (a fused BW as one step) rather than time.
+    const bool steps = unit == "steps";
+    const std::string span =
+        steps ? fmt::format("{:.6g} steps", makespan) : fmt::format("makespan {:.6g}", makespan);
+    const std::string bubble = steps ? std::string("(one per op, untimed)")
+                                     : fmt::format("bubble rate {:.1f}%", 100.0 * tl.bubble_rate());
     const std::string stats =
         span + (span.size() + 2 + bubble.size() <= width ? "  " : "\n") + bubble;
     out += shape + (shape.size() + 2 + stats.size() <= width ? "  " : "\n") + stats + "\n";
