@@ -109,6 +109,30 @@ TEST_CASE("the violation list is capped but the total is exact", "[validate]") {
   CHECK(r.violations.size() == 5);
   CHECK(r.total == 200);  // F and backward missing for 100 micro-batches
   CHECK(r.truncated() == 195);
+  // count(kind) is the true total per kind, not the stored examples (it said 5 here).
+  CHECK(r.count(violation_kind::missing) == 200);
+  CHECK(r.count(violation_kind::duplicate) == 0);
+
+  // Two kinds, most of them beyond the cap: each kind's count is exact and they add up.
+  schedule d("d", 1, 3);  // p = 1, m = 3
+  for (microbatch_index mb = 0; mb < 3; ++mb) {
+    d.stage_ops(0).push_back(F(mb));
+    d.stage_ops(0).push_back(F(mb));  // a duplicate
+  }
+  for (microbatch_index mb = 0; mb < 3; ++mb) {
+    d.stage_ops(0).push_back(BW(mb));
+  }
+  d.stage_ops(0).push_back(F(7));  // out of range (m = 3)
+  o.max_violations = 1;
+  const auto rd = validate(d, o);
+  CHECK(rd.violations.size() == 1);
+  CHECK(rd.count(violation_kind::duplicate) == 3);
+  CHECK(rd.count(violation_kind::out_of_range) == 1);
+  std::size_t sum = 0;
+  for (std::size_t k = 0; k < violation_kind_count; ++k) {
+    sum += rd.count(static_cast<violation_kind>(k));
+  }
+  CHECK(sum == rd.total);
 }
 
 TEST_CASE("every registered generator validates on a small grid", "[validate][registry]") {

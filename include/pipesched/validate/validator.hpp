@@ -27,6 +27,9 @@ enum class violation_kind : std::uint8_t {
   comm_mismatch,   ///< a SEND/RECV without its partner, or one where no transfer is needed
   deadlock,        ///< the stages cannot all run to the end (see validation_report::deadlock)
 };
+/// Number of violation kinds (deadlock is the last).
+inline constexpr std::size_t violation_kind_count =
+    static_cast<std::size_t>(violation_kind::deadlock) + 1;
 
 constexpr std::string_view to_string(violation_kind k) noexcept {
   switch (k) {
@@ -66,16 +69,15 @@ struct validation_report {
   std::size_t total = 0;              ///< all violations found, including those not stored
   std::optional<deadlock_witness> deadlock;
 
+  /// All violations found of each kind (index: the violation_kind), stored or not.
+  std::array<std::size_t, violation_kind_count> totals{};
+
   bool ok() const noexcept { return total == 0; }
   /// Violations found beyond the stored ones.
   std::size_t truncated() const noexcept { return total - violations.size(); }
-  std::size_t count(violation_kind k) const noexcept {
-    std::size_t n = 0;
-    for (const auto& v : violations) {
-      n += v.kind == k ? 1 : 0;
-    }
-    return n;
-  }
+  /// How many violations of kind `k` the schedule has: the true total, including those beyond
+  /// max_violations that were counted but not stored.
+  std::size_t count(violation_kind k) const noexcept { return totals[static_cast<std::size_t>(k)]; }
 };
 
 struct validate_options {
@@ -93,11 +95,11 @@ struct report_builder {
   template <class Msg>
   void add(violation_kind k, stage_index s, std::size_t idx, Msg&& msg) {
     ++r.total;
+    ++r.totals[static_cast<std::size_t>(k)];
     if (r.violations.size() < limit) {
       r.violations.push_back({k, s, idx, msg()});
     }
   }
-  bool full() const noexcept { return r.violations.size() >= limit; }
 };
 
 inline std::string where(stage_index s, std::size_t idx, const op& o, bool chunked) {
