@@ -42,6 +42,22 @@ TEST_CASE("registries accept user generators and aliases", "[gen][registry]") {
   CHECK(r.at("zb-h1").description == "replaced");
 }
 
+TEST_CASE("builtin_registry: the built-ins, extended with a user's generator", "[gen][registry]") {
+  generator_registry r = builtin_registry();
+  CHECK(r.entries().size() == default_registry().entries().size());
+  r.add_as("my-1f1b", one_f_one_b{}, "a user's schedule under its own name");
+  CHECK(r.entries().size() == default_registry().entries().size() + 1);
+  CHECK(default_registry().find("my-1f1b") == nullptr);  // the shared one is untouched
+  generator_params p;
+  p.stages = 4;
+  p.microbatches = 8;
+  CHECK(r.generate("my-1f1b", p) == generate(one_f_one_b{}, 4, 8));
+  // Everything the registry does for built-ins it does for the user's entry too.
+  p.memory_limit = 2.0;
+  CHECK(r.generate_result("my-1f1b", p).memory_violations.size() == 2);
+  CHECK(r.at("zb-auto").searches);
+}
+
 namespace {
 
 generator_params zb_params(std::uint32_t p, std::uint32_t m) {

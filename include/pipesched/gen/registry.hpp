@@ -211,8 +211,10 @@ class generator_registry {
   std::vector<generator_entry> entries_;
 };
 
-namespace detail {
-inline generator_registry make_default_registry() {
+/// A new registry holding the built-in generators, to extend with your own
+/// (`auto r = builtin_registry(); r.add(my_generator{}, "one line");`) or to replace one of
+/// them under its name. default_registry() is an immutable one of these, safe to share.
+inline generator_registry builtin_registry() {
   generator_registry r;
   r.add(gpipe{}, "GPipe: all forwards, then all fused backwards; peak memory m*M_B");
   r.add(gpipe{true}, "GPipe with split backward (B then W at once), for comparison");
@@ -230,11 +232,10 @@ inline generator_registry make_default_registry() {
   r.add(zb_auto{zb_memory_preset::two_p}, "ZB-2p: automatic zero-bubble with limit 2p*M_B");
   return r;
 }
-}  // namespace detail
 
-/// The built-in generators, by name.
+/// The built-in generators, by name (read-only; builtin_registry() gives a copy to extend).
 inline const generator_registry& default_registry() {
-  static const generator_registry r = detail::make_default_registry();
+  static const generator_registry r = builtin_registry();
   return r;
 }
 
