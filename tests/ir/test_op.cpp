@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include <catch2/catch.hpp>
 
 #include <pipesched/ir/op.hpp>
@@ -15,4 +17,18 @@ TEST_CASE("op is 8 bytes and kinds round-trip through their short names", "[ir][
   CHECK(is_comm(op_kind::recv_backward));
   CHECK_FALSE(is_comm(op_kind::backward_weight));
   CHECK(produces_input_grad(op_kind::backward_full));
+}
+
+TEST_CASE("op: brace initialisation takes kind, micro-batch, chunk like make_op", "[ir][op]") {
+  // op{forward, 3} used to set the spare byte to 3 and leave the micro-batch at 0.
+  static_assert(op{op_kind::forward, 3}.mb == 3);
+  static_assert(op{op_kind::forward, 3}.chunk == 0);
+  static_assert(op{op_kind::backward_input, 5, 1} == make_op(op_kind::backward_input, 5, 1));
+  static_assert(op{op_kind::backward_input, 5, 1}.chunk == 1);
+  static_assert(op{}.kind == op_kind::forward && op{}.mb == 0 && op{}.flags == 0);
+  static_assert(!std::is_aggregate_v<op>);  // no brace path to the spare byte
+  static_assert(std::is_trivially_copyable_v<op>);
+  const op o{op_kind::backward_weight, 12, 2};
+  CHECK(to_string(o, true) == "W12.2");
+  CHECK(o.flags == 0);
 }

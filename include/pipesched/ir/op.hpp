@@ -88,9 +88,17 @@ constexpr bool produces_input_grad(op_kind k) noexcept {
 /// transfer serves; the peer stage follows from the placement (placement::next_stage / prev).
 struct op {
   op_kind kind = op_kind::forward;
-  std::uint8_t reserved = 0;  // keeps the layout explicit; always 0
+  /// Spare byte for per-op flags of coming op variants; always 0 today, not compared. Not
+  /// reachable by brace initialisation: `op{kind, mb, chunk}` runs the constructor below.
+  std::uint8_t flags = 0;
   chunk_index chunk = 0;
   microbatch_index mb = 0;
+
+  constexpr op() noexcept = default;
+  /// `op{op_kind::forward, 3}` is F3 (local chunk 0), `op{k, mb, chunk}` the same as
+  /// make_op(k, mb, chunk): the arguments in that order, whatever the member layout.
+  constexpr op(op_kind k, microbatch_index m, chunk_index c = 0) noexcept
+      : kind(k), chunk(c), mb(m) {}
 
   friend constexpr bool operator==(const op& a, const op& b) noexcept {
     return a.kind == b.kind && a.chunk == b.chunk && a.mb == b.mb;
@@ -99,7 +107,7 @@ struct op {
 static_assert(sizeof(op) == 8, "op must stay 8 bytes");
 
 constexpr op make_op(op_kind k, microbatch_index mb, chunk_index chunk = 0) noexcept {
-  return op{k, 0, chunk, mb};
+  return op{k, mb, chunk};
 }
 
 /// "F3", "B0", "BW12"; with chunks > 1 the local chunk is appended: "F3.1".
