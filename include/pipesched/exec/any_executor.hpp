@@ -73,15 +73,22 @@ class any_executor {
  public:
   using message = any_message;
 
-  /// Owns `e` (moved in).
-  template <executor E>
+  /// Owns `e` (moved in). A type that is not an executor is refused with a plain-English
+  /// static_assert (detail::check_executor) rather than a failed constraint.
+  template <class E>
     requires(!std::same_as<std::remove_cvref_t<E>, any_executor>)
-  explicit any_executor(E e) : impl_(std::make_unique<owning<E>>(std::move(e))) {}
+  explicit any_executor(E e) : impl_(make_owning(std::move(e))) {}
 
   /// Refers to `e` without owning it.
-  template <executor E>
+  template <class E>
   static any_executor ref(E& e) {
-    return any_executor(std::make_unique<referring<E>>(e));
+    static_assert(detail::check_executor<E>());
+    if constexpr (executor<E>) {
+      // As a unique_ptr<base>: the private constructor, not the owning template.
+      return any_executor(std::unique_ptr<base>(std::make_unique<referring<E>>(e)));
+    } else {
+      return any_executor(std::unique_ptr<base>{});
+    }
   }
 
   message run(stage_index s, const op& o, message&& in) { return impl_->run(s, o, std::move(in)); }
@@ -113,6 +120,16 @@ class any_executor {
     E* inner;
   };
   explicit any_executor(std::unique_ptr<base> impl) : impl_(std::move(impl)) {}
+  template <class E>
+  static std::unique_ptr<base> make_owning(E&& e) {
+    using D = std::remove_cvref_t<E>;
+    static_assert(detail::check_executor<D>());
+    if constexpr (executor<D>) {
+      return std::make_unique<owning<D>>(std::forward<E>(e));
+    } else {
+      return nullptr;
+    }
+  }
 
   std::unique_ptr<base> impl_;
 };

@@ -50,7 +50,10 @@ struct null_executor {
 };
 
 namespace detail {
-/// Plain-English diagnostics for a near-miss model, checked inside the driver templates.
+/// Plain-English diagnostics for a near-miss model, one message per mistake, checked first
+/// thing by every template that takes an executor (the drivers, any_executor,
+/// instrumented_executor), which are unconstrained so that this, not a concept dump, is what
+/// the compiler reports (tests/compile_fail/bad_executor.cpp).
 template <class E>
 constexpr bool check_executor() {
   static_assert(
@@ -61,12 +64,15 @@ constexpr bool check_executor() {
                   "pipesched executor: E::message must be default-constructible (empty input)");
     static_assert(std::movable<typename E::message>,
                   "pipesched executor: E::message must be movable");
-    static_assert(
-        requires(E & e, stage_index s, const op& o, typename E::message&& in) {
-          e.run(s, o, std::move(in));
-        },
-        "pipesched executor: needs a member run(stage_index, const op&, message&&)");
-    static_assert(executor<E>, "pipesched executor: run(stage, op, message&&) must return message");
+    constexpr bool has_run = requires(E & e, stage_index s, const op& o, typename E::message&& in) {
+      e.run(s, o, std::move(in));
+    };
+    static_assert(has_run,
+                  "pipesched executor: needs a member run(stage_index, const op&, message&&)");
+    if constexpr (has_run) {
+      static_assert(executor<E>,
+                    "pipesched executor: run(stage, op, message&&) must return message");
+    }
   }
   return true;
 }

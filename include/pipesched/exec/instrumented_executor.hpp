@@ -31,8 +31,10 @@ struct measured_op {
 /// the wrapped executor.
 ///   instrumented_executor<sleep_executor> timed(sleeper, sched.stages());
 ///   run_threaded(timed, sched);   timed.timings(0)[3].end ...
-template <executor E>
+template <class E>
 class instrumented_executor {
+  static_assert(detail::check_executor<E>());  // plain-English diagnostics for a near miss
+
  public:
   using message = typename E::message;
 

@@ -421,83 +421,89 @@ inline std::vector<measured_op> gather_timings(MPI_Comm comm,
 /// size differs from the schedule's stages, when the tags don't fit MPI_TAG_UB, or when the
 /// schedule is invalid (deadlock_error when it cannot run to the end). An op or transfer that
 /// fails on one rank aborts the whole job (see mpi_options::abort_on_error).
-template <executor E>
+template <class E>
 mpi_run_result run_mpi(E& e, const schedule& sched, const mpi_options& opts = {}) {
   static_assert(detail::check_executor<E>());
-  static_assert(mpi_message<typename E::message>,
-                "pipesched run_mpi: E::message needs an mpi_codec (trivially copyable, "
-                "std::vector of trivially copyable, or a specialisation of pipesched::mpi_codec)");
-  using message = typename E::message;
-  int size = 0;
-  int rank = 0;
-  detail::mpi_check(MPI_Comm_size(opts.comm, &size), "MPI_Comm_size");
-  detail::mpi_check(MPI_Comm_rank(opts.comm, &rank), "MPI_Comm_rank");
-  if (static_cast<std::uint64_t>(size) != sched.stages()) {
-    detail::fail("run_mpi: communicator size (", size,
-                 " ranks) must equal the stages (p=", sched.stages(), ") of schedule \"",
-                 sched.name(), "\": one rank per stage");
-  }
-  if (opts.root < 0 || opts.root >= size) {
-    detail::fail("run_mpi: root (", opts.root, ") must be a rank of the communicator (0..",
-                 size - 1, ")");
-  }
-  if (opts.validate) {
-    detail::require_runnable(sched, "run_mpi");
-  }
-  mpi_run_result result;
-  const bool lower = !sched.has_comm() && opts.lower;
-  result.ran = lower ? lower_communication(sched, opts.lowering) : sched;
-  const bool lowered = result.ran.has_comm() || lower;
-  const stage_index s = static_cast<stage_index>(rank);
+  // Only a model of executor gets further (see run_serial).
+  if constexpr (executor<E>) {
+    static_assert(
+        mpi_message<typename E::message>,
+        "pipesched run_mpi: E::message needs an mpi_codec (trivially copyable, "
+        "std::vector of trivially copyable, or a specialisation of pipesched::mpi_codec)");
+    using message = typename E::message;
+    int size = 0;
+    int rank = 0;
+    detail::mpi_check(MPI_Comm_size(opts.comm, &size), "MPI_Comm_size");
+    detail::mpi_check(MPI_Comm_rank(opts.comm, &rank), "MPI_Comm_rank");
+    if (static_cast<std::uint64_t>(size) != sched.stages()) {
+      detail::fail("run_mpi: communicator size (", size,
+                   " ranks) must equal the stages (p=", sched.stages(), ") of schedule \"",
+                   sched.name(), "\": one rank per stage");
+    }
+    if (opts.root < 0 || opts.root >= size) {
+      detail::fail("run_mpi: root (", opts.root, ") must be a rank of the communicator (0..",
+                   size - 1, ")");
+    }
+    if (opts.validate) {
+      detail::require_runnable(sched, "run_mpi");
+    }
+    mpi_run_result result;
+    const bool lower = !sched.has_comm() && opts.lower;
+    result.ran = lower ? lower_communication(sched, opts.lowering) : sched;
+    const bool lowered = result.ran.has_comm() || lower;
+    const stage_index s = static_cast<stage_index>(rank);
 
-  detail::mpi_comm_dup comm(opts.comm);
-  mpi_transport<message> t(comm.get(), result.ran,
-                           lowered ? mpi_send_mode::synchronous : mpi_send_mode::buffered);
-  detail::stage_runner<message> runner(result.ran, s);
-  std::vector<measured_op>& mine = result.timings;
-  mine.reserve(result.ran.ops(s).size());
+    detail::mpi_comm_dup comm(opts.comm);
+    mpi_transport<message> t(comm.get(), result.ran,
+                             lowered ? mpi_send_mode::synchronous : mpi_send_mode::buffered);
+    detail::stage_runner<message> runner(result.ran, s);
+    std::vector<measured_op>& mine = result.timings;
+    mine.reserve(result.ran.ops(s).size());
 
-  detail::mpi_check(MPI_Barrier(comm.get()), "MPI_Barrier");
-  const double t0 = MPI_Wtime();
-  const auto ops = result.ran.ops(s);
-  const bool chunked = result.ran.chunks() > 1;
-  try {
+    detail::mpi_check(MPI_Barrier(comm.get()), "MPI_Barrier");
+    const double t0 = MPI_Wtime();
+    const auto ops = result.ran.ops(s);
+    const bool chunked = result.ran.chunks() > 1;
     try {
-      while (!runner.done()) {
-        const std::size_t i = runner.position();
-        const double a = MPI_Wtime() - t0;
-        runner.step(e, t);  // throws execution_error naming this stage and op
-        mine.push_back({s, i, ops[i], a, MPI_Wtime() - t0});
+      try {
+        while (!runner.done()) {
+          const std::size_t i = runner.position();
+          const double a = MPI_Wtime() - t0;
+          runner.step(e, t);  // throws execution_error naming this stage and op
+          mine.push_back({s, i, ops[i], a, MPI_Wtime() - t0});
+        }
+      } catch (const execution_error&) {
+        throw;
+      } catch (...) {
+        const std::size_t i = std::min(runner.position(), ops.size() - 1);
+        throw execution_error(s, i, ops[i], chunked, detail::current_what());
       }
-    } catch (const execution_error&) {
-      throw;
-    } catch (...) {
-      const std::size_t i = std::min(runner.position(), ops.size() - 1);
-      throw execution_error(s, i, ops[i], chunked, detail::current_what());
+      try {
+        t.flush();
+      } catch (...) {
+        // A buffered send failed after its op returned (so the stage has ops): blame its last.
+        throw execution_error(s, ops.size() - 1, ops.back(), chunked, detail::current_what());
+      }
+    } catch (const execution_error& err) {
+      if (!opts.abort_on_error) {
+        throw;
+      }
+      std::fprintf(stderr, "pipesched run_mpi: rank %d, %s\n", rank, err.what());
+      std::fflush(stderr);
+      MPI_Abort(opts.comm, 1);
+      throw;  // MPI_Abort does not return on a working MPI
     }
-    try {
-      t.flush();
-    } catch (...) {
-      // A buffered send failed after its op returned (so the stage has ops): blame its last.
-      throw execution_error(s, ops.size() - 1, ops.back(), chunked, detail::current_what());
+    result.elapsed = mine.empty() ? 0.0 : mine.back().end;
+    if (opts.gather_timings) {
+      std::vector<measured_op> all = detail::gather_timings(comm.get(), opts.root, mine);
+      if (rank == opts.root) {
+        result.timings = std::move(all);
+      }
     }
-  } catch (const execution_error& err) {
-    if (!opts.abort_on_error) {
-      throw;
-    }
-    std::fprintf(stderr, "pipesched run_mpi: rank %d, %s\n", rank, err.what());
-    std::fflush(stderr);
-    MPI_Abort(opts.comm, 1);
-    throw;  // MPI_Abort does not return on a working MPI
+    return result;
+  } else {
+    return mpi_run_result{};
   }
-  result.elapsed = mine.empty() ? 0.0 : mine.back().end;
-  if (opts.gather_timings) {
-    std::vector<measured_op> all = detail::gather_timings(comm.get(), opts.root, mine);
-    if (rank == opts.root) {
-      result.timings = std::move(all);
-    }
-  }
-  return result;
 }
 
 }  // namespace pipesched

@@ -122,111 +122,115 @@ struct watched_executor {
 /// then the first exception is rethrown as an execution_error naming the stage and op.
 /// An invalid schedule throws deadlock_error / invalid_argument before any thread starts.
 /// e.run() is called concurrently for different stages (see the executor concept).
-template <executor E>
+template <class E>
 void run_threaded(E& e, const schedule& sched, const thread_driver_options& opts = {}) {
   static_assert(detail::check_executor<E>());
-  using message = typename E::message;
-  if (opts.op_timeout.count() < 0) {
-    detail::fail("run_threaded: op_timeout (", opts.op_timeout.count(), " ms) must be >= 0");
-  }
-  if (opts.validate) {
-    detail::require_runnable(sched, "run_threaded");
-  }
-  const std::uint32_t p = sched.stages();
-  auto state = std::make_shared<detail::thread_run_state<message>>(p);
-  state->running = p;
-  // A thread abandoned by the watchdog may outlive this call: it must not reach the caller's
-  // schedule then, so with a timeout the runners read a copy it co-owns.
-  std::shared_ptr<const schedule> owned;
-  if (opts.op_timeout.count() > 0) {
-    owned = std::make_shared<const schedule>(sched);
-  }
-  const schedule& run_sched = owned ? *owned : sched;
+  // Only a model of executor gets further (see run_serial).
+  if constexpr (executor<E>) {
+    using message = typename E::message;
+    if (opts.op_timeout.count() < 0) {
+      detail::fail("run_threaded: op_timeout (", opts.op_timeout.count(), " ms) must be >= 0");
+    }
+    if (opts.validate) {
+      detail::require_runnable(sched, "run_threaded");
+    }
+    const std::uint32_t p = sched.stages();
+    auto state = std::make_shared<detail::thread_run_state<message>>(p);
+    state->running = p;
+    // A thread abandoned by the watchdog may outlive this call: it must not reach the caller's
+    // schedule then, so with a timeout the runners read a copy it co-owns.
+    std::shared_ptr<const schedule> owned;
+    if (opts.op_timeout.count() > 0) {
+      owned = std::make_shared<const schedule>(sched);
+    }
+    const schedule& run_sched = owned ? *owned : sched;
 
-  auto body = [state, owned, &e](std::unique_ptr<detail::stage_runner<message>> runner,
-                                 stage_index s) {
-    std::size_t position = 0;
-    detail::watched_executor<E> watched{&e, state.get(), &position};
-    detail::channel_endpoint<message> ep(state->hub, s);
-    try {
-      while (!state->stop.load() && !runner->done()) {
-        position = runner->position();
-        runner->step(watched, ep);
+    auto body = [state, owned, &e](std::unique_ptr<detail::stage_runner<message>> runner,
+                                   stage_index s) {
+      std::size_t position = 0;
+      detail::watched_executor<E> watched{&e, state.get(), &position};
+      detail::channel_endpoint<message> ep(state->hub, s);
+      try {
+        while (!state->stop.load() && !runner->done()) {
+          position = runner->position();
+          runner->step(watched, ep);
+        }
+      } catch (const detail::run_cancelled&) {
+        // another stage failed first, or this stage was abandoned
+      } catch (...) {
+        state->fail(std::current_exception());
       }
-    } catch (const detail::run_cancelled&) {
-      // another stage failed first, or this stage was abandoned
-    } catch (...) {
-      state->fail(std::current_exception());
-    }
-    std::lock_guard lock(state->mu);
-    --state->running;
-    state->finished_cv.notify_all();
-  };
-
-  std::vector<std::jthread> threads;
-  threads.reserve(p);
-  try {
-    for (stage_index s = 0; s < p; ++s) {
-      threads.emplace_back(body, std::make_unique<detail::stage_runner<message>>(run_sched, s), s);
-    }
-  } catch (...) {
-    {
       std::lock_guard lock(state->mu);
-      state->running -= p - static_cast<std::uint32_t>(threads.size());
-    }
-    state->fail(std::current_exception());
-    threads.clear();  // joins the started ones, which stop at once
-    throw;
-  }
+      --state->running;
+      state->finished_cv.notify_all();
+    };
 
-  std::vector<bool> stuck(p, false);
-  if (opts.op_timeout.count() == 0) {
-    std::unique_lock lock(state->mu);
-    state->finished_cv.wait(lock, [&] { return state->running == 0; });
-  } else {
-    const auto limit_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(opts.op_timeout).count();
-    const auto poll = std::clamp(opts.op_timeout / 4, std::chrono::milliseconds(1),
-                                 std::chrono::milliseconds(50));
-    std::unique_lock lock(state->mu);
-    for (;;) {
-      if (state->finished_cv.wait_for(lock, poll, [&] { return state->running == 0; })) {
-        break;
-      }
-      lock.unlock();
-      const std::int64_t now = detail::steady_now_ns();
-      std::uint32_t n_stuck = 0;
+    std::vector<std::jthread> threads;
+    threads.reserve(p);
+    try {
       for (stage_index s = 0; s < p; ++s) {
-        std::int64_t t0 = state->in_op_since[s].load();
-        if (!stuck[s] && t0 >= 0 && now - t0 > limit_ns &&
-            state->in_op_since[s].compare_exchange_strong(t0, detail::stage_abandoned)) {
-          stuck[s] = true;  // the stage is still inside that op, and will never run another
-          const std::size_t i = state->op_index[s].load();
-          try {
-            throw op_timeout_error(opts.op_timeout);
-          } catch (...) {
-            state->fail(std::make_exception_ptr(execution_error(
-                s, i, sched.ops(s)[i], sched.chunks() > 1, detail::current_what())));
+        threads.emplace_back(body, std::make_unique<detail::stage_runner<message>>(run_sched, s),
+                             s);
+      }
+    } catch (...) {
+      {
+        std::lock_guard lock(state->mu);
+        state->running -= p - static_cast<std::uint32_t>(threads.size());
+      }
+      state->fail(std::current_exception());
+      threads.clear();  // joins the started ones, which stop at once
+      throw;
+    }
+
+    std::vector<bool> stuck(p, false);
+    if (opts.op_timeout.count() == 0) {
+      std::unique_lock lock(state->mu);
+      state->finished_cv.wait(lock, [&] { return state->running == 0; });
+    } else {
+      const auto limit_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(opts.op_timeout).count();
+      const auto poll = std::clamp(opts.op_timeout / 4, std::chrono::milliseconds(1),
+                                   std::chrono::milliseconds(50));
+      std::unique_lock lock(state->mu);
+      for (;;) {
+        if (state->finished_cv.wait_for(lock, poll, [&] { return state->running == 0; })) {
+          break;
+        }
+        lock.unlock();
+        const std::int64_t now = detail::steady_now_ns();
+        std::uint32_t n_stuck = 0;
+        for (stage_index s = 0; s < p; ++s) {
+          std::int64_t t0 = state->in_op_since[s].load();
+          if (!stuck[s] && t0 >= 0 && now - t0 > limit_ns &&
+              state->in_op_since[s].compare_exchange_strong(t0, detail::stage_abandoned)) {
+            stuck[s] = true;  // the stage is still inside that op, and will never run another
+            const std::size_t i = state->op_index[s].load();
+            try {
+              throw op_timeout_error(opts.op_timeout);
+            } catch (...) {
+              state->fail(std::make_exception_ptr(execution_error(
+                  s, i, sched.ops(s)[i], sched.chunks() > 1, detail::current_what())));
+            }
+          }
+          if (stuck[s]) {
+            ++n_stuck;
           }
         }
-        if (stuck[s]) {
-          ++n_stuck;
+        lock.lock();
+        if (state->running <= n_stuck) {
+          break;  // everyone else has stopped; the stuck ones are left behind
         }
       }
-      lock.lock();
-      if (state->running <= n_stuck) {
-        break;  // everyone else has stopped; the stuck ones are left behind
+    }
+    for (stage_index s = 0; s < p; ++s) {
+      if (stuck[s]) {
+        threads[s].detach();
       }
     }
-  }
-  for (stage_index s = 0; s < p; ++s) {
-    if (stuck[s]) {
-      threads[s].detach();
+    threads.clear();  // joins
+    if (state->first_error) {
+      std::rethrow_exception(state->first_error);
     }
-  }
-  threads.clear();  // joins
-  if (state->first_error) {
-    std::rethrow_exception(state->first_error);
   }
 }
 
