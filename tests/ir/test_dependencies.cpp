@@ -4,7 +4,7 @@
 
 using namespace pipesched;
 
-TEST_CASE("requirements follow background section 1", "[ir][dependencies]") {
+TEST_CASE("requirements follow docs/model.md section 1", "[ir][dependencies]") {
   const auto pl = placement::sequential(3);
   auto r = requirements_of(pl, 1, make_op(op_kind::forward, 4), false);
   REQUIRE(r.count == 1);

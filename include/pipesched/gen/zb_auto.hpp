@@ -155,7 +155,7 @@ struct zb_auto_result {
 
 namespace detail {
 
-/// Per-stage peak activation memory (plus static) of an order, background §3 semantics.
+/// Per-stage peak activation memory (plus static) of an order, docs/model.md §5 semantics.
 template <class Lists>
 std::vector<double> order_peak(const Lists& lists, const memory_model& memory) {
   std::vector<double> out(lists.size(), 0.0);
@@ -790,7 +790,7 @@ enum class zb_memory_preset : std::uint8_t {
   two_p,  ///< "zb-2p": 2p·M_B per stage (+ static memory)
 };
 
-/// The memory-bounded automatic zero-bubble scheduler (background §5), one chunk per stage,
+/// The memory-bounded automatic zero-bubble scheduler (docs/model.md §7), one chunk per stage,
 /// split B/W. Honours per-stage costs, T_comm (uniform or per link), M_B / M_W, static memory
 /// and a per-stage memory limit (in the units of generator_params::memory, static included).
 /// The hand-crafted ZB-H1 / ZB-H2 orders are timed when they fit the limits; unless one

@@ -109,7 +109,7 @@ inline std::string where(stage_index s, std::size_t idx, const op& o, bool chunk
 
 }  // namespace detail
 
-/// Checks a schedule against the rules of background §1 and returns every violation:
+/// Checks a schedule against the rules of docs/model.md §1 and returns every violation:
 /// - counts: each (kind, micro-batch, chunk) exactly once on the chunk's stage; F plus either
 ///   B and W or BW; indices in range; no BW mixed with B/W;
 /// - local order on a stage: F before B/BW before W for the same micro-batch and chunk; in a

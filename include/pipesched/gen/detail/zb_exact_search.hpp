@@ -105,7 +105,7 @@ struct exact_limits {
 /// first (ties: lower stage) by its next F, B or W. An op whose input is not timed yet stays
 /// pending on its stage (the stage is blocked) until the producer is timed, so every set of
 /// lists is reached by exactly one path and each op is timed once, incrementally, under the
-/// background §2 model. Prunes, all exact: each cut order has a no-worse one that the search
+/// docs/model.md §3 model. Prunes, all exact: each cut order has a no-worse one that the search
 /// keeps or that is cut in turn by a rule pointing further back (it lies in the subtree of the
 /// node that cut it or of the ancestor that placed the W a W rule is about; for dominance, of
 /// the node searched before, which shares the bans):

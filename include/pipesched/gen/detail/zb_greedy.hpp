@@ -151,7 +151,7 @@ struct greedy_problem {
   }
 };
 
-/// One run of the list-scheduling greedy (background §5), generalised to several chunks per
+/// One run of the list-scheduling greedy (docs/model.md §7), generalised to several chunks per
 /// stage. Stages are processed in order of the time at which they next decide (a binary heap,
 /// so a run costs O(ops · (v + log p))). A stage decides among its next B, its next F (per
 /// chunk, admitted only if the activation budget keeps room for the stage's later chunks, so
@@ -877,7 +877,7 @@ struct order_times {
 };
 
 /// Exact start times of an F/B/W order on pr's placement under the paper's timing model
-/// (background §2: an op starts at max(end of the previous op on its stage, end of each
+/// (docs/model.md §3: an op starts at max(end of the previous op on its stage, end of each
 /// producer + T_comm from another stage)), with the greedy's flat tables. A stage runs its
 /// list until an input is missing, then waits on the stage producing it and is resumed when
 /// that stage places an op, so the work is O(ops), whatever the order. `start` is resized to

@@ -24,7 +24,7 @@ namespace pipesched::detail {
 /// where a = activations held (F run, B not yet) and w = W pending (B run, W not yet) on that
 /// stage. The admission test is the stage's memory at M_B = 1, M_W = 1/2 kept ≤ 2p after
 /// the F. With these priorities the trace reproduces the hand-crafted ZB-V warm-up of Qi et
-/// al., "Zero Bubble Pipeline Parallelism" (ICLR 2024, §6; background.md §4): stage s runs
+/// al., "Zero Bubble Pipeline Parallelism" (ICLR 2024, §6; docs/model.md §6): stage s runs
 /// 2p−1−s forwards of chunk 0 and s of chunk 1, then one more F before its first B, then
 /// interleaved F/B/W, and ends with the remaining B and W. The steady phase is the rule's
 /// own, not a transcription of the paper's figure.
