@@ -1,3 +1,5 @@
+#include <utility>
+
 #include <catch2/catch.hpp>
 
 #include <pipesched/ir/schedule.hpp>
@@ -18,4 +20,22 @@ TEST_CASE("schedule holds a spec and one list per stage", "[ir][schedule]") {
   CHECK(s.has_comm());
   CHECK_THROWS_WITH(schedule("x", 3, 0), Catch::Contains("microbatches (m=0)"));
   CHECK_THROWS_WITH(schedule("x", 0, 2), Catch::Contains("stages (p=0)"));
+}
+
+TEST_CASE("schedule equality: shape and op lists, not the name", "[ir][schedule]") {
+  schedule a("a", 2, 3);
+  a.stage_ops(0) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
+  schedule b = a;
+  b.set_name("renamed");
+  CHECK(a == b);  // the name is a label
+  schedule other_m("a", 2, 4);
+  other_m.stage_ops(0) = a.stage_ops(0);
+  CHECK_FALSE(a == other_m);                                // micro-batches differ
+  schedule other_placement("a", 3, placement::loop(2, 2));  // same p and m, v = 2
+  CHECK_FALSE(a == other_placement);
+  b.stage_ops(0).push_back(make_op(op_kind::forward, 1));
+  CHECK_FALSE(a == b);  // op lists differ
+  schedule swapped = a;
+  std::swap(swapped.stage_ops(0)[0], swapped.stage_ops(0)[1]);
+  CHECK_FALSE(a == swapped);  // order matters
 }

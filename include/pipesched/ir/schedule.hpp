@@ -80,6 +80,8 @@ class schedule {
     return false;
   }
 
+  /// The same schedule: equal micro-batch count, placement (stages, chunks, layout) and op
+  /// lists, in order. The name is a label and is not compared (a renamed copy is equal).
   friend bool operator==(const schedule& a, const schedule& b) noexcept {
     return a.microbatches_ == b.microbatches_ && a.placement_ == b.placement_ && a.ops_ == b.ops_;
   }
