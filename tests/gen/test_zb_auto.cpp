@@ -88,8 +88,8 @@ TEST_CASE("zb-auto grid: valid, counts, never above the limit", "[gen][zb-auto][
             CHECK(pk <= limit + 1e-9);
           }
           CHECK(r.lower_bound <= r.span + 1e-9);
-          if (r.zb_h1_span >= 0.0) {
-            CHECK(r.span <= r.zb_h1_span + 1e-9);
+          if (r.zb_h1_span) {
+            CHECK(r.span <= *r.zb_h1_span + 1e-9);
           }
           CHECK(r.ideal <= r.lower_bound + 1e-9);
           CHECK(span_of(r.sched, gp.costs) == Approx(r.span));
@@ -123,13 +123,15 @@ TEST_CASE("zb-auto reports choices; pruning is exact", "[gen][zb-auto]") {
     CHECK(t.ok);
     best = std::min(best, t.span);
   }
-  CHECK(full.greedy_span == Approx(best));
-  CHECK(fast.greedy_span == Approx(best));
+  REQUIRE(full.greedy_span);
+  REQUIRE(fast.greedy_span);
+  CHECK(*full.greedy_span == Approx(best));
+  CHECK(*fast.greedy_span == Approx(best));
   CHECK(fast.sched == full.sched);
   zb_auto_options paper = pruned;
   paper.paper_choices_only = true;
   CHECK(zb_auto_search(gp, paper).tried.size() == 8);
-  CHECK(full.span <= full.greedy_span + 1e-9);  // the improvement pass never hurts
+  CHECK(full.span <= *full.greedy_span + 1e-9);  // the improvement pass never hurts
   CHECK(full.bubble_rate() >= 0.0);
   CHECK(full.gap_to_bound() >= 0.0);
 }
@@ -147,9 +149,10 @@ TEST_CASE("zb-auto: a seed at the lower bound ends the search; seeds cut the cho
   const auto fast = zb_auto_search(gp);
   REQUIRE(full.tried.size() == 16);
   CHECK(fast.tried.empty());  // ZB-H1 reaches the bound: no choice can be shorter
-  CHECK(fast.greedy_span == -1.0);
+  CHECK_FALSE(fast.greedy_span);
   CHECK(fast.winner == "zb-h1");
-  CHECK(fast.zb_h1_span == Approx(fast.lower_bound));
+  REQUIRE(fast.zb_h1_span);
+  CHECK(*fast.zb_h1_span == Approx(fast.lower_bound));
   CHECK(fast.span == Approx(full.span));
   CHECK(full.span >= full.lower_bound - 1e-9);
   CHECK(validate(fast.sched).ok());
@@ -166,12 +169,12 @@ TEST_CASE("zb-auto: a seed at the lower bound ends the search; seeds cut the cho
   const auto all = zb_auto_search(gp, exhaustive);
   const auto cut = zb_auto_search(gp, seeded);
   REQUIRE(cut.tried.size() == all.tried.size());
-  REQUIRE(cut.zb_h2_span > 0.0);
-  REQUIRE(cut.zb_h2_span > cut.lower_bound + 1e-9);
+  REQUIRE(cut.zb_h2_span);
+  REQUIRE(*cut.zb_h2_span > cut.lower_bound + 1e-9);
   CHECK(cut.span == Approx(all.span));
   CHECK(cut.makespan == Approx(all.makespan));
   CHECK(cut.sched == all.sched);
-  const double seed_best = std::min(cut.zb_h2_span, cut.zb_h1_span < 0 ? 1e300 : cut.zb_h1_span);
+  const double seed_best = std::min(*cut.zb_h2_span, cut.zb_h1_span.value_or(1e300));
   int longer_than_seed = 0;
   for (std::size_t i = 0; i < all.tried.size(); ++i) {
     INFO("choice " << i);
@@ -223,9 +226,10 @@ TEST_CASE("zb-auto keeps a hand-crafted seed when the greedy loses to it", "[gen
   const auto greedy = zb_auto_search(gp, no_seed);
   const auto seeded = zb_auto_search(gp);
   const double h1 = span_of(generate(zb_h1{}, 16, 32), gp.costs);
-  CHECK(seeded.zb_h1_span == Approx(h1));
-  CHECK(seeded.zb_h2_span == -1.0);  // ZB-H2 needs about 2p*M_B: not tried
-  CHECK(greedy.span > h1);           // with T_comm the list scheduler loses here
+  REQUIRE(seeded.zb_h1_span);
+  CHECK(*seeded.zb_h1_span == Approx(h1));
+  CHECK_FALSE(seeded.zb_h2_span);  // ZB-H2 needs about 2p*M_B: not tried
+  CHECK(greedy.span > h1);         // with T_comm the list scheduler loses here
   CHECK(seeded.span <= h1 + 1e-9);
   CHECK((seeded.winner == "zb-h1" || seeded.winner == "published"));
   CHECK(check_memory(seeded.sched, gp.memory, memory_options::with_limit(16.0)).ok());

@@ -62,9 +62,7 @@ inline generation_result to_generation_result(zb_auto_result&& r) {
   out.sched = std::move(r.sched);
   out.lower_bound = r.lower_bound;
   out.span = r.span;
-  if (r.published_span >= 0.0) {
-    out.published_span = r.published_span;
-  }
+  out.published_span = r.published_span;
   out.search_evaluations = r.search_evaluations;
   return out;
 }

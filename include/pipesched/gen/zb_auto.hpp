@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -122,18 +123,18 @@ struct zb_auto_result {
   double makespan = 0.0;     ///< time 0 to the last end
   double lower_bound = 0.0;  ///< no schedule within the limits has a shorter span
   double ideal = 0.0;        ///< the largest per-stage busy time (zero-bubble span)
-  /// Best greedy span (choices only); −1 when no greedy run finished: a seed reached the
+  /// Best greedy span (choices only); empty when no greedy run finished: a seed reached the
   /// lower bound (the choices are then not run and `tried` is empty) or every run was cut
   /// as longer than a seed.
-  double greedy_span = -1.0;
-  double seeded_span = 0.0;  ///< after also trying the hand-crafted seeds, before improving
-  double zb_h1_span = -1.0;  ///< ZB-H1's span when it fits the limits and was tried, else −1
-  double zb_h2_span = -1.0;  ///< ZB-H2's span likewise
-  /// The hand-crafted ZB-V order's span (zb-v) when it fits the limits, else −1.
-  double zb_v_handcrafted_span = -1.0;
+  std::optional<double> greedy_span;
+  double seeded_span = 0.0;          ///< after also trying the hand-crafted seeds, before improving
+  std::optional<double> zb_h1_span;  ///< ZB-H1's span when it fits the limits and was tried
+  std::optional<double> zb_h2_span;  ///< ZB-H2's span likewise
+  /// The hand-crafted ZB-V order's span (zb-v) when it fits the limits and was tried.
+  std::optional<double> zb_v_handcrafted_span;
   /// The best span among the authors' published heuristics' runs that finished (a run that
-  /// provably loses to an earlier candidate stops early), else −1.
-  double published_span = -1.0;
+  /// provably loses to an earlier candidate stops early); empty when none did or none ran.
+  std::optional<double> published_span;
   /// Span after the W gap-filling pass, before the local search.
   double filled_span = 0.0;
   /// Candidate orders the local search timed, and moves it kept.
@@ -579,7 +580,8 @@ inline zb_auto_result zb_search(std::string_view who,
   // Seeds: the hand-crafted ZB-H1 / ZB-H2 orders, when they fit the limits. The greedy's
   // list scheduling can lose to them with T_comm or uneven per-stage costs.
   timed_order seed;
-  auto try_seed = [&](std::string_view name, std::vector<std::vector<op>> ops, double& span_out) {
+  auto try_seed = [&](std::string_view name, std::vector<std::vector<op>> ops,
+                      std::optional<double>& span_out) {
     const std::vector<double> pk = order_peak(ops, params.memory);
     for (stage_index s = 0; s < p; ++s) {
       if (pk[s] > limits[s] + pr.meps) {
@@ -623,9 +625,9 @@ inline zb_auto_result zb_search(std::string_view who,
       if (!o.ok) {
         return;
       }
-      double span = -1.0;
+      std::optional<double> span;
       try_seed("published", std::move(o.ops), span);
-      if (span >= 0.0 && (res.published_span < 0.0 || span < res.published_span)) {
+      if (span && (!res.published_span || *span < *res.published_span)) {
         res.published_span = span;
       }
     };
