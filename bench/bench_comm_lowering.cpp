@@ -4,7 +4,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include <pipesched/gen/comm_lowering.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 

@@ -18,7 +18,7 @@
 #include <pipesched/exec/sleep_executor.hpp>
 #include <pipesched/exec/thread_driver.hpp>
 #include <pipesched/gen/registry.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
 
 int main(int argc, char** argv) {
   std::string name = "all";

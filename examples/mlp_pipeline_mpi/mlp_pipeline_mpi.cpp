@@ -25,11 +25,11 @@
 #include <mpi.h>
 
 #include <pipesched/exec/mpi.hpp>
-#include <pipesched/gen/comm_lowering.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/timeline.hpp>
-#include <pipesched/sim/cost_model.hpp>
+#include <pipesched/model/cost_model.hpp>
 
 #include "mlp.hpp"
 

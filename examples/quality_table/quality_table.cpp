@@ -32,9 +32,9 @@
 
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/gen/zb_auto.hpp>
-#include <pipesched/memory/memory_checker.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
-#include <pipesched/sim/transformer_costs.hpp>
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/model/transformer_costs.hpp>
 
 namespace {
 

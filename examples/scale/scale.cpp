@@ -17,8 +17,8 @@
 #include <vector>
 
 #include <pipesched/gen/registry.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <pipesched/exec/run_stage.hpp>
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 #include "exec/exec_helpers.hpp"
 

@@ -8,7 +8,7 @@
 #include <pipesched/exec/serial_driver.hpp>
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/registry.hpp>
-#include <pipesched/validate/traversal.hpp>
+#include <pipesched/ir/traversal.hpp>
 
 #include "exec/exec_helpers.hpp"
 

@@ -21,13 +21,13 @@
 #include <utility>
 #include <vector>
 
-#include <pipesched/gen/comm_lowering.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/ir/dependencies.hpp>
 #include <pipesched/ir/schedule.hpp>
-#include <pipesched/memory/memory_checker.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
-#include <pipesched/validate/traversal.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/ir/traversal.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 using namespace pipesched;
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <pipesched/io/torch_csv.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 namespace {
 

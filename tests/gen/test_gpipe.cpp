@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/gen/gpipe.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 using namespace pipesched;
 

@@ -10,8 +10,8 @@
 #include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/registry.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 using namespace pipesched;
 

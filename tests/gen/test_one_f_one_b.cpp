@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/gen/one_f_one_b.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 #include "gen/golden.hpp"
 

@@ -8,8 +8,8 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/gen/registry.hpp>
-#include <pipesched/memory/memory_checker.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 using namespace pipesched;
 

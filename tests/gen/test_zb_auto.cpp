@@ -8,9 +8,9 @@
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/gen/zb_v.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
-#include <pipesched/memory/memory_checker.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 #include "support/measure.hpp"
 #include "support/reference.hpp"

@@ -9,8 +9,8 @@
 #include <pipesched/gen/detail/zb_improve.hpp>
 #include <pipesched/gen/detail/zb_published.hpp>
 #include <pipesched/gen/zb_auto.hpp>
-#include <pipesched/memory/memory_checker.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 using namespace pipesched;
 

@@ -10,8 +10,8 @@
 
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/gen/zb_v.hpp>
-#include <pipesched/memory/memory_checker.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 using namespace pipesched;
 

@@ -8,8 +8,8 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/gen/detail/zb_published.hpp>
-#include <pipesched/memory/memory_checker.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 #include "support/reference.hpp"
 

@@ -5,9 +5,9 @@
 
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/gen/zb_v.hpp>
-#include <pipesched/memory/memory_checker.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 #include "support/measure.hpp"
 

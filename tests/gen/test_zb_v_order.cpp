@@ -8,9 +8,9 @@
 #include <pipesched/gen/detail/zb_v_order.hpp>
 #include <pipesched/ir/placement.hpp>
 #include <pipesched/ir/schedule.hpp>
-#include <pipesched/memory/memory_checker.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 using namespace pipesched;
 

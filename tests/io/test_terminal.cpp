@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/comm_lowering.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>

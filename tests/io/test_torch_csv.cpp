@@ -8,12 +8,12 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/comm_lowering.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/torch_csv.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 using namespace pipesched;
 

@@ -21,7 +21,7 @@
 
 #include <pipesched/exec/serial_driver.hpp>
 #include <pipesched/exec/thread_driver.hpp>
-#include <pipesched/gen/comm_lowering.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/registry.hpp>
 
 using namespace pipesched;

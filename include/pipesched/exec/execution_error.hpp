@@ -8,7 +8,7 @@
 
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
-#include "pipesched/validate/traversal.hpp"
+#include "pipesched/ir/traversal.hpp"
 
 namespace pipesched {
 

@@ -31,7 +31,7 @@
 #include "pipesched/exec/instrumented_executor.hpp"
 #include "pipesched/exec/run_stage.hpp"
 #include "pipesched/exec/transport.hpp"
-#include "pipesched/gen/comm_lowering.hpp"
+#include "pipesched/transform/comm_lowering.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"

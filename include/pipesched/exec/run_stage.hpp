@@ -14,7 +14,7 @@
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/validate/validator.hpp"
+#include "pipesched/analysis/validator.hpp"
 
 namespace pipesched {
 

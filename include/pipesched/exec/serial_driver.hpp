@@ -11,7 +11,7 @@
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/validate/traversal.hpp"
+#include "pipesched/ir/traversal.hpp"
 
 namespace pipesched {
 

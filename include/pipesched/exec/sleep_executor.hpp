@@ -8,7 +8,7 @@
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/sim/cost_model.hpp"
+#include "pipesched/model/cost_model.hpp"
 
 namespace pipesched {
 

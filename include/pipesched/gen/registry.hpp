@@ -19,7 +19,7 @@
 #include "pipesched/gen/zb_auto.hpp"
 #include "pipesched/gen/zb_v.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
-#include "pipesched/memory/memory_checker.hpp"
+#include "pipesched/analysis/memory_checker.hpp"
 
 namespace pipesched {
 

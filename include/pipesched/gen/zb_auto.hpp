@@ -24,7 +24,7 @@
 #include "pipesched/gen/detail/zb_v_order.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
-#include "pipesched/sim/metrics.hpp"
+#include "pipesched/analysis/metrics.hpp"
 
 namespace pipesched {
 
@@ -150,7 +150,7 @@ struct zb_auto_result {
 
   /// How far the span can be from optimal.
   double gap_to_bound() const noexcept { return span - lower_bound; }
-  /// bubble_rate_of(span, ideal) (sim/metrics.hpp): the paper's bubble rate at equal stages.
+  /// bubble_rate_of(span, ideal) (analysis/metrics.hpp): the paper's bubble rate at equal stages.
   double bubble_rate() const noexcept { return bubble_rate_of(span, ideal); }
 };
 

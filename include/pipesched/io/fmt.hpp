@@ -9,9 +9,9 @@
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/memory/memory_checker.hpp"
-#include "pipesched/sim/timing_simulator.hpp"
-#include "pipesched/validate/validator.hpp"
+#include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/validator.hpp"
 
 // fmt::formatter specialisations for the core types and reports, so that
 //   fmt::print("{}\n", sched);        // name, shape, one line per stage

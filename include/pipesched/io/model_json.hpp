@@ -20,10 +20,10 @@
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/memory/memory_checker.hpp"
-#include "pipesched/memory/memory_model.hpp"
-#include "pipesched/sim/cost_model.hpp"
-#include "pipesched/sim/timing_simulator.hpp"
+#include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/model/memory_model.hpp"
+#include "pipesched/model/cost_model.hpp"
+#include "pipesched/analysis/timing_simulator.hpp"
 
 // Versioned JSON for the cost model, the memory model and simulation results (schemas in
 // docs/formats.md). Reading is strict: unknown fields, wrong types, negative or non-finite

@@ -11,12 +11,12 @@
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/memory/memory_checker.hpp"
-#include "pipesched/memory/memory_model.hpp"
-#include "pipesched/sim/cost_model.hpp"
-#include "pipesched/sim/metrics.hpp"
-#include "pipesched/sim/timing_simulator.hpp"
-#include "pipesched/validate/traversal.hpp"
+#include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/model/memory_model.hpp"
+#include "pipesched/model/cost_model.hpp"
+#include "pipesched/analysis/metrics.hpp"
+#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/ir/traversal.hpp"
 
 // The io/ renderers (terminal, SVG, Chrome trace, simulation JSON) draw a `timeline`: every
 // op of a schedule with a start and an end. It is deliberately small so that any source of
@@ -79,7 +79,7 @@ struct timeline {
     return r;
   }
   /// reported_bubble_rate when set, else bubble_rate_of(longest stage span, largest stage
-  /// busy time) from the intervals (sim/metrics.hpp: the one definition); 0 when empty.
+  /// busy time) from the intervals (analysis/metrics.hpp: the one definition); 0 when empty.
   double bubble_rate() const noexcept {
     if (reported_bubble_rate) {
       return *reported_bubble_rate;
@@ -93,7 +93,7 @@ struct timeline {
     }
     return bubble_rate_of(span, busy);
   }
-  /// utilization_of(Σ stage busy time, stages, makespan) from the intervals (sim/metrics.hpp).
+  /// utilization_of(Σ stage busy time, stages, makespan) from the intervals (analysis/metrics.hpp).
   double utilization() const noexcept {
     double busy = 0.0;
     for (stage_index s = 0; s < stages.size(); ++s) {

@@ -13,8 +13,8 @@
 #include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
-#include "pipesched/memory/memory_model.hpp"
-#include "pipesched/sim/cost_model.hpp"
+#include "pipesched/model/memory_model.hpp"
+#include "pipesched/model/cost_model.hpp"
 
 namespace pipesched::detail {
 

@@ -4,8 +4,8 @@
 
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/io/timeline.hpp>
-#include <pipesched/sim/metrics.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
+#include <pipesched/analysis/metrics.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
 
 using namespace pipesched;
 

@@ -6,8 +6,8 @@
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
-#include <pipesched/memory/memory_checker.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
 
 using namespace pipesched;
 

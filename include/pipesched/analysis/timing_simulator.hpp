@@ -14,9 +14,9 @@
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/sim/cost_model.hpp"
-#include "pipesched/sim/metrics.hpp"
-#include "pipesched/validate/traversal.hpp"
+#include "pipesched/model/cost_model.hpp"
+#include "pipesched/analysis/metrics.hpp"
+#include "pipesched/ir/traversal.hpp"
 
 namespace pipesched {
 
@@ -68,9 +68,9 @@ struct simulation_result {
   std::vector<stage_timing> stages;  ///< one per stage
   double makespan = 0.0;             ///< time 0 to the last end over all stages
   /// (S − B) / S: S the largest stage span, B the largest stage busy time (bubble_rate_of(),
-  /// sim/metrics.hpp); the paper's bubble rate when the stages carry equal work.
+  /// analysis/metrics.hpp); the paper's bubble rate when the stages carry equal work.
   double bubble_rate = 0.0;
-  /// Σ busy / (p · makespan) (utilization_of(), sim/metrics.hpp): the same meaning for any costs.
+  /// Σ busy / (p · makespan) (utilization_of(), analysis/metrics.hpp): the same meaning for any costs.
   double utilization = 0.0;
   stage_index max_span_stage = 0;  ///< the stage whose span is S
   /// The chain of ops that sets the makespan, in time order: it starts at an op that waited

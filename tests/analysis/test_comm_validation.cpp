@@ -8,8 +8,8 @@
 
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/ir/dependencies.hpp>
-#include <pipesched/validate/traversal.hpp>
-#include <pipesched/validate/validator.hpp>
+#include <pipesched/ir/traversal.hpp>
+#include <pipesched/analysis/validator.hpp>
 
 #include "support/ops.hpp"
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include <pipesched/sim/transformer_costs.hpp>
+#include <pipesched/model/transformer_costs.hpp>
 
 using namespace pipesched;
 

@@ -17,9 +17,9 @@
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/sim/cost_model.hpp"
-#include "pipesched/validate/traversal.hpp"
-#include "pipesched/validate/validator.hpp"
+#include "pipesched/model/cost_model.hpp"
+#include "pipesched/ir/traversal.hpp"
+#include "pipesched/analysis/validator.hpp"
 
 namespace pipesched {
 

@@ -8,7 +8,7 @@
 
 #include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
-#include <pipesched/validate/traversal.hpp>
+#include <pipesched/ir/traversal.hpp>
 
 using namespace pipesched;
 

@@ -13,7 +13,7 @@
 #include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/validate/traversal.hpp"
+#include "pipesched/ir/traversal.hpp"
 
 namespace pipesched {
 

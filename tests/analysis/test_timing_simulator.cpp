@@ -8,8 +8,8 @@
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
-#include <pipesched/sim/timing_simulator.hpp>
-#include <pipesched/validate/traversal.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/ir/traversal.hpp>
 
 using namespace pipesched;
 

@@ -17,8 +17,8 @@
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/memory/memory_model.hpp"
-#include "pipesched/sim/timing_simulator.hpp"
+#include "pipesched/model/memory_model.hpp"
+#include "pipesched/analysis/timing_simulator.hpp"
 
 namespace pipesched {
 

@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/sim/cost_model.hpp>
+#include <pipesched/model/cost_model.hpp>
 
 using namespace pipesched;
 

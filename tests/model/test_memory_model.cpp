@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/memory/memory_model.hpp>
+#include <pipesched/model/memory_model.hpp>
 
 using namespace pipesched;
 
