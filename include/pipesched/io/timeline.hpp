@@ -11,6 +11,7 @@
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/timed_op.hpp"
 #include "pipesched/analysis/memory_checker.hpp"
 #include "pipesched/model/memory_model.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -24,18 +25,6 @@
 // measured executor run (timeline_from_measured).
 
 namespace pipesched {
-
-/// One op with its time interval; `index` is its position in its stage's list.
-struct timed_op {
-  stage_index stage = 0;
-  std::size_t index = 0;
-  op o{};
-  double start = 0.0;
-  double end = 0.0;
-
-  double duration() const noexcept { return end - start; }
-  friend bool operator==(const timed_op&, const timed_op&) = default;
-};
 
 /// Per-stage summary of a timeline.
 struct stage_summary {
