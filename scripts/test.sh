@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian machine (as root): installs what is missing, then
-#  1. a warnings-as-errors RelWithDebInfo build and every ctest (unit, cli, examples, package);
+#  1. a warnings-as-errors RelWithDebInfo build and every ctest (unit, cli, examples, package,
+#     MPI and libtorch: both are required here, though optional for a plain build);
 #  2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #  3. the threaded code (tests tagged [exec]: drivers, the two-thread zb-auto search) under
 #     ThreadSanitizer;
@@ -10,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(cmake g++ ninja-build catch2 libfmt-dev nlohmann-json3-dev libbenchmark-dev libcli11-dev
-      clang-format openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
+      clang-format openmpi-bin libopenmpi-dev clang libclang-rt-14-dev libtorch-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -28,6 +29,8 @@ cmake --build build -j$jobs
 ctest --test-dir build -j$jobs --output-on-failure
 # The MPI ctests (label mpi) ran above; make sure MPI was not silently skipped.
 ctest --test-dir build -N -L mpi | grep -q "Total Tests: [1-9]" || { echo "MPI tests missing"; exit 1; }
+# Likewise the libtorch ctests (label torch, examples/torch_pipeline).
+ctest --test-dir build -N -L torch | grep -q "Total Tests: [1-9]" || { echo "libtorch tests missing"; exit 1; }
 
 if [ "${PIPESCHED_QUICK:-0}" = 1 ]; then
   echo "== done (quick) in $((SECONDS - start)) s"
