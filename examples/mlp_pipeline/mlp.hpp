@@ -16,7 +16,6 @@
 #include <vector>
 
 #include <pipesched/exec/executor.hpp>
-#include <pipesched/ir/placement.hpp>
 
 namespace mlp {
 
@@ -241,36 +240,35 @@ inline std::vector<layer> reference_gradients(std::vector<layer> layers,
 
 /// The pipelined model: a pipesched executor. Chunk g holds layers
 /// [g·layers_per_chunk, (g+1)·layers_per_chunk); each stage touches only its own chunks, so
-/// run() is safe to call concurrently for different stages.
+/// run() is safe to call concurrently for different stages. It takes the context form of run():
+/// the op_context names the op's global chunk and whether it is the first (reads the data) or
+/// the last (computes the loss), so the model needs no copy of the schedule or its placement.
 class pipelined_mlp {
  public:
   using message = matrix;  ///< an activation (F) or a gradient (B), batch × width
 
-  pipelined_mlp(std::vector<layer>& layers,
-                std::size_t layers_per_chunk,
-                const dataset& data,
-                pipesched::placement pl)
+  pipelined_mlp(std::vector<layer>& layers, std::size_t layers_per_chunk, const dataset& data)
       : layers_(&layers),
         per_chunk_(layers_per_chunk),
         data_(&data),
-        pl_(std::move(pl)),
-        chunks_(pl_.total_chunks()),
+        chunks_(layers.size() / layers_per_chunk),
         scale_(1.0 / static_cast<double>(data.inputs.size() * data.inputs[0].rows)) {}
 
-  message run(pipesched::stage_index s, const pipesched::op& o, message&& in) {
-    const pipesched::global_chunk g = pl_.global(s, o.chunk);
-    chunk_state& c = chunks_[g];
-    switch (o.kind) {
+  message run(const pipesched::op_context& ctx, message&& in) {
+    const pipesched::global_chunk g = ctx.chunk;
+    chunk_state& c = chunks_.at(g);
+    const std::uint32_t mb = ctx.o.mb;
+    switch (ctx.o.kind) {
       case pipesched::op_kind::forward:
-        return forward(g, c, o.mb, g == 0 ? data_->inputs[o.mb] : std::move(in));
+        return forward(g, c, mb, ctx.first_chunk ? data_->inputs[mb] : std::move(in));
       case pipesched::op_kind::backward_input:
-        return backward_input(g, c, o.mb, std::move(in));
+        return backward_input(g, c, mb, ctx.last_chunk, std::move(in));
       case pipesched::op_kind::backward_weight:
-        backward_weight(g, c, o.mb);
+        backward_weight(g, c, mb);
         return {};
       case pipesched::op_kind::backward_full: {
-        message gx = backward_input(g, c, o.mb, std::move(in));
-        backward_weight(g, c, o.mb);
+        message gx = backward_input(g, c, mb, ctx.last_chunk, std::move(in));
+        backward_weight(g, c, mb);
         return gx;
       }
       default:
@@ -312,14 +310,15 @@ class pipelined_mlp {
     return out;
   }
 
-  message backward_input(pipesched::global_chunk g, chunk_state& c, std::uint32_t mb, matrix gy) {
+  message backward_input(
+      pipesched::global_chunk g, chunk_state& c, std::uint32_t mb, bool last, matrix gy) {
     auto it = c.f_saved.find(mb);
     if (it == c.f_saved.end()) {
       throw std::logic_error("B" + std::to_string(mb) + " before its F");
     }
     std::vector<matrix> acts = std::move(it->second);
     c.f_saved.erase(it);
-    if (pl_.is_last(g)) {
+    if (last) {
       gy = loss_grad(acts.back(), data_->targets[mb], scale_, c.loss);
     }
     std::vector<std::pair<matrix, matrix>> keep(per_chunk_);
@@ -346,7 +345,6 @@ class pipelined_mlp {
   std::vector<layer>* layers_;
   std::size_t per_chunk_;
   const dataset* data_;
-  pipesched::placement pl_;
   std::vector<chunk_state> chunks_;
   double scale_;
 };

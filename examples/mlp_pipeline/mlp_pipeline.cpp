@@ -54,7 +54,7 @@ outcome train(const pipesched::schedule& sched, const options& opt) {
   const double lr = opt.lr / static_cast<double>(sched.chunks());
   for (int step = 0; step < opt.steps; ++step) {
     mlp::zero_grads(layers);
-    mlp::pipelined_mlp model(layers, opt.layers_per_chunk, data, pl);
+    mlp::pipelined_mlp model(layers, opt.layers_per_chunk, data);
     if (opt.serial) {
       pipesched::run_serial(model, sched);
     } else {

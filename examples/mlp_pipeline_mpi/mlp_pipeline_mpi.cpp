@@ -25,11 +25,11 @@
 #include <mpi.h>
 
 #include <pipesched/exec/mpi.hpp>
-#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/timeline.hpp>
 #include <pipesched/model/cost_model.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 #include "mlp.hpp"
 
@@ -75,20 +75,19 @@ struct options {
   std::string inject_failure;  // "S:I": stage S throws at op I of the first step
 };
 
-/// The MLP with an optional injected failure (tests the abort path).
+/// The MLP with an optional injected failure (tests the abort path); the op_context's list
+/// index says which op it is.
 struct failing_mlp {
   using message = mlp::matrix;
   mlp::pipelined_mlp* inner;
   long fail_stage = -1;
   std::size_t fail_op = 0;
-  std::size_t calls = 0;
 
-  message run(pipesched::stage_index s, const pipesched::op& o, message&& in) {
-    if (static_cast<long>(s) == fail_stage && calls == fail_op) {
+  message run(const pipesched::op_context& c, message&& in) {
+    if (static_cast<long>(c.stage) == fail_stage && c.index == fail_op) {
       throw std::runtime_error("injected failure");
     }
-    ++calls;
-    return inner->run(s, o, std::move(in));
+    return inner->run(c, std::move(in));
   }
 };
 
@@ -96,7 +95,7 @@ struct failing_mlp {
 /// differs from the measurement only by the schedule's dependencies and the transfers. The
 /// means are per chunk; cost_model takes a stage's whole slice, so they are scaled by the
 /// schedule's `chunks` per stage (and split back by the simulator).
-pipesched::cost_model calibrated_costs(std::span<const pipesched::measured_op> timings,
+pipesched::cost_model calibrated_costs(std::span<const pipesched::timed_op> timings,
                                        std::uint32_t chunks) {
   double sum[4] = {0, 0, 0, 0};
   double n[4] = {0, 0, 0, 0};
@@ -133,14 +132,9 @@ void write_file(const std::string& path, const std::string& text) {
 /// Rank 0: the measured run (pid 0) and the simulator's prediction (its own file) as Chrome
 /// traces, both in microseconds.
 void write_traces(const pipesched::schedule& lowered,
-                  std::span<const pipesched::measured_op> timings,
+                  std::span<const pipesched::timed_op> timings,
                   const options& opt) {
-  std::vector<pipesched::timed_op> measured;
-  measured.reserve(timings.size());
-  for (const auto& t : timings) {
-    measured.push_back({t.stage, t.op_index, t.o, t.start, t.end});
-  }
-  const pipesched::timeline real = pipesched::timeline_from_measured(lowered, measured);
+  const pipesched::timeline real = pipesched::timeline_from_measured(lowered, timings);
   const pipesched::cost_model costs = calibrated_costs(timings, lowered.chunks());
   const pipesched::timeline sim = pipesched::cost_timeline(lowered, costs);
   pipesched::chrome_trace_options copts;
@@ -188,9 +182,8 @@ bool train(const pipesched::schedule& lowered, const options& opt, int rank, dou
   pipesched::mpi_run_result last;
   for (int step = 0; step < opt.steps; ++step) {
     mlp::zero_grads(layers);
-    mlp::pipelined_mlp model(layers, opt.layers_per_chunk, data, pl);
+    mlp::pipelined_mlp model(layers, opt.layers_per_chunk, data);
     wrapper.inner = &model;
-    wrapper.calls = 0;
     last = pipesched::run_mpi(wrapper, lowered);
     if (step == 0) {
       wrapper.fail_stage = -1;

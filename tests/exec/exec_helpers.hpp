@@ -184,3 +184,80 @@ inline schedule v_shape_gpipe(std::uint32_t p, std::uint32_t m) {
 }
 
 }  // namespace exec_test
+
+namespace exec_test {
+
+/// A context-form executor: records every op_context it receives (per stage) and checks that
+/// messages follow the context's global chunk: an F gets chunk-1's activation unless it is the
+/// first chunk, a B / BW gets chunk+1's gradient unless it is the last. Thread-safe.
+class context_executor {
+ public:
+  using message = tagged;
+
+  explicit context_executor(std::uint32_t stages) : seen_(stages) {}
+
+  message run(const op_context& c, message&& in) {
+    const auto expect = [&](bool valid, global_chunk from, bool fwd) {
+      if (in.valid != valid ||
+          (valid && (in.chunk != from || in.mb != c.o.mb || in.forward != fwd))) {
+        throw std::logic_error("context_executor: wrong message for " + to_string(c.o, true) +
+                               " of chunk " + std::to_string(c.chunk));
+      }
+    };
+    message out = in;
+    switch (c.o.kind) {
+      case op_kind::forward:
+        expect(!c.first_chunk, c.chunk - 1, true);
+        out = {true, c.chunk, c.o.mb, true};
+        break;
+      case op_kind::backward_input:
+      case op_kind::backward_full:
+        expect(!c.last_chunk, c.chunk + 1, false);
+        out = {true, c.chunk, c.o.mb, false};
+        break;
+      case op_kind::backward_weight:
+        expect(false, 0, true);
+        break;
+      default:  // SEND / RECV pass the message on
+        break;
+    }
+    std::lock_guard lock(mu_);
+    seen_.at(c.stage).push_back(c);
+    return out;
+  }
+
+  const std::vector<op_context>& seen(stage_index s) const { return seen_.at(s); }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::vector<op_context>> seen_;
+};
+
+/// "" when `seen[s]` holds, for every stage s, exactly the contexts of `sched`'s op list,
+/// computed here from the placement (not with make_op_context); else the first mismatch.
+template <class Seen>
+std::string check_contexts(const schedule& sched, const Seen& seen) {
+  const placement& pl = sched.layout();
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    const auto& got = seen(s);
+    const auto list = sched.ops(s);
+    if (got.size() != list.size()) {
+      return "stage " + std::to_string(s) + ": " + std::to_string(got.size()) + " contexts for " +
+             std::to_string(list.size()) + " ops";
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const op_context& c = got[i];
+      const global_chunk g = pl.global(s, list[i].chunk);
+      const bool ok = c.stage == s && c.index == i && c.o == list[i] && c.chunk == g &&
+                      c.first_chunk == (g == 0) && c.last_chunk == (g + 1 == pl.total_chunks()) &&
+                      c.microbatches == sched.microbatches();
+      if (!ok) {
+        return "stage " + std::to_string(s) + ", op " + std::to_string(i) + " (" +
+               to_string(list[i], true) + "): wrong context";
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace exec_test

@@ -8,6 +8,7 @@
 #include <pipesched/exec/serial_driver.hpp>
 #include <pipesched/exec/sleep_executor.hpp>
 #include <pipesched/exec/thread_driver.hpp>
+#include <pipesched/gen/zb_v.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 
 #include "exec/exec_helpers.hpp"
@@ -51,4 +52,19 @@ TEST_CASE("any_executor runs a wrapped executor under both drivers", "[exec][any
     any_executor moved = std::move(erased);
     run_threaded(moved, s);
   }
+}
+
+TEST_CASE("any_executor forwards the op_context to a context executor", "[exec][any_executor]") {
+  const auto s = generate(zb_v{}, 3, 4);
+  exec_test::context_executor inner(s.stages());
+  auto erased = any_executor::ref(inner);
+  run_threaded(erased, s);
+  CHECK(exec_test::check_contexts(
+            s, [&](stage_index st) -> const auto& { return inner.seen(st); }) == "");
+  // A direct short-form call can't make up the context: refused, not guessed.
+  CHECK_THROWS_WITH(erased.run(0, make_op(op_kind::forward, 0), {}),
+                    Catch::StartsWith("any_executor: the wrapped executor has no run(stage_index"));
+  // A short-form executor still takes direct short-form calls.
+  any_executor plain(null_executor{});
+  CHECK(plain.run(0, make_op(op_kind::forward, 0), {}).has_value());
 }

@@ -1,11 +1,15 @@
+#include <concepts>
 #include <stdexcept>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include <pipesched/exec/instrumented_executor.hpp>
 #include <pipesched/exec/serial_driver.hpp>
 #include <pipesched/exec/thread_driver.hpp>
+#include <pipesched/gen/zb_v.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/io/timeline.hpp>
 
 #include "exec/exec_helpers.hpp"
 
@@ -13,6 +17,8 @@ using namespace pipesched;
 
 static_assert(executor<instrumented_executor<null_executor>>);
 static_assert(executor<instrumented_executor<exec_test::checking_executor>>);
+static_assert(executor<instrumented_executor<exec_test::context_executor>>);
+static_assert(std::same_as<measured_op, timed_op>, "measured_op is the old name of timed_op");
 
 namespace {
 void check_timeline(const instrumented_executor<exec_test::checking_executor>& t,
@@ -22,7 +28,7 @@ void check_timeline(const instrumented_executor<exec_test::checking_executor>& t
     REQUIRE(list.size() == s.ops(st).size());
     for (std::size_t i = 0; i < list.size(); ++i) {
       CHECK(list[i].stage == st);
-      CHECK(list[i].op_index == i);
+      CHECK(list[i].index == i);
       CHECK(list[i].o == s.ops(st)[i]);
       CHECK(list[i].start >= 0.0);
       CHECK(list[i].start <= list[i].end);
@@ -71,4 +77,36 @@ TEST_CASE("instrumented_executor rejects an unknown stage", "[exec][instrumented
   CHECK(timed.stages() == 2);
   CHECK_THROWS_WITH(timed.run(2, make_op(op_kind::forward, 0), {}),
                     "instrumented_executor: stage (2) must be less than stages (p=2)");
+}
+
+TEST_CASE("instrumented_executor forwards the op_context to a context executor",
+          "[exec][instrumented_executor]") {
+  const auto s = generate(zb_v{}, 3, 4);
+  exec_test::context_executor inner(s.stages());
+  instrumented_executor timed(inner, s.stages());
+  run_threaded(timed, s);
+  CHECK(exec_test::check_contexts(
+            s, [&](stage_index st) -> const auto& { return inner.seen(st); }) == "");
+  for (stage_index st = 0; st < s.stages(); ++st) {
+    REQUIRE(timed.timings(st).size() == s.ops(st).size());
+    for (std::size_t i = 0; i < s.ops(st).size(); ++i) {
+      CHECK(timed.timings(st)[i].index == i);
+    }
+  }
+}
+
+TEST_CASE("a measured run feeds timeline_from_measured without conversion",
+          "[exec][instrumented_executor]") {
+  const auto s = generate(zb_h1{}, 3, 4);
+  null_executor inner;
+  instrumented_executor timed(inner, s.stages());
+  run_serial(timed, s);
+  std::vector<timed_op> all;
+  for (stage_index st = 0; st < s.stages(); ++st) {
+    all.insert(all.end(), timed.timings(st).begin(), timed.timings(st).end());
+  }
+  const timeline tl = timeline_from_measured(s, all);
+  CHECK(tl.size() == s.size());
+  CHECK(tl.makespan() == timed.makespan());
+  CHECK(tl.stages[1][2] == timed.timings(1)[2]);
 }

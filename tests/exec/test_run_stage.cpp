@@ -5,11 +5,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/analysis/validator.hpp>
 #include <pipesched/exec/detail/channel.hpp>
 #include <pipesched/exec/run_stage.hpp>
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
-#include <pipesched/analysis/validator.hpp>
 
 #include "exec/exec_helpers.hpp"
 

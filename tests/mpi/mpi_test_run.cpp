@@ -23,10 +23,10 @@
 #include <mpi.h>
 
 #include <pipesched/exec/mpi.hpp>
-#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/ir/placement.hpp>
 #include <pipesched/ir/schedule.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 namespace {
 
@@ -147,6 +147,40 @@ class path_executor {
   std::set<std::pair<global_chunk, microbatch_index>> pending_w_;
 };
 
+/// The context form in front of path_executor: records the op_context run_mpi hands over.
+struct context_recorder {
+  using message = path_executor::message;
+  path_executor* inner;
+  std::vector<op_context> seen;
+
+  message run(const op_context& c, message&& in) {
+    seen.push_back(c);
+    return inner->run(c.stage, c.o, std::move(in));
+  }
+};
+static_assert(executor<context_recorder>);
+
+/// "" when `seen` holds the contexts of stage `me`'s list in `ran`, from the placement.
+std::string context_mismatch(const schedule& ran,
+                             stage_index me,
+                             const std::vector<op_context>& seen) {
+  const placement& pl = ran.layout();
+  const auto list = ran.ops(me);
+  if (seen.size() != list.size()) {
+    return std::to_string(seen.size()) + " contexts for " + std::to_string(list.size()) + " ops";
+  }
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const op_context& c = seen[i];
+    const global_chunk g = pl.global(me, list[i].chunk);
+    if (!(c.stage == me && c.index == i && c.o == list[i] && c.chunk == g &&
+          c.first_chunk == (g == 0) && c.last_chunk == (g + 1 == pl.total_chunks()) &&
+          c.microbatches == ran.microbatches())) {
+      return "op " + std::to_string(i) + " (" + to_string(list[i], true) + "): wrong context";
+    }
+  }
+  return "";
+}
+
 void test_tags() {
   check(mpi_tag(message_key{3, 5, direction::backward}, 8) == 59, "tag 2*(3*8+5)+1 = 59");
   check(mpi_tag(message_key{0, 0, direction::forward}, 8) == 0, "tag of the first key is 0");
@@ -231,11 +265,20 @@ void test_transport() {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-/// Runs `sched` on every rank and checks the work done and the gathered timings.
-void run_and_check(const schedule& sched, const mpi_options& opts, const std::string& label) {
+/// Runs `sched` on every rank and checks the work done and the gathered timings; with
+/// `context_form`, through context_recorder, checking the op_context of every op too.
+void run_and_check(const schedule& sched,
+                   const mpi_options& opts,
+                   const std::string& label,
+                   bool context_form) {
   const stage_index me = static_cast<stage_index>(g_rank);
   path_executor e(sched, me, -1, 0);
-  const mpi_run_result r = run_mpi(e, sched, opts);
+  context_recorder rec{&e, {}};
+  const mpi_run_result r = context_form ? run_mpi(rec, sched, opts) : run_mpi(e, sched, opts);
+  if (context_form) {
+    const std::string bad = context_mismatch(r.ran, me, rec.seen);
+    check(bad.empty(), label + ": op_context of every op: " + bad);
+  }
   const placement& pl = sched.layout();
   const std::size_t m = sched.microbatches();
   const std::size_t v = sched.chunks();
@@ -254,12 +297,12 @@ void run_and_check(const schedule& sched, const mpi_options& opts, const std::st
     return;
   }
   check(r.timings.size() == r.ran.size(), label + ": root gathered one timing per op");
-  std::map<std::pair<stage_index, std::size_t>, const measured_op*> by_pos;
+  std::map<std::pair<stage_index, std::size_t>, const timed_op*> by_pos;
   bool ok = true;
-  for (const measured_op& t : r.timings) {
-    ok = ok && t.stage < r.ran.stages() && t.op_index < r.ran.ops(t.stage).size() &&
-         r.ran.ops(t.stage)[t.op_index] == t.o && t.end >= t.start && t.start >= 0.0;
-    ok = ok && by_pos.emplace(std::pair{t.stage, t.op_index}, &t).second;
+  for (const timed_op& t : r.timings) {
+    ok = ok && t.stage < r.ran.stages() && t.index < r.ran.ops(t.stage).size() &&
+         r.ran.ops(t.stage)[t.index] == t.o && t.end >= t.start && t.start >= 0.0;
+    ok = ok && by_pos.emplace(std::pair{t.stage, t.index}, &t).second;
   }
   check(ok, label + ": every timing names a distinct op of the schedule, end >= start >= 0");
   bool ordered = true;
@@ -289,14 +332,15 @@ void test_registry_runs() {
       }
       const std::string label = entry.name + " p=" + std::to_string(p) + " m=" + std::to_string(m);
       mpi_options eager;
-      run_and_check(sched, eager, label + " eager");
+      run_and_check(sched, eager, label + " eager", true);
       mpi_options late;
       late.lowering.receives = receive_placement::late;
       late.root = g_size - 1;
-      run_and_check(lower_communication(sched, late.lowering), late, label + " late, pre-lowered");
+      run_and_check(lower_communication(sched, late.lowering), late, label + " late, pre-lowered",
+                    true);
       mpi_options buffered;
       buffered.lower = false;
-      run_and_check(sched, buffered, label + " compute-only, buffered sends");
+      run_and_check(sched, buffered, label + " compute-only, buffered sends", false);
       ++ran;
     }
   }

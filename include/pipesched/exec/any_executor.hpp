@@ -85,39 +85,65 @@ class any_executor {
     static_assert(detail::check_executor<E>());
     if constexpr (executor<E>) {
       // As a unique_ptr<base>: the private constructor, not the owning template.
-      return any_executor(std::unique_ptr<base>(std::make_unique<referring<E>>(e)));
+      return any_executor(std::unique_ptr<base>(std::make_unique<model<referring<E>>>(&e)));
     } else {
       return any_executor(std::unique_ptr<base>{});
     }
   }
 
-  message run(stage_index s, const op& o, message&& in) { return impl_->run(s, o, std::move(in)); }
+  /// What drivers call: forwards the context to the wrapped executor (its short form when it
+  /// has no context form, see detail::run_op).
+  message run(const op_context& c, message&& in) { return impl_->run(c, std::move(in)); }
+  /// For direct calls. Throws std::logic_error when the wrapped executor has only the context
+  /// form: its context can't be made up from a stage and an op.
+  message run(stage_index s, const op& o, message&& in) {
+    return impl_->run_short(s, o, std::move(in));
+  }
 
  private:
   struct base {
     virtual ~base() = default;
-    virtual any_message run(stage_index s, const op& o, any_message&& in) = 0;
+    virtual any_message run(const op_context& c, any_message&& in) = 0;
+    virtual any_message run_short(stage_index s, const op& o, any_message&& in) = 0;
   };
   template <class E>
-  static any_message call(E& e, stage_index s, const op& o, any_message&& in) {
+  static any_message call(E& e, const op_context& c, any_message&& in) {
     using M = typename E::message;
-    return any_message(e.run(s, o, in.take<M>()));
+    return any_message(detail::run_op(e, c, in.take<M>()));
   }
   template <class E>
-  struct owning final : base {
-    explicit owning(E e) : inner(std::move(e)) {}
-    any_message run(stage_index s, const op& o, any_message&& in) override {
-      return call(inner, s, o, std::move(in));
+  static any_message call_short(E& e, stage_index s, const op& o, any_message&& in) {
+    using M = typename E::message;
+    if constexpr (detail::stage_run<E>) {
+      return any_message(e.run(s, o, in.take<M>()));
+    } else {
+      throw std::logic_error(
+          "any_executor: the wrapped executor has no run(stage_index, const op&, message&&) "
+          "returning message; call run(const op_context&, message&&)");
     }
-    E inner;
+  }
+  // One implementation for both ownerships: `get` yields the wrapped executor.
+  template <class Holder>
+  struct model final : base {
+    template <class... A>
+    explicit model(A&&... a) : held(std::forward<A>(a)...) {}
+    any_message run(const op_context& c, any_message&& in) override {
+      return call(Holder::get(held), c, std::move(in));
+    }
+    any_message run_short(stage_index s, const op& o, any_message&& in) override {
+      return call_short(Holder::get(held), s, o, std::move(in));
+    }
+    typename Holder::type held;
   };
   template <class E>
-  struct referring final : base {
-    explicit referring(E& e) : inner(&e) {}
-    any_message run(stage_index s, const op& o, any_message&& in) override {
-      return call(*inner, s, o, std::move(in));
-    }
-    E* inner;
+  struct owning {
+    using type = E;
+    static E& get(E& e) { return e; }
+  };
+  template <class E>
+  struct referring {
+    using type = E*;
+    static E& get(E* e) { return *e; }
   };
   explicit any_executor(std::unique_ptr<base> impl) : impl_(std::move(impl)) {}
   template <class E>
@@ -125,7 +151,7 @@ class any_executor {
     using D = std::remove_cvref_t<E>;
     static_assert(detail::check_executor<D>());
     if constexpr (executor<D>) {
-      return std::make_unique<owning<D>>(std::forward<E>(e));
+      return std::make_unique<model<owning<D>>>(std::forward<E>(e));
     } else {
       return nullptr;
     }

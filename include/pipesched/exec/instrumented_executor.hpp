@@ -10,23 +10,23 @@
 #include "pipesched/exec/executor.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
+#include "pipesched/ir/timed_op.hpp"
 
 namespace pipesched {
 
-/// Wall-clock interval of one op of a real run, in seconds since the run's start.
-struct measured_op {
-  stage_index stage = 0;
-  std::size_t op_index = 0;  ///< position in the stage's list
-  op o{};
-  double start = 0.0;  ///< seconds since restart() (or construction)
-  double end = 0.0;
-};
+/// The old name of timed_op (ir/timed_op.hpp), kept for existing code: a measured op is a
+/// timed_op in seconds since the run's start, its `index` (formerly `op_index`) the position
+/// in the stage's list.
+using measured_op = timed_op;
 
 /// An executor adapter that times every run() of the wrapped executor with steady_clock and
-/// records {stage, op index, op, start, end} per stage, so a real run can be laid next to the
+/// records a timed_op {stage, index, op, start, end} (seconds since restart()) per stage, so a
+/// real run feeds timeline_from_measured (io/timeline.hpp) and can be laid next to the
 /// simulator's timeline (divide by the time unit of the costs to compare).
-/// The op index is the count of earlier run() calls on the same stage, which is the list
-/// position because drivers call run() in list order. An op that throws is not recorded.
+/// Drivers call the context form, which forwards the op_context to the wrapped executor and
+/// records its list index. The short form run(s, o, in), for direct calls, exists when the
+/// wrapped executor has one; it takes the count of earlier calls on the stage as the index
+/// (the list position when called in list order). An op that throws is not recorded.
 /// Safe under the thread driver: each stage writes only its own list. Holds a reference to
 /// the wrapped executor.
 ///   instrumented_executor<sleep_executor> timed(sleeper, sched.stages());
@@ -42,17 +42,12 @@ class instrumented_executor {
     restart();
   }
 
-  message run(stage_index s, const op& o, message&& in) {
-    if (s >= records_.size()) {
-      detail::fail("instrumented_executor: stage (", s,
-                   ") must be less than stages (p=", records_.size(), ")");
-    }
-    const auto t0 = clock::now();
-    message out = inner_->run(s, o, std::move(in));
-    const auto t1 = clock::now();
-    auto& list = records_[s];
-    list.push_back({s, list.size(), o, seconds(t0), seconds(t1)});
-    return out;
+  message run(const op_context& c, message&& in) {
+    return timed(c.stage, c.index, c.o, [&] { return detail::run_op(*inner_, c, std::move(in)); });
+  }
+  message run(stage_index s, const op& o, message&& in) requires detail::stage_run<E> {
+    const std::size_t index = s < records_.size() ? records_[s].size() : 0;
+    return timed(s, index, o, [&] { return inner_->run(s, o, std::move(in)); });
   }
 
   /// Forgets every record and makes "now" time zero. Call right before a driver.
@@ -65,7 +60,7 @@ class instrumented_executor {
 
   std::uint32_t stages() const noexcept { return static_cast<std::uint32_t>(records_.size()); }
   /// Stage s's ops in the order they ran.
-  const std::vector<measured_op>& timings(stage_index s) const { return records_.at(s); }
+  const std::vector<timed_op>& timings(stage_index s) const { return records_.at(s); }
   /// Latest end over all stages (0 when nothing ran).
   double makespan() const noexcept {
     double m = 0.0;
@@ -84,8 +79,21 @@ class instrumented_executor {
     return std::chrono::duration<double>(t - origin_).count();
   }
 
+  template <class F>
+  message timed(stage_index s, std::size_t index, const op& o, F&& call) {
+    if (s >= records_.size()) {
+      detail::fail("instrumented_executor: stage (", s,
+                   ") must be less than stages (p=", records_.size(), ")");
+    }
+    const auto t0 = clock::now();
+    message out = std::forward<F>(call)();
+    const auto t1 = clock::now();
+    records_[s].push_back({s, index, o, seconds(t0), seconds(t1)});
+    return out;
+  }
+
   E* inner_;
-  std::vector<std::vector<measured_op>> records_;
+  std::vector<std::vector<timed_op>> records_;
   clock::time_point origin_;
 };
 

@@ -28,14 +28,14 @@
 #include <mpi.h>
 
 #include "pipesched/exec/executor.hpp"
-#include "pipesched/exec/instrumented_executor.hpp"
 #include "pipesched/exec/run_stage.hpp"
 #include "pipesched/exec/transport.hpp"
-#include "pipesched/transform/comm_lowering.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/timed_op.hpp"
+#include "pipesched/transform/comm_lowering.hpp"
 
 namespace pipesched {
 
@@ -326,7 +326,7 @@ struct mpi_run_result {
   /// rank's MPI_Wtime after the barrier is its time 0). Each SEND/RECV interval includes the
   /// wait for the peer. On `root` with gather_timings: every op of every stage, by stage then
   /// list position; on every other rank (or without gathering) this rank's own ops.
-  std::vector<measured_op> timings;
+  std::vector<timed_op> timings;
   /// This rank's time from the synchronised start to the end of its last op.
   double elapsed = 0.0;
 };
@@ -352,18 +352,18 @@ class mpi_comm_dup {
 /// Six doubles per op: index, kind, local chunk, mb, start, end. Exact for indices < 2^53.
 inline constexpr int timing_fields = 6;
 
-inline std::vector<measured_op> gather_timings(MPI_Comm comm,
-                                               int root,
-                                               const std::vector<measured_op>& mine) {
+inline std::vector<timed_op> gather_timings(MPI_Comm comm,
+                                            int root,
+                                            const std::vector<timed_op>& mine) {
   int rank = 0;
   int size = 0;
   mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   std::vector<double> packed;
   packed.reserve(mine.size() * timing_fields);
-  for (const measured_op& t : mine) {
+  for (const timed_op& t : mine) {
     packed.insert(packed.end(),
-                  {static_cast<double>(t.op_index), static_cast<double>(t.o.kind),
+                  {static_cast<double>(t.index), static_cast<double>(t.o.kind),
                    static_cast<double>(t.o.chunk), static_cast<double>(t.o.mb), t.start, t.end});
   }
   if (packed.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
@@ -385,7 +385,7 @@ inline std::vector<measured_op> gather_timings(MPI_Comm comm,
   mpi_check(MPI_Gatherv(packed.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(),
                         MPI_DOUBLE, root, comm),
             "MPI_Gatherv");
-  std::vector<measured_op> out;
+  std::vector<timed_op> out;
   if (rank != root) {
     return out;
   }
@@ -394,9 +394,9 @@ inline std::vector<measured_op> gather_timings(MPI_Comm comm,
     const std::size_t begin = static_cast<std::size_t>(displs[r]);
     const std::size_t end = begin + static_cast<std::size_t>(counts[r]);
     for (std::size_t i = begin; i + timing_fields <= end; i += timing_fields) {
-      measured_op t;
+      timed_op t;
       t.stage = static_cast<stage_index>(r);
-      t.op_index = static_cast<std::size_t>(all[i]);
+      t.index = static_cast<std::size_t>(all[i]);
       t.o =
           make_op(static_cast<op_kind>(static_cast<int>(all[i + 1])),
                   static_cast<microbatch_index>(all[i + 3]), static_cast<chunk_index>(all[i + 2]));
@@ -457,7 +457,7 @@ mpi_run_result run_mpi(E& e, const schedule& sched, const mpi_options& opts = {}
     mpi_transport<message> t(comm.get(), result.ran,
                              lowered ? mpi_send_mode::synchronous : mpi_send_mode::buffered);
     detail::stage_runner<message> runner(result.ran, s);
-    std::vector<measured_op>& mine = result.timings;
+    std::vector<timed_op>& mine = result.timings;
     mine.reserve(result.ran.ops(s).size());
 
     detail::mpi_check(MPI_Barrier(comm.get()), "MPI_Barrier");
@@ -495,7 +495,7 @@ mpi_run_result run_mpi(E& e, const schedule& sched, const mpi_options& opts = {}
     }
     result.elapsed = mine.empty() ? 0.0 : mine.back().end;
     if (opts.gather_timings) {
-      std::vector<measured_op> all = detail::gather_timings(comm.get(), opts.root, mine);
+      std::vector<timed_op> all = detail::gather_timings(comm.get(), opts.root, mine);
       if (rank == opts.root) {
         result.timings = std::move(all);
       }

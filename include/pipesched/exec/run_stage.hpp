@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "pipesched/analysis/validator.hpp"
 #include "pipesched/exec/detail/channel.hpp"
 #include "pipesched/exec/execution_error.hpp"
 #include "pipesched/exec/executor.hpp"
@@ -14,7 +15,6 @@
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/analysis/validator.hpp"
 
 namespace pipesched {
 
@@ -75,7 +75,7 @@ class stage_runner {
     const std::size_t index = pos_;
     const bool chunked = sched_->chunks() > 1;
     try {
-      execute(e, t, o);
+      execute(e, t, make_op_context(*sched_, stage_, index));
     } catch (const run_cancelled&) {
       throw;
     } catch (...) {
@@ -86,13 +86,10 @@ class stage_runner {
 
  private:
   template <class E, class T>
-  void execute(E& e, T& t, const op& o) {
+  void execute(E& e, T& t, const op_context& ctx) {
     const placement& pl = sched_->layout();
-    if (o.chunk >= pl.chunks() || o.mb >= sched_->microbatches()) {
-      fail("run_stage: op out of range (chunks v=", pl.chunks(),
-           ", microbatches m=", sched_->microbatches(), ")");
-    }
-    const global_chunk g = pl.global(stage_, o.chunk);
+    const op& o = ctx.o;
+    const global_chunk g = ctx.chunk;
     const microbatch_index j = o.mb;
     switch (o.kind) {
       case op_kind::forward: {
@@ -100,7 +97,7 @@ class stage_runner {
         if (g > 0) {
           in = fetch(t, g - 1, message_key{g, j, direction::forward});
         }
-        M out = e.run(stage_, o, std::move(in));
+        M out = run_op(e, ctx, std::move(in));
         if (!pl.is_last(g)) {
           deliver(t, g + 1, message_key{g + 1, j, direction::forward}, std::move(out));
         }
@@ -112,14 +109,14 @@ class stage_runner {
         if (!pl.is_last(g)) {
           in = fetch(t, g + 1, message_key{g, j, direction::backward});
         }
-        M out = e.run(stage_, o, std::move(in));
+        M out = run_op(e, ctx, std::move(in));
         if (g > 0) {
           deliver(t, g - 1, message_key{g - 1, j, direction::backward}, std::move(out));
         }
         break;
       }
       case op_kind::backward_weight:
-        (void)e.run(stage_, o, M{});
+        (void)run_op(e, ctx, M{});
         break;
       case op_kind::send_forward:
       case op_kind::send_backward: {
@@ -129,7 +126,7 @@ class stage_runner {
         }
         const global_chunk peer = fwd ? g + 1 : g - 1;
         const message_key k{peer, j, fwd ? direction::forward : direction::backward};
-        t.send(pl.stage_of(peer), k, e.run(stage_, o, take(k)));
+        t.send(pl.stage_of(peer), k, run_op(e, ctx, take(k)));
         break;
       }
       case op_kind::recv_forward:
@@ -140,7 +137,7 @@ class stage_runner {
         }
         const global_chunk peer = fwd ? g - 1 : g + 1;
         const message_key k{g, j, fwd ? direction::forward : direction::backward};
-        M out = e.run(stage_, o, t.receive(pl.stage_of(peer), k));
+        M out = run_op(e, ctx, t.receive(pl.stage_of(peer), k));
         put(k, std::move(out));
         break;
       }
@@ -199,30 +196,34 @@ class stage_runner {
 
 /// Runs stage `s`'s op list in order, as one rank of a distributed job does.
 ///
-/// For each op it takes the op's input message, calls e.run(s, op, input), and routes the
-/// returned message to its consumer. Inputs come from the stage's local mailbox when the
-/// producer is on the same stage, else from the transport (`t.receive(producer stage, key)`);
-/// outputs go to the local mailbox or to `t.send(consumer stage, key, msg)`. In a lowered
-/// schedule (with SEND/RECV ops) only SEND_* and RECV_* touch the transport: F/B outputs wait
-/// in the mailbox for their SEND, RECV puts what it received there for F/B.
+/// For each op it takes the op's input message, calls the executor's run() with the op's
+/// context (make_op_context; the short form e.run(s, op, input) when E has no context form),
+/// and routes the returned message to its consumer. Inputs come from the stage's local mailbox
+/// when the producer is on the same stage, else from the transport (`t.receive(producer
+/// stage, key)`); outputs go to the local mailbox or to `t.send(consumer stage, key, msg)`. In
+/// a lowered schedule (with SEND/RECV ops) only SEND_* and RECV_* touch the transport: F/B
+/// outputs wait in the mailbox for their SEND, RECV puts what it received there for F/B.
 /// Throws: invalid_argument / deadlock_error when the schedule is invalid (unless
 /// opts.validate is false); execution_error (stage, op, nested original) when an op or the
 /// transport fails.
-template <executor E, class T>
+template <class E, class T>
 void run_stage(
     E& e, const schedule& sched, stage_index s, T& t, const run_stage_options& opts = {}) {
   static_assert(detail::check_executor<E>());
-  static_assert(transport<T, typename E::message>,
-                "pipesched run_stage: T must model pipesched::transport for E::message");
-  if (s >= sched.stages()) {
-    detail::fail("run_stage: stage (", s, ") must be less than stages (p=", sched.stages(), ")");
-  }
-  if (opts.validate) {
-    detail::require_runnable(sched, "run_stage");
-  }
-  detail::stage_runner<typename E::message> runner(sched, s);
-  while (!runner.done()) {
-    runner.step(e, t);
+  // Only a model of executor gets further (see run_serial).
+  if constexpr (executor<E>) {
+    static_assert(transport<T, typename E::message>,
+                  "pipesched run_stage: T must model pipesched::transport for E::message");
+    if (s >= sched.stages()) {
+      detail::fail("run_stage: stage (", s, ") must be less than stages (p=", sched.stages(), ")");
+    }
+    if (opts.validate) {
+      detail::require_runnable(sched, "run_stage");
+    }
+    detail::stage_runner<typename E::message> runner(sched, s);
+    while (!runner.done()) {
+      runner.step(e, t);
+    }
   }
 }
 

@@ -95,16 +95,16 @@ struct watched_executor {
   using message = typename E::message;
   E* inner;
   thread_run_state<message>* state;
-  std::size_t* position;  // the runner's current op index
 
-  message run(stage_index s, const op& o, message&& in) {
+  message run(const op_context& c, message&& in) {
+    const stage_index s = c.stage;
     if (state->stop.load()) {
       throw run_cancelled();
     }
-    state->op_index[s].store(*position);
+    state->op_index[s].store(c.index);
     std::int64_t started = steady_now_ns();
     state->in_op_since[s].store(started);
-    message out = inner->run(s, o, std::move(in));
+    message out = run_op(*inner, c, std::move(in));
     if (!state->in_op_since[s].compare_exchange_strong(started, stage_idle)) {
       throw run_cancelled();  // abandoned by the watchdog: leave at once
     }
@@ -147,12 +147,10 @@ void run_threaded(E& e, const schedule& sched, const thread_driver_options& opts
 
     auto body = [state, owned, &e](std::unique_ptr<detail::stage_runner<message>> runner,
                                    stage_index s) {
-      std::size_t position = 0;
-      detail::watched_executor<E> watched{&e, state.get(), &position};
+      detail::watched_executor<E> watched{&e, state.get()};
       detail::channel_endpoint<message> ep(state->hub, s);
       try {
         while (!state->stop.load() && !runner->done()) {
-          position = runner->position();
           runner->step(watched, ep);
         }
       } catch (const detail::run_cancelled&) {
