@@ -396,58 +396,60 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/// A timed run of a schedule: per-run makespans and the per-stage costs measured.
+/// What timed runs of one schedule measured: per-run makespans and the per-stage costs.
 struct measurement {
   std::vector<double> makespans_ms;
   pipesched::cost_model costs;  ///< per stage, in ms (median over micro-batches and runs)
   double simulated_ms = 0.0;    ///< simulate(sched, costs).makespan
-  double grad_diff = 0.0;       ///< of the last timed run
+  double grad_diff = 0.0;       ///< of the last timed run, against the unpipelined step
 };
 
-/// `warmup` untimed, then `repeat` timed runs through instrumented_executor. A stage's T_F is
-/// the sum over its chunks of the median F time over micro-batches and runs (likewise T_B,
-/// T_W); the B and W halves of a fused BW are timed inside the executor.
-measurement measure(const pipesched::schedule& sched, const options& opt) {
-  const gpt::config cfg = config_for(sched, opt);
-  gpt::model m(cfg, sched.layout().total_chunks());
-  const gpt::dataset data = gpt::make_dataset(cfg, sched.microbatches());
-  const auto& pl = sched.layout();
-  const std::uint32_t p = sched.stages();
-  const std::uint32_t v = sched.chunks();
-  pipelined_gpt exec(m, data, pl);
-  pipesched::instrumented_executor<pipelined_gpt> timed(exec, p);
-  pipesched::thread_driver_options no_validate;
-  no_validate.validate = false;  // checked by the untimed runs; keep it out of the makespan
-  for (int i = 0; i < opt.warmup; ++i) {
-    exec.zero_grad();
-    pipesched::run_threaded(exec, sched);
+/// Timed runs of one schedule on its own copy of the model (built from the seed), through
+/// instrumented_executor. A stage's T_F is the sum over its chunks of the median F time over
+/// micro-batches and runs (likewise T_B, T_W); the B and W halves of a fused BW are timed
+/// inside the executor. Two timers can take turns, so that both schedules see the same load.
+class timer {
+ public:
+  timer(const pipesched::schedule& sched, const options& opt)
+      : sched_(&sched),
+        cfg_(config_for(sched, opt)),
+        model_(cfg_, sched.layout().total_chunks()),
+        data_(gpt::make_dataset(cfg_, sched.microbatches())),
+        exec_(model_, data_, sched.layout()),
+        timed_(exec_, sched.stages()),
+        samples_(std::size_t{sched.stages()} * sched.chunks() * 3) {
+    no_validate_.validate = false;  // checked by the untimed runs; keep it out of the makespan
+    for (int i = 0; i < opt.warmup; ++i) {
+      exec_.zero_grad();
+      pipesched::run_threaded(exec_, sched);
+    }
   }
-  // samples[(s*v + c)*3 + k], k = 0 F, 1 B, 2 W; in seconds
-  std::vector<std::vector<double>> samples(std::size_t{p} * v * 3);
-  measurement out;
-  for (int r = 0; r < opt.repeat; ++r) {
-    exec.zero_grad();
-    timed.restart();
-    pipesched::run_threaded(timed, sched, no_validate);
-    out.makespans_ms.push_back(timed.makespan() * 1e3);
-    for (pipesched::stage_index s = 0; s < p; ++s) {
-      for (const auto& t : timed.timings(s)) {
-        const std::size_t base = (std::size_t{s} * v + t.o.chunk) * 3;
+
+  /// One timed run: its makespan and op times are added to the measurement.
+  void run() {
+    exec_.zero_grad();
+    timed_.restart();
+    pipesched::run_threaded(timed_, *sched_, no_validate_);
+    makespans_ms_.push_back(timed_.makespan() * 1e3);
+    const auto& pl = sched_->layout();
+    for (pipesched::stage_index s = 0; s < sched_->stages(); ++s) {
+      for (const auto& t : timed_.timings(s)) {
+        const std::size_t base = (std::size_t{s} * sched_->chunks() + t.o.chunk) * 3;
         const double d = t.end - t.start;
         switch (t.o.kind) {
           case op_kind::forward:
-            samples[base].push_back(d);
+            samples_[base].push_back(d);
             break;
           case op_kind::backward_input:
-            samples[base + 1].push_back(d);
+            samples_[base + 1].push_back(d);
             break;
           case op_kind::backward_weight:
-            samples[base + 2].push_back(d);
+            samples_[base + 2].push_back(d);
             break;
           case op_kind::backward_full: {
-            const double b = exec.bw_input_seconds(pl.global(s, t.o.chunk), t.o.mb).value_or(0.0);
-            samples[base + 1].push_back(b);
-            samples[base + 2].push_back(std::max(0.0, d - b));
+            const double b = exec_.bw_input_seconds(pl.global(s, t.o.chunk), t.o.mb).value_or(0.0);
+            samples_[base + 1].push_back(b);
+            samples_[base + 2].push_back(std::max(0.0, d - b));
             break;
           }
           default:
@@ -456,36 +458,72 @@ measurement measure(const pipesched::schedule& sched, const options& opt) {
       }
     }
   }
-  double ref_loss = 0.0;
-  out.grad_diff = check_gradients(m, data, exec, ref_loss);
-  std::vector<pipesched::op_costs> per_stage(p, pipesched::op_costs{0.0, 0.0, 0.0});
-  for (pipesched::stage_index s = 0; s < p; ++s) {
-    for (std::uint32_t c = 0; c < v; ++c) {
-      const std::size_t base = (std::size_t{s} * v + c) * 3;
-      per_stage[s].forward += median(samples[base]) * 1e3;
-      per_stage[s].backward_input += median(samples[base + 1]) * 1e3;
-      per_stage[s].backward_weight += median(samples[base + 2]) * 1e3;
-    }
-  }
-  out.costs = pipesched::cost_model::uniform(1, 1, 1, 0).set_stage_costs(per_stage);
-  out.simulated_ms = pipesched::simulate(sched, out.costs).makespan;
-  return out;
-}
 
+  /// The runs so far, checked against the unpipelined step; then forgets them.
+  measurement take() {
+    measurement out;
+    out.makespans_ms = std::move(makespans_ms_);
+    makespans_ms_.clear();
+    double ref_loss = 0.0;
+    out.grad_diff = check_gradients(model_, data_, exec_, ref_loss);
+    const std::uint32_t v = sched_->chunks();
+    std::vector<pipesched::op_costs> per_stage(sched_->stages(),
+                                               pipesched::op_costs{0.0, 0.0, 0.0});
+    for (pipesched::stage_index s = 0; s < sched_->stages(); ++s) {
+      for (std::uint32_t c = 0; c < v; ++c) {
+        const std::size_t base = (std::size_t{s} * v + c) * 3;
+        per_stage[s].forward += median(samples_[base]) * 1e3;
+        per_stage[s].backward_input += median(samples_[base + 1]) * 1e3;
+        per_stage[s].backward_weight += median(samples_[base + 2]) * 1e3;
+      }
+    }
+    for (auto& list : samples_) {
+      list.clear();
+    }
+    out.costs = pipesched::cost_model::uniform(1, 1, 1, 0).set_stage_costs(per_stage);
+    out.simulated_ms = pipesched::simulate(*sched_, out.costs).makespan;
+    return out;
+  }
+
+ private:
+  const pipesched::schedule* sched_;
+  gpt::config cfg_;
+  gpt::model model_;
+  gpt::dataset data_;
+  pipelined_gpt exec_;
+  pipesched::instrumented_executor<pipelined_gpt> timed_;
+  pipesched::thread_driver_options no_validate_;
+  std::vector<std::vector<double>> samples_;  ///< [(s*v + c)*3 + k], k: F, B, W; seconds
+  std::vector<double> makespans_ms_;
+};
+
+/// One line per run: measured makespan (median, min, max over the timed runs), the simulated
+/// makespan from `plan_costs` (the costs the schedule is judged by) and their ratio; and the
+/// simulation from the run's own measured costs.
 void print_measurement(const char* label,
                        const pipesched::schedule& sched,
                        const measurement& r,
-                       const pipesched::cost_model& sim_costs) {
+                       const pipesched::cost_model& plan_costs) {
   const double measured = median(r.makespans_ms);
-  const double simulated = pipesched::simulate(sched, sim_costs).makespan;
+  const double simulated = pipesched::simulate(sched, plan_costs).makespan;
   const auto [lo, hi] = std::minmax_element(r.makespans_ms.begin(), r.makespans_ms.end());
   std::printf(
       "%s %s%s: measured makespan %.3f ms (median of %zu runs, min %.3f, max %.3f), "
-      "simulated from the measured costs %.3f ms, measured/simulated %.3f, "
-      "grad_rel_diff=%.3g\n",
+      "simulated from the measured costs %.3f ms, measured/simulated %.3f "
+      "(simulated from this run's own op times %.3f ms), grad_rel_diff=%.3g\n",
       label, sched.name().c_str(), sched.has_comm() ? " (lowered)" : "", measured,
       r.makespans_ms.size(), *lo, *hi, simulated, simulated > 0.0 ? measured / simulated : 0.0,
-      r.grad_diff);
+      r.simulated_ms, r.grad_diff);
+}
+
+void print_costs(const pipesched::schedule& sched, const measurement& r, int repeat) {
+  std::printf("%s: measured costs (ms per stage, median over micro-batches and %d runs):\n",
+              sched.name().c_str(), repeat);
+  for (pipesched::stage_index s = 0; s < sched.stages(); ++s) {
+    const auto c = r.costs.at(s);
+    std::printf("  stage %u: T_F %.4f  T_B %.4f  T_W %.4f\n", s, c.forward, c.backward_input,
+                c.backward_weight);
+  }
 }
 
 std::string read_file(const std::string& path) {
@@ -510,24 +548,22 @@ pipesched::schedule maybe_lower(pipesched::schedule s,
 /// --profile / --replan: measure `sched`, write its costs, re-plan `opt.replan` from the file
 /// and measure that too. Returns the worst gradient difference seen (checked by the caller).
 double profile_and_replan(const pipesched::schedule& sched, const options& opt, bool& ok) {
-  const measurement before = measure(sched, opt);
+  timer before_timer(sched, opt);
+  for (int r = 0; r < opt.repeat; ++r) {
+    before_timer.run();
+  }
+  const measurement profile = before_timer.take();
   {
     std::ofstream out(opt.profile, std::ios::binary);
-    out << pipesched::write_cost_model(before.costs) << "\n";
+    out << pipesched::write_cost_model(profile.costs) << "\n";
     if (!out) {
       throw std::runtime_error("cannot write " + opt.profile);
     }
   }
-  std::printf("measured costs (ms per stage, median over micro-batches and %d runs):\n",
-              opt.repeat);
-  for (pipesched::stage_index s = 0; s < sched.stages(); ++s) {
-    const auto c = before.costs.at(s);
-    std::printf("  stage %u: T_F %.4f  T_B %.4f  T_W %.4f\n", s, c.forward, c.backward_input,
-                c.backward_weight);
-  }
+  print_costs(sched, profile, opt.repeat);
   std::printf("wrote %s\n", opt.profile.c_str());
-  print_measurement("before:", sched, before, before.costs);
-  double worst = before.grad_diff;
+  print_measurement("profile:", sched, profile, profile.costs);
+  double worst = profile.grad_diff;
   if (opt.replan.empty()) {
     return worst;
   }
@@ -542,12 +578,21 @@ double profile_and_replan(const pipesched::schedule& sched, const options& opt, 
   pipesched::schedule next = entry.generate_result(params).sched;
   next.set_name(entry.name);
   next = maybe_lower(std::move(next), opt.lowered, costs);
-  const outcome checked = train(next, options{opt});
+  const outcome checked = train(next, opt);
   ok = ok && checked.ok;
   worst = std::max(worst, checked.max_diff);
-  const measurement after = measure(next, opt);
-  worst = std::max(worst, after.grad_diff);
-  print_measurement("before:", sched, before, before.costs);
+  // Before and after take turns, so that a change of the machine's load hits both alike.
+  timer after_timer(next, opt);
+  for (int r = 0; r < opt.repeat; ++r) {
+    before_timer.run();
+    after_timer.run();
+  }
+  const measurement before = before_timer.take();
+  const measurement after = after_timer.take();
+  worst = std::max({worst, before.grad_diff, after.grad_diff});
+  print_costs(next, after, opt.repeat);
+  std::printf("alternating runs, %d each:\n", opt.repeat);
+  print_measurement("before:", sched, before, costs);
   // The re-planned schedule's prediction from the costs it was planned with (the file).
   print_measurement("after: ", next, after, costs);
   const double mb = median(before.makespans_ms);
