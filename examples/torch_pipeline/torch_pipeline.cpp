@@ -52,8 +52,10 @@ using pipesched::global_chunk;
 using pipesched::op;
 using pipesched::op_kind;
 
-/// The pipelined model: a pipesched executor. Global chunk g is model.chunks[g]; each stage
-/// touches only the state of its own chunks, so run() is safe to call concurrently for
+/// The pipelined model: a pipesched executor of the context form. The op_context names the op's
+/// global chunk g (model.chunks[g]) and whether it is the first (reads the tokens) or the last
+/// (computes the loss), so the executor keeps no copy of the schedule or its placement. Each
+/// stage touches only the state of its own chunks, so run() is safe to call concurrently for
 /// different stages.
 class pipelined_gpt {
  public:
@@ -61,27 +63,26 @@ class pipelined_gpt {
     torch::Tensor t;  ///< an activation (F) or a gradient (B); undefined when empty
   };
 
-  pipelined_gpt(gpt::model& m, const gpt::dataset& data, pipesched::placement pl)
+  /// `perturb`: scale the loss by 1 + perturb (0: exact; a test that the check can fail).
+  pipelined_gpt(gpt::model& m, const gpt::dataset& data, double perturb = 0.0)
       : model_(&m),
         data_(&data),
-        pl_(std::move(pl)),
-        chunks_(pl_.total_chunks()),
-        scale_(1.0 / static_cast<double>(static_cast<std::int64_t>(data.inputs.size()) *
-                                         m.cfg.batch * m.cfg.seq)) {
-    if (m.chunks.size() != chunks_.size()) {
-      throw std::invalid_argument("pipelined_gpt: the model has " +
-                                  std::to_string(m.chunks.size()) + " chunks, the placement " +
-                                  std::to_string(chunks_.size()));
-    }
+        chunks_(m.chunks.size()),
+        scale_((1.0 + perturb) / static_cast<double>(static_cast<std::int64_t>(data.inputs.size()) *
+                                                     m.cfg.batch * m.cfg.seq)) {
     for (std::size_t g = 0; g < chunks_.size(); ++g) {
       chunks_[g].params = m.chunks[g]->parameters();
     }
     zero_grad();
   }
 
-  message run(pipesched::stage_index s, const op& o, message&& in) {
-    const global_chunk g = pl_.global(s, o.chunk);
-    return run_chunk(g, pl_.is_first(g), pl_.is_last(g), o, std::move(in));
+  message run(const pipesched::op_context& ctx, message&& in) {
+    if (ctx.chunk >= chunks_.size()) {
+      throw std::invalid_argument("global chunk " + std::to_string(ctx.chunk) +
+                                  " is outside the model (" + std::to_string(chunks_.size()) +
+                                  " chunks)");
+    }
+    return run_chunk(ctx.chunk, ctx.first_chunk, ctx.last_chunk, ctx.o, std::move(in));
   }
 
   /// Zeroes the accumulated gradients and the loss (the start of a training step).
@@ -225,7 +226,6 @@ class pipelined_gpt {
 
   gpt::model* model_;
   const gpt::dataset* data_;
-  pipesched::placement pl_;
   std::vector<chunk_state> chunks_;
   double scale_;
 };
@@ -315,6 +315,7 @@ struct options {
   std::string replan;
   int warmup = 1;
   int repeat = 5;
+  double perturb = 0.0;  ///< the pipelined loss is scaled by 1 + perturb (checks the check)
 };
 
 /// The model for `sched`: --layers split evenly over its p·v chunks, or --blocks-per-chunk each.
@@ -362,7 +363,7 @@ outcome train(const pipesched::schedule& sched, const options& opt) {
   outcome out;
   std::vector<double> losses;
   for (int step = 0; step < opt.steps; ++step) {
-    pipelined_gpt exec(m, data, sched.layout());
+    pipelined_gpt exec(m, data, opt.perturb);
     pipesched::run_threaded(exec, sched);
     double ref_loss = 0.0;
     const double diff = check_gradients(m, data, exec, ref_loss);
@@ -415,7 +416,7 @@ class timer {
         cfg_(config_for(sched, opt)),
         model_(cfg_, sched.layout().total_chunks()),
         data_(gpt::make_dataset(cfg_, sched.microbatches())),
-        exec_(model_, data_, sched.layout()),
+        exec_(model_, data_, opt.perturb),
         timed_(exec_, sched.stages()),
         samples_(std::size_t{sched.stages()} * sched.chunks() * 3) {
     no_validate_.validate = false;  // checked by the untimed runs; keep it out of the makespan
@@ -643,6 +644,9 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", opt.repeat, "timed runs for --profile / --replan")
       ->check(CLI::Range(1, 10000));
   app.add_option("--warmup", opt.warmup, "untimed runs before them")->check(CLI::Range(0, 10000));
+  app.add_option("--perturb", opt.perturb,
+                 "scale the pipelined loss by 1+X: the gradient check must then fail (a test)")
+      ->check(CLI::Range(-0.5, 0.5));
   CLI11_PARSE(app, argc, argv);
 
   if (opt.cfg.d_model % opt.cfg.heads != 0) {
