@@ -21,13 +21,13 @@
 #include <utility>
 #include <vector>
 
-#include <pipesched/transform/comm_lowering.hpp>
-#include <pipesched/ir/dependencies.hpp>
-#include <pipesched/ir/schedule.hpp>
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/ir/traversal.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/ir/dependencies.hpp>
+#include <pipesched/ir/schedule.hpp>
+#include <pipesched/ir/traversal.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 using namespace pipesched;
 
@@ -203,7 +203,7 @@ void check_timing(const schedule& s, const cost_model& costs, const simulation_r
     const auto ops = s.ops(st);
     double busy = 0.0;
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      const op_timing t = r.ops[st][i];
+      const timed_op t = r.ops[st][i];
       const double d = costs.duration(st, ops[i].kind, ops[i].chunk);
       busy += d;
       makespan = std::max(makespan, t.end);

@@ -10,13 +10,13 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zb_v.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/terminal.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 using namespace pipesched;
 

@@ -16,20 +16,28 @@
 
 using namespace pipesched;
 
-TEST_CASE("timeline: to_timeline agrees with an independent timing", "[io][timeline]") {
+TEST_CASE("timeline: to_timeline carries the simulator's times", "[io][timeline]") {
   const cost_model costs = cost_model::uniform(3, 4, 2, 0.5);
   for (const schedule& s :
        {generate(one_f_one_b{}, 4, 8), generate(zb_h1{}, 4, 8), generate(zb_h2{}, 3, 6)}) {
     const simulation_result r = simulate(s, costs);
     const timeline a = to_timeline(s, r);
-    // An independent timing: the io grid computation with the cost model's durations.
-    const timeline b = detail::compute_timeline(
-        s, "test", [&](stage_index st, const op& o) { return costs.duration(st, o.kind, o.chunk); },
-        [&](stage_index x, stage_index y) { return costs.comm(x, y); });
-    CHECK(a.stages == b.stages);
+    REQUIRE(a.stages.size() == s.stages());
+    for (stage_index st = 0; st < s.stages(); ++st) {
+      REQUIRE(a.stages[st].size() == s.ops(st).size());
+      for (std::size_t i = 0; i < a.stages[st].size(); ++i) {
+        CHECK(a.stages[st][i] ==
+              timed_op{st, i, s.ops(st)[i], r.ops[st][i].start, r.ops[st][i].end});
+      }
+    }
     CHECK(a.makespan() == r.makespan);
     CHECK(a.bubble_rate() == r.bubble_rate);
   }
+  // Hand-timed: 1F1B, p = 2, m = 2, F = 3, B = 4, W = 2 (BW = 6), T_comm = 0.5. Stage 1's F0
+  // starts at 3.5; stage 0's B0 waits for stage 1's BW0 (3.5 + 3 + 6 = 12.5) + 0.5.
+  const timeline t = cost_timeline(generate(one_f_one_b{}, 2, 2), costs);
+  CHECK(t.stages[1][0].start == 3.5);
+  CHECK(t.stages[0][2].start == 13);
 }
 
 TEST_CASE("timeline: memory checker curves", "[io][timeline]") {
@@ -110,6 +118,10 @@ TEST_CASE("timeline: unit steps and the stand-alone memory curve", "[io][timelin
   CHECK(u.stages[1][2].start == 3.0);
   CHECK(u.makespan() == 6.0);
   const auto mem = memory_curves(s, u, memory_model::uniform(1, 0.5));
-  // Stage 0: +1 at 0, +1 at 1, -1 at 4 (BW0 ends), -1 at 6.
-  CHECK(mem[0] == std::vector<memory_sample>{{0, 1}, {1, 2}, {4, 1}, {6, 0}});
+  // The memory checker's rule, stamped with op ends. Stage 0: F0 ends at 1 (+1), F1 at 2 (+1),
+  // BW0 at 4 (-1), BW1 at 6 (-1).
+  CHECK(mem[0] == std::vector<memory_sample>{{0, 0}, {1, 1}, {2, 2}, {4, 1}, {6, 0}});
+  const memory_report checked = check_memory(s, memory_model::uniform(1, 0.5));
+  CHECK(peak_of(mem[0]) == checked.stages[0].peak);
+  CHECK(peak_of(mem[1]) == checked.stages[1].peak);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -12,37 +13,16 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/timed_op.hpp"
 #include "pipesched/model/memory_model.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
 
 namespace pipesched {
-
-/// What a tracked buffer holds (docs/model.md §5).
-enum class buffer_kind : std::uint8_t {
-  activation,         ///< M_B: created by F, freed by B (which keeps M_W) or BW
-  weight_grad_input,  ///< M_W: created by B, freed by W
-  received_forward,   ///< `received`: created by RECV_F, freed by the F that consumes it
-  received_backward,  ///< `received`: created by RECV_B, freed by the B / BW that consumes it
-};
-
-constexpr std::string_view to_string(buffer_kind k) noexcept {
-  switch (k) {
-    case buffer_kind::activation:
-      return "activation";
-    case buffer_kind::weight_grad_input:
-      return "weight_grad_input";
-    case buffer_kind::received_forward:
-      return "received_forward";
-    case buffer_kind::received_backward:
-      return "received_backward";
-  }
-  return "?";
-}
 
 /// Identity of a buffer: kind, the stage it lives on, local chunk and micro-batch.
 struct buffer_id {
@@ -190,26 +170,10 @@ constexpr std::uint8_t buffer_freed(buffer_kind k) noexcept {
   return static_cast<std::uint8_t>(2u << (2u * static_cast<unsigned>(k)));
 }
 
-/// The buffer an op of kind k creates, if any.
-constexpr std::optional<buffer_kind> created_buffer(op_kind k) noexcept {
-  switch (k) {
-    case op_kind::forward:
-      return buffer_kind::activation;
-    case op_kind::backward_input:
-      return buffer_kind::weight_grad_input;
-    case op_kind::recv_forward:
-      return buffer_kind::received_forward;
-    case op_kind::recv_backward:
-      return buffer_kind::received_backward;
-    default:
-      return std::nullopt;
-  }
-}
-
 inline memory_report check_memory_impl(const schedule& sched,
                                        const memory_model& model_in,
                                        const memory_options& options,
-                                       const simulation_result* sim) {
+                                       const std::vector<std::vector<timed_op>>* times) {
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
   const memory_model model = model_in.for_shape(p, pl.chunks(), "check_memory");
@@ -228,8 +192,8 @@ inline memory_report check_memory_impl(const schedule& sched,
   if (!std::isfinite(options.tolerance) || options.tolerance < 0.0) {
     fail("check_memory: tolerance (", options.tolerance, ") must be finite and >= 0");
   }
-  if (sim != nullptr && sim->ops.size() != p) {
-    fail("check_memory: the simulation has op timings for ", sim->ops.size(),
+  if (times != nullptr && times->size() != p) {
+    fail("check_memory: the simulation has op timings for ", times->size(),
          " stages, the schedule has ", p, " (simulate with record_ops = true)");
   }
 
@@ -251,17 +215,7 @@ inline memory_report check_memory_impl(const schedule& sched,
     const double threshold = limit + options.tolerance * limit;
     bool over = false;
 
-    auto size_of = [&](buffer_kind k, chunk_index c) {
-      const chunk_memory& cm = model.at(s, c);
-      switch (k) {
-        case buffer_kind::activation:
-          return cm.activation;
-        case buffer_kind::weight_grad_input:
-          return cm.weight_grad_input;
-        default:
-          return cm.received;
-      }
-    };
+    auto size_of = [&](buffer_kind k, chunk_index c) { return buffer_size(k, model.at(s, c)); };
     auto bits = [&](const op& o) -> std::uint8_t& {
       return state.slot(std::uint64_t{pl.global(s, o.chunk)} * m + o.mb);
     };
@@ -322,7 +276,7 @@ inline memory_report check_memory_impl(const schedule& sched,
         if (o.chunk >= pl.chunks() || o.mb >= m) {
           continue;
         }
-        const auto created = created_buffer(o.kind);
+        const auto created = buffer_effect_of(o.kind).creates;
         if (!created) {
           continue;
         }
@@ -339,32 +293,15 @@ inline memory_report check_memory_impl(const schedule& sched,
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const op& o = ops[i];
       if (o.chunk < pl.chunks() && o.mb < m) {  // out-of-range ops: the validator's business
-        switch (o.kind) {
-          case op_kind::forward:
-            consume_received(i, o);
-            create(i, o, buffer_kind::activation);
-            break;
-          case op_kind::backward_input:
-            consume_received(i, o);
-            release(i, o, buffer_kind::activation);
-            create(i, o, buffer_kind::weight_grad_input);
-            break;
-          case op_kind::backward_weight:
-            release(i, o, buffer_kind::weight_grad_input);
-            break;
-          case op_kind::backward_full:
-            consume_received(i, o);
-            release(i, o, buffer_kind::activation);
-            break;
-          case op_kind::recv_forward:
-            create(i, o, buffer_kind::received_forward);
-            break;
-          case op_kind::recv_backward:
-            create(i, o, buffer_kind::received_backward);
-            break;
-          case op_kind::send_forward:
-          case op_kind::send_backward:
-            break;
+        const buffer_effect e = buffer_effect_of(o.kind);
+        if (e.consumes_received) {
+          consume_received(i, o);
+        }
+        if (e.frees) {
+          release(i, o, *e.frees);
+        }
+        if (e.creates) {
+          create(i, o, *e.creates);
         }
       }
       if (options.record_curve) {
@@ -386,17 +323,17 @@ inline memory_report check_memory_impl(const schedule& sched,
       }
     }
     st.final_value = value;
-    if (sim != nullptr) {
-      const auto& times = sim->ops[s];
-      const std::size_t n = std::min(times.size(), ops.size());
+    if (times != nullptr) {
+      const auto& stamps = (*times)[s];
+      const std::size_t n = std::min(stamps.size(), ops.size());
       if (options.record_curve) {
         st.curve_time.resize(n);
         for (std::size_t i = 0; i < n; ++i) {
-          st.curve_time[i] = times[i].end;
+          st.curve_time[i] = stamps[i].end;
         }
       }
       if (st.peak_op_index != stage_memory::no_index && st.peak_op_index < n) {
-        st.peak_time = times[st.peak_op_index].end;
+        st.peak_time = stamps[st.peak_op_index].end;
       }
     }
     double units = 0.0;
@@ -424,7 +361,7 @@ inline memory_report check_memory_impl(const schedule& sched,
       if (o.chunk >= pl.chunks() || o.mb >= m) {
         continue;
       }
-      const auto created = created_buffer(o.kind);
+      const auto created = buffer_effect_of(o.kind).creates;
       if (!created) {
         continue;
       }
@@ -457,13 +394,18 @@ inline memory_report check_memory(const schedule& sched,
   return detail::check_memory_impl(sched, model, options, nullptr);
 }
 
-/// As above, and stamps the curve and the peaks with the simulated end time of each op
-/// (`sim` must come from simulate(sched, ...) with record_ops on).
-inline memory_report check_memory(const schedule& sched,
-                                  const memory_model& model,
-                                  const memory_options& options,
-                                  const simulation_result& sim) {
-  return detail::check_memory_impl(sched, model, options, &sim);
+/// As above, and stamps the curve and the peaks with the end time of each op: `sim` is a
+/// simulation_result of simulate(sched, ...) with record_ops on (a template so that the memory
+/// checker does not need the simulator; anything with per-stage `ops` of timed_op works).
+template <class Simulation>
+  requires requires(const Simulation& r) {
+    { r.ops } -> std::convertible_to<const std::vector<std::vector<timed_op>>&>;
+  }
+memory_report check_memory(const schedule& sched,
+                           const memory_model& model,
+                           const memory_options& options,
+                           const Simulation& sim) {
+  return detail::check_memory_impl(sched, model, options, &sim.ops);
 }
 
 }  // namespace pipesched

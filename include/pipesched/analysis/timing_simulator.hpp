@@ -9,24 +9,21 @@
 #include <optional>
 #include <vector>
 
+#include "pipesched/analysis/detail/timed_traverse.hpp"
+#include "pipesched/analysis/metrics.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/model/cost_model.hpp"
-#include "pipesched/analysis/metrics.hpp"
+#include "pipesched/ir/timed_op.hpp"
 #include "pipesched/ir/traversal.hpp"
+#include "pipesched/model/cost_model.hpp"
 
 namespace pipesched {
 
-/// When one op ran: simulated start and end time (end − start is its duration).
-struct op_timing {
-  double start = 0.0;
-  double end = 0.0;
-
-  friend bool operator==(const op_timing&, const op_timing&) = default;
-};
+/// The old name of timed_op (ir/timed_op.hpp), the one "op with start and end" type.
+using op_timing = timed_op;
 
 /// An op by position: stage and index in that stage's list.
 struct op_location {
@@ -53,8 +50,8 @@ struct stage_timing {
 };
 
 struct simulate_options {
-  /// Keep every op's start and end (16 bytes per op). Switch off for huge schedules: the
-  /// statistics, makespan, bubble rate and critical path are still computed.
+  /// Keep every op with its start and end (a timed_op, 40 bytes per op). Switch off for huge
+  /// schedules: the statistics, makespan, bubble rate and critical path are still computed.
   bool record_ops = true;
   /// Compute the critical path (costs one byte per op during the run).
   bool critical_path = true;
@@ -64,13 +61,14 @@ struct simulate_options {
 struct simulation_result {
   /// ops[s][i]: timing of op i of stage s; empty when record_ops is off. When the schedule
   /// deadlocks, ops[s] holds only the ops that ran (a prefix of the stage's list).
-  std::vector<std::vector<op_timing>> ops;
+  std::vector<std::vector<timed_op>> ops;
   std::vector<stage_timing> stages;  ///< one per stage
   double makespan = 0.0;             ///< time 0 to the last end over all stages
   /// (S − B) / S: S the largest stage span, B the largest stage busy time (bubble_rate_of(),
   /// analysis/metrics.hpp); the paper's bubble rate when the stages carry equal work.
   double bubble_rate = 0.0;
-  /// Σ busy / (p · makespan) (utilization_of(), analysis/metrics.hpp): the same meaning for any costs.
+  /// Σ busy / (p · makespan) (utilization_of(), analysis/metrics.hpp): the same meaning for any
+  /// costs.
   double utilization = 0.0;
   stage_index max_span_stage = 0;  ///< the stage whose span is S
   /// The chain of ops that sets the makespan, in time order: it starts at an op that waited
@@ -98,52 +96,125 @@ struct simulation_result {
 
 namespace detail {
 
-/// Why an op started when it did; used to walk the critical path back.
-enum class start_reason : std::uint8_t {
-  none,          ///< waited for nothing (time 0, or the stage's first op with no inputs)
-  previous,      ///< the previous op on the same stage
-  requirement0,  ///< requirements_of(...)[0] (+ T_comm when remote)
-  requirement1,  ///< requirements_of(...)[1]
-  partner,       ///< the rendezvous partner was ready later
-};
-
-/// Storage slot of an event: B's two events share one slot (they happen together, and BW
-/// only produces the first), so non-lowered schedules need two doubles per (chunk, mb).
-constexpr std::size_t event_slot(event_kind e) noexcept {
-  switch (e) {
-    case event_kind::forward_done:
-      return 0;
-    case event_kind::input_grad_done:
-    case event_kind::backward_input_done:
-      return 1;
-    case event_kind::received_forward:
-      return 2;
-    case event_kind::received_backward:
-      return 3;
-  }
-  return 0;
-}
-
 /// True when op `o` produces the event `e` (used to find a producer when walking back).
 constexpr bool produces(op_kind k, event_kind e) noexcept {
   return (events_produced(k) & event_bit(e)) != 0;
 }
 
+/// Storage of the start reasons of all ops. Stages advance together, so blocks of 64 ops of
+/// every stage are laid side by side: the writes of one sweep over the stages then stay within
+/// a few memory pages rather than one page per stage. A very unbalanced schedule (where that
+/// layout would more than double the table) keeps one run per stage instead.
+class start_reasons {
+ public:
+  start_reasons(const schedule& sched, bool enabled) : p_(sched.stages()), offset_(p_ + 1, 0) {
+    std::size_t total = 0;
+    std::size_t longest = 0;
+    for (stage_index s = 0; s < p_; ++s) {
+      const std::size_t n = sched.ops(s).size();
+      offset_[s + 1] = offset_[s] + n;
+      total += n;
+      longest = std::max(longest, n);
+    }
+    const std::size_t blocks = (longest + block - 1) / block;
+    interleaved_ = blocks * block * p_ <= 2 * total + block * p_;
+    if (enabled) {
+      reason_.assign(interleaved_ ? blocks * block * p_ : total, start_reason::none);
+    }
+  }
+  start_reason& operator()(stage_index s, std::size_t i) noexcept {
+    return reason_[interleaved_ ? ((i / block) * p_ + s) * block + i % block : offset_[s] + i];
+  }
+
+ private:
+  static constexpr std::size_t block = 64;
+  std::size_t p_;
+  bool interleaved_ = false;
+  std::vector<std::size_t> offset_;
+  std::vector<start_reason> reason_;
+};
+
+/// The chain of ops that sets the makespan, walked back from the last-ending op `last` along
+/// the recorded start reasons. Along the chain, the ops met on one stage appear in decreasing
+/// list order (each is a causal predecessor of the previous), so a per-stage cursor that only
+/// moves down finds every producer: linear overall.
+inline std::vector<op_location> critical_path(const schedule& sched,
+                                              start_reasons& reason,
+                                              op_location last) {
+  const placement& pl = sched.layout();
+  const bool lowered = sched.has_comm();
+  std::vector<std::size_t> cursor(sched.stages());
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    cursor[s] = sched.ops(s).size();
+  }
+  auto find_back = [&](stage_index t, auto&& match) -> std::optional<std::size_t> {
+    const auto ops = sched.ops(t);
+    for (std::size_t j = cursor[t]; j-- > 0;) {
+      if (match(ops[j])) {
+        return j;
+      }
+    }
+    return std::nullopt;
+  };
+  std::vector<op_location> chain;
+  op_location cur = last;
+  for (;;) {
+    chain.push_back(cur);
+    cursor[cur.stage] = cur.op_index;
+    const op& o = sched.ops(cur.stage)[cur.op_index];
+    const start_reason why = reason(cur.stage, cur.op_index);
+    std::optional<op_location> next;
+    switch (why) {
+      case start_reason::none:
+        break;
+      case start_reason::previous:
+        next = op_location{cur.stage, cur.op_index - 1};
+        break;
+      case start_reason::requirement0:
+      case start_reason::requirement1: {
+        const auto reqs = requirements_of(pl, cur.stage, o, lowered);
+        const requirement& r = reqs.items[why == start_reason::requirement0 ? 0 : 1];
+        const chunk_index lc = pl.local_of(r.chunk);
+        const auto j = find_back(r.stage, [&](const op& x) {
+          return x.chunk == lc && x.mb == r.mb && produces(x.kind, r.what);
+        });
+        if (j) {
+          next = op_location{r.stage, *j};
+        }
+        break;
+      }
+      case start_reason::partner: {
+        const auto partner = comm_partner(pl, cur.stage, o);
+        if (partner) {
+          const auto j = find_back(partner->stage, [&](const op& x) { return x == partner->o; });
+          if (j) {
+            next = op_location{partner->stage, *j};
+          }
+        }
+        break;
+      }
+    }
+    if (!next) {
+      break;
+    }
+    cur = *next;
+  }
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
 }  // namespace detail
 
-/// Simulates `sched` under `costs` (docs/model.md §3): each stage runs its list in order; an op
-/// starts at max(end of the previous op on its stage, end of each producer + T_comm when the
-/// producer ran on another stage). In a lowered schedule (SEND/RECV ops) a SEND and its RECV
-/// form a blocking rendezvous: both start at the later of the two sides' ready times and both
-/// end T_comm(sender, receiver) later; compute ops then wait only for the local RECV.
-/// SEND/RECV ops without a peer and ops with out-of-range indices take no time.
+/// Simulates `sched` under `costs`: every op timed by the timing engine (docs/model.md §3,
+/// detail::timed_traverse), plus per-stage statistics, bubble rate, utilization and the
+/// critical path.
 ///
 /// Costs are read for the schedule's shape (cost_model::for_shape: per-stage costs split over
 /// its v chunks; tables of another shape throw invalid_argument). Times that overflow to
 /// infinity throw invalid_argument rather than return numbers that are not finite.
 ///
 /// Never hangs: a schedule that cannot complete returns with `deadlock` set. Linear time;
-/// memory 2 doubles per (global chunk, micro-batch) (4 when lowered), plus 16 bytes per op with
+/// memory 2 doubles per (global chunk, micro-batch) (4 when lowered), plus 40 bytes per op with
 /// record_ops and 1 byte per op with critical_path.
 inline simulation_result simulate(const schedule& sched,
                                   const cost_model& model = {},
@@ -151,9 +222,6 @@ inline simulation_result simulate(const schedule& sched,
   const placement& pl = sched.layout();
   const cost_model costs = model.for_shape(sched.stages(), pl.chunks(), "simulate");
   const std::uint32_t p = sched.stages();
-  const std::uint32_t m = sched.microbatches();
-  const bool lowered = sched.has_comm();
-  const std::size_t nslots = lowered ? 4 : 2;
 
   simulation_result result;
   result.stages.resize(p);
@@ -164,199 +232,34 @@ inline simulation_result simulate(const schedule& sched,
     }
   }
 
-  // Requirements per (stage, chunk, kind), and next to them the op's duration and each
-  // requirement's transfer latency, so the per-op work is table lookups.
   detail::require_traversable(sched, "simulate");  // refused, not allocated
-  const detail::traversal_plan plan(pl, lowered);
-  const detail::op_plan* const plan_base = plan.data();
-  struct op_cost {
-    double duration = 0.0;
-    std::array<double, 2> latency{};  // T_comm added to requirement k (0 when local)
-  };
-  std::vector<op_cost> cost_table(plan.size());
-  for (stage_index s = 0; s < p; ++s) {
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      for (op_kind k : all_op_kinds) {
-        const op o = make_op(k, 0, c);
-        const detail::op_plan& e = plan.at(s, o);
-        op_cost& oc = cost_table[plan.index(s, o)];
-        oc.duration = is_compute(k) ? costs.duration(s, k, c) : 0.0;
-        for (std::uint8_t j = 0; j < e.count; ++j) {
-          oc.latency[j] = e.deps[j].remote ? costs.comm(e.deps[j].stage, s) : 0.0;
-        }
-      }
-    }
-  }
-
-  // Chunk major: a stage walks its own chunk's row (and its neighbours') in micro-batch order,
-  // so each stage streams through a few rows instead of jumping a row per op.
-  // One table per event slot, micro-batch major (see detail::event_index): each value is read
-  // shortly after it is written, and a sweep over the stages stays within a few pages.
-  const std::size_t row = pl.total_chunks();
-  const std::size_t table_size = std::size_t{m} * row;
-
-  std::vector<double> event_end(table_size * nslots, 0.0);
-  double* const ev = event_end.data();
-  auto slot_index = [&](global_chunk g, microbatch_index mb, std::size_t slot) {
-    return slot * table_size + std::size_t{mb} * row + g;
-  };
-
-  // Start reasons of all ops. Stages advance together, so blocks of 64 ops of every stage are
-  // laid side by side: the writes of one sweep over the stages then stay within a few memory
-  // pages rather than one page per stage. A very unbalanced schedule (where that layout would
-  // more than double the table) keeps one run per stage instead.
-  std::vector<detail::start_reason> reason;
-  std::size_t total_ops = 0;
-  std::size_t longest = 0;
-  std::vector<std::size_t> offset(std::size_t{p} + 1, 0);
-  for (stage_index s = 0; s < p; ++s) {
-    const std::size_t n = sched.ops(s).size();
-    offset[s + 1] = offset[s] + n;
-    total_ops += n;
-    longest = std::max(longest, n);
-  }
-  constexpr std::size_t block = 64;
-  const std::size_t blocks = (longest + block - 1) / block;
-  const bool interleaved = blocks * block * p <= 2 * total_ops + block * p;
-  auto reason_at = [&](stage_index s, std::size_t i) {
-    return interleaved ? ((i / block) * p + s) * block + i % block : offset[s] + i;
-  };
-  if (options.critical_path) {
-    reason.assign(interleaved ? blocks * block * p : total_ops, detail::start_reason::none);
-  }
-
-  std::vector<double> stage_end(p, 0.0);
+  const detail::traversal_plan plan(pl, sched.has_comm());
+  const std::vector<detail::op_cost> table = detail::cost_table(plan, pl, costs);
+  detail::start_reasons reason(sched, options.critical_path);
   double last_end = -1.0;
   op_location last_op{};
 
-  // Ready time of op `o` at stage s: the previous op's end and every input's arrival.
-  auto ready_time = [&](stage_index s, std::size_t i, const op& o, const detail::op_plan& e,
-                        detail::start_reason& why) {
-    double t = stage_end[s];
-    why = i == 0 ? detail::start_reason::none : detail::start_reason::previous;
-    const op_cost& oc = cost_table[static_cast<std::size_t>(&e - plan_base)];
-    for (std::uint8_t k = 0; k < e.count; ++k) {
-      // A same-stage producer ran earlier on this stage and ended by stage_end[s]: it can't
-      // delay the op, and skipping it keeps old rows out of the cache.
-      if (!e.deps[k].remote) {
-        continue;
-      }
-      const double arrival =
-          ev[slot_index(e.deps[k].chunk, o.mb, detail::event_slot(e.deps[k].what))] + oc.latency[k];
-      if (arrival > t) {
-        t = arrival;
-        why = k == 0 ? detail::start_reason::requirement0 : detail::start_reason::requirement1;
-      }
-    }
-    return t;
-  };
-
-  auto finish = [&](stage_index s, std::size_t i, const op& o, const detail::op_plan* e,
-                    double start, double end, detail::start_reason why) {
-    stage_timing& st = result.stages[s];
-    if (i == 0) {
-      st.first_start = start;
-    }
-    if (is_compute(o.kind)) {
-      st.busy += end - start;
-    } else {
-      st.comm += end - start;
-    }
-    st.ops_run = i + 1;
-    stage_end[s] = end;
-    if (options.record_ops) {
-      auto& v = result.ops[s];
-      if (v.size() == i) {
-        v.push_back(op_timing{start, end});
-      } else {
-        if (v.size() < i) {
-          v.resize(i + 1);
+  traversal_result tr = detail::timed_traverse(
+      sched, plan, table.data(),
+      [&](stage_index from, stage_index to) { return costs.comm(from, to); },
+      [&](const detail::timed_step& t) {
+        stage_timing& st = result.stages[t.stage];
+        if (t.index == 0) {
+          st.first_start = t.start;
         }
-        v[i] = op_timing{start, end};
-      }
-    }
-    if (options.critical_path) {
-      reason[reason_at(s, i)] = why;
-    }
-    if (end > last_end) {
-      last_end = end;
-      last_op = op_location{s, i};
-    }
-    if (e != nullptr) {
-      switch (o.kind) {
-        case op_kind::forward:
-          ev[slot_index(e->own, o.mb, 0)] = end;
-          break;
-        case op_kind::backward_input:  // also backward_input_done: same slot
-        case op_kind::backward_full:
-          ev[slot_index(e->own, o.mb, 1)] = end;
-          break;
-        case op_kind::recv_forward:
-          ev[slot_index(e->own, o.mb, 2)] = end;
-          break;
-        case op_kind::recv_backward:
-          ev[slot_index(e->own, o.mb, 3)] = end;
-          break;
-        default:
-          break;
-      }
-    }
-  };
-
-  // traverse() visits the two sides of a rendezvous back to back; the first one waits here.
-  struct pending_side {
-    bool active = false;
-    stage_index stage = 0;
-    std::size_t index = 0;
-    op o{};
-    const detail::op_plan* e = nullptr;
-    double ready = 0.0;
-    detail::start_reason why = detail::start_reason::none;
-  } pending;
-
-  traversal_result tr = detail::traverse_planned(
-      sched, plan, [&](stage_index s, std::size_t i, const op& o, const detail::op_plan* e) {
-        if (e == nullptr) {  // out of range: takes no time
-          finish(s, i, o, e, stage_end[s], stage_end[s],
-                 i == 0 ? detail::start_reason::none : detail::start_reason::previous);
-          return;
+        (is_compute(t.o.kind) ? st.busy : st.comm) += t.end - t.start;
+        st.ops_run = t.index + 1;
+        st.last_end = t.end;
+        if (options.record_ops) {
+          result.ops[t.stage].push_back(timed_op{t.stage, t.index, t.o, t.start, t.end});
         }
-        if (is_comm(o.kind)) {
-          const auto partner = comm_partner(pl, s, o);
-          if (!partner) {
-            finish(s, i, o, e, stage_end[s], stage_end[s],
-                   i == 0 ? detail::start_reason::none : detail::start_reason::previous);
-            return;
-          }
-          detail::start_reason why{};
-          const double ready = ready_time(s, i, o, *e, why);
-          if (!pending.active) {
-            pending = pending_side{true, s, i, o, e, ready, why};
-            if (options.record_ops && result.ops[s].size() <= i) {
-              result.ops[s].resize(i + 1);  // filled when the partner arrives
-            }
-            return;
-          }
-          PIPESCHED_ASSERT(partner->stage == pending.stage && partner->o == pending.o,
-                           "simulate: rendezvous sides must be visited back to back");
-          pending.active = false;
-          const double start = std::max(ready, pending.ready);
-          const bool i_send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
-          const double end =
-              start + (i_send ? costs.comm(s, pending.stage) : costs.comm(pending.stage, s));
-          // Each side's start is set by its own inputs unless the other side was ready later.
-          const detail::start_reason why_pending =
-              pending.ready >= ready ? pending.why : detail::start_reason::partner;
-          const detail::start_reason why_this =
-              ready >= pending.ready ? why : detail::start_reason::partner;
-          finish(pending.stage, pending.index, pending.o, pending.e, start, end, why_pending);
-          finish(s, i, o, e, start, end, why_this);
-          return;
+        if (options.critical_path) {
+          reason(t.stage, t.index) = t.why;
         }
-        detail::start_reason why{};
-        const double start = ready_time(s, i, o, *e, why);
-        finish(s, i, o, e, start,
-               start + cost_table[static_cast<std::size_t>(e - plan_base)].duration, why);
+        if (t.end > last_end) {
+          last_end = t.end;
+          last_op = op_location{t.stage, t.index};
+        }
       });
 
   double max_span = -1.0;
@@ -364,7 +267,6 @@ inline simulation_result simulate(const schedule& sched,
   double total_busy = 0.0;
   for (stage_index s = 0; s < p; ++s) {
     stage_timing& st = result.stages[s];
-    st.last_end = stage_end[s];
     st.span = st.ops_run == 0 ? 0.0 : st.last_end - st.first_start;
     st.idle = st.span - st.busy;
     st.idle_fraction = st.span > 0.0 ? st.idle / st.span : 0.0;
@@ -388,72 +290,9 @@ inline simulation_result simulate(const schedule& sched,
 
   if (!tr.complete) {
     result.deadlock = std::move(tr.witness);
-    return result;
+  } else if (options.critical_path && last_end >= 0.0) {
+    result.critical_path = detail::critical_path(sched, reason, last_op);
   }
-  if (!options.critical_path || last_end < 0.0) {
-    return result;
-  }
-
-  // Walk back from the last-ending op. Along the chain, the ops met on one stage appear in
-  // decreasing list order (each is a causal predecessor of the previous), so a per-stage
-  // cursor that only moves down finds every producer: linear overall.
-  std::vector<std::size_t> cursor(p);
-  for (stage_index s = 0; s < p; ++s) {
-    cursor[s] = sched.ops(s).size();
-  }
-  auto find_back = [&](stage_index t, auto&& match) -> std::optional<std::size_t> {
-    const auto ops = sched.ops(t);
-    for (std::size_t j = cursor[t]; j-- > 0;) {
-      if (match(ops[j])) {
-        return j;
-      }
-    }
-    return std::nullopt;
-  };
-  std::vector<op_location> chain;
-  op_location cur = last_op;
-  for (;;) {
-    chain.push_back(cur);
-    cursor[cur.stage] = cur.op_index;
-    const op& o = sched.ops(cur.stage)[cur.op_index];
-    const detail::start_reason why = reason[reason_at(cur.stage, cur.op_index)];
-    std::optional<op_location> next;
-    switch (why) {
-      case detail::start_reason::none:
-        break;
-      case detail::start_reason::previous:
-        next = op_location{cur.stage, cur.op_index - 1};
-        break;
-      case detail::start_reason::requirement0:
-      case detail::start_reason::requirement1: {
-        const auto reqs = requirements_of(pl, cur.stage, o, lowered);
-        const requirement& r = reqs.items[why == detail::start_reason::requirement0 ? 0 : 1];
-        const chunk_index lc = pl.local_of(r.chunk);
-        const auto j = find_back(r.stage, [&](const op& x) {
-          return x.chunk == lc && x.mb == r.mb && detail::produces(x.kind, r.what);
-        });
-        if (j) {
-          next = op_location{r.stage, *j};
-        }
-        break;
-      }
-      case detail::start_reason::partner: {
-        const auto partner = comm_partner(pl, cur.stage, o);
-        if (partner) {
-          const auto j = find_back(partner->stage, [&](const op& x) { return x == partner->o; });
-          if (j) {
-            next = op_location{partner->stage, *j};
-          }
-        }
-        break;
-      }
-    }
-    if (!next) {
-      break;
-    }
-    cur = *next;
-  }
-  result.critical_path.assign(chain.rbegin(), chain.rend());
   return result;
 }
 

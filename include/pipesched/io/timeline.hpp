@@ -8,16 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "pipesched/analysis/detail/timed_traverse.hpp"
+#include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/analysis/metrics.hpp"
+#include "pipesched/analysis/timing_simulator.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/ir/timed_op.hpp"
-#include "pipesched/analysis/memory_checker.hpp"
-#include "pipesched/model/memory_model.hpp"
-#include "pipesched/model/cost_model.hpp"
-#include "pipesched/analysis/metrics.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
 #include "pipesched/ir/traversal.hpp"
+#include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/memory_model.hpp"
 
 // The io/ renderers (terminal, SVG, Chrome trace, simulation JSON) draw a `timeline`: every
 // op of a schedule with a start and an end. It is deliberately small so that any source of
@@ -108,83 +109,23 @@ struct memory_sample {
 
 namespace detail {
 
-/// Times every op of `sched` under the model of docs/model.md §3: an op starts at
-/// max(end of the previous op on its stage, end of each producer + latency(from, to) when the
-/// producer ran on another stage). `duration(stage, op)` and `latency(from, to)` are callables.
-/// SEND/RECV pairs of a lowered schedule start together (a rendezvous); the RECV ends
-/// `latency` after its SEND. Throws when the schedule cannot run to the end.
-template <class Duration, class Latency>
-timeline compute_timeline(const schedule& sched,
-                          const char* who,
-                          Duration&& duration,
-                          Latency&& latency) {
-  const placement& pl = sched.layout();
-  const std::uint32_t p = sched.stages();
-  const std::uint32_t m = sched.microbatches();
-  const bool lowered = sched.has_comm();
-  constexpr std::size_t nev = 5;
-  std::vector<double> event_end(std::size_t{pl.total_chunks()} * m * nev, 0.0);
-  auto ev = [&](global_chunk g, microbatch_index mb, event_kind e) -> double& {
-    return event_end[(std::size_t{g} * m + mb) * nev + static_cast<std::size_t>(e)];
-  };
-  std::vector<double> free_at(p, 0.0);
+/// Unit steps through the timing engine (docs/model.md §3 with every op one step long and no
+/// transfer latency: a rendezvous is one step on both sides). Throws, naming `who`, when the
+/// schedule cannot run to the end.
+inline timeline unit_step_timeline(const schedule& sched, const char* who) {
+  require_traversable(sched, who);
+  const traversal_plan plan(sched.layout(), sched.has_comm());
+  const std::vector<op_cost> steps(plan.size(), op_cost{1.0, {}});
   timeline out;
-  out.stages.resize(p);
-  for (stage_index s = 0; s < p; ++s) {
-    out.stages[s].resize(sched.ops(s).size());
+  out.stages.resize(sched.stages());
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    out.stages[s].reserve(sched.ops(s).size());
   }
-  auto ready_time = [&](stage_index s, const op& o) {
-    double t = free_at[s];
-    if (o.chunk >= pl.chunks() || o.mb >= m) {
-      return t;
-    }
-    for (const requirement& r : requirements_of(pl, s, o, lowered)) {
-      t = std::max(t, ev(r.chunk, r.mb, r.what) + (r.remote ? latency(r.stage, s) : 0.0));
-    }
-    return t;
-  };
-  auto finish = [&](stage_index s, std::size_t i, const op& o, double start, double end) {
-    out.stages[s][i] = timed_op{s, i, o, start, end};
-    free_at[s] = end;
-    if (o.chunk < pl.chunks() && o.mb < m) {
-      const global_chunk g = pl.global(s, o.chunk);
-      for (std::size_t e = 0; e < nev; ++e) {
-        if ((events_produced(o.kind) & (1u << e)) != 0) {
-          ev(g, o.mb, static_cast<event_kind>(e)) = end;
-        }
-      }
-    }
-  };
-  // traverse() visits the two halves of a rendezvous back to back; the first waits here.
-  struct pending_comm {
-    stage_index s;
-    std::size_t i;
-    op o;
-    double ready;
-  };
-  std::optional<pending_comm> pending;
-  const traversal_result res = traverse(sched, [&](stage_index s, std::size_t i, const op& o) {
-    const double ready = ready_time(s, o);
-    const bool paired =
-        is_comm(o.kind) && o.chunk < pl.chunks() && o.mb < m && comm_partner(pl, s, o).has_value();
-    if (!paired) {
-      finish(s, i, o, ready, ready + duration(s, o));
-      return;
-    }
-    if (!pending) {
-      pending = pending_comm{s, i, o, ready};
-      return;
-    }
-    const pending_comm a = *pending;
-    pending.reset();
-    const double start = std::max(a.ready, ready);
-    auto end_of = [&](stage_index st, const op& x, stage_index peer) {
-      const bool recv = x.kind == op_kind::recv_forward || x.kind == op_kind::recv_backward;
-      return start + duration(st, x) + (recv ? latency(peer, st) : 0.0);
-    };
-    finish(a.s, a.i, a.o, start, end_of(a.s, a.o, s));
-    finish(s, i, o, start, end_of(s, o, a.s));
-  });
+  const traversal_result res = timed_traverse(
+      sched, plan, steps.data(), [](stage_index, stage_index) { return 1.0; },
+      [&](const timed_step& t) {
+        out.stages[t.stage].push_back(timed_op{t.stage, t.index, t.o, t.start, t.end});
+      });
   if (!res.complete) {
     fail(who, ": the schedule cannot run to the end (", res.witness.describe(), ")");
   }
@@ -196,9 +137,7 @@ timeline compute_timeline(const schedule& sched,
 /// Unit steps: every op (compute or comm) lasts one step, no transfer latency. The step grid
 /// of the PyTorch CSV export and of the plain terminal view.
 inline timeline unit_step_timeline(const schedule& sched) {
-  return detail::compute_timeline(
-      sched, "unit_step_timeline", [](stage_index, const op&) { return 1.0; },
-      [](stage_index, stage_index) { return 0.0; });
+  return detail::unit_step_timeline(sched, "unit_step_timeline");
 }
 
 /// The simulator's per-op times as a timeline, keeping its bubble rate. `r` must come from
@@ -218,10 +157,7 @@ inline timeline to_timeline(const schedule& sched, const simulation_result& r) {
       detail::fail("to_timeline: stage ", s, " has ", r.ops[s].size(),
                    " timed ops, the schedule's list ", ops.size());
     }
-    out.stages[s].reserve(r.ops[s].size());
-    for (std::size_t i = 0; i < r.ops[s].size(); ++i) {
-      out.stages[s].push_back({s, i, ops[i], r.ops[s][i].start, r.ops[s][i].end});
-    }
+    out.stages[s] = r.ops[s];
   }
   out.reported_bubble_rate = r.bubble_rate;
   return out;
@@ -282,59 +218,6 @@ inline timeline timeline_from_measured(const schedule& sched, std::span<const ti
   return out;
 }
 
-/// Live activation memory per stage over any timeline (e.g. a measured run), without the
-/// memory checker (docs/model.md §5): F allocates M_B when it starts; B frees M_B − M_W, W frees
-/// M_W and BW frees M_B when they end; static memory is the base line. Samples are sorted by
-/// time, one per change (first sample at time 0). Receive buffers of lowered schedules are not
-/// counted; use check_memory() and memory_curves(const memory_report&) for those.
-inline std::vector<std::vector<memory_sample>> memory_curves(const schedule& sched,
-                                                             const timeline& tl,
-                                                             const memory_model& model) {
-  const memory_model mem = model.for_shape(sched.stages(), sched.chunks(), "memory_curves");
-  std::vector<std::vector<memory_sample>> out(tl.stages.size());
-  for (stage_index s = 0; s < tl.stages.size(); ++s) {
-    std::vector<memory_sample> deltas;
-    for (const timed_op& t : tl.stages[s]) {
-      if (t.o.chunk >= sched.chunks()) {
-        continue;
-      }
-      const chunk_memory& c = mem.at(s, t.o.chunk);
-      switch (t.o.kind) {
-        case op_kind::forward:
-          deltas.push_back({t.start, c.activation});
-          break;
-        case op_kind::backward_input:
-          deltas.push_back({t.end, -(c.activation - c.weight_grad_input)});
-          break;
-        case op_kind::backward_weight:
-          deltas.push_back({t.end, -c.weight_grad_input});
-          break;
-        case op_kind::backward_full:
-          deltas.push_back({t.end, -c.activation});
-          break;
-        default:
-          break;
-      }
-    }
-    // Frees before allocations at the same instant: a stage reuses memory it just released.
-    std::stable_sort(
-        deltas.begin(), deltas.end(), [](const memory_sample& a, const memory_sample& b) {
-          return a.time < b.time || (a.time == b.time && a.live < 0.0 && b.live >= 0.0);
-        });
-    double live = mem.static_memory(s);
-    out[s].push_back({0.0, live});
-    for (const memory_sample& d : deltas) {
-      live += d.live;
-      if (out[s].back().time == d.time) {
-        out[s].back().live = live;
-      } else {
-        out[s].push_back({d.time, live});
-      }
-    }
-  }
-  return out;
-}
-
 /// The memory checker's curves as samples over time: static memory at time 0, then the value
 /// after each op at that op's end time (same-time values merged, the last one kept). `m` must
 /// come from check_memory(sched, model, options, simulation) with record_curve on.
@@ -356,6 +239,22 @@ inline std::vector<std::vector<memory_sample>> memory_curves(const memory_report
     }
   }
   return out;
+}
+
+/// Live memory per stage over any timeline (e.g. a measured run): the memory checker's values
+/// (docs/model.md §5, receive buffers of lowered schedules included) stamped with the end time
+/// of each op in `tl`, one sample per change (first sample at time 0: static memory).
+/// `tl` holds the schedule's ops stage by stage in list order (a prefix after a deadlock).
+inline std::vector<std::vector<memory_sample>> memory_curves(const schedule& sched,
+                                                             const timeline& tl,
+                                                             const memory_model& model) {
+  if (tl.stages.size() != sched.stages()) {
+    detail::fail("memory_curves: the timeline has ", tl.stages.size(), " stages, the schedule has ",
+                 sched.stages());
+  }
+  memory_options o;
+  o.record_curve = true;
+  return memory_curves(detail::check_memory_impl(sched, model, o, &tl.stages));
 }
 
 /// Highest value of a memory curve (0 for an empty one).

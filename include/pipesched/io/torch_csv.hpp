@@ -134,9 +134,7 @@ inline std::string to_torch_csv(const schedule& sched, const torch_csv_options& 
   const bool steps = opts.alignment == torch_alignment::unit_steps ||
                      (opts.alignment == torch_alignment::automatic && !sched.has_comm());
   if (steps) {
-    tl = detail::compute_timeline(
-        sched, "to_torch_csv", [](stage_index, const op&) { return 1.0; },
-        [](stage_index, stage_index) { return 0.0; });
+    tl = detail::unit_step_timeline(sched, "to_torch_csv");
   }
   for (stage_index s = 0; s < sched.stages(); ++s) {
     const auto ops = sched.ops(s);

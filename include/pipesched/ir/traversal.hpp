@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -193,12 +194,27 @@ class traversal_plan {
   std::vector<op_plan> table_;
 };
 
+/// Per-stage op lists on a placement, read the way traverse_planned reads a schedule: lets a
+/// search time a candidate order (vectors of ops) without building a schedule from it.
+struct op_lists {
+  const placement* pl = nullptr;
+  std::uint32_t m = 0;
+  const std::vector<std::vector<op>>* lists = nullptr;
+
+  const placement& layout() const noexcept { return *pl; }
+  std::uint32_t stages() const noexcept { return pl->stages(); }
+  std::uint32_t microbatches() const noexcept { return m; }
+  std::span<const op> ops(stage_index s) const noexcept { return (*lists)[s]; }
+};
+
 /// The witness of an incomplete traversal, from the final positions and done flags.
-inline traversal_result traversal_outcome(const schedule& sched,
-                                          bool lowered,
-                                          const std::vector<std::size_t>& pos,
-                                          const std::vector<std::uint8_t>& done,
-                                          event_index at) {
+/// `Sched` is a schedule or an op_lists.
+template <class Sched>
+traversal_result traversal_outcome(const Sched& sched,
+                                   bool lowered,
+                                   const std::vector<std::size_t>& pos,
+                                   const std::vector<std::uint8_t>& done,
+                                   event_index at) {
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
   auto satisfied = [&](const requirement& r) {
@@ -279,13 +295,12 @@ inline traversal_result traversal_outcome(const schedule& sched,
   return result;
 }
 
-/// traverse() on a prebuilt plan (whose `lowered` must be sched.has_comm()). Calls
+/// traverse() on a prebuilt plan (whose `lowered` must be sched.has_comm()) over a schedule or
+/// an op_lists. Calls
 /// `visit(stage, op_index, op, entry)` with the op's plan entry, or nullptr for an op with an
 /// out-of-range chunk or micro-batch. Same order and result as traverse().
-template <class Visitor>
-traversal_result traverse_planned(const schedule& sched,
-                                  const traversal_plan& plan,
-                                  Visitor&& visit) {
+template <class Visitor, class Sched = schedule>
+traversal_result traverse_planned(const Sched& sched, const traversal_plan& plan, Visitor&& visit) {
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
   const std::uint32_t m = sched.microbatches();

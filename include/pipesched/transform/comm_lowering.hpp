@@ -12,14 +12,15 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/detail/timed_traverse.hpp"
+#include "pipesched/analysis/validator.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/model/cost_model.hpp"
 #include "pipesched/ir/traversal.hpp"
-#include "pipesched/analysis/validator.hpp"
+#include "pipesched/model/cost_model.hpp"
 
 namespace pipesched {
 
@@ -284,51 +285,33 @@ inline bool lower_ranked(const schedule& in, const cost_model& costs, bool eager
   const std::uint32_t p = in.stages();
   const std::uint32_t m = in.microbatches();
 
-  // Timed execution of the input, in a dependency-respecting order: an op starts when its
-  // stage is free and its cross-stage inputs have arrived (same-stage inputs come earlier in
-  // the list of a valid schedule, so the stage clock covers them).
+  // Timed execution of the input by the timing engine (docs/model.md §3), in its
+  // dependency-respecting order; that order breaks ties between equal end times.
   const std::size_t cells = std::size_t{pl.total_chunks()} * m;
-  std::vector<double> fwd_end(cells, 0.0);   // end of F, by global chunk and micro-batch
-  std::vector<double> grad_end(cells, 0.0);  // end of B / BW
-  std::vector<double> clock(p, 0.0);
   std::vector<std::vector<double>> starts(eager ? p : 0);  // start time of each compute op
   for (stage_index s = 0; s < starts.size(); ++s) {
     starts[s].resize(in.ops(s).size());
   }
   std::vector<std::vector<comm_entry>> comm(p);
   std::uint64_t seq = 0;
-  const traversal_result tr = traverse(in, [&](stage_index s, std::size_t i, const op& o) {
-    const global_chunk g = pl.global(s, o.chunk);
-    double start = clock[s];
-    for (const requirement& r : requirements_of(pl, s, o, false)) {
-      if (r.remote) {
-        const std::size_t cell = std::size_t{r.chunk} * m + r.mb;
-        const double ready = r.what == event_kind::forward_done ? fwd_end[cell] : grad_end[cell];
-        start = std::max(start, ready + costs.comm(r.stage, s));
-      }
-    }
-    const double end = start + costs.duration(s, o.kind, o.chunk);
-    clock[s] = end;
-    if (eager) {
-      starts[s][i] = start;
-    }
-    const std::size_t cell = std::size_t{g} * m + o.mb;
-    if (o.kind == op_kind::forward) {
-      fwd_end[cell] = end;
-    } else if (produces_input_grad(o.kind)) {
-      grad_end[cell] = end;
-    }
-    if (const auto t = outgoing(pl, m, s, o)) {
-      const std::uint64_t id = seq++;
-      comm[t->from].push_back({end, id, t->send});
-      comm[t->to].push_back({end, id, t->recv});
-    }
-  });
+  const traversal_plan plan(pl, false);
+  const std::vector<op_cost> table = cost_table(plan, pl, costs);
+  const traversal_result tr = timed_traverse(
+      in, plan, table.data(),
+      [&](stage_index from, stage_index to) { return costs.comm(from, to); },
+      [&](const timed_step& t) {
+        if (eager) {
+          starts[t.stage][t.index] = t.start;
+        }
+        if (const auto x = outgoing(pl, m, t.stage, t.o)) {
+          const std::uint64_t id = seq++;
+          comm[x->from].push_back({t.end, id, x->send});
+          comm[x->to].push_back({t.end, id, x->recv});
+        }
+      });
   if (!tr.complete) {
     return false;
   }
-  fwd_end = {};
-  grad_end = {};
 
   constexpr double always = std::numeric_limits<double>::infinity();
   std::vector<std::uint8_t> received(cells, 0);  // bit 1: RECV_F posted, 2: RECV_B posted

@@ -10,11 +10,14 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/detail/timed_traverse.hpp"
+#include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
-#include "pipesched/model/memory_model.hpp"
+#include "pipesched/ir/traversal.hpp"
 #include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/memory_model.hpp"
 
 namespace pipesched::detail {
 
@@ -70,6 +73,8 @@ struct greedy_problem {
   std::vector<double> fcomm;       ///< latency of (s, c)'s F input; 0 for global chunk 0
   std::vector<double> bcomm;       ///< latency of (s, c)'s B input; 0 for the last chunk
   std::vector<double> mb, mw;      ///< M_B, M_W per (s, c)
+  /// Change of live memory by an F, B, W of (s, c): memory_delta (analysis/memory_events.hpp).
+  std::vector<double> df, db, dw;
   std::vector<double> reserve;     ///< activation of the stage's later chunks, kept free
   std::vector<double> avail;       ///< per stage: limit − static memory
   std::vector<global_chunk> gl;    ///< global chunk of (s, c)
@@ -88,6 +93,9 @@ struct greedy_problem {
   /// Tolerance for memory compares (memory_tolerance): 1e-9 × the largest budget or
   /// activation, whatever the memory unit. Never used for times, nor eps for memory.
   double meps = 1e-9;
+  /// The timing engine's tables for this problem (time_order).
+  traversal_plan plan;
+  std::vector<op_cost> timing;
   static constexpr std::size_t npos = std::size_t(-1);
 
   greedy_problem(placement layout,
@@ -95,12 +103,12 @@ struct greedy_problem {
                  const cost_model& costs,
                  const memory_model& memory,
                  std::vector<double> budget)
-      : pl(std::move(layout)), m(microbatches), avail(std::move(budget)) {
+      : pl(std::move(layout)), m(microbatches), avail(std::move(budget)), plan(pl, false) {
     const std::uint32_t p = pl.stages();
     const std::uint32_t v = pl.chunks();
     const std::size_t n = std::size_t{p} * v;
     tf.resize(n), tb.resize(n), tw.resize(n), fcomm.resize(n), bcomm.resize(n);
-    mb.resize(n), mw.resize(n), reserve.assign(n, 0.0);
+    mb.resize(n), mw.resize(n), df.resize(n), db.resize(n), dw.resize(n), reserve.assign(n, 0.0);
     gl.resize(n), prev.assign(n, npos), next.assign(n, npos), flat.assign(n, npos);
     stage.assign(n, 0);
     double scale = 0.0;
@@ -124,6 +132,9 @@ struct greedy_problem {
         }
         mb[i] = memory.at(s, c).activation;
         mw[i] = memory.at(s, c).weight_grad_input;
+        df[i] = memory_delta(op_kind::forward, memory.at(s, c));
+        db[i] = memory_delta(op_kind::backward_input, memory.at(s, c));
+        dw[i] = memory_delta(op_kind::backward_weight, memory.at(s, c));
       }
       for (chunk_index c = 0; c < v; ++c) {
         for (chunk_index d = 0; d < v; ++d) {
@@ -148,6 +159,7 @@ struct greedy_problem {
     }
     eps = 1e-9 * (scale > 0.0 ? scale : 1.0);
     meps = memory_tolerance(pl, memory, avail);
+    timing = cost_table(plan, pl, costs);
   }
 };
 
@@ -167,8 +179,9 @@ class greedy_scheduler {
         tw_(pr.tw.data()),
         fcomm_(pr.fcomm.data()),
         bcomm_(pr.bcomm.data()),
-        mb_(pr.mb.data()),
-        mw_(pr.mw.data()),
+        df_(pr.df.data()),
+        db_(pr.db.data()),
+        dw_(pr.dw.data()),
         reserve_(pr.reserve.data()),
         gl_(pr.gl.data()),
         prev_(pr.prev.data()),
@@ -494,7 +507,7 @@ class greedy_scheduler {
 
   // Whether an F of flat index i fits stage s's budget, room for its later chunks kept.
   bool f_fits(stage_index s, std::size_t i) const noexcept {
-    return mem_[s] + mb_[i] + reserve_[i] <= cap_[s];
+    return mem_[s] + df_[i] + reserve_[i] <= cap_[s];
   }
 
   // Next admissible F; `blocked` reports an F held back only by the memory budget.
@@ -681,7 +694,7 @@ class greedy_scheduler {
     place(s, w, t_[s], tw_[idx<One>(s, w.chunk)]);
     const std::size_t i = idx<One>(s, w.chunk);
     t_[s] += tw_[i];
-    mem_[s] -= mw_[i];
+    mem_[s] += dw_[i];
   }
 
   template <bool One>
@@ -691,7 +704,7 @@ class greedy_scheduler {
     const double start = std::max(t_[s], ready);
     place(s, make_op(op_kind::forward, j, c), start, tf_[i]);
     t_[s] = start + tf_[i];
-    mem_[s] += mb_[i];
+    mem_[s] += df_[i];
     f_end_[own_cell_[i] + j] = t_[s];
     const std::size_t nx = next_[i];
     if (nx != greedy_problem::npos && next_stage_[i] != s) {
@@ -706,7 +719,7 @@ class greedy_scheduler {
     const double start = std::max(t_[s], ready);
     place(s, make_op(op_kind::backward_input, j, c), start, tb_[i]);
     t_[s] = start + tb_[i];
-    mem_[s] -= mb_[i] - mw_[i];
+    mem_[s] += db_[i];
     wq_[s].push_back(make_op(op_kind::backward_weight, j, c));
     b_end_[own_cell_[i] + j] = t_[s];
     const std::size_t pv = prev_[i];
@@ -822,8 +835,9 @@ class greedy_scheduler {
   const double* tw_;
   const double* fcomm_;
   const double* bcomm_;
-  const double* mb_;
-  const double* mw_;
+  const double* df_;  // memory_delta of F, B, W per (s, c)
+  const double* db_;
+  const double* dw_;
   const double* reserve_;
   std::vector<double> cap_;  // per stage: avail + pr.meps
   const global_chunk* gl_;
@@ -876,99 +890,38 @@ struct order_times {
   double makespan = 0.0;
 };
 
-/// Exact start times of an F/B/W order on pr's placement under the paper's timing model
-/// (docs/model.md §3: an op starts at max(end of the previous op on its stage, end of each
-/// producer + T_comm from another stage)), with the greedy's flat tables. A stage runs its
-/// list until an input is missing, then waits on the stage producing it and is resumed when
-/// that stage places an op, so the work is O(ops), whatever the order. `start` is resized to
-/// the lists' shape.
+/// Exact start times of an F/B/W order on pr's placement: the timing engine
+/// (analysis/detail/timed_traverse.hpp, docs/model.md §3) run on the lists as they are, without
+/// building a schedule. O(ops). `start` is resized to the lists' shape; after a deadlock it
+/// holds the times of the ops that ran.
 inline order_times time_order(const greedy_problem& pr,
                               const std::vector<std::vector<op>>& ops,
                               std::vector<std::vector<double>>& start) {
   const std::uint32_t p = pr.pl.stages();
-  const std::uint32_t v = pr.pl.chunks();
-  const std::uint32_t m = pr.m;
-  constexpr double unknown = -1.0;
-  const std::size_t cells = std::size_t{pr.pl.total_chunks()} * m;
-  std::vector<double> f_end(cells, unknown);
-  std::vector<double> b_end(cells, unknown);
-  std::vector<std::size_t> pos(p, 0);
-  std::vector<double> t(p, 0.0);
-  std::vector<std::vector<stage_index>> waiters(p);
-  std::vector<stage_index> work;
   start.resize(p);
-  std::size_t total = 0;
   for (stage_index s = 0; s < p; ++s) {
     start[s].resize(ops[s].size());
-    total += ops[s].size();
-    work.push_back(p - 1 - s);  // stage 0 first
   }
-  std::size_t placed = 0;
-  while (!work.empty()) {
-    const stage_index s = work.back();
-    work.pop_back();
-    const auto& list = ops[s];
-    std::size_t k = pos[s];
-    double now = t[s];
-    stage_index blocked_on = p;
-    for (; k < list.size(); ++k) {
-      const op& o = list[k];
-      const std::size_t i = std::size_t{s} * v + o.chunk;
-      const std::size_t cell = std::size_t{pr.gl[i]} * m + o.mb;
-      double ready = 0.0;
-      double dur = 0.0;
-      if (o.kind == op_kind::forward) {
-        dur = pr.tf[i];
-        if (pr.prev[i] != greedy_problem::npos) {  // input: F of global chunk g-1
-          if (f_end[cell - m] < 0.0) {
-            blocked_on = stage_index(pr.prev[i] / v);
-            break;
-          }
-          ready = f_end[cell - m] + pr.fcomm[i];
+  std::vector<double> first(p, 0.0);
+  std::vector<double> last(p, 0.0);
+  std::vector<char> ran(p, 0);
+  const op_lists lists{&pr.pl, pr.m, &ops};
+  const traversal_result tr = timed_traverse(
+      lists, pr.plan, pr.timing.data(), [](stage_index, stage_index) { return 0.0; },
+      [&](const timed_step& t) {
+        start[t.stage][t.index] = t.start;
+        if (t.index == 0) {
+          first[t.stage] = t.start;
+          ran[t.stage] = 1;
         }
-      } else if (o.kind == op_kind::backward_input) {
-        dur = pr.tb[i];
-        const bool last = pr.next[i] == greedy_problem::npos;
-        const double e = last ? f_end[cell] : b_end[cell + m];  // own F, or B of chunk g+1
-        if (e < 0.0) {
-          blocked_on = last ? s : stage_index(pr.next[i] / v);
-          break;
-        }
-        ready = e + (last ? 0.0 : pr.bcomm[i]);
-      } else {
-        dur = pr.tw[i];
-        if (b_end[cell] < 0.0) {  // own B not run yet: the order is invalid
-          blocked_on = s;
-          break;
-        }
-        ready = b_end[cell];
-      }
-      start[s][k] = std::max(now, ready);
-      now = start[s][k] + dur;
-      if (o.kind == op_kind::forward) {
-        f_end[cell] = now;
-      } else if (o.kind == op_kind::backward_input) {
-        b_end[cell] = now;
-      }
-    }
-    const bool progressed = k > pos[s];
-    placed += k - pos[s];
-    pos[s] = k;
-    t[s] = now;
-    if (blocked_on != p && blocked_on != s) {
-      waiters[blocked_on].push_back(s);  // waiting on itself: deadlock, never resumed
-    }
-    if (progressed) {
-      work.insert(work.end(), waiters[s].begin(), waiters[s].end());
-      waiters[s].clear();
-    }
-  }
+        last[t.stage] = t.end;
+      });
   order_times out;
-  out.complete = placed == total;
+  out.complete = tr.complete;
   for (stage_index s = 0; s < p; ++s) {
-    if (pos[s] > 0) {
-      out.max_span = std::max(out.max_span, t[s] - start[s].front());
-      out.makespan = std::max(out.makespan, t[s]);
+    if (ran[s] != 0) {
+      out.max_span = std::max(out.max_span, last[s] - first[s]);
+      out.makespan = std::max(out.makespan, last[s]);
     }
   }
   return out;

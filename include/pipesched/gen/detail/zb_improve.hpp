@@ -238,15 +238,11 @@ class order_improver {
       double cur = 0.0;
       for (const op& o : ops[s]) {
         const std::size_t i = std::size_t{s} * v + o.chunk;
-        if (o.kind == op_kind::forward) {
-          cur += pr_.mb[i];
-          if (cur > pr_.avail[s] + meps_) {
-            return false;
-          }
-        } else if (o.kind == op_kind::backward_input) {
-          cur -= pr_.mb[i] - pr_.mw[i];
-        } else if (o.kind == op_kind::backward_weight) {
-          cur -= pr_.mw[i];
+        cur += o.kind == op_kind::forward          ? pr_.df[i]
+               : o.kind == op_kind::backward_input ? pr_.db[i]
+                                                   : pr_.dw[i];
+        if (cur > pr_.avail[s] + meps_) {  // only an F can raise it
+          return false;
         }
       }
     }

@@ -76,9 +76,7 @@ inline published_order published_zb_order(const greedy_problem& pr,
   std::vector<double> tf(std::size_t{p} * m, 0.0), tb(tf.size(), 0.0), tw(tf.size(), 0.0);
   double max_bubble = 0.0;  // bubbles only grow, so the running max is theirs
   auto mem_of = [&](stage_index s, op_kind k) {
-    return k == op_kind::forward          ? pr.mb[s]
-           : k == op_kind::backward_input ? -(pr.mb[s] - pr.mw[s])
-                                          : -pr.mw[s];
+    return k == op_kind::forward ? pr.df[s] : k == op_kind::backward_input ? pr.db[s] : pr.dw[s];
   };
   auto cost_of = [&](stage_index s, op_kind k) {
     return k == op_kind::forward ? pr.tf[s] : k == op_kind::backward_input ? pr.tb[s] : pr.tw[s];
@@ -357,7 +355,7 @@ class run {
   }
   double memd(int cat, int chunk, stage_index s) const noexcept {
     const std::size_t i = cell(s, cat, chunk);
-    return cat == 0 ? pr_.mb[i] : cat == 1 ? -(pr_.mb[i] - pr_.mw[i]) : -pr_.mw[i];
+    return cat == 0 ? pr_.df[i] : cat == 1 ? pr_.db[i] : pr_.dw[i];
   }
   double comm(int cat, int chunk, stage_index s) const noexcept {
     const std::size_t i = cell(s, cat, chunk);
