@@ -1,0 +1,640 @@
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "pipesched/analysis/memory_events.hpp"
+#include "pipesched/analysis/metrics.hpp"
+#include "pipesched/gen/detail/parallel.hpp"
+#include "pipesched/gen/detail/zb_bound.hpp"
+#include "pipesched/gen/detail/zb_greedy.hpp"
+#include "pipesched/gen/detail/zb_improve.hpp"
+#include "pipesched/gen/detail/zb_published.hpp"
+#include "pipesched/gen/detail/zb_v_order.hpp"
+#include "pipesched/gen/generator.hpp"
+#include "pipesched/gen/zb_search_types.hpp"
+#include "pipesched/gen/zero_bubble.hpp"
+
+// The automatic zero-bubble scheduler's search (docs/model.md §7): greedy runs over the choice
+// combinations with exact pruning, on a small parallel runner, then gap filling and local
+// search. Entry points: zb_auto_search (gen/zb_auto.hpp), zb_v_search (gen/zb_v.hpp).
+
+namespace pipesched {
+
+namespace detail {
+
+/// Per-stage peak memory (static included) of an order: the memory engine's rule
+/// (memory_delta, analysis/memory_events.hpp) added up in list order.
+template <class Lists>
+std::vector<double> order_peak(const Lists& lists, const memory_model& memory) {
+  std::vector<double> out(lists.size(), 0.0);
+  for (stage_index s = 0; s < lists.size(); ++s) {
+    double cur = memory.static_memory(s);
+    double peak = cur;
+    for (const op& o : lists[s]) {
+      cur += memory_delta(o.kind, memory.at(s, o.chunk));
+      peak = std::max(peak, cur);
+    }
+    out[s] = peak;
+  }
+  return out;
+}
+
+/// Improvement pass: moves pending W ops (their B already placed) into earlier idle gaps they
+/// fit in. With the old times as upper bounds no op starts later, so the span never grows,
+/// and memory only drops (a W frees memory earlier). Returns true if any W moved.
+inline bool fill_gaps_with_w(const greedy_problem& pr,
+                             std::vector<std::vector<op>>& ops,
+                             const std::vector<std::vector<double>>& start) {
+  const std::uint32_t v = pr.pl.chunks();
+  const std::uint32_t m = pr.m;
+  bool moved_any = false;
+  std::vector<char> emitted(std::size_t{m} * v);
+  std::vector<op> pending;
+  std::vector<op> out;
+  for (stage_index s = 0; s < pr.pl.stages(); ++s) {
+    const auto& list = ops[s];
+    if (list.empty()) {
+      continue;
+    }
+    std::fill(emitted.begin(), emitted.end(), 0);
+    pending.clear();
+    out.clear();
+    out.reserve(list.size());
+    std::size_t head = 0;
+    double cursor = start[s][0];
+    auto dur = [&](const op& o) {
+      const std::size_t i = std::size_t{s} * v + o.chunk;
+      return o.kind == op_kind::forward ? pr.tf[i]
+                                        : (o.kind == op_kind::backward_input ? pr.tb[i] : pr.tw[i]);
+    };
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const op& x = list[k];
+      const std::size_t cell = std::size_t{x.mb} * v + x.chunk;
+      if (x.kind == op_kind::backward_weight && emitted[cell]) {
+        continue;
+      }
+      double room = start[s][k] - cursor;
+      while (room > pr.eps) {
+        while (head < pending.size() &&
+               emitted[std::size_t{pending[head].mb} * v + pending[head].chunk]) {
+          ++head;
+        }
+        if (head >= pending.size()) {
+          break;
+        }
+        const op w = pending[head];
+        if (w == x || dur(w) > room + pr.eps) {
+          break;
+        }
+        out.push_back(w);
+        emitted[std::size_t{w.mb} * v + w.chunk] = 1;
+        cursor += dur(w);
+        room -= dur(w);
+        moved_any = true;
+      }
+      out.push_back(x);
+      cursor = std::max(cursor, start[s][k]) + dur(x);
+      if (x.kind == op_kind::backward_input) {
+        pending.push_back(make_op(op_kind::backward_weight, x.mb, x.chunk));
+      } else if (x.kind == op_kind::backward_weight) {
+        emitted[cell] = 1;
+      }
+    }
+    ops[s] = out;
+  }
+  return moved_any;
+}
+
+inline schedule to_schedule(std::string_view name,
+                            std::uint32_t m,
+                            const placement& pl,
+                            std::vector<std::vector<op>> ops) {
+  schedule out(std::string(name), m, pl);
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    out.stage_ops(s) = std::move(ops[s]);
+  }
+  return out;
+}
+
+/// Checks the limits against the minimum any schedule needs: one micro-batch's activations
+/// of every chunk on the stage at once (its chunks' forwards all precede their backwards),
+/// plus static memory. A schedule that runs one micro-batch at a time reaches that minimum.
+inline void check_limits(std::string_view who,
+                         const placement& pl,
+                         const memory_model& memory,
+                         const std::vector<double>& limits) {
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    double act = 0.0;
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      act += memory.at(s, c).activation;
+    }
+    const double need = memory.static_memory(s) + act;
+    if (!(limits[s] >= need - 1e-9 * need)) {  // relative: memory may be in any unit
+      fail(who, ": memory_limit (", limits[s],
+           ") is below the minimum any schedule needs on stage ", s, " (", need,
+           " = static memory ", memory.static_memory(s),
+           " + one micro-batch's activations M_B of its ", pl.chunks(), " chunk(s) ", act, ")");
+    }
+  }
+}
+
+/// The greedy flags of a choice.
+inline greedy_flags flags_of(const zb_choices& c) {
+  return greedy_flags{c.b_first_when_ahead, c.wait_for_b,        c.fill_small_gaps,
+                      c.bubble_rule,        c.later_chunk_first, c.wait_for_later_chunk};
+}
+
+/// What searching the greedy choices found.
+struct choice_search_result {
+  std::vector<zb_choice_outcome> tried;  ///< per choice, in index order
+  greedy_run best;                       ///< the winning run (ops empty when none finished)
+  zb_choices best_choice;
+};
+
+/// Every choice run to its end, one after another: what prune = false asks for.
+inline choice_search_result run_every_choice(const greedy_problem& pr, unsigned n) {
+  choice_search_result out;
+  greedy_scheduler gs(pr);
+  for (unsigned i = 0; i < n; ++i) {
+    const zb_choices c = zb_choices::from_index(i);
+    greedy_run run = gs.run(flags_of(c));
+    out.tried.push_back(
+        {c, run.ok, run.pruned, -1, run.ok ? run.max_span : 0.0, run.ok ? run.makespan : 0.0});
+    if (run.ok && (out.best.ops.empty() || run.max_span < out.best.max_span - pr.eps ||
+                   (run.max_span <= out.best.max_span + pr.eps &&
+                    run.makespan < out.best.makespan - pr.eps))) {
+      out.best_choice = c;
+      out.best = std::move(run);
+    }
+  }
+  return out;
+}
+
+/// The choices searched best-first with exact pruning. Runs are resumable, so the live run
+/// with the smallest lower bound on its span is always the one advanced: the eventual best
+/// tends to finish first, and every other run stops as soon as its bounds show it cannot
+/// beat the best finished run (shorter span; on a tie, shorter makespan; on a tie again,
+/// the lower index) or `seed` (the best seed's cut: ties go to the greedy). A choice starts
+/// only once every earlier choice either finished or used a flag it differs in: a choice
+/// identical so far to a finished one makes the same decisions (it is reported as a copy,
+/// same_as), and one identical to a live run waits for it to diverge. The result never
+/// depends on the interleaving (nor on threads): a run is cut only when it provably loses;
+/// which runs are reported cut rather than finished can.
+inline choice_search_result search_choices(const greedy_problem& pr,
+                                           unsigned n,
+                                           const greedy_cut& seed,
+                                           unsigned threads) {
+  enum class state : std::uint8_t { waiting, running, done, copy };
+  choice_search_result out;
+  out.tried.resize(n);
+  std::vector<state> st(n, state::waiting);
+  std::vector<std::unique_ptr<greedy_scheduler>> live(n);
+  std::vector<std::unique_ptr<greedy_scheduler>> spare;  // finished, buffers kept for reuse
+  std::vector<char> busy(n, 0);
+  std::vector<char> fresh(n, 0);
+  std::vector<unsigned> used(n, 0);
+  std::vector<double> bound(n, 0.0);
+  // Live runs are capped by memory (a run holds O(p·m·v) state); at 1 the search is the
+  // plain sequential one.
+  const double run_bytes = 80.0 * double(pr.pl.total_chunks()) * double(pr.m) + 4096.0;
+  const std::size_t max_live = std::max<std::size_t>(
+      1, std::min<std::size_t>(n, std::size_t((256.0 * 1048576.0) / run_bytes)));
+  std::size_t n_live = 0;
+  std::size_t n_busy = 0;
+  bool dirty = true;
+  std::size_t n_waiting = 0;
+  double best_span = 0.0;
+  double best_makespan = 0.0;
+  int best_index = -1;
+  // Under the lock: what run i must beat.
+  auto cut_for = [&](unsigned i) {
+    return best_index < 0 ? seed : greedy_cut{best_span, best_makespan, int(i) > best_index};
+  };
+  constexpr std::size_t slice = 128;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool failed = false;
+
+  // Under the lock: starts every choice that may start, marks copies.
+  auto start_ready = [&]() {
+    for (unsigned i = 0; i < n && n_live < max_live; ++i) {
+      if (st[i] != state::waiting) {
+        continue;
+      }
+      int same = -1;
+      bool wait = false;
+      for (unsigned j = 0; j < i; ++j) {
+        if (st[j] == state::copy) {
+          continue;
+        }
+        if (st[j] == state::waiting) {
+          wait = true;  // its relation to i is not known yet
+          break;
+        }
+        if (((i ^ j) & used[j]) == 0) {
+          if (st[j] == state::done) {
+            same = int(j);
+          } else {
+            wait = true;  // identical to live run j so far
+          }
+          break;
+        }
+      }
+      if (same >= 0) {
+        zb_choice_outcome o = out.tried[unsigned(same)];
+        o.choices = zb_choices::from_index(i);
+        o.same_as = same;
+        out.tried[i] = o;
+        st[i] = state::copy;
+      } else if (!wait) {
+        if (spare.empty()) {
+          live[i] = std::make_unique<greedy_scheduler>(pr);
+        } else {
+          live[i] = std::move(spare.back());
+          spare.pop_back();
+        }
+        fresh[i] = 1;  // begun by the thread that first advances it, outside the lock
+        bound[i] = 0.0;
+        st[i] = state::running;
+        ++n_live;
+      }
+    }
+  };
+  // Under the lock: the idle live run with the smallest bound, or -1.
+  auto pick = [&]() {
+    int r = -1;
+    for (unsigned i = 0; i < n; ++i) {
+      if (st[i] == state::running && !busy[i] && (r < 0 || bound[i] < bound[unsigned(r)])) {
+        r = int(i);
+      }
+    }
+    return r;
+  };
+  // Under the lock, for a run that is over and still marked busy by the caller: records
+  // its outcome. Returns whether it is the new best, whose op lists the caller then copies
+  // out without holding the lock.
+  auto settle = [&](unsigned i) {
+    dirty = true;
+    const greedy_scheduler& g = *live[i];
+    const bool ok = !g.cut() && g.complete();
+    const bool wins = ok && (best_index < 0 || g.span() < best_span - pr.eps ||
+                             (g.span() <= best_span + pr.eps &&
+                              (g.makespan() < best_makespan - pr.eps ||
+                               (g.makespan() <= best_makespan + pr.eps && int(i) < best_index))));
+    --n_live;
+    st[i] = state::done;
+    used[i] = g.used();
+    const zb_choices c = zb_choices::from_index(i);
+    out.tried[i] = {c, ok, g.cut(), -1, ok ? g.span() : 0.0, ok ? g.makespan() : 0.0};
+    if (wins) {
+      best_span = g.span();
+      best_makespan = g.makespan();
+      best_index = int(i);
+      out.best_choice = c;
+      for (unsigned k = 0; k < n; ++k) {
+        if (st[k] == state::running && !busy[k] && !fresh[k]) {
+          live[k]->tighten_cut(cut_for(k));
+          bound[k] = live[k]->bound();
+        }
+      }
+    }
+    return wins;
+  };
+  auto work = [&]() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      if (failed) {
+        return;
+      }
+      if (dirty) {  // only a finished run or a newly used flag can let a choice start
+        dirty = false;
+        start_ready();
+      }
+      const int r = pick();
+      if (r < 0) {
+        if (n_busy == 0) {
+          // Nothing live and nothing busy: every choice is done or a copy.
+          cv.notify_all();
+          return;
+        }
+        ++n_waiting;
+        cv.wait(lock);
+        --n_waiting;
+        continue;
+      }
+      const unsigned i = unsigned(r);
+      busy[i] = 1;
+      ++n_busy;
+      greedy_scheduler& gs = *live[i];
+      const bool begin = fresh[i] != 0;
+      fresh[i] = 0;
+      const greedy_cut cut = cut_for(i);
+      // The run's own work (starting it, advancing it) runs without the lock.
+      lock.unlock();
+      if (begin) {
+        gs.begin(flags_of(zb_choices::from_index(i)), cut);
+      }
+      const bool over = gs.advance(slice);  // allocates nothing: cannot throw
+      lock.lock();
+      gs.tighten_cut(cut_for(i));  // the best may have improved meanwhile
+      dirty = dirty || used[i] != gs.used();
+      used[i] = gs.used();
+      bound[i] = gs.bound();
+      if (over || gs.over()) {
+        if (settle(i)) {
+          lock.unlock();
+          greedy_run run = gs.finish(true);
+          lock.lock();
+          if (best_index == int(i)) {  // unless a better run finished meanwhile
+            out.best = std::move(run);
+          }
+        }
+        spare.push_back(std::move(live[i]));
+      }
+      busy[i] = 0;
+      --n_busy;
+      if (n_waiting > 0) {
+        cv.notify_all();
+      }
+    }
+  };
+  detail::run_parallel(std::max(threads, 1u), work, [&] {
+    // e.g. out of memory starting a run: every worker stops at its next look at the state.
+    const std::lock_guard<std::mutex> lock(mu);
+    failed = true;
+    cv.notify_all();
+  });
+  return out;
+}
+
+/// A candidate order with its exact timing.
+struct timed_order {
+  std::vector<std::vector<op>> ops;
+  std::vector<std::vector<double>> start;
+  double span = 0.0;
+  double makespan = 0.0;
+  bool empty() const noexcept { return ops.empty(); }
+  /// Shorter span wins; equal spans (within eps): the shorter makespan.
+  bool beats(double span2, double makespan2, double eps) const noexcept {
+    return span < span2 - eps || (span <= span2 + eps && makespan < makespan2 - eps);
+  }
+};
+
+/// The search shared by zb-auto and zb-v. Order of work, cheapest first: the lower bound,
+/// the hand-crafted seeds that fit the limits (a seed at the bound ends the search: nothing
+/// can be shorter), then every greedy choice with the best span so far as its cut, then the
+/// improvement pass on the winner.
+inline zb_auto_result zb_search(std::string_view who,
+                                const generator_params& params,
+                                const placement& pl,
+                                std::vector<double> limits,
+                                const zb_auto_options& opts) {
+  check_limits(who, pl, params.memory, limits);
+  if (!std::isfinite(opts.search_budget_ms) || opts.search_budget_ms < 0.0) {
+    fail(who, ": search_budget_ms (", opts.search_budget_ms,
+         ") must be finite and >= 0 (0: no wall-clock cap)");
+  }
+  const std::uint32_t p = pl.stages();
+  const std::uint32_t m = params.microbatches;
+  // Every time the search computes is at most all the work plus a transfer per op: when that
+  // sum overflows, no time it would report is a number.
+  double all_work = 0.0;
+  for (stage_index s = 0; s < p; ++s) {
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      const op_costs t = params.costs.at(s, c);
+      all_work += double(m) * (t.forward + t.backward_input + t.backward_weight +
+                               3.0 * params.costs.comm(s, (s + 1) % p));
+    }
+  }
+  if (!std::isfinite(all_work)) {
+    fail(who, ": the costs are too large: the total work (", all_work, ") is not a finite number");
+  }
+  std::vector<double> avail(p);
+  for (stage_index s = 0; s < p; ++s) {
+    avail[s] = limits[s] - params.memory.static_memory(s);
+  }
+  const greedy_problem pr(pl, m, params.costs, params.memory, avail);
+  zb_auto_result res;
+  const double bound = span_lower_bound(pl, m, params.costs, params.memory, avail);
+  // Seeds: the hand-crafted ZB-H1 / ZB-H2 orders, when they fit the limits. The greedy's
+  // list scheduling can lose to them with T_comm or uneven per-stage costs.
+  timed_order seed;
+  auto try_seed = [&](std::string_view name, std::vector<std::vector<op>> ops,
+                      std::optional<double>& span_out) {
+    const std::vector<double> pk = order_peak(ops, params.memory);
+    for (stage_index s = 0; s < p; ++s) {
+      if (pk[s] > limits[s] + pr.meps) {
+        return;  // does not fit the limit
+      }
+    }
+    timed_order t;
+    t.ops = std::move(ops);
+    const order_times ot = time_order(pr, t.ops, t.start);
+    // A hand-crafted seed is valid by construction; a published heuristic's order is not
+    // always (their ZB-V greedy can emit a deadlocking order when m < p): then it is dropped.
+    PIPESCHED_ASSERT(ot.complete || name == "published",
+                     "zb_search: a hand-crafted seed deadlocks");
+    if (!ot.complete) {
+      return;
+    }
+    t.span = ot.max_span;
+    t.makespan = ot.makespan;
+    span_out = t.span;
+    if (seed.empty() || t.beats(seed.span, seed.makespan, pr.eps)) {
+      seed = std::move(t);
+      res.winner = name;
+    }
+  };
+  if (opts.seed_handcrafted && pl.chunks() == 1) {
+    for (int h = 0; h < 2; ++h) {
+      const schedule z = zero_bubble_family(h == 0 ? "zb-h1" : "zb-h2", params, h == 1);
+      std::vector<std::vector<op>> ops(p);
+      for (stage_index s = 0; s < p; ++s) {
+        ops[s].assign(z.ops(s).begin(), z.ops(s).end());
+      }
+      try_seed(h == 0 ? "zb-h1" : "zb-h2", std::move(ops),
+               h == 0 ? res.zb_h1_span : res.zb_h2_span);
+    }
+  } else if (opts.seed_handcrafted && pl.kind() == placement_kind::v_shape && pl.chunks() == 2) {
+    try_seed("zb-v-handcrafted", zb_v_handcrafted_ops(p, m), res.zb_v_handcrafted_span);
+  }
+  // The authors' heuristics, each combination a seed; their best span is reported.
+  if (opts.published) {
+    auto try_published = [&](published_order o) {
+      if (!o.ok) {
+        return;
+      }
+      std::optional<double> span;
+      try_seed("published", std::move(o.ops), span);
+      if (span && (!res.published_span || *span < *res.published_span)) {
+        res.published_span = span;
+      }
+    };
+    if (pl.chunks() == 1 && pl.kind() == placement_kind::sequential) {
+      std::vector<unsigned> used;  // per combination run; a copy of an earlier one is skipped
+      for (unsigned i = 0; i < 8; ++i) {
+        bool same = false;
+        for (unsigned j = 0; j < used.size() && !same; ++j) {
+          same = used[j] != ~0u && ((i ^ j) & used[j]) == 0;
+        }
+        if (same || (opts.prune && !seed.empty() && seed.span <= bound + pr.eps)) {
+          used.push_back(~0u);  // a copy, or a candidate already reaches the lower bound
+          continue;
+        }
+        // A run longer than the best candidate so far cannot win: it stops early.
+        const double cut =
+            opts.prune && !seed.empty() ? seed.span : std::numeric_limits<double>::infinity();
+        published_order o = published_zb_order(pr, published_zb_combination(i), cut);
+        used.push_back(o.used);
+        try_published(std::move(o));
+      }
+    } else if (pl.kind() == placement_kind::v_shape && pl.chunks() == 2) {
+      for (int i = 0; i < 4 && !(opts.prune && !seed.empty() && seed.span <= bound + pr.eps); ++i) {
+        try_published(published_zb_v_order(pr, (i & 1) == 0, (i & 2) == 0));
+      }
+    }
+  }
+  // The greedy choices, unless a seed already reaches the bound.
+  const bool seed_optimal = opts.prune && !seed.empty() && seed.span <= bound + pr.eps;
+  const unsigned n_choices = seed_optimal              ? 0u
+                             : opts.paper_choices_only ? 8u
+                                                       : (pl.chunks() > 1 ? 64u : 16u);
+  greedy_cut seed_cut;  // a greedy run that cannot beat the best seed stops early
+  if (!seed.empty()) {
+    seed_cut = {seed.span, seed.makespan, false};
+  }
+  unsigned threads = opts.threads;
+  if (threads == 0) {
+    const std::size_t size = std::size_t{p} * m * pl.chunks();
+    threads = std::thread::hardware_concurrency() >= 2 && size >= 2048 && n_choices > 1 ? 2u : 1u;
+  }
+  choice_search_result found = opts.prune ? search_choices(pr, n_choices, seed_cut, threads)
+                                          : run_every_choice(pr, n_choices);
+  res.tried = std::move(found.tried);
+  greedy_run best_run = std::move(found.best);
+  res.best = found.best_choice;
+  const double best_span = best_run.max_span;
+  const double best_makespan = best_run.makespan;
+  timed_order cur;
+  if (!best_run.ops.empty()) {
+    res.greedy_span = best_span;
+    cur.ops = std::move(best_run.ops);
+    [[maybe_unused]] const order_times t = time_order(pr, cur.ops, cur.start);
+    PIPESCHED_ASSERT(t.complete && t.max_span <= best_span + pr.eps,
+                     "zb_search: the greedy's order times differently");
+    cur.span = best_span;
+    cur.makespan = best_makespan;
+  }
+  // A seed replaces the greedy's order only when strictly better.
+  if (!seed.empty() && (cur.empty() || seed.beats(cur.span, cur.makespan, pr.eps))) {
+    cur = std::move(seed);
+  } else {
+    res.winner = "greedy";
+  }
+  if (cur.empty()) {
+    PIPESCHED_ASSERT(false, "zb_search: every greedy run stalled");
+    fail(who, ": internal error: no greedy run placed every op (please report)");
+  }
+  res.span = cur.span;
+  res.makespan = cur.makespan;
+  res.seeded_span = res.span;
+  if (opts.improve) {
+    std::vector<std::vector<double>> start2;
+    for (int round = 0; round < 4; ++round) {
+      auto trial = cur.ops;
+      if (!fill_gaps_with_w(pr, trial, cur.start)) {
+        break;
+      }
+      const order_times t = time_order(pr, trial, start2);
+      if (!t.complete || t.max_span > res.span + pr.eps) {
+        break;  // cannot happen (monotone), but never accept a worse order
+      }
+      res.span = t.max_span;
+      res.makespan = t.makespan;
+      cur.ops = std::move(trial);
+      std::swap(cur.start, start2);
+    }
+    res.filled_span = res.span;
+    improve_budget budget;
+    budget.evaluations = opts.search_evaluations;
+    if (budget.evaluations == zb_auto_options::default_evaluations) {
+      const double n = double(p) * m * pl.chunks() * 3.0;
+      budget.evaluations = std::size_t(std::clamp(6e5 / n, 16.0, 2000.0));
+    }
+    budget.milliseconds = opts.search_budget_ms;
+    if (budget.evaluations > 0 && res.span > bound + pr.eps) {
+      order_improver imp(pr);
+      const improve_stats st = imp.run(cur.ops, budget);
+      res.search_evaluations = st.evaluations;
+      res.search_moves = st.accepted;
+      if (st.accepted > 0) {
+        const order_times t = time_order(pr, cur.ops, cur.start);
+        PIPESCHED_ASSERT(t.complete && t.max_span <= res.span + pr.eps,
+                         "zb_search: the local search made the order worse");
+        res.span = t.max_span;
+        res.makespan = t.makespan;
+      }
+    }
+  } else {
+    res.filled_span = res.span;
+  }
+  res.peak = order_peak(cur.ops, params.memory);
+  res.sched = to_schedule(who, m, pl, std::move(cur.ops));
+  res.limits = std::move(limits);
+  res.lower_bound = std::min(res.span, bound);
+  for (stage_index s = 0; s < p; ++s) {
+    double busy = 0.0;
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      const op_costs& t = params.costs.at(s, c);
+      busy += double(m) * (t.forward + t.backward_input + t.backward_weight);
+    }
+    res.ideal = std::max(res.ideal, busy);
+  }
+  return res;
+}
+
+/// Per-stage limits: the given memory_limit for every stage, or `factor`·(activations of all
+/// chunks of one micro-batch)·p + static memory when none is given.
+inline std::vector<double> stage_limits(std::string_view who,
+                                        const generator_params& params,
+                                        const placement& pl,
+                                        double factor) {
+  std::vector<double> out(pl.stages());
+  if (params.memory_limit) {
+    const double lim = *params.memory_limit;
+    if (!std::isfinite(lim) || lim < 0.0) {
+      fail(who, ": memory_limit (", lim, ") must be finite and >= 0");
+    }
+    std::fill(out.begin(), out.end(), lim);
+    return out;
+  }
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    double act = 0.0;
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      act += params.memory.at(s, c).activation;
+    }
+    out[s] = params.memory.static_memory(s) + factor * double(pl.stages()) * act;
+    if (!std::isfinite(out[s])) {
+      fail(who, ": the default memory limit of stage ", s, " (static + ", factor,
+           "*p*M_B = ", out[s], ") is not a finite number: the memory sizes are too large");
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
+}  // namespace pipesched
