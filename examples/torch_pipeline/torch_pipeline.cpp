@@ -662,6 +662,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "torch_pipeline: --profile needs one schedule, not 'all'\n");
     return 2;
   }
+  if (!opt.replan.empty() && opt.layers == 0) {
+    const auto* from = pipesched::default_registry().find(opt.schedule);
+    const auto* to = pipesched::default_registry().find(opt.replan);
+    if (from && to && from->default_chunks != to->default_chunks) {
+      std::fprintf(stderr,
+                   "torch_pipeline: %s has %u chunks per stage and %s %u: give --layers (a "
+                   "multiple of both p*v) so that both run the same model\n",
+                   opt.schedule.c_str(), from->default_chunks, opt.replan.c_str(),
+                   to->default_chunks);
+      return 2;
+    }
+  }
   // One thread per stage, each running its ops alone: no intra-op or inter-op pools.
   torch::set_num_threads(1);
   torch::set_num_interop_threads(1);
