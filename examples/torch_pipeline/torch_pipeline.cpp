@@ -6,8 +6,7 @@
 // cost model and re-plan a schedule from them (docs/torch_pipeline.md).
 //   torch_pipeline --schedule zb-h1 --stages 2 --microbatches 8
 //   torch_pipeline --schedule all --stages 4 --microbatches 8 --lowered
-//   torch_pipeline --schedule 1f1b --stages 2 --microbatches 8 --profile costs.json --replan
-//   zb-auto
+//   torch_pipeline -s 1f1b -p 2 -m 8 --profile costs.json --replan zb-auto
 // Last line: max_grad_rel_diff=<x>; exit status 1 when x > 1e-10, the loss did not fall over
 // several --steps, or a run failed; 2 for bad input.
 
