@@ -78,100 +78,86 @@ inline nlohmann::json schedule_to_json(const schedule& s) {
 /// `/ops/2/5/kind: unknown op kind "X"`. Out-of-range micro-batches or chunks are kept (the
 /// validator reports them); only values that can't be represented are rejected.
 inline schedule schedule_from_json(const nlohmann::json& j) {
-  using r = detail::json_reader;
-  r::object(j, "");
-  const auto version = r::integer(r::required(j, "version", ""), "/version", 0,
-                                  std::numeric_limits<std::uint32_t>::max());
-  if (version != schedule_json_version) {
-    r::fail_at("/version", "unsupported schedule format version " + std::to_string(version) +
-                               " (this library reads version 1)");
-  }
+  const detail::json_reader r{j, ""};
+  r.object();
+  r.version(schedule_json_version, "schedule");
   std::string name;
-  if (const auto* n = r::optional(j, "name")) {
-    name = r::string(*n, "/name");
+  if (r.has("name")) {
+    name = r["name"].string();
   }
-  const auto p = static_cast<std::uint32_t>(
-      r::integer(r::required(j, "stages", ""), "/stages", 1, max_stages));
-  const auto m = static_cast<std::uint32_t>(
-      r::integer(r::required(j, "microbatches", ""), "/microbatches", 1, max_microbatches));
+  const auto p = static_cast<std::uint32_t>(r["stages"].integer(1, max_stages));
+  const auto m = static_cast<std::uint32_t>(r["microbatches"].integer(1, max_microbatches));
   std::uint32_t v = 1;
-  if (const auto* c = r::optional(j, "chunks")) {
-    v = static_cast<std::uint32_t>(
-        r::integer(*c, "/chunks", 1, std::numeric_limits<chunk_index>::max()));
+  if (r.has("chunks")) {
+    v = static_cast<std::uint32_t>(r["chunks"].integer(1, std::numeric_limits<chunk_index>::max()));
   }
   if (std::uint64_t{p} * v > max_total_chunks) {
-    r::fail_at("/chunks", "stages*chunks (" + std::to_string(std::uint64_t{p} * v) +
-                              ") must be at most " + std::to_string(max_total_chunks));
+    r["chunks"].error("stages*chunks (", std::uint64_t{p} * v, ") must be at most ",
+                      max_total_chunks);
   }
   placement pl = placement::loop(p, v);
-  if (const auto* pj = r::optional(j, "placement")) {
-    if (pj->is_string()) {
-      const std::string k = pj->get<std::string>();
+  if (r.has("placement")) {
+    const detail::json_reader pj = r["placement"];
+    if (pj.v.is_string()) {
+      const std::string k = pj.string();
       if (k == "sequential") {
         if (v != 1) {
-          r::fail_at("/placement", "\"sequential\" needs chunks = 1, not " + std::to_string(v));
+          pj.error("\"sequential\" needs chunks = 1, not ", v);
         }
       } else if (k == "loop") {
         // the default
       } else if (k == "v") {
         if (v != 2) {
-          r::fail_at("/placement", "\"v\" needs chunks = 2, not " + std::to_string(v));
+          pj.error("\"v\" needs chunks = 2, not ", v);
         }
         pl = placement::v_shape(p);
       } else {
-        r::fail_at("/placement", "unknown placement " + r::quote(k) +
-                                     " (known: sequential, loop, v, or {\"kind\": \"custom\", "
-                                     "\"table\": [...]})");
+        pj.error("unknown placement ", detail::json_reader::quote(k),
+                 " (known: sequential, loop, v, or {\"kind\": \"custom\", \"table\": [...]})");
       }
     } else {
-      r::object(*pj, "/placement");
-      const std::string kind = r::string(r::required(*pj, "kind", "/placement"), "/placement/kind");
-      if (kind != "custom") {
-        r::fail_at("/placement/kind", "must be \"custom\" in object form, not " + r::quote(kind));
+      pj.object();
+      const detail::json_reader kind = pj["kind"];
+      if (kind.string() != "custom") {
+        kind.error("must be \"custom\" in object form, not ",
+                   detail::json_reader::quote(kind.string()));
       }
-      const auto& tj = r::array(r::required(*pj, "table", "/placement"), "/placement/table");
+      const detail::json_reader tj = pj["table"];
+      const std::size_t n = tj.array();
       std::vector<global_chunk> table;
-      table.reserve(tj.size());
-      for (std::size_t i = 0; i < tj.size(); ++i) {
-        table.push_back(static_cast<global_chunk>(r::integer(
-            tj[i], "/placement/table/" + std::to_string(i), 0, std::uint64_t{p} * v - 1)));
+      table.reserve(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        table.push_back(static_cast<global_chunk>(tj[i].integer(0, std::uint64_t{p} * v - 1)));
       }
       try {
         pl = placement::custom(p, v, std::move(table));
       } catch (const invalid_argument& e) {
-        r::fail_at("/placement/table", e.what());
+        tj.error(e.what());
       }
     }
   }
   schedule out(std::move(name), m, std::move(pl));
-  const auto& ops = r::array(r::required(j, "ops", ""), "/ops");
-  if (ops.size() != p) {
-    r::fail_at("/ops", "must hold one list per stage (stages=" + std::to_string(p) + "), not " +
-                           std::to_string(ops.size()));
+  const detail::json_reader ops = r["ops"];
+  if (ops.array() != p) {
+    ops.error("must hold one list per stage (stages=", p, "), not ", ops.v.size());
   }
   for (stage_index s = 0; s < p; ++s) {
-    const std::string sp = "/ops/" + std::to_string(s);
-    const auto& list = r::array(ops[s], sp);
+    const detail::json_reader list = ops[s];
+    const std::size_t n = list.array();
     auto& dst = out.stage_ops(s);
-    dst.reserve(list.size());
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const std::string path = sp + "/" + std::to_string(i);
-      const auto& e = r::object(list[i], path);
-      const std::string ks = r::string(r::required(e, "kind", path), path + "/kind");
-      const auto kind = parse_op_kind(ks);
-      if (!kind) {
-        r::fail_at(path + "/kind", "unknown op kind " + r::quote(ks) +
-                                       " (known: F B W BW SEND_F RECV_F SEND_B RECV_B)");
-      }
-      const auto mb =
-          static_cast<microbatch_index>(r::integer(r::required(e, "mb", path), path + "/mb", 0,
-                                                   std::numeric_limits<microbatch_index>::max()));
+    dst.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const detail::json_reader e = list[i];
+      e.object();
+      const op_kind kind = e["kind"].kind(" (known: F B W BW SEND_F RECV_F SEND_B RECV_B)");
+      const auto mb = static_cast<microbatch_index>(
+          e["mb"].integer(0, std::numeric_limits<microbatch_index>::max()));
       chunk_index chunk = 0;
-      if (const auto* c = r::optional(e, "chunk")) {
+      if (e.has("chunk")) {
         chunk = static_cast<chunk_index>(
-            r::integer(*c, path + "/chunk", 0, std::numeric_limits<chunk_index>::max()));
+            e["chunk"].integer(0, std::numeric_limits<chunk_index>::max()));
       }
-      dst.push_back(make_op(*kind, mb, chunk));
+      dst.push_back(make_op(kind, mb, chunk));
     }
   }
   return out;

@@ -1,106 +1,153 @@
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "pipesched/ir/error.hpp"
+#include "pipesched/ir/op.hpp"
 
 namespace pipesched::detail {
 
-/// Field-by-field JSON reading that keeps the JSON pointer path for error messages:
-/// "/ops/2/5/kind: unknown op kind \"X\"". Shared by every io/ reader.
+/// A JSON value and its JSON pointer, read field by field: every error names the pointer,
+/// "/ops/2/5/kind: unknown op kind \"X\"". The one reader of every io/ JSON format (schedule,
+/// cost model, memory model, simulation result), so a type or range rule reads the same in
+/// all of them. Holds a reference: the json must outlive the reader.
 struct json_reader {
-  [[noreturn]] static void fail_at(const std::string& path, std::string_view rule) {
-    fail(path.empty() ? "/" : path, ": ", rule);
+  const nlohmann::json& v;
+  std::string path;  ///< "" for the document itself, shown as "/"
+
+  /// Throws invalid_argument "<path>: <rule...>".
+  template <class... Args>
+  [[noreturn]] void error(const Args&... rule) const {
+    fail(path.empty() ? std::string_view("/") : std::string_view(path), ": ", rule...);
   }
 
-  static std::string child(const std::string& path, std::string_view key) {
-    return path + "/" + std::string(key);
+  bool has(std::string_view key) const { return v.is_object() && v.contains(key); }
+  /// The member `key`, or a "missing required key" error at its path.
+  json_reader operator[](std::string_view key) const {
+    std::string p = path + "/" + std::string(key);
+    const auto it = v.find(key);
+    if (it == v.end()) {
+      json_reader{v, std::move(p)}.error("missing required key");
+    }
+    return {*it, std::move(p)};
   }
-  static std::string child(const std::string& path, std::size_t index) {
-    return path + "/" + std::to_string(index);
-  }
+  /// Element `i` of an array (after array()).
+  json_reader operator[](std::size_t i) const { return {v.at(i), path + "/" + std::to_string(i)}; }
 
-  static const nlohmann::json& object(const nlohmann::json& j, const std::string& path) {
-    if (!j.is_object()) {
-      fail_at(path, std::string("must be an object, not ") + j.type_name());
+  /// Checks that the value is an object; other keys are allowed (the schedule format ignores
+  /// them, so newer writers can add fields).
+  const json_reader& object() const {
+    if (!v.is_object()) {
+      error("must be an object, not ", v.type_name());
     }
-    return j;
+    return *this;
   }
-  static const nlohmann::json& array(const nlohmann::json& j, const std::string& path) {
-    if (!j.is_array()) {
-      fail_at(path, std::string("must be an array, not ") + j.type_name());
+  /// Checks that the value is an object with no key outside `allowed`: the model files are
+  /// small and hand-written, so a typo like "fwd" must not silently fall back to a default.
+  const json_reader& object(std::initializer_list<std::string_view> allowed) const {
+    object();
+    for (const auto& item : v.items()) {
+      if (std::find(allowed.begin(), allowed.end(), item.key()) == allowed.end()) {
+        std::string list;
+        for (std::string_view a : allowed) {
+          list += list.empty() ? "" : ", ";
+          list += a;
+        }
+        (*this)[item.key()].error("unknown key (expected one of: ", list, ")");
+      }
     }
-    return j;
+    return *this;
   }
-
-  /// The member `key` of object `j`, or a "missing required key" error.
-  static const nlohmann::json& required(const nlohmann::json& j,
-                                        std::string_view key,
-                                        const std::string& path) {
-    auto it = j.find(key);
-    if (it == j.end()) {
-      fail_at(child(path, key), "missing required key");
+  /// Checks that the value is an array; returns its size.
+  std::size_t array() const {
+    if (!v.is_array()) {
+      error("must be an array, not ", v.type_name());
     }
-    return *it;
-  }
-  static const nlohmann::json* optional(const nlohmann::json& j, std::string_view key) {
-    auto it = j.find(key);
-    return it == j.end() ? nullptr : &*it;
+    return v.size();
   }
 
   /// An integer in [lo, hi]. Rejects floats with a fraction, booleans, strings.
-  static std::uint64_t integer(const nlohmann::json& j,
-                               const std::string& path,
-                               std::uint64_t lo,
-                               std::uint64_t hi) {
-    std::uint64_t v = 0;
-    if (j.is_number_unsigned()) {
-      v = j.get<std::uint64_t>();
-    } else if (j.is_number_integer()) {
-      const auto s = j.get<std::int64_t>();
+  std::uint64_t integer(std::uint64_t lo, std::uint64_t hi) const {
+    std::uint64_t n = 0;
+    if (v.is_number_unsigned()) {
+      n = v.get<std::uint64_t>();
+    } else if (v.is_number_integer()) {
+      const auto s = v.get<std::int64_t>();
       if (s < 0) {
-        fail_at(path, "must be an integer >= " + std::to_string(lo) + ", not " + std::to_string(s));
+        error("must be an integer >= ", std::to_string(lo), ", not ", std::to_string(s));
       }
-      v = static_cast<std::uint64_t>(s);
-    } else if (j.is_number_float()) {
-      const double d = j.get<double>();
+      n = static_cast<std::uint64_t>(s);
+    } else if (v.is_number_float()) {
+      const double d = v.get<double>();
       if (!std::isfinite(d) || d != std::floor(d) || d < 0.0 || d > 1.8e19) {
-        fail_at(path, "must be an integer, not " + j.dump());
+        error("must be an integer, not ", v.dump());
       }
-      v = static_cast<std::uint64_t>(d);
+      n = static_cast<std::uint64_t>(d);
     } else {
-      fail_at(path, std::string("must be an integer, not ") + j.type_name());
+      error("must be an integer, not ", v.type_name());
     }
-    if (v < lo || v > hi) {
-      fail_at(path, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
-                        ", not " + std::to_string(v));
+    if (n < lo || n > hi) {
+      error("must be between ", std::to_string(lo), " and ", std::to_string(hi), ", not ",
+            std::to_string(n));
     }
-    return v;
+    return n;
   }
-
   /// A finite number >= 0.
-  static double non_negative(const nlohmann::json& j, const std::string& path) {
-    if (!j.is_number()) {
-      fail_at(path, std::string("must be a number >= 0, not ") + j.type_name());
+  double non_negative() const {
+    if (!v.is_number()) {
+      error("must be a number >= 0, not ", v.type_name());
     }
-    const double d = j.get<double>();
+    const double d = v.get<double>();
     if (!std::isfinite(d) || d < 0.0) {
-      fail_at(path, "must be a finite number >= 0, not " + j.dump());
+      error("must be a finite number >= 0, not ", v.dump());
     }
     return d;
   }
-
-  static std::string string(const nlohmann::json& j, const std::string& path) {
-    if (!j.is_string()) {
-      fail_at(path, std::string("must be a string, not ") + j.type_name());
+  /// The member `key` as non_negative(), or `fallback` when absent.
+  double non_negative_or(std::string_view key, double fallback) const {
+    return has(key) ? (*this)[key].non_negative() : fallback;
+  }
+  /// Any finite number.
+  double number() const {
+    if (!v.is_number() || !std::isfinite(v.get<double>())) {
+      error("must be a finite number, not ", v.dump());
     }
-    return j.get<std::string>();
+    return v.get<double>();
+  }
+  std::string string() const {
+    if (!v.is_string()) {
+      error("must be a string, not ", v.type_name());
+    }
+    return v.get<std::string>();
+  }
+  /// An op kind by name; `known` is appended to the error (the schedule format lists them).
+  op_kind kind(std::string_view known = "") const {
+    const std::string k = string();
+    const auto parsed = parse_op_kind(k);
+    if (!parsed) {
+      error("unknown op kind ", quote(k), known);
+    }
+    return *parsed;
+  }
+  /// The member "version", which must equal `supported`; `what` names the format in the error.
+  void version(std::uint64_t supported, std::string_view what) const {
+    const json_reader c = (*this)["version"];
+    const auto got = c.integer(0, std::numeric_limits<std::uint32_t>::max());
+    if (got != supported) {
+      c.error("unsupported ", what, " format version ", got, " (this library reads version ",
+              supported, ")");
+    }
   }
 
   /// `s` as a JSON string literal for an error message: quoted, control characters escaped
@@ -115,7 +162,8 @@ struct json_reader {
     return out;
   }
 
-  /// Parses text, turning nlohmann's parse errors into invalid_argument.
+  /// Parses text, turning nlohmann's parse errors into invalid_argument "<what>: malformed
+  /// JSON: ...".
   static nlohmann::json parse(std::string_view text, std::string_view what) {
     try {
       return nlohmann::json::parse(text.begin(), text.end());
@@ -125,5 +173,35 @@ struct json_reader {
     }
   }
 };
+
+/// A per-(stage, chunk) table `[[x, x], [x, x]]`: one inner array per stage, all of the same
+/// non-zero length. Returns the chunk count and the entries read by `read(json_reader)`,
+/// flattened (index s*chunks + c). Shared by the cost and memory model formats.
+template <class Read>
+auto read_per_chunk(const json_reader& c, Read&& read) {
+  using T = decltype(read(c));
+  std::vector<T> flat;
+  std::uint32_t chunks = 0;
+  const std::size_t n = c.array();
+  if (n == 0) {
+    c.error("must not be empty");
+  }
+  for (std::size_t s = 0; s < n; ++s) {
+    const json_reader row = c[s];
+    const std::size_t k = row.array();
+    if (s == 0) {
+      if (k == 0 || k > std::numeric_limits<chunk_index>::max()) {
+        row.error("must hold between 1 and ", std::numeric_limits<chunk_index>::max(), " chunks");
+      }
+      chunks = static_cast<std::uint32_t>(k);
+    } else if (k != chunks) {
+      row.error("must hold ", chunks, " chunks, like ", c.path, "/0");
+    }
+    for (std::size_t i = 0; i < k; ++i) {
+      flat.push_back(read(row[i]));
+    }
+  }
+  return std::pair{chunks, std::move(flat)};
+}
 
 }  // namespace pipesched::detail
