@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -22,11 +23,15 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
 #include <pipesched/io/chrome_trace.hpp>
+#include <pipesched/io/cost_model_json.hpp>
 #include <pipesched/io/json.hpp>
-#include <pipesched/io/model_json.hpp>
+#include <pipesched/io/memory_model_json.hpp>
+#include <pipesched/io/report_text.hpp>
+#include <pipesched/io/schedule_input.hpp>
+#include <pipesched/io/schedule_report.hpp>
+#include <pipesched/io/simulation_json.hpp>
 #include <pipesched/io/svg.hpp>
 #include <pipesched/io/terminal.hpp>
 #include <pipesched/io/text.hpp>
@@ -161,11 +166,11 @@ struct model_options {
       }
     }
     const auto v = parse_numbers(memory, "--memory", 2, 2, "MB,MW");
-    if (v[1] > v[0]) {
-      usage_error("--memory: MW (" + fmt::format("{:g}", v[1]) + ") must be <= MB (" +
-                  fmt::format("{:g}", v[0]) + ")");
+    try {
+      return memory_model::uniform(v[0], v[1]);  // the library's M_W <= M_B rule
+    } catch (const pipesched::invalid_argument& e) {
+      usage_error(std::string("--memory: ") + e.what());
     }
-    return memory_model::uniform(v[0], v[1]);
   }
   /// --memory-limit, per stage in the units of --memory; nullopt when not given.
   std::optional<double> memory_limit() const {
@@ -333,25 +338,6 @@ void print_violations(const std::vector<std::string>& lines, bool stdout_has_out
   }
 }
 
-std::vector<std::string> budget_lines(const std::vector<budget_violation>& violations) {
-  std::vector<std::string> out;
-  for (const auto& v : violations) {
-    out.push_back("memory_budget: " + v.message);
-  }
-  return out;
-}
-
-std::vector<std::string> validation_lines(const validation_report& r) {
-  std::vector<std::string> out;
-  for (const auto& v : r.violations) {
-    out.push_back(std::string(to_string(v.kind)) + ": " + v.message);
-  }
-  if (r.truncated() > 0) {
-    out.push_back("... and " + std::to_string(r.truncated()) + " more violations");
-  }
-  return out;
-}
-
 /// --search-budget / --search-evaluations as zb_auto_options; nullopt when neither is given.
 /// Throws (exit 2) on a bad value.
 std::optional<zb_auto_options> search_options(const schedule_source& src) {
@@ -428,39 +414,25 @@ std::string searching_schedules() {
 }
 
 /// A schedule file's text as pipesched JSON or PyTorch CSV: --input-format when given, else
-/// by content (a CSV starts with a digit or a comma), never by the file name.
+/// by content (detect_input_format), never by the file name.
 schedule read_schedule_file(const schedule_source& src) {
   const bool from_stdin = src.input == "-";
   const std::string text = read_text_file(from_stdin ? "/dev/stdin" : src.input);
-  const std::string shown = from_stdin ? "standard input" : src.input;
-  std::string format;
+  std::optional<input_format> requested;
   if (src.input_format) {
-    format = *src.input_format;
-    if (format != "json" && format != "torch-csv") {
-      usage_error("--input-format: must be json or torch-csv, not \"" + format + "\"");
+    requested = parse_input_format(*src.input_format);
+    if (!requested) {
+      usage_error("--input-format: must be json or torch-csv, not \"" + *src.input_format + "\"");
     }
-  } else {
-    const std::size_t first = text.find_first_not_of(" \t\r\n");
-    // A PyTorch CSV row starts with a cell (<stage><kind>...) or a comma (an idle step); anything
-    // else, including an empty or binary file, is read as JSON and reported as such.
-    const bool csv =
-        first != std::string::npos &&
-        (std::isdigit(static_cast<unsigned char>(text[first])) != 0 || text[first] == ',');
-    const bool json = !csv;
-    format = json ? "json" : "torch-csv";
   }
+  const input_format format = requested.value_or(detect_input_format(text));
   try {
-    if (format == "json") {
-      return read_schedule_json(text);
-    }
-    // The CSV carries no name: the file's, without directory and extension.
-    std::string stem = from_stdin ? "stdin" : src.input.substr(src.input.find_last_of('/') + 1);
-    if (const std::size_t dot = stem.find_last_of('.'); dot != std::string::npos && dot > 0) {
-      stem.resize(dot);
-    }
-    return from_torch_csv(text, stem);
+    // A CSV carries no name: the file's, without directory and extension.
+    return read_schedule(text, format,
+                         from_stdin ? "stdin" : std::filesystem::path(src.input).stem().string());
   } catch (const pipesched::invalid_argument& e) {
-    usage_error(shown + " (read as " + format + "): " + e.what());
+    usage_error((from_stdin ? std::string("standard input") : src.input) + " (read as " +
+                std::string(to_string(format)) + "): " + e.what());
   }
 }
 
@@ -534,7 +506,7 @@ int cmd_generate(const generate_options& o) {
   const schedule& s = g.sched;
   // A limit the generator cannot take is checked, never ignored: no schedule over it is shown.
   if (!g.memory_violations.empty()) {
-    print_violations(budget_lines(g.memory_violations), false);
+    print_violations(violation_lines(g.memory_violations), false);
     return 1;
   }
   std::string text;
@@ -563,22 +535,18 @@ struct validate_options_cli {
   model_options model;
 };
 
-memory_options budget_options(std::optional<double> limit) {
-  return limit ? memory_options::with_limit(*limit) : memory_options{};
-}
-
 int cmd_validate(const validate_options_cli& o) {
   const generator_params params = o.model.params();
   const schedule s = load_schedule(o.src, params).sched;
   const validation_report r = validate(s);
   if (!r.ok()) {
-    print_violations(validation_lines(r), false);
+    print_violations(violation_lines(r), false);
     return 1;
   }
   if (params.memory_limit) {
-    memory_options mo = budget_options(params.memory_limit);
+    memory_options mo = memory_options::with_limit(*params.memory_limit);
     mo.record_curve = false;
-    const auto lines = budget_lines(check_memory(s, params.memory, mo).violations);
+    const auto lines = violation_lines(check_memory(s, params.memory, mo).violations);
     if (!lines.empty()) {
       print_violations(lines, false);
       return 1;
@@ -598,38 +566,6 @@ struct simulate_options_cli {
   torch_csv_cli csv;
 };
 
-/// The readable report of `simulate`: timeline, totals, per-stage table, budget violations.
-std::string simulate_report(const schedule& s,
-                            const simulation_result& r,
-                            const memory_report& mem,
-                            std::optional<double> bound,
-                            bool color) {
-  terminal_options to;
-  to.color = color;
-  std::string out = render_timeline(s, to_timeline(s, r), to) + "\n";
-  out += fmt::format("{}: p={} m={} v={}, {} ops\n", s.name().empty() ? "schedule" : s.name(),
-                     s.stages(), s.microbatches(), s.chunks(), s.size());
-  out += fmt::format(
-      "makespan {:g}, bubble rate {:.4f} (largest span {:g} on stage {}), utilization {:.4f}\n",
-      r.makespan, r.bubble_rate, r.stages[r.max_span_stage].span, r.max_span_stage, r.utilization);
-  if (bound) {
-    const double span = r.stages[r.max_span_stage].span;
-    out += fmt::format("lower bound on the span within this memory limit: {:g} (gap {:.2f}%)\n",
-                       *bound, span > 0 ? 100.0 * (span - *bound) / span : 0.0);
-  }
-  out += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "stage", "span", "busy", "idle",
-                     "idle%", "peak memory");
-  for (stage_index st = 0; st < s.stages(); ++st) {
-    const auto& t = r.stages[st];
-    out += fmt::format("{:>6} {:>10g} {:>10g} {:>10g} {:>6.1f}% {:>12g}\n", st, t.span, t.busy,
-                       t.idle, 100.0 * t.idle_fraction, mem.peak_memory(st));
-  }
-  for (const auto& l : budget_lines(mem.violations)) {
-    out += l + "\n";
-  }
-  return out;
-}
-
 int cmd_simulate(const simulate_options_cli& o) {
   const torch_csv_options csv = o.csv.options(o.format);
   check_format(o.format);
@@ -640,71 +576,41 @@ int cmd_simulate(const simulate_options_cli& o) {
   const generator_params params = o.model.params();
   const generation_result g = load_schedule(o.src, params);
   const schedule& s = g.sched;
-  const validation_report vr = validate(s);
-  if (!vr.ok() && !json) {
-    print_violations(validation_lines(vr), false);
+  report_options ro;
+  ro.costs = params.costs;
+  ro.memory = params.memory;
+  ro.memory_limit = params.memory_limit;
+  // For the schedules that search: no schedule within the same memory limit has a shorter
+  // longest stage span (returned with the schedule by the same search).
+  ro.lower_bound = g.lower_bound;
+  // JSON describes invalid schedules too; the other outputs only list their violations.
+  ro.analyze_invalid = json;
+  const schedule_report rep = report_schedule(s, ro);
+  const int code = rep.ok() ? 0 : 1;
+  if (!rep.validation.ok() && !json) {
+    print_violations(violation_lines(rep.validation), false);
     return 1;
   }
-  // JSON describes invalid schedules too: the simulator and the memory checker accept them
-  // (a deadlock stops the simulation; its witness is reported). One the simulator refuses
-  // (a declared shape far beyond its ops) is reported as not simulated: nothing ran.
-  simulation_result r;
-  std::optional<std::string> not_simulated;
-  try {
-    r = simulate(s, params.costs);
-  } catch (const pipesched::invalid_argument& e) {
-    if (vr.ok() || !json) {
-      throw;
-    }
-    not_simulated = e.what();
-    r.stages.resize(s.stages());
-  }
-  const memory_options mo = budget_options(params.memory_limit);
-  const memory_report mem =
-      not_simulated ? check_memory(s, params.memory, mo) : check_memory(s, params.memory, mo, r);
-  const bool failed = !vr.ok() || r.deadlock.has_value() || !mem.violations.empty();
   const bool to_stdout = is_stdout(o.output);
-
   if (json) {
-    nlohmann::json j = simulation_to_json(s, r, &mem, false);
-    if (not_simulated) {
-      j["deadlock"] = "not simulated: " + *not_simulated;
-    }
-    // For the schedules that search: no schedule within the same memory limit has a shorter
-    // longest stage span (returned with the schedule by the same search).
-    if (g.lower_bound) {
-      j["lower_bound"] = *g.lower_bound;
-    }
-    if (params.memory_limit) {
-      j["memory_limit"] = *params.memory_limit;
-    }
-    std::vector<std::string> lines = validation_lines(vr);
-    if (!vr.ok()) {
-      // The memory checker's lifetime errors only restate these; keep the budget ones.
-      for (const auto& l : budget_lines(mem.violations)) {
-        lines.push_back(l);
-      }
-      j["violations"] = lines;
-    } else if (j.contains("violations")) {
-      lines = j["violations"].get<std::vector<std::string>>();
-    }
-    write_output(o.output, j.dump(2) + "\n");
+    write_output(o.output, simulation_to_json(s, rep).dump(2) + "\n");
     if (!to_stdout) {
-      print_violations(lines, false);
+      print_violations(rep.violations(), false);
     }
-    return failed ? 1 : 0;
+    return code;
   }
   if (o.format == "text") {
-    write_output(o.output,
-                 simulate_report(s, r, mem, g.lower_bound, to_stdout && stdout_is_terminal()));
+    terminal_options view;
+    view.color = to_stdout && stdout_is_terminal();
+    write_output(o.output, report_text(s, rep, view));
     if (!to_stdout) {
-      print_violations(budget_lines(mem.violations), false);
+      print_violations(violation_lines(rep.memory.violations), false);
     }
-    return failed ? 1 : 0;
+    return code;
   }
-  write_picture(o.output, o.format, s, r, params.memory, csv);
-  print_violations(budget_lines(mem.violations), to_stdout);
-  return failed ? 1 : 0;
+  write_picture(o.output, o.format, s, rep.simulation, params.memory, csv);
+  print_violations(violation_lines(rep.memory.violations), to_stdout);
+  return code;
 }
 
 }  // namespace
