@@ -16,6 +16,7 @@
 #include "pipesched/gen/gpipe.hpp"
 #include "pipesched/gen/interleaved.hpp"
 #include "pipesched/gen/one_f_one_b.hpp"
+#include "pipesched/gen/v_shape.hpp"
 #include "pipesched/gen/zb_auto.hpp"
 #include "pipesched/gen/zb_v.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
@@ -224,6 +225,8 @@ inline generator_registry builtin_registry() {
         "Interleaved 1F1B (Megatron virtual pipeline): v chunks per stage, bubble 1/v of 1F1B's",
         2);
   r.add(zb_v{}, "ZB-V: V placement, 2 chunks, cost-aware greedy; 1F1B memory, zero bubble", 2);
+  r.add(v_half{}, "V-Half: V placement, 2 chunks; (p+2)//2 stage activations, bubble ~p/(2m)", 2);
+  r.add(v_min{}, "V-Min: V placement, 2 chunks; (p+4)//3 stage activations, bubble ~2p/(3m)", 2);
   r.add(zb_auto{},
         "ZB automatic: memory-bounded greedy search (memory_limit, default p*M_B) + bound");
   r.add(zb_auto{zb_memory_preset::one_p}, "ZB-1p: automatic zero-bubble with limit p*M_B");
