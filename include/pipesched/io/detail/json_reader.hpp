@@ -35,7 +35,7 @@ struct json_reader {
   bool has(std::string_view key) const { return v.is_object() && v.contains(key); }
   /// The member `key`, or a "missing required key" error at its path.
   json_reader operator[](std::string_view key) const {
-    std::string p = path + "/" + std::string(key);
+    std::string p = child(key);
     const auto it = v.find(key);
     if (it == v.end()) {
       json_reader{v, std::move(p)}.error("missing required key");
@@ -43,7 +43,7 @@ struct json_reader {
     return {*it, std::move(p)};
   }
   /// Element `i` of an array (after array()).
-  json_reader operator[](std::size_t i) const { return {v.at(i), path + "/" + std::to_string(i)}; }
+  json_reader operator[](std::size_t i) const { return {v.at(i), child(std::to_string(i))}; }
 
   /// Checks that the value is an object; other keys are allowed (the schedule format ignores
   /// them, so newer writers can add fields).
@@ -160,6 +160,14 @@ struct json_reader {
       out.insert(out.size() - 1, "...");
     }
     return out;
+  }
+
+  // One allocation per path: a schedule file has a few paths per op.
+  std::string child(std::string_view key) const {
+    std::string p;
+    p.reserve(path.size() + 1 + key.size());
+    p.append(path).append(1, '/').append(key);
+    return p;
   }
 
   /// Parses text, turning nlohmann's parse errors into invalid_argument "<what>: malformed
