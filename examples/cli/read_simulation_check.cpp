@@ -7,7 +7,7 @@
 #include <fmt/core.h>
 
 #include <pipesched/io/json.hpp>
-#include <pipesched/io/model_json.hpp>
+#include <pipesched/io/simulation_json.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 2) {
