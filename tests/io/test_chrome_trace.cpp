@@ -8,13 +8,13 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zb_v.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/torch_csv.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 using namespace pipesched;
 using nlohmann::json;
@@ -39,8 +39,9 @@ TEST_CASE("chrome trace: 1F1B p=2 m=2 events, flows and counters", "[io][chrome_
   CHECK(n["s"] == 4);  // F0, F1 stage 0 -> 1; BW0, BW1 stage 1 -> 0
   CHECK(n["f"] == 4);
   CHECK(n["M"] == 5);  // process name, two thread names, two sort indices
-  // Stage 0: F0 at 0 (+1), F1 at 1 (+1), BW0 ends 6 (-1), BW1 ends 9 (-1): samples at 0,1,6,9.
-  CHECK(n["C"] == 4 + 4);
+  // Memory changes when an op ends (docs/model.md §5), after the static sample at 0.
+  // Stage 0: F0 ends 1, F1 2, BW0 6, BW1 9; stage 1: F0 2, BW0 4, F1 5, BW1 7.
+  CHECK(n["C"] == 5 + 5);
   CHECK(t["otherData"]["makespan"] == 9.0);
   // The BW0 of stage 0: starts at 4 units = 4000 us, lasts 2 units.
   bool found = false;
