@@ -30,7 +30,7 @@
 #include <pipesched/io/memory_model_json.hpp>
 #include <pipesched/io/report_text.hpp>
 #include <pipesched/io/schedule_input.hpp>
-#include <pipesched/io/schedule_report.hpp>
+#include <pipesched/analysis/schedule_report.hpp>
 #include <pipesched/io/simulation_json.hpp>
 #include <pipesched/io/svg.hpp>
 #include <pipesched/io/terminal.hpp>

@@ -6,6 +6,7 @@
 
 #include "pipesched/analysis/memory_checker.hpp"
 #include "pipesched/analysis/metrics.hpp"
+#include "pipesched/analysis/schedule_report.hpp"
 #include "pipesched/analysis/timing_simulator.hpp"
 #include "pipesched/analysis/validator.hpp"
 #include "pipesched/exec/any_executor.hpp"

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <pipesched/analysis/schedule_report.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
-#include <pipesched/io/schedule_report.hpp>
 #include <pipesched/io/simulation_json.hpp>
 
 using namespace pipesched;

@@ -14,8 +14,7 @@
 
 // Everything `pipesched simulate` says about a schedule, from one call: validity, timing,
 // memory against a limit, and the rule violations as the text lines every output shows.
-// Standard library only; it sits in io/ beside its writers (simulation_json.hpp,
-// report_text.hpp).
+// Its writers are in io/ (simulation_json.hpp, report_text.hpp).
 
 namespace pipesched {
 

@@ -4,7 +4,7 @@
 
 #include <fmt/core.h>
 
-#include "pipesched/io/schedule_report.hpp"
+#include "pipesched/analysis/schedule_report.hpp"
 #include "pipesched/io/terminal.hpp"
 #include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/schedule.hpp"
