@@ -32,3 +32,20 @@ TEST_CASE("op: brace initialisation takes kind, micro-batch, chunk like make_op"
   CHECK(to_string(o, true) == "W12.2");
   CHECK(o.flags == 0);
 }
+
+TEST_CASE("op: the overlap flag marks an op to run with the next one of its stage",
+          "[ir][op][overlap]") {
+  constexpr op f = make_op(op_kind::forward, 7, 0);
+  constexpr op marked = overlapping_next(f);
+  static_assert(!overlaps_next(f));
+  static_assert(overlaps_next(marked));
+  static_assert(marked.flags == op_flag::overlap_next);
+  static_assert(overlapping_next(marked) == marked);  // idempotent
+  // Equality compares the flags (a golden order with overlap marks checks them) ...
+  static_assert(marked != f);
+  // ... same_work ignores them.
+  static_assert(same_work(marked, f));
+  static_assert(!same_work(marked, make_op(op_kind::forward, 7, 1)));
+  STATIC_REQUIRE(sizeof(marked) == 8);
+  CHECK(to_string(marked) == "F7");  // the op's own name does not change
+}

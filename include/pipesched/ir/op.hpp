@@ -86,10 +86,15 @@ constexpr bool produces_input_grad(op_kind k) noexcept {
 /// Eight bytes, so p = 1024, m = 16384 (about 50 million ops) takes about 400 MB.
 /// For the communication kinds, `chunk` is the local chunk on the op's own stage that the
 /// transfer serves; the peer stage follows from the placement (placement::next_stage / prev).
+///
+/// Equality compares the flags too: F7 marked to overlap with the next op is a different
+/// list entry from a plain F7, so a golden order with overlap marks (DualPipeV) checks the
+/// marks. To ask "the same computation?" compare kind, mb and chunk (same_work).
 struct op {
   op_kind kind = op_kind::forward;
-  /// Spare byte for per-op flags of coming op variants; always 0 today, not compared. Not
-  /// reachable by brace initialisation: `op{kind, mb, chunk}` runs the constructor below.
+  /// Bits of op_flag (overlap_next, ...); 0 for a plain op. Not reachable by brace
+  /// initialisation: `op{kind, mb, chunk}` runs the constructor below; set bits with
+  /// overlapping_next.
   std::uint8_t flags = 0;
   chunk_index chunk = 0;
   microbatch_index mb = 0;
@@ -100,11 +105,29 @@ struct op {
   constexpr op(op_kind k, microbatch_index m, chunk_index c = 0) noexcept
       : kind(k), chunk(c), mb(m) {}
 
+  /// Kind, micro-batch, chunk and flags.
   friend constexpr bool operator==(const op& a, const op& b) noexcept {
-    return a.kind == b.kind && a.chunk == b.chunk && a.mb == b.mb;
+    return a.kind == b.kind && a.chunk == b.chunk && a.mb == b.mb && a.flags == b.flags;
   }
 };
 static_assert(sizeof(op) == 8, "op must stay 8 bytes");
+
+/// Bits of op::flags.
+namespace op_flag {
+inline constexpr std::uint8_t overlap_next = 0x1;  ///< runs together with the next op on its stage
+}
+constexpr bool overlaps_next(const op& o) noexcept {
+  return (o.flags & op_flag::overlap_next) != 0;
+}
+/// `o` marked to run overlapped with the next op of its stage (an F with a B/BW/I or the reverse).
+constexpr op overlapping_next(op o) noexcept {
+  o.flags |= op_flag::overlap_next;
+  return o;
+}
+/// The same computation (kind, micro-batch, chunk), whatever the flags.
+constexpr bool same_work(const op& a, const op& b) noexcept {
+  return a.kind == b.kind && a.chunk == b.chunk && a.mb == b.mb;
+}
 
 constexpr op make_op(op_kind k, microbatch_index mb, chunk_index chunk = 0) noexcept {
   return op{k, mb, chunk};
