@@ -22,9 +22,10 @@ enum class v_block : std::uint8_t {
 
 namespace detail {
 
-// The authors number a stage's passes F f B b W w: F / B of local chunk 0 (global chunk s, down
-// the V), f / B of local chunk 1 (global chunk 2p−1−s, up the V). Their first squeeze keeps one W
-// list (index 4) for both chunks; the final split puts chunk 1's W at 4 and chunk 0's at 5.
+// The authors number a stage's passes F f B b W w: F and b are the forward and input-gradient
+// backward of local chunk 0 (global chunk s, down the V), f and B those of local chunk 1 (global
+// chunk 2p−1−s, up the V). Their first squeeze keeps one W list (index 4) for both chunks; the
+// final split puts chunk 1's W at 4 and chunk 0's at 5.
 inline constexpr int v_f0 = 0;
 inline constexpr int v_f1 = 1;
 inline constexpr int v_b1 = 2;
