@@ -354,3 +354,88 @@ TEST_CASE("simulate: empty schedule and larger shapes", "[sim]") {
   CHECK(r.span(0) == 3 * 512 + 63);
   CHECK(r.critical_path.size() > 512);
 }
+
+namespace {
+
+// p = 2, m = 3, 1F1B-like with one overlapped pair per stage: stage 0 runs F2 with BW0, stage
+// 1 runs F1 with BW0.
+schedule overlapped_pairs() {
+  schedule s("pairs", 2, 3);
+  s.stage_ops(0) = {F(0), F(1), overlapping_next(F(2)), BW(0), BW(1), BW(2)};
+  s.stage_ops(1) = {F(0), overlapping_next(F(1)), BW(0), F(2), BW(1), BW(2)};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("simulate: an overlapped pair is one slot of T_F + T_B by default", "[sim][overlap]") {
+  // T_F 1, BW 3. Stage 1's pair waits for F1 (2) and lasts 4; stage 0's pair waits for stage
+  // 1's BW0 (6), so F2 starts only then, though its own input was ready at 2.
+  const auto c = cost_model::uniform(1, 2, 1);
+  const schedule s = overlapped_pairs();
+  const auto r = simulate(s, c);
+  REQUIRE(r.completed());
+  CHECK(intervals(r.ops[0]) == spans{{0, 1}, {1, 2}, {6, 10}, {6, 10}, {14, 17}, {17, 20}});
+  CHECK(intervals(r.ops[1]) == spans{{1, 2}, {2, 6}, {2, 6}, {10, 11}, {11, 14}, {14, 17}});
+  CHECK(r.makespan == 20);
+  // The slot counts once: 1 + 1 + 4 + 3 + 3.
+  CHECK(r.stages[0].busy == 12);
+  CHECK(r.stages[1].busy == 1 + 4 + 1 + 3 + 3);
+  check_critical_path(s, c, r);
+  // Without the marks the same order runs op by op.
+  schedule plain = s;
+  for (stage_index st = 0; st < 2; ++st) {
+    for (op& o : plain.stage_ops(st)) {
+      o.flags = 0;
+    }
+  }
+  const auto rp = simulate(plain, c);
+  CHECK(intervals(rp.ops[0])[2] == std::pair<double, double>{2, 3});
+  CHECK(rp.stages[0].busy == 1 + 1 + 1 + 3 + 3 + 3);
+}
+
+TEST_CASE("simulate: T_FB sets how long an overlapped pair lasts", "[sim][overlap]") {
+  // T_FB = 2.5: a pair of an F and a BW lasts T_FB + T_W = 3.5 (gain T_F + T_B - T_FB = 0.5).
+  auto c = cost_model::uniform(1, 2, 1);
+  c.set_overlapped(2.5);
+  CHECK(c.overlap_gain(0) == 0.5);
+  const schedule s = overlapped_pairs();
+  const auto r = simulate(s, c);
+  REQUIRE(r.completed());
+  CHECK(intervals(r.ops[1]) == spans{{1, 2}, {2, 5.5}, {2, 5.5}, {9, 10}, {10, 13}, {13, 16}});
+  CHECK(intervals(r.ops[0]) == spans{{0, 1}, {1, 2}, {5.5, 9}, {5.5, 9}, {13, 16}, {16, 19}});
+  CHECK(r.makespan == 19);
+  CHECK(r.stages[0].busy == 1 + 1 + 3.5 + 3 + 3);
+  check_critical_path(s, c, r);
+  // Per stage, split over v like T_F and T_B; checked like them.
+  CHECK(c.for_shape(2, 2, "test").at(0, 1).overlapped == 1.25);
+  CHECK_THROWS_WITH(cost_model{}.set_overlapped(-1),
+                    Catch::Contains("overlapped cost (T_FB) (-1) must be finite and >= 0"));
+}
+
+TEST_CASE("simulate: a pair may put the backward first", "[sim][overlap]") {
+  // Stage 0 runs BW0 with F2: the same slot as F2 with BW0.
+  schedule s = overlapped_pairs();
+  s.stage_ops(0) = {F(0), F(1), overlapping_next(BW(0)), F(2), BW(1), BW(2)};
+  const auto r = simulate(s, cost_model::uniform(1, 2, 1));
+  REQUIRE(r.completed());
+  CHECK(intervals(r.ops[0]) == spans{{0, 1}, {1, 2}, {6, 10}, {6, 10}, {14, 17}, {17, 20}});
+}
+
+TEST_CASE("simulate: a pair whose second op waits for the pair itself never runs",
+          "[sim][overlap]") {
+  // Stage 0 overlaps F1 with BW0; BW0 needs stage 1's BW0, which stage 1 runs after F1,
+  // which needs stage 0's F1: one op at a time this runs, as one slot it cannot.
+  schedule s("self-waiting pair", 2, 2);
+  s.stage_ops(0) = {F(0), overlapping_next(F(1)), BW(0), BW(1)};
+  s.stage_ops(1) = {F(0), F(1), BW(0), BW(1)};
+  CHECK(traverse(s, [](stage_index, std::size_t, const op&) {}).complete);
+  const auto r = simulate(s, cost_model::uniform(1, 1, 1));
+  REQUIRE_FALSE(r.completed());
+  REQUIRE(r.deadlock->stuck.size() == 1);
+  CHECK(r.deadlock->stuck[0].stage == 0);
+  CHECK(r.deadlock->stuck[0].op_index == 1);
+  CHECK(r.deadlock->describe() ==
+        "deadlock: stage 0 blocked at op 1 (F1) waiting for the inputs of BW0, the op it "
+        "overlaps, which wait for this pair itself;");
+}

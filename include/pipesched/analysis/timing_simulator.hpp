@@ -38,7 +38,7 @@ struct stage_timing {
   double first_start = 0.0;    ///< start of the stage's first op (0 when it ran none)
   double last_end = 0.0;       ///< end of its last op
   double span = 0.0;           ///< last_end − first_start
-  double busy = 0.0;           ///< sum of compute (F, B, W, BW) durations
+  double busy = 0.0;           ///< sum of compute durations, an overlapped pair's slot once
   double comm = 0.0;           ///< time spent inside SEND/RECV rendezvous (lowered schedules)
   double idle = 0.0;           ///< span − busy (includes `comm`)
   double idle_fraction = 0.0;  ///< idle / span; 0 when span is 0
@@ -161,18 +161,27 @@ inline std::vector<op_location> critical_path(const schedule& sched,
   for (;;) {
     chain.push_back(cur);
     cursor[cur.stage] = cur.op_index;
-    const op& o = sched.ops(cur.stage)[cur.op_index];
-    const start_reason why = reason(cur.stage, cur.op_index);
+    // An op of an overlapped pair that started when the other op allowed: the chain goes on
+    // from the other op's reason (the two share one slot, so the other is not a link).
+    op_location src = cur;
+    start_reason why = reason(cur.stage, cur.op_index);
+    if (why == start_reason::overlap_next || why == start_reason::overlap_previous) {
+      src.op_index = why == start_reason::overlap_next ? cur.op_index + 1 : cur.op_index - 1;
+      why = reason(src.stage, src.op_index);
+    }
+    const op& o = sched.ops(src.stage)[src.op_index];
     std::optional<op_location> next;
     switch (why) {
       case start_reason::none:
+      case start_reason::overlap_next:  // never set on both ops of a pair
+      case start_reason::overlap_previous:
         break;
       case start_reason::previous:
-        next = op_location{cur.stage, cur.op_index - 1};
+        next = op_location{src.stage, src.op_index - 1};
         break;
       case start_reason::requirement0:
       case start_reason::requirement1: {
-        const auto reqs = requirements_of(pl, cur.stage, o, lowered);
+        const auto reqs = requirements_of(pl, src.stage, o, lowered);
         const requirement& r = reqs.items[why == start_reason::requirement0 ? 0 : 1];
         const chunk_index lc = pl.local_of(r.chunk);
         const auto j = find_back(r.stage, [&](const op& x) {
@@ -186,7 +195,8 @@ inline std::vector<op_location> critical_path(const schedule& sched,
       case start_reason::partner: {
         const auto partner = comm_partner(pl, cur.stage, o);
         if (partner) {
-          const auto j = find_back(partner->stage, [&](const op& x) { return x == partner->o; });
+          const auto j =
+              find_back(partner->stage, [&](const op& x) { return same_work(x, partner->o); });
           if (j) {
             next = op_location{partner->stage, *j};
           }
@@ -242,12 +252,14 @@ inline simulation_result simulate(const schedule& sched,
   traversal_result tr = detail::timed_traverse(
       sched, plan, table.data(),
       [&](stage_index from, stage_index to) { return costs.comm(from, to); },
-      [&](const detail::timed_step& t) {
+      [&](const detail::timed_step& t) PIPESCHED_HOT_LAMBDA {
         stage_timing& st = result.stages[t.stage];
         if (t.index == 0) {
           st.first_start = t.start;
         }
-        (is_compute(t.o.kind) ? st.busy : st.comm) += t.end - t.start;
+        if (!t.shares_slot) {  // an overlapped pair's slot counts once
+          (is_compute(t.o.kind) ? st.busy : st.comm) += t.end - t.start;
+        }
         st.ops_run = t.index + 1;
         st.last_end = t.end;
         if (options.record_ops) {

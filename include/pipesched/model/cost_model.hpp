@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct op_costs {
   double forward = 1.0;          ///< T_F
   double backward_input = 1.0;   ///< T_B
   double backward_weight = 1.0;  ///< T_W
+  /// T_FB: how long an F runs overlapped with a B (an op pair marked with overlapping_next,
+  /// docs/model.md §3), as one slot. Unset: T_F + T_B, no gain. Split over v like the others.
+  std::optional<double> overlapped{};
 
   friend bool operator==(const op_costs&, const op_costs&) = default;
 };
@@ -53,6 +57,14 @@ class cost_model {
   /// T/v); `comm` is the latency of one transfer between two stages.
   static cost_model uniform(double tf, double tb, double tw, double comm = 0.0) {
     return cost_model(op_costs{tf, tb, tw}, comm);
+  }
+
+  /// Per stage: T_FB for every stage (op_costs::overlapped of the uniform costs; split over v):
+  /// an overlapped F and B pair lasts T_FB instead of T_F + T_B (docs/model.md §3).
+  cost_model& set_overlapped(double t_fb) {
+    check_value(t_fb, "cost_model::set_overlapped", "overlapped cost (T_FB)");
+    uniform_.overlapped = t_fb;
+    return *this;
   }
 
   /// Per stage: one triple per stage (size p), the stage's whole slice (a chunk costs T/v).
@@ -138,7 +150,11 @@ class cost_model {
       return t;
     }
     const double v = split_;
-    return op_costs{t.forward / v, t.backward_input / v, t.backward_weight / v};
+    op_costs out{t.forward / v, t.backward_input / v, t.backward_weight / v};
+    if (t.overlapped) {
+      out.overlapped = *t.overlapped / v;
+    }
+    return out;
   }
 
   /// Duration of an op of kind k for local chunk c on stage s. Comm ops take 0.
@@ -156,6 +172,14 @@ class cost_model {
       default:
         return 0.0;
     }
+  }
+
+  /// What overlapping an F of local chunk c on stage s with a B saves: T_F + T_B − T_FB of
+  /// that chunk, 0 when T_FB is unset. An overlapped pair lasts the sum of its two ops'
+  /// durations minus the gain of its F (docs/model.md §3): T_FB with a B, T_FB + T_W with a BW.
+  double overlap_gain(stage_index s, chunk_index c = 0) const noexcept {
+    const op_costs t = at(s, c);
+    return t.overlapped ? t.forward + t.backward_input - *t.overlapped : 0.0;
   }
 
   /// Latency of a transfer from stage `from` to stage `to`; 0 when from == to.
@@ -189,6 +213,9 @@ class cost_model {
     check_value(c.forward, where, "forward cost (T_F)");
     check_value(c.backward_input, where, "backward-input cost (T_B)");
     check_value(c.backward_weight, where, "backward-weight cost (T_W)");
+    if (c.overlapped) {
+      check_value(*c.overlapped, where, "overlapped cost (T_FB)");
+    }
   }
 
   op_costs uniform_{};

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "pipesched/ir/dependencies.hpp"
@@ -15,6 +16,14 @@
 // ends) is written. simulate(), the unit-step timeline, the zero-bubble search's order timing
 // and communication lowering's ranking all time ops through timed_traverse().
 
+// The engine's per-op lambdas run once per op in the hottest loop of the library; GCC does
+// not inline them into the traversal on its own (measured: simulate 30-40 % slower).
+#if defined(__GNUC__)
+#define PIPESCHED_HOT_LAMBDA __attribute__((always_inline))
+#else
+#define PIPESCHED_HOT_LAMBDA
+#endif
+
 namespace pipesched::detail {
 
 /// Why an op started when it did; the critical path walks these back.
@@ -24,6 +33,10 @@ enum class start_reason : std::uint8_t {
   requirement0,  ///< requirements_of(...)[0] (+ T_comm when remote)
   requirement1,  ///< requirements_of(...)[1]
   partner,       ///< the rendezvous partner was ready later
+  /// First op of an overlapped pair (docs/model.md §3): the second op's inputs came later.
+  overlap_next,
+  /// Second op of an overlapped pair: the first op (its inputs or its stage) was ready later.
+  overlap_previous,
 };
 
 /// Duration of one (stage, local chunk, kind) and the latency added to each of its
@@ -31,6 +44,9 @@ enum class start_reason : std::uint8_t {
 struct op_cost {
   double duration = 0.0;
   std::array<double, 2> latency{};
+  /// F entries: T_F + T_B − T_FB of its (stage, chunk) (cost_model::overlap_gain), what an
+  /// overlapped pair with this F lasts less than its two ops added; 0: no gain.
+  double overlap_gain = 0.0;
 };
 
 /// The per-plan-entry costs of a bound cost model (cost_model::for_shape): compute ops take
@@ -46,6 +62,7 @@ inline std::vector<op_cost> cost_table(const traversal_plan& plan,
         const op_plan& e = plan.at(s, o);
         op_cost& oc = table[plan.index(s, o)];
         oc.duration = is_compute(k) ? costs.duration(s, k, c) : 0.0;
+        oc.overlap_gain = k == op_kind::forward ? costs.overlap_gain(s, c) : 0.0;
         for (std::uint8_t j = 0; j < e.count; ++j) {
           oc.latency[j] = e.deps[j].remote ? costs.comm(e.deps[j].stage, s) : 0.0;
         }
@@ -81,18 +98,44 @@ struct timed_step {
   double start = 0.0;
   double end = 0.0;
   start_reason why = start_reason::none;
+  /// The second op of an overlapped pair: it runs in the slot of the op before it (same start
+  /// and end), so a sum of durations counts that slot once by skipping this op.
+  bool shares_slot = false;
 };
+
+/// True when ops[i] and ops[i+1] of a stage with v chunks and m micro-batches form a pair the
+/// timing engine runs as one slot: ops[i] is marked (overlaps_next), both are compute ops in
+/// range. Marks on ops that don't qualify are ignored here (the validator reports them); in a
+/// chain the mark of a pair's second op is ignored.
+inline bool pair_candidate(
+    const op* ops, std::size_t n, std::size_t i, std::uint32_t v, std::uint32_t m) noexcept {
+  auto in_range_compute = [&](const op& o) {
+    return is_compute(o.kind) && o.chunk < v && o.mb < m;
+  };
+  return i + 1 < n && overlaps_next(ops[i]) && in_range_compute(ops[i]) &&
+         in_range_compute(ops[i + 1]);
+}
 
 /// Times every op of `sched` (a schedule or an op_lists) in the dependency order of
 /// traverse_planned, under docs/model.md §3:
 /// - a compute op starts at max(end of the previous op on its stage, end of each producer on
 ///   another stage + its latency) and lasts costs[plan index].duration;
+/// - an overlapped pair (pair_candidate: an op marked overlaps_next and the next op of its
+///   stage) is one slot: both start at the later of the two ops' ready times and both end
+///   after the two durations added minus the F's overlap_gain (T_FB for an F and a B);
 /// - a SEND and its RECV form a blocking rendezvous: both start at the later of the two sides'
 ///   ready times and both end rendezvous(sender stage, receiver stage) later;
 /// - a SEND / RECV without a peer and an op out of range take no time.
 /// Calls `visit(const timed_step&)` once per op, in traversal order (the two sides of a
 /// rendezvous back to back, sender's stage order as traverse gives it). Linear in the ops;
 /// 2 doubles per (global chunk, micro-batch), 4 when lowered.
+///
+/// With pairs, the traversal order (one op at a time) may visit a pair's first op before the
+/// producers of the second op's inputs, so the ops are timed again, in the same order, until
+/// no time changes (each round fixes at least one more pair on every chain of pairs; 3 rounds
+/// for most schedules), then once more for `visit`. A pair whose second op's inputs wait for the
+/// pair itself (through other stages) never settles: the result is then incomplete, with a
+/// witness naming the pairs, and `visit` is not called.
 template <class Sched, class Rendezvous, class Visitor>
 traversal_result timed_traverse(const Sched& sched,
                                 const traversal_plan& plan,
@@ -102,6 +145,7 @@ traversal_result timed_traverse(const Sched& sched,
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
   const std::uint32_t m = sched.microbatches();
+  const std::uint32_t v = pl.chunks();
   const std::size_t nslots = plan.lowered() ? 4 : 2;
   const op_plan* const plan_base = plan.data();
 
@@ -116,10 +160,31 @@ traversal_result timed_traverse(const Sched& sched,
   };
   std::vector<double> stage_end(p, 0.0);
 
-  auto ready_time = [&](stage_index s, std::size_t i, const op& o, const op_plan& e,
-                        start_reason& why) {
-    double t = stage_end[s];
-    why = i == 0 ? start_reason::none : start_reason::previous;
+  // Overlapped pairs: whether there are any (else one plain pass), and per stage the slot of
+  // a pair whose first op ran and whose second op is next.
+  std::size_t pairs = 0;
+  for (stage_index s = 0; s < p; ++s) {
+    const auto ops = sched.ops(s);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (pair_candidate(ops.data(), ops.size(), i, v, m)) {
+        ++pairs;
+        ++i;
+      }
+    }
+  }
+  struct open_pair {
+    bool active = false;
+    double start = 0.0;
+    double end = 0.0;
+    start_reason why = start_reason::none;  // of the second op
+  };
+  std::vector<open_pair> open(pairs > 0 ? p : 0);
+  bool emit = pairs == 0;
+  bool changed = false;  // some time differs from the previous round
+  std::vector<timed_step> unsettled;
+
+  // The latest arrival of `o`'s inputs from other stages, at least `t`.
+  auto inputs_ready = [&](const op& o, const op_plan& e, double t, start_reason& why) {
     const op_cost& oc = costs[static_cast<std::size_t>(&e - plan_base)];
     for (std::uint8_t k = 0; k < e.count; ++k) {
       // A same-stage producer ran earlier on this stage and ended by stage_end[s]: it can't
@@ -136,79 +201,178 @@ traversal_result timed_traverse(const Sched& sched,
     }
     return t;
   };
-  auto finish = [&](const timed_step& st) {
+  auto ready_time = [&](stage_index s, std::size_t i, const op& o, const op_plan& e,
+                        start_reason& why) PIPESCHED_HOT_LAMBDA {
+    why = i == 0 ? start_reason::none : start_reason::previous;
+    return inputs_ready(o, e, stage_end[s], why);
+  };
+  auto record = [&](std::size_t at, double t) {
+    if (ev[at] != t) {
+      changed = true;
+      ev[at] = t;
+    }
+  };
+  auto finish = [&](const timed_step& st) PIPESCHED_HOT_LAMBDA {
     stage_end[st.stage] = st.end;
     if (st.plan != nullptr) {
       switch (st.o.kind) {
         case op_kind::forward:
-          ev[slot_index(st.plan->own, st.o.mb, 0)] = st.end;
+          record(slot_index(st.plan->own, st.o.mb, 0), st.end);
           break;
         case op_kind::backward_input:  // also backward_input_done: same slot
         case op_kind::backward_full:
-          ev[slot_index(st.plan->own, st.o.mb, 1)] = st.end;
+          record(slot_index(st.plan->own, st.o.mb, 1), st.end);
           break;
         case op_kind::recv_forward:
-          ev[slot_index(st.plan->own, st.o.mb, 2)] = st.end;
+          record(slot_index(st.plan->own, st.o.mb, 2), st.end);
           break;
         case op_kind::recv_backward:
-          ev[slot_index(st.plan->own, st.o.mb, 3)] = st.end;
+          record(slot_index(st.plan->own, st.o.mb, 3), st.end);
           break;
         default:
           break;
       }
     }
-    visit(st);
+    if (emit) {
+      visit(st);
+    }
   };
   auto no_time = [&](stage_index s, std::size_t i, const op& o, const op_plan* e) {
     const double t = stage_end[s];
     finish(timed_step{s, i, o, e, t, t, i == 0 ? start_reason::none : start_reason::previous});
+  };
+  auto duration_of = [&](const op_plan* e) {
+    return costs[static_cast<std::size_t>(e - plan_base)].duration;
   };
 
   // traverse visits the two sides of a rendezvous back to back; the first one waits here.
   bool pending = false;
   timed_step first{};
 
-  return traverse_planned(
-      sched, plan, [&](stage_index s, std::size_t i, const op& o, const op_plan* e) {
-        if (e == nullptr) {
-          no_time(s, i, o, e);
-          return;
-        }
-        if (is_comm(o.kind)) {
-          const auto partner = comm_partner(pl, s, o);
-          if (!partner) {
-            no_time(s, i, o, e);
-            return;
-          }
-          start_reason why{};
-          const double ready = ready_time(s, i, o, *e, why);
-          if (!pending) {
-            pending = true;
-            first = timed_step{s, i, o, e, ready, ready, why};
-            return;
-          }
-          PIPESCHED_ASSERT(partner->stage == first.stage && partner->o == first.o,
-                           "timed_traverse: rendezvous sides must be visited back to back");
-          pending = false;
-          const double start = std::max(ready, first.start);
-          const bool i_send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
-          const double end =
-              start + (i_send ? rendezvous(s, first.stage) : rendezvous(first.stage, s));
-          // Each side's start is set by its own inputs unless the other side was ready later.
-          const start_reason why_first = first.start >= ready ? first.why : start_reason::partner;
-          const start_reason why_this = ready >= first.start ? why : start_reason::partner;
-          first.start = start;
-          first.end = end;
-          first.why = why_first;
-          finish(first);
-          finish(timed_step{s, i, o, e, start, end, why_this});
-          return;
-        }
-        start_reason why{};
-        const double start = ready_time(s, i, o, *e, why);
-        finish(timed_step{s, i, o, e, start,
-                          start + costs[static_cast<std::size_t>(e - plan_base)].duration, why});
+  auto step = [&](stage_index s, std::size_t i, const op& o, const op_plan* e) {
+    if (e == nullptr) {
+      no_time(s, i, o, e);
+      return;
+    }
+    if (is_comm(o.kind)) {
+      const auto partner = comm_partner(pl, s, o);
+      if (!partner) {
+        no_time(s, i, o, e);
+        return;
+      }
+      start_reason why{};
+      const double ready = ready_time(s, i, o, *e, why);
+      if (!pending) {
+        pending = true;
+        first = timed_step{s, i, o, e, ready, ready, why};
+        return;
+      }
+      PIPESCHED_ASSERT(partner->stage == first.stage && same_work(partner->o, first.o),
+                       "timed_traverse: rendezvous sides must be visited back to back");
+      pending = false;
+      const double start = std::max(ready, first.start);
+      const bool i_send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
+      const double end = start + (i_send ? rendezvous(s, first.stage) : rendezvous(first.stage, s));
+      // Each side's start is set by its own inputs unless the other side was ready later.
+      const start_reason why_first = first.start >= ready ? first.why : start_reason::partner;
+      const start_reason why_this = ready >= first.start ? why : start_reason::partner;
+      first.start = start;
+      first.end = end;
+      first.why = why_first;
+      finish(first);
+      finish(timed_step{s, i, o, e, start, end, why_this});
+      return;
+    }
+    if (pairs > 0 && open[s].active) {  // the second op of a pair: the slot is set
+      open_pair& op2 = open[s];
+      op2.active = false;
+      start_reason why{};
+      const double ready = inputs_ready(o, *e, 0.0, why);
+      if (ready > op2.start) {  // its inputs are later than this round assumed: not settled
+        changed = true;
+        unsettled.push_back(timed_step{s, i - 1, sched.ops(s)[i - 1], nullptr, op2.start, op2.end,
+                                       start_reason::overlap_next});
+      }
+      timed_step st{s, i, o, e, op2.start, op2.end, op2.why};
+      st.shares_slot = true;
+      finish(st);
+      return;
+    }
+    start_reason why{};
+    const double start = ready_time(s, i, o, *e, why);
+    const auto ops = sched.ops(s);
+    if (pairs > 0 && pair_candidate(ops.data(), ops.size(), i, v, m)) {
+      const op& o2 = ops[i + 1];
+      const op_plan& e2 = plan.at(s, o2);
+      start_reason why2{};
+      const double ready2 = inputs_ready(o2, e2, 0.0, why2);
+      const bool second_later = ready2 > start;
+      const double pair_start = second_later ? ready2 : start;
+      const op_plan* f = o.kind == op_kind::forward ? e : &e2;
+      const bool f_and_b = (o.kind == op_kind::forward) != (o2.kind == op_kind::forward) &&
+                           (produces_input_grad(o.kind) || produces_input_grad(o2.kind));
+      const double gain =
+          f_and_b ? costs[static_cast<std::size_t>(f - plan_base)].overlap_gain : 0.0;
+      const double length = std::max(0.0, duration_of(e) + duration_of(&e2) - gain);
+      open[s] = open_pair{true, pair_start, pair_start + length,
+                          second_later ? why2 : start_reason::overlap_previous};
+      finish(timed_step{s, i, o, e, pair_start, pair_start + length,
+                        second_later ? start_reason::overlap_next : why});
+      return;
+    }
+    finish(timed_step{s, i, o, e, start, start + duration_of(e), why});
+  };
+
+  if (pairs == 0) {
+    return traverse_planned(sched, plan, step);
+  }
+
+  // Pairs: record the traversal order once, then time it in rounds until nothing changes.
+  struct visit_at {
+    stage_index stage;
+    std::size_t index;
+    const op_plan* plan;
+  };
+  std::vector<visit_at> order;
+  traversal_result result =
+      traverse_planned(sched, plan, [&](stage_index s, std::size_t i, const op&, const op_plan* e) {
+        order.push_back(visit_at{s, i, e});
       });
+  auto round = [&] {
+    std::fill(stage_end.begin(), stage_end.end(), 0.0);
+    std::fill(open.begin(), open.end(), open_pair{});
+    pending = false;
+    changed = false;
+    unsettled.clear();
+    for (const visit_at& a : order) {
+      step(a.stage, a.index, sched.ops(a.stage)[a.index], a.plan);
+    }
+  };
+  // Each round settles at least one more pair along any chain of pairs: pairs + 1 rounds
+  // settle every time unless a pair waits for itself.
+  for (std::size_t r = 0;; ++r) {
+    round();
+    if (!changed) {
+      break;
+    }
+    if (r > pairs + 1) {
+      result.complete = false;
+      for (const timed_step& t : unsettled) {
+        blocked_stage b;
+        b.stage = t.stage;
+        b.op_index = t.index;
+        b.blocked = t.o;
+        b.waits_on_stage = t.stage;
+        b.waits_for = "the inputs of " + to_string(sched.ops(t.stage)[t.index + 1], v > 1) +
+                      ", the op it overlaps, which wait for this pair itself";
+        result.witness.stuck.push_back(std::move(b));
+      }
+      return result;
+    }
+  }
+  emit = true;
+  round();
+  return result;
 }
 
 }  // namespace pipesched::detail
