@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/registry.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/registry.hpp>
 
 #include "support/ops.hpp"
 
@@ -147,4 +147,90 @@ TEST_CASE("every registered generator validates on a small grid", "[validate][re
       }
     }
   }
+}
+
+TEST_CASE("overlapped pairs: a valid schedule with pairs on every stage", "[validate][overlap]") {
+  schedule s("pairs", 2, 3);
+  s.stage_ops(0) = {F(0), F(1), overlapping_next(F(2)), BW(0), BW(1), BW(2)};
+  s.stage_ops(1) = {F(0), overlapping_next(F(1)), BW(0), F(2), BW(1), BW(2)};
+  CHECK(validate(s).ok());
+  // The backward may come first.
+  s.stage_ops(0) = {F(0), F(1), overlapping_next(BW(0)), F(2), BW(1), BW(2)};
+  CHECK(validate(s).ok());
+  // Split backward: B with F is a pair too.
+  schedule z("split", 2, 2);
+  z.stage_ops(1) = {F(0), overlapping_next(B(0)), F(1), W(0), B(1), W(1)};
+  z.stage_ops(0) = {F(0), F(1), B(0), W(0), B(1), W(1)};
+  CHECK(validate(z).ok());
+  CHECK(to_string(violation_kind::overlap) == "overlap");
+}
+
+TEST_CASE("overlapped pairs: the marked op needs a next op", "[validate][overlap]") {
+  schedule s("t", 1, 1);
+  s.stage_ops(0) = {F(0), overlapping_next(BW(0))};
+  const auto r = validate(s);
+  REQUIRE(r.count(violation_kind::overlap) == 1);
+  REQUIRE(r.total == 1);
+  CHECK(r.violations[0].stage == 0);
+  CHECK(r.violations[0].op_index == 1);
+  CHECK(r.violations[0].message ==
+        "stage 0, op 1 (BW0): marked to overlap with the next op, but it is the last op of the "
+        "stage");
+}
+
+TEST_CASE("overlapped pairs: one F and one B or BW", "[validate][overlap]") {
+  schedule s("t", 1, 2);
+  s.stage_ops(0) = {overlapping_next(F(0)), F(1), BW(0), BW(1)};
+  auto r = validate(s);
+  REQUIRE(r.count(violation_kind::overlap) == 1);
+  CHECK(r.violations[0].message ==
+        "stage 0, op 0 (F0): overlapped pair (F0;F1) must be one F and one B or BW (a forward "
+        "with a backward, either first)");
+  // A W is no partner, nor is a transfer.
+  s.stage_ops(0) = {F(0), B(0), overlapping_next(W(0)), F(1), B(1), W(1)};
+  r = validate(s);
+  REQUIRE(r.count(violation_kind::overlap) == 1);
+  CHECK(r.violations[0].op_index == 2);
+}
+
+TEST_CASE("overlapped pairs: the two ops must not need each other", "[validate][overlap]") {
+  schedule s("t", 1, 1);
+  s.stage_ops(0) = {overlapping_next(F(0)), BW(0)};
+  const auto r = validate(s);
+  REQUIRE(r.count(violation_kind::overlap) == 1);
+  CHECK(r.violations[0].message ==
+        "stage 0, op 0 (F0): overlapped pair (F0;BW0) runs both ops at once, so they need "
+        "different micro-batches or chunks: the backward needs its own forward");
+}
+
+TEST_CASE("overlapped pairs don't chain into three", "[validate][overlap]") {
+  schedule s("t", 1, 2);
+  s.stage_ops(0) = {F(0), overlapping_next(F(1)), overlapping_next(BW(0)), BW(1)};
+  const auto r = validate(s);
+  REQUIRE(r.count(violation_kind::overlap) == 1);
+  CHECK(r.violations[0].op_index == 2);
+  CHECK(r.violations[0].message ==
+        "stage 0, op 2 (BW0): pairs don't chain: BW0 is the second op of the overlapped pair "
+        "(F1;BW0) and is marked to overlap with the next op too");
+}
+
+TEST_CASE("overlapped pairs: both ops' inputs must be ready when the pair starts",
+          "[validate][overlap]") {
+  // Stage 0 overlaps F1 with BW0; BW0 needs stage 1's BW0, which stage 1 runs after its F1,
+  // which needs stage 0's F1: op by op this runs, as a pair it waits for itself.
+  schedule s("t", 2, 2);
+  s.stage_ops(0) = {F(0), overlapping_next(F(1)), BW(0), BW(1)};
+  s.stage_ops(1) = {F(0), F(1), BW(0), BW(1)};
+  auto r = validate(s);
+  REQUIRE(r.total == 1);
+  REQUIRE(r.count(violation_kind::overlap) == 1);
+  CHECK(r.violations[0].stage == 0);
+  CHECK(r.violations[0].op_index == 1);
+  CHECK(r.violations[0].message ==
+        "stage 0, op 1 (F1): overlapped with BW0, whose inputs wait for this pair itself "
+        "(through other stages): the inputs of both ops must be ready when the pair starts");
+  CHECK_FALSE(r.deadlock.has_value());
+  // Stage 1 running BW0 first frees the pair.
+  s.stage_ops(1) = {F(0), BW(0), F(1), BW(1)};
+  CHECK(validate(s).ok());
 }

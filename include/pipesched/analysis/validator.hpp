@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/error.hpp"
@@ -25,6 +26,7 @@ enum class violation_kind : std::uint8_t {
   mixed_backward,  ///< both BW and B/W for the same micro-batch and chunk
   local_order,     ///< F before B/BW before W violated on one stage
   comm_mismatch,   ///< a SEND/RECV without its partner, or one where no transfer is needed
+  overlap,         ///< an overlapped pair (op::flags, overlaps_next) breaks a rule of its own
   deadlock,        ///< the stages cannot all run to the end (see validation_report::deadlock)
 };
 /// Number of violation kinds (deadlock is the last).
@@ -45,6 +47,8 @@ constexpr std::string_view to_string(violation_kind k) noexcept {
       return "local_order";
     case violation_kind::comm_mismatch:
       return "comm_mismatch";
+    case violation_kind::overlap:
+      return "overlap";
     case violation_kind::deadlock:
       return "deadlock";
   }
@@ -116,6 +120,12 @@ inline std::string where(stage_index s, std::size_t idx, const op& o, bool chunk
 ///   lowered schedule also each SEND after its producer and each RECV before its consumer;
 /// - for lowered schedules (with SEND/RECV ops): every cross-stage transfer has exactly one
 ///   SEND on the producer and one RECV on the consumer, and none where no transfer is needed;
+/// - overlapped pairs (an op marked overlaps_next runs with the next op of its stage,
+///   docs/model.md §1): the marked op has a next op; the pair is one F and one B or BW (in
+///   either order); neither needs the other (so not the same micro-batch and chunk); pairs
+///   don't chain (the second op of a pair is not marked: a slot holds two ops); and the
+///   inputs of both can be ready when the pair starts, i.e. the second op's inputs don't wait
+///   for the pair itself through other stages (checked by timing the pairs as slots);
 /// - feasibility: every stage can run its list to the end given the cross-stage dependencies
 ///   (and SEND/RECV rendezvous); otherwise a deadlock with a witness cycle.
 /// Linear in the number of ops. Never throws for an invalid schedule.
@@ -288,11 +298,68 @@ inline validation_report validate(const schedule& sched, const validate_options&
     }
   }
 
+  // Overlapped pairs. `pairs`: those that pass the local rules (feasibility times them).
+  std::size_t pairs = 0;
+  for (stage_index s = 0; s < p; ++s) {
+    const auto ops = sched.ops(s);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const op& o = ops[i];
+      if (!overlaps_next(o)) {
+        continue;
+      }
+      auto say = [&](std::size_t at, const std::string& what) {
+        rb.add(violation_kind::overlap, s, at,
+               [&] { return std::string(detail::where(s, at, ops[at], chunked) + what); });
+      };
+      if (i + 1 == ops.size()) {
+        say(i, "marked to overlap with the next op, but it is the last op of the stage");
+        continue;
+      }
+      const op& o2 = ops[i + 1];
+      const std::string pair_name =
+          "(" + to_string(o, chunked) + ";" + to_string(o2, chunked) + ")";
+      auto backward = [](op_kind k) { return produces_input_grad(k); };
+      if (!((o.kind == op_kind::forward && backward(o2.kind)) ||
+            (backward(o.kind) && o2.kind == op_kind::forward))) {
+        say(i, "overlapped pair " + pair_name +
+                   " must be one F and one B or BW (a forward with a backward, either first)");
+      } else if (o.mb == o2.mb && o.chunk == o2.chunk) {
+        say(i, "overlapped pair " + pair_name +
+                   " runs both ops at once, so they need different micro-batches or chunks: "
+                   "the backward needs its own forward");
+      } else if (o.mb < m && o.chunk < v && o2.mb < m && o2.chunk < v) {
+        ++pairs;
+      }
+      if (overlaps_next(o2)) {
+        say(i + 1, "pairs don't chain: " + to_string(o2, chunked) +
+                       " is the second op of the overlapped pair " + pair_name +
+                       " and is marked to overlap with the next op too");
+      }
+      ++i;  // the second op of a pair is not a first one
+    }
+  }
+
   // Not traversable: most ops are missing (reported above), there is nothing to run.
   if (opts.check_feasibility && detail::traversable(sched)) {
+    const detail::traversal_plan plan(pl, lowered);
     auto tr = detail::traverse_planned(
-        sched, detail::traversal_plan(pl, lowered),
-        [](stage_index, std::size_t, const op&, const detail::op_plan*) {});
+        sched, plan, [](stage_index, std::size_t, const op&, const detail::op_plan*) {});
+    if (tr.complete && pairs > 0) {
+      // One op at a time the stages finish; as slots, a pair may wait for itself.
+      const std::vector<detail::op_cost> unit(plan.size(), detail::op_cost{1.0, {}});
+      const traversal_result slots = detail::timed_traverse(
+          sched, plan, unit.data(), [](stage_index, stage_index) { return 1.0; },
+          [](const detail::timed_step&) {});
+      for (const blocked_stage& b : slots.witness.stuck) {
+        rb.add(violation_kind::overlap, b.stage, b.op_index, [&] {
+          const op& o2 = sched.ops(b.stage)[b.op_index + 1];
+          return std::string(detail::where(b.stage, b.op_index, b.blocked, chunked) +
+                             "overlapped with " + to_string(o2, chunked) +
+                             ", whose inputs wait for this pair itself (through other stages): "
+                             "the inputs of both ops must be ready when the pair starts");
+        });
+      }
+    }
     if (!tr.complete) {
       const std::vector<bool> in_cycle = tr.witness.on_cycle();
       for (const auto& b : tr.witness.stuck) {
