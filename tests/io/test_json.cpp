@@ -87,3 +87,29 @@ TEST_CASE("out-of-range micro-batches are read and left to the validator", "[io]
       R"({"version": 1, "stages": 1, "microbatches": 1, "ops": [[{"kind": "F", "mb": 7}]]})");
   CHECK(s.ops(0)[0].mb == 7);
 }
+
+TEST_CASE("schedule JSON carries the overlap flag; absent means not overlapped",
+          "[io][json][overlap]") {
+  schedule s("pairs", 2, 3);
+  const auto F = [](microbatch_index j) { return make_op(op_kind::forward, j); };
+  const auto BW = [](microbatch_index j) { return make_op(op_kind::backward_full, j); };
+  s.stage_ops(0) = {F(0), F(1), overlapping_next(F(2)), BW(0), BW(1), BW(2)};
+  s.stage_ops(1) = {F(0), overlapping_next(F(1)), BW(0), F(2), BW(1), BW(2)};
+  const auto j = schedule_to_json(s);
+  CHECK(j["ops"][0][2] == nlohmann::json{{"kind", "F"}, {"mb", 2}, {"overlap_next", true}});
+  CHECK(j["ops"][0][3] == nlohmann::json{{"kind", "BW"}, {"mb", 0}});  // no key when unmarked
+  const schedule back = read_schedule_json(write_schedule_json(s));
+  CHECK(back == s);  // op equality compares the flags
+  CHECK(overlaps_next(back.ops(1)[1]));
+  CHECK_FALSE(overlaps_next(back.ops(1)[2]));
+  // Written before the flag existed, or false: not overlapped.
+  const auto old = read_schedule_json(
+      R"({"version": 1, "stages": 1, "microbatches": 1, "ops": [[{"kind": "F", "mb": 0},
+          {"kind": "BW", "mb": 0, "overlap_next": false}]]})");
+  CHECK(old.ops(0)[0].flags == 0);
+  CHECK(old.ops(0)[1].flags == 0);
+  CHECK_THROWS_WITH(
+      read_schedule_json(R"({"version": 1, "stages": 1, "microbatches": 1,
+          "ops": [[{"kind": "F", "mb": 0, "overlap_next": 1}]]})"),
+      "/ops/0/0/overlap_next: must be true or false, not number");
+}

@@ -31,7 +31,9 @@ inline constexpr int schedule_json_version = 1;
 /// `ops[s]` is stage s's list in execution order; `mb` is 0-based; `chunk` is the local chunk
 /// on the stage (written only when chunks > 1); `placement` is "sequential", "loop", "v" or
 /// {"kind": "custom", "table": [...]} (table[s*chunks + c] = global chunk). Communication ops
-/// also carry "peer": the stage on the other side of the transfer.
+/// also carry "peer": the stage on the other side of the transfer. An op marked to run
+/// overlapped with the next op of its stage (overlaps_next) carries "overlap_next": true;
+/// absent means not overlapped, so files from before the flag read unchanged.
 inline nlohmann::json schedule_to_json(const schedule& s) {
   nlohmann::json j;
   j["version"] = schedule_json_version;
@@ -64,6 +66,9 @@ inline nlohmann::json schedule_to_json(const schedule& s) {
         if (auto partner = comm_partner(pl, st, o)) {
           e["peer"] = partner->stage;
         }
+      }
+      if (overlaps_next(o)) {
+        e["overlap_next"] = true;
       }
       list.push_back(std::move(e));
     }
@@ -157,7 +162,17 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
         chunk = static_cast<chunk_index>(
             e["chunk"].integer(0, std::numeric_limits<chunk_index>::max()));
       }
-      dst.push_back(make_op(kind, mb, chunk));
+      op o = make_op(kind, mb, chunk);
+      if (e.has("overlap_next")) {
+        const detail::json_reader ov = e["overlap_next"];
+        if (!ov.v.is_boolean()) {
+          ov.error("must be true or false, not ", ov.v.type_name());
+        }
+        if (ov.v.get<bool>()) {
+          o = overlapping_next(o);
+        }
+      }
+      dst.push_back(o);
     }
   }
   return out;
