@@ -8,12 +8,12 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/transform/comm_lowering.hpp>
+#include <pipesched/analysis/validator.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/torch_csv.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 using namespace pipesched;
 
@@ -71,33 +71,50 @@ action_file read_actions(const std::string& csv, torch_spelling sp) {
         ++f.empty_cells;
         continue;
       }
-      std::size_t i = 0;
-      action a;
-      auto digits = [&](std::uint64_t& v) {
-        const std::size_t from = i;
-        for (v = 0; i < cell.size() && cell[i] >= '0' && cell[i] <= '9'; ++i) {
-          v = v * 10 + static_cast<std::uint64_t>(cell[i] - '0');
+      // `_Action.from_str`: an OVERLAP_F_B cell holds two sub-actions, "(0F7;7B3)OVERLAP_F_B".
+      auto parse = [&](const std::string& text) {
+        std::size_t i = 0;
+        action a;
+        auto digits = [&](std::uint64_t& v) {
+          const std::size_t from = i;
+          for (v = 0; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+            v = v * 10 + static_cast<std::uint64_t>(text[i] - '0');
+          }
+          return i > from;
+        };
+        INFO("text \"" << text << "\"");
+        REQUIRE(digits(a.stage));
+        const std::size_t k0 = i;
+        while (i < text.size() && ((text[i] >= 'A' && text[i] <= 'Z') || text[i] == '_')) {
+          ++i;
         }
-        return i > from;
+        a.kind = text.substr(k0, i - k0);
+        REQUIRE(digits(a.mb));
+        REQUIRE(i == text.size());
+        if (sp == torch_spelling::legacy) {
+          REQUIRE(a.kind != "I");
+          a.kind = a.kind == "B" ? "I" : a.kind == "BW" ? "B" : a.kind;
+        } else {
+          REQUIRE(a.kind != "BW");
+        }
+        const std::set<std::string> known{"F",      "I",      "B",      "W",
+                                          "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+        REQUIRE(known.count(a.kind) == 1);
+        row.push_back(a);
       };
-      INFO("cell \"" << cell << "\"");
-      REQUIRE(digits(a.stage));
-      const std::size_t k0 = i;
-      while (i < cell.size() && ((cell[i] >= 'A' && cell[i] <= 'Z') || cell[i] == '_')) {
-        ++i;
+      const std::string suffix = ")OVERLAP_F_B";
+      if (cell.front() == '(') {
+        INFO("cell \"" << cell << "\"");
+        REQUIRE(cell.size() > suffix.size());
+        REQUIRE(cell.substr(cell.size() - suffix.size()) == suffix);
+        const std::string inner = cell.substr(1, cell.size() - suffix.size() - 1);
+        const std::size_t semi = inner.find(';');
+        REQUIRE(semi != std::string::npos);
+        parse(inner.substr(0, semi));
+        parse(inner.substr(semi + 1));
+        continue;
       }
-      a.kind = cell.substr(k0, i - k0);
-      REQUIRE(digits(a.mb));
-      REQUIRE(i == cell.size());
-      if (sp == torch_spelling::legacy) {
-        REQUIRE(a.kind != "I");
-        a.kind = a.kind == "B" ? "I" : a.kind == "BW" ? "B" : a.kind;
-      } else {
-        REQUIRE(a.kind != "BW");
-      }
-      const std::set<std::string> known{"F", "I", "B", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
-      REQUIRE(known.count(a.kind) == 1);
-      row.push_back(a);
+      parse(cell);
     }
     f.rows.push_back(std::move(row));
   }
@@ -524,4 +541,88 @@ TEST_CASE(
   }
   CHECK(multi_chunk > 0);  // loop and V placements were covered
   CHECK(split > 0);        // and B / W split backwards
+}
+
+namespace {
+
+// PyTorch's golden ScheduleDualPipeV order, p = 4, m = 10
+// (test/distributed/pipelining/artifacts/dualpipev_4rank_10mb.csv in pytorch/pytorch).
+const std::string dualpipev_4rank_10mb =
+    "0F0,0F1,0F2,0F3,0F4,0F5,0F6,7F0,7I0,7W0,7F1,7I1,7W1,7F2,7I2,7W2,7F3,(0F7;7B3)OVERLAP_F_B,"
+    "(7F4;0B0)OVERLAP_F_B,(0F8;7B4)OVERLAP_F_B,(7F5;0B1)OVERLAP_F_B,(0F9;7B5)OVERLAP_F_B,(7F6;"
+    "0B2)OVERLAP_F_B,7B6,(7F7;0B3)OVERLAP_F_B,7B7,(7F8;0B4)OVERLAP_F_B,7B8,(7F9;0B5)OVERLAP_F_B,"
+    "7B9,0I6,0W6,0I7,0W7,0I8,0W8,0I9,0W9\n"
+    "1F0,1F1,1F2,1F3,1F4,6F0,1F5,6F1,6I0,6W0,6F2,6I1,6W1,6F3,(1F6;6B2)OVERLAP_F_B,(6F4;1B0)"
+    "OVERLAP_F_B,(1F7;6B3)OVERLAP_F_B,(6F5;1B1)OVERLAP_F_B,(1F8;6B4)OVERLAP_F_B,(6F6;1B2)OVERLAP_"
+    "F_B,(1F9;6B5)OVERLAP_F_B,(6F7;1B3)OVERLAP_F_B,6B6,(6F8;1B4)OVERLAP_F_B,6B7,(6F9;1B5)OVERLAP_"
+    "F_B,6B8,1B6,6I9,1I7,6W9,1I8,1W7,1I9,1W8,1W9\n"
+    "2F0,2F1,2F2,5F0,2F3,5F1,2F4,5F2,5I0,5W0,5F3,(2F5;5B1)OVERLAP_F_B,(5F4;2B0)OVERLAP_F_B,(2F6;"
+    "5B2)OVERLAP_F_B,(5F5;2B1)OVERLAP_F_B,(2F7;5B3)OVERLAP_F_B,(5F6;2B2)OVERLAP_F_B,(2F8;5B4)"
+    "OVERLAP_F_B,(5F7;2B3)OVERLAP_F_B,(2F9;5B5)OVERLAP_F_B,(5F8;2B4)OVERLAP_F_B,5B6,(5F9;2B5)"
+    "OVERLAP_F_B,5B7,2B6,5B8,2I7,5I9,2I8,2W7,2I9,5W9,2W8,2W9\n"
+    "3F0,4F0,3F1,4F1,3F2,4F2,3F3,4F3,3F4,4B0,(4F4;3B0)OVERLAP_F_B,(3F5;4B1)OVERLAP_F_B,(4F5;3B1)"
+    "OVERLAP_F_B,(3F6;4B2)OVERLAP_F_B,(4F6;3B2)OVERLAP_F_B,(3F7;4B3)OVERLAP_F_B,(4F7;3B3)OVERLAP_"
+    "F_B,(3F8;4B4)OVERLAP_F_B,(4F8;3B4)OVERLAP_F_B,(3F9;4B5)OVERLAP_F_B,(4F9;3B5)OVERLAP_F_B,4B6,"
+    "3B6,4B7,3B7,4I8,3I8,4I9,3I9,4W8,3W8,4W9,3W9\n";
+
+}  // namespace
+
+TEST_CASE("torch csv: (...;...)OVERLAP_F_B reads as an overlapped pair and writes back",
+          "[io][torch_csv][overlap]") {
+  const schedule s = from_torch_csv(dualpipev_4rank_10mb, "dualpipev");
+  REQUIRE(s.stages() == 4);
+  CHECK(s.microbatches() == 10);
+  CHECK(s.layout().kind() == placement_kind::v_shape);
+  // Row 1: ... 7F3, (0F7;7B3)OVERLAP_F_B: F7 of chunk 0 marked, then BW3 of chunk 1 (stage 7).
+  const auto ops = s.ops(0);
+  CHECK(ops[16] == make_op(op_kind::forward, 3, 1));
+  CHECK(ops[17] == overlapping_next(make_op(op_kind::forward, 7, 0)));
+  CHECK(ops[18] == make_op(op_kind::backward_full, 3, 1));
+  CHECK(ops[19] == overlapping_next(make_op(op_kind::forward, 4, 1)));
+  CHECK(ops[20] == make_op(op_kind::backward_full, 0, 0));
+  // PyTorch's order is valid under the pair rules, and runs.
+  const validation_report r = validate(s);
+  INFO((r.violations.empty() ? std::string() : r.violations[0].message));
+  CHECK(r.ok());
+  // Written back in list order, the same text; in unit steps a pair fills one cell.
+  CHECK(to_torch_csv(s, {torch_spelling::current, torch_alignment::list_order}) ==
+        dualpipev_4rank_10mb);
+  for (torch_alignment al : {torch_alignment::unit_steps, torch_alignment::list_order}) {
+    for (torch_spelling sp : {torch_spelling::current, torch_spelling::legacy}) {
+      const schedule back = from_torch_csv(to_torch_csv(s, {sp, al}), "dualpipev");
+      CHECK(back == s);
+    }
+  }
+  schedule tiny("t", 2, 3);
+  tiny.stage_ops(0) = {make_op(op_kind::forward, 0),
+                       make_op(op_kind::forward, 1),
+                       overlapping_next(make_op(op_kind::forward, 2)),
+                       make_op(op_kind::backward_full, 0),
+                       make_op(op_kind::backward_full, 1),
+                       make_op(op_kind::backward_full, 2)};
+  tiny.stage_ops(1) = {
+      make_op(op_kind::forward, 0),       overlapping_next(make_op(op_kind::forward, 1)),
+      make_op(op_kind::backward_full, 0), make_op(op_kind::forward, 2),
+      make_op(op_kind::backward_full, 1), make_op(op_kind::backward_full, 2)};
+  // Unit steps: the pair is one slot of two steps (T_F + T_B, no gain) in one cell.
+  // Stage 1's pair ends at step 4, stage 0's waits for it (its B0 needs stage 1's).
+  CHECK(to_torch_csv(tiny) ==
+        "0F0,0F1,,,(0F2;0B0)OVERLAP_F_B,,,,0B1,0B2\n"
+        ",1F0,(1F1;1B0)OVERLAP_F_B,,,,1F2,1B1,1B2\n");
+  CHECK(from_torch_csv(to_torch_csv(tiny), "t") == tiny);
+}
+
+TEST_CASE("torch csv: malformed overlapped pairs name row and column", "[io][torch_csv][overlap]") {
+  CHECK(error_of("0F0,(0F1;0B0;0F2)OVERLAP_F_B\n") ==
+        "from_torch_csv: row 1, column 2: malformed cell \"(0F1;0B0;0F2)OVERLAP_F_B\" (expected "
+        "an overlapped pair (<action>;<action>)OVERLAP_F_B, e.g. (0F7;7B3)OVERLAP_F_B)");
+  CHECK(error_of("(0F1;0B0)OVERLAP\n") ==
+        "from_torch_csv: row 1, column 1: malformed cell \"(0F1;0B0)OVERLAP\" (expected an "
+        "overlapped pair (<action>;<action>)OVERLAP_F_B, e.g. (0F7;7B3)OVERLAP_F_B)");
+  CHECK(error_of("(0F1;0X0)OVERLAP_F_B\n") ==
+        "from_torch_csv: row 1, column 1: unknown action \"X\" in cell \"(0F1;0X0)OVERLAP_F_B\" "
+        "(expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
+  CHECK(error_of("(0F1;0UNSHARD)OVERLAP_F_B\n") ==
+        "from_torch_csv: row 1, column 1: cell \"(0F1;0UNSHARD)OVERLAP_F_B\": an overlapped pair "
+        "holds two compute actions");
 }

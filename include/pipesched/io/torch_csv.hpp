@@ -71,7 +71,11 @@ struct torch_cell {
   std::uint64_t stage = 0;
   std::string kind;  // as written
   std::uint64_t mb = 0;
+  bool overlap_next = false;  // the first action of a (...;...)OVERLAP_F_B cell
 };
+
+/// PyTorch's suffix of an overlapped pair cell: `(0F7;7B3)OVERLAP_F_B`.
+inline constexpr std::string_view torch_overlap_suffix = ")OVERLAP_F_B";
 
 inline std::string trim(std::string_view s) {
   std::size_t a = 0;
@@ -124,7 +128,9 @@ inline bool split_cell(const std::string& c, torch_cell& out) {
 /// Writes `sched` as a PyTorch pipelining CSV: row r = rank (stage) r, cells separated by
 /// commas, trailing empty cells omitted, '\n' after every row. Each cell is
 /// `<global stage><kind><mb>` with global stage = sched.layout().global(stage, chunk); a SEND
-/// carries the sender's global stage and a RECV the receiver's, as in PyTorch's lowering.
+/// carries the sender's global stage and a RECV the receiver's, as in PyTorch's lowering. An
+/// op marked overlaps_next and the op after it share one cell, PyTorch's
+/// `(<action>;<action>)OVERLAP_F_B`, at the pair's column (its start step with unit_steps).
 /// With unit_steps alignment (automatic on a compute-only schedule), throws invalid_argument
 /// when the schedule cannot run to the end.
 inline std::string to_torch_csv(const schedule& sched, const torch_csv_options& opts = {}) {
@@ -145,12 +151,21 @@ inline std::string to_torch_csv(const schedule& sched, const torch_csv_options& 
         detail::fail("to_torch_csv: stage ", s, ", op ", i, " (", to_string(o, true),
                      "): chunk must be < chunks (", pl.chunks(), ")");
       }
-      const std::size_t col = tl ? static_cast<std::size_t>(tl->stages[s][i].start) : i;
+      const std::size_t col = tl ? static_cast<std::size_t>(tl->stages[s][i].start) : cells.size();
       if (cells.size() <= col) {
         cells.resize(col + 1);
       }
-      cells[col] = std::to_string(pl.global(s, o.chunk)) +
-                   std::string(detail::torch_kind(o.kind, opts.spelling)) + std::to_string(o.mb);
+      auto action = [&](const op& a) {
+        return std::to_string(pl.global(s, a.chunk)) +
+               std::string(detail::torch_kind(a.kind, opts.spelling)) + std::to_string(a.mb);
+      };
+      if (overlaps_next(o) && i + 1 < ops.size() && ops[i + 1].chunk < pl.chunks()) {
+        cells[col] =
+            "(" + action(o) + ";" + action(ops[i + 1]) + std::string(detail::torch_overlap_suffix);
+        ++i;  // the pair's second op shares the cell
+      } else {
+        cells[col] = action(o);
+      }
     }
     for (std::size_t c = 0; c < cells.size(); ++c) {
       out += c == 0 ? "" : ",";
@@ -171,6 +186,8 @@ inline std::string to_torch_csv(const schedule& sched, const torch_csv_options& 
 ///   placement: sequential when v = 1 and stage == rank, loop when stage g is on rank g mod p, V
 ///   when v = 2 and stage g is on rank g (g < p) or 2p−1−g; otherwise a custom table (each
 ///   rank's stages in increasing order, every stage index present);
+/// - `(<action>;<action>)OVERLAP_F_B` is two ops overlapped: the first marked overlaps_next
+///   (the validator checks the pair);
 /// - m = highest micro-batch + 1; UNSHARD / RESHARD / REDUCE_GRAD cells are skipped.
 /// Throws invalid_argument naming the 1-based row and column of a malformed cell.
 inline schedule from_torch_csv(std::string_view text, std::string name = "torch-csv") {
@@ -199,30 +216,64 @@ inline schedule from_torch_csv(std::string_view text, std::string name = "torch-
       if (cell.empty()) {
         continue;
       }
+      // One action; false for an FSDP action (nothing to schedule).
+      auto action = [&](const std::string& text, torch_cell& c) {
+        c.row = row;
+        c.col = col;
+        if (!detail::split_cell(text, c)) {
+          detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
+                       "\" (expected <stage><kind><microbatch>, e.g. 0F3)");
+        }
+        const bool no_mb = c.mb == std::numeric_limits<std::uint64_t>::max();
+        const bool mb_free_kind =
+            c.kind == "UNSHARD" || c.kind == "RESHARD" || c.kind == "REDUCE_GRAD";
+        if (no_mb != mb_free_kind) {
+          detail::fail(
+              who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
+              no_mb ? "\" (missing micro-batch)" : "\" (this action takes no micro-batch)");
+        }
+        if (no_mb) {
+          return false;
+        }
+        if (c.kind != "F" && c.kind != "I" && c.kind != "B" && c.kind != "W" && c.kind != "BW" &&
+            !parse_op_kind(c.kind)) {
+          detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": unknown action \"", c.kind,
+                       "\" in cell \"", cell,
+                       "\" (expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
+        }
+        return true;
+      };
+      if (cell.front() == '(') {
+        // (<action>;<action>)OVERLAP_F_B: two actions overlapped, the first marked.
+        const std::string_view sfx = detail::torch_overlap_suffix;
+        const std::size_t semi = cell.find(';');
+        const bool shaped = cell.size() > sfx.size() + 1 &&
+                            std::string_view(cell).substr(cell.size() - sfx.size()) == sfx &&
+                            semi != std::string::npos &&
+                            cell.find(';', semi + 1) == std::string::npos;
+        if (!shaped) {
+          detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
+                       "\" (expected an overlapped pair (<action>;<action>)OVERLAP_F_B, e.g. "
+                       "(0F7;7B3)OVERLAP_F_B)");
+        }
+        torch_cell a;
+        torch_cell b;
+        if (!action(detail::trim(std::string_view(cell).substr(1, semi - 1)), a) ||
+            !action(detail::trim(std::string_view(cell).substr(
+                        semi + 1, cell.size() - sfx.size() - semi - 1)),
+                    b)) {
+          detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": cell \"", cell,
+                       "\": an overlapped pair holds two compute actions");
+        }
+        a.overlap_next = true;
+        rows[row].push_back(std::move(a));
+        rows[row].push_back(std::move(b));
+        continue;
+      }
       torch_cell c;
-      c.row = row;
-      c.col = col;
-      if (!detail::split_cell(cell, c)) {
-        detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
-                     "\" (expected <stage><kind><microbatch>, e.g. 0F3)");
+      if (action(cell, c)) {
+        rows[row].push_back(std::move(c));
       }
-      const bool no_mb = c.mb == std::numeric_limits<std::uint64_t>::max();
-      const bool mb_free_kind =
-          c.kind == "UNSHARD" || c.kind == "RESHARD" || c.kind == "REDUCE_GRAD";
-      if (no_mb != mb_free_kind) {
-        detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
-                     no_mb ? "\" (missing micro-batch)" : "\" (this action takes no micro-batch)");
-      }
-      if (no_mb) {
-        continue;  // FSDP actions: nothing to schedule
-      }
-      if (c.kind != "F" && c.kind != "I" && c.kind != "B" && c.kind != "W" && c.kind != "BW" &&
-          !parse_op_kind(c.kind)) {
-        detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": unknown action \"", c.kind,
-                     "\" in cell \"", cell,
-                     "\" (expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
-      }
-      rows[row].push_back(std::move(c));
     }
   }
   if (rows.empty()) {
@@ -341,8 +392,9 @@ inline schedule from_torch_csv(std::string_view text, std::string name = "torch-
       } else {
         k = *parse_op_kind(c.kind);  // F, W, BW, SEND_*, RECV_*: checked above
       }
-      ops.push_back(make_op(k, static_cast<microbatch_index>(c.mb),
-                            pl->local_of(static_cast<global_chunk>(c.stage))));
+      const op o = make_op(k, static_cast<microbatch_index>(c.mb),
+                           pl->local_of(static_cast<global_chunk>(c.stage)));
+      ops.push_back(c.overlap_next ? overlapping_next(o) : o);
     }
   }
   return out;
