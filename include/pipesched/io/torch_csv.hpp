@@ -217,10 +217,10 @@ inline schedule from_torch_csv(std::string_view text, std::string name = "torch-
         continue;
       }
       // One action; false for an FSDP action (nothing to schedule).
-      auto action = [&](const std::string& text, torch_cell& c) {
+      auto action = [&](const std::string& written, torch_cell& c) {
         c.row = row;
         c.col = col;
-        if (!detail::split_cell(text, c)) {
+        if (!detail::split_cell(written, c)) {
           detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
                        "\" (expected <stage><kind><microbatch>, e.g. 0F3)");
         }
