@@ -189,3 +189,44 @@ TEST_CASE("an executor with both forms gets the context form; the short form sti
   run_threaded(old_form, s);
   CHECK(old_form.finished());
 }
+
+TEST_CASE("drivers run an overlapped pair as two run() calls in list order, flagged on the first",
+          "[exec][executor][overlap]") {
+  // Stage 0 overlaps F2 with BW0, stage 1 F1 with BW0 (docs/model.md §1).
+  schedule s("pairs", 2, 3);
+  const auto F = [](microbatch_index j) { return make_op(op_kind::forward, j); };
+  const auto BW = [](microbatch_index j) { return make_op(op_kind::backward_full, j); };
+  s.stage_ops(0) = {F(0), F(1), overlapping_next(F(2)), BW(0), BW(1), BW(2)};
+  s.stage_ops(1) = {F(0), overlapping_next(F(1)), BW(0), F(2), BW(1), BW(2)};
+  CHECK(make_op_context(s, 0, 2).overlaps_next);
+  CHECK_FALSE(make_op_context(s, 0, 3).overlaps_next);  // the second op is not flagged
+  CHECK_FALSE(make_op_context(s, 0, 1).overlaps_next);
+  CHECK(make_op_context(s, 0, 2).o == overlapping_next(F(2)));
+  // A mark on the last op of a stage (invalid) has no next op to overlap with.
+  schedule last("last", 1, 1);
+  last.stage_ops(0) = {F(0), overlapping_next(BW(0))};
+  CHECK_FALSE(make_op_context(last, 0, 1).overlaps_next);
+  for (int threaded = 0; threaded < 2; ++threaded) {
+    INFO((threaded ? "thread driver" : "serial driver"));
+    exec_test::context_executor seen(s.stages());
+    exec_test::checking_executor checked(s);  // routing and dependency order
+    if (threaded) {
+      run_threaded(seen, s);
+      run_threaded(checked, s);
+    } else {
+      run_serial(seen, s);
+      run_serial(checked, s);
+    }
+    CHECK(checked.finished());
+    CHECK(exec_test::check_contexts(
+              s, [&](stage_index st) -> const auto& { return seen.seen(st); }) == "");
+    for (stage_index st = 0; st < 2; ++st) {
+      const auto& got = seen.seen(st);
+      REQUIRE(got.size() == 6);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CHECK(got[i].index == i);
+        CHECK(got[i].overlaps_next == (st == 0 ? i == 2 : i == 1));
+      }
+    }
+  }
+}

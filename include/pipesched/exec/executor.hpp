@@ -24,6 +24,10 @@ struct op_context {
   bool first_chunk = false;        ///< chunk == 0: an F's input is the mini-batch data
   bool last_chunk = false;         ///< chunk == total_chunks - 1: the F computes the loss
   std::uint32_t microbatches = 0;  ///< m of the schedule
+  /// The op is marked to run overlapped with the next op of its stage (overlaps_next, an F
+  /// with a B or BW: docs/model.md §1): the next run() on this stage is the pair's second op.
+  /// See the executor concept for what an executor may do with it.
+  bool overlaps_next = false;
 
   friend bool operator==(const op_context&, const op_context&) = default;
 };
@@ -44,7 +48,8 @@ inline op_context make_op_context(const schedule& sched, stage_index s, std::siz
                  ", microbatches m=", sched.microbatches());
   }
   const global_chunk g = pl.global(s, o.chunk);
-  return {s, index, o, g, pl.is_first(g), pl.is_last(g), sched.microbatches()};
+  const bool pair = pipesched::overlaps_next(o) && index + 1 < sched.ops(s).size();
+  return {s, index, o, g, pl.is_first(g), pl.is_last(g), sched.microbatches(), pair};
 }
 
 namespace detail {
@@ -98,6 +103,14 @@ concept stage_run = requires(E& e, stage_index s, const op& o, typename E::messa
 ///           delivered to the consuming op (usually `in` itself, moved)
 /// The drivers, not the executor, move messages between stages (through a `transport`, see
 /// exec/transport.hpp), so an executor only computes.
+/// Overlapped pairs (an op marked overlaps_next and the next op of its stage, e.g. DualPipeV's
+/// F of one micro-batch with the B of another): drivers still call run() once per op, in list
+/// order, the first op once its inputs exist, then the second once its inputs exist;
+/// op_context::overlaps_next is set on the first. An executor may run the pair together: start
+/// the first op without waiting for it to finish (on its own stream or thread) and return a
+/// message its consumer can wait on, then run the second alongside it; one that ignores the
+/// flag runs the two one after the other, which is always correct. The validator guarantees
+/// neither op of a valid pair needs the other.
 /// Not checked by the compiler, but required: drivers call run() in each stage's list order,
 /// only once the op's inputs exist; run() may be called concurrently for *different* stages
 /// (thread and MPI drivers), never for the same stage; it must not call back into the driver;
