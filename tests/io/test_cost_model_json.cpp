@@ -62,7 +62,7 @@ TEST_CASE("cost model json: errors name the JSON path", "[io][cost_model_json][m
   CHECK(cost_error(R"({"forward":1})") == "/version: missing required key");
   CHECK(cost_error(R"({"version":1,"fwd":1})") ==
         "/fwd: unknown key (expected one of: version, forward, backward_input, "
-        "backward_weight, comm, stages, chunks, links)");
+        "backward_weight, comm, stages, chunks, links, overlapped)");
   CHECK(cost_error(R"({"version":1,"stages":[{"forward":1,"backward_input":1}]})") ==
         "/stages/0/backward_weight: missing required key");
   CHECK(cost_error(R"({"version":1,"links":[[0,1],[1]]})") ==
@@ -79,4 +79,28 @@ TEST_CASE("cost model json: errors name the JSON path", "[io][cost_model_json][m
             "read_cost_model: malformed JSON: [json.exception.parse_error.101] parse error at "
             "line 1, column 14: syntax error while parsing object key - unexpected end of "
             "input; expected string literal"));
+}
+
+TEST_CASE("cost model json: T_FB of overlapped pairs, optional", "[io][cost_model_json][overlap]") {
+  cost_model m = cost_model::uniform(1, 2, 1);
+  m.set_overlapped(2.5);
+  CHECK(cost_model_to_json(m) ==
+        json::parse(R"({"version":1,"forward":1,"backward_input":2,"backward_weight":1,
+                        "comm":0,"overlapped":2.5})"));
+  const cost_model back = read_cost_model(write_cost_model(m));
+  CHECK(back.uniform_costs().overlapped == 2.5);
+  CHECK(back.uniform_costs() == m.uniform_costs());
+  op_costs with{1, 2, 1};
+  with.overlapped = 2;
+  cost_model per_stage;
+  per_stage.set_stage_costs({with, op_costs{1, 1, 1}});
+  const json j = cost_model_to_json(per_stage);
+  CHECK(j["stages"][0]["overlapped"] == 2);
+  CHECK_FALSE(j["stages"][1].contains("overlapped"));
+  CHECK_FALSE(j.contains("overlapped"));  // unset: not written
+  const cost_model ps = read_cost_model(write_cost_model(per_stage));
+  CHECK(ps.stage_costs() == per_stage.stage_costs());
+  CHECK_FALSE(read_cost_model(R"({"version":1})").uniform_costs().overlapped.has_value());
+  CHECK_THROWS_WITH(read_cost_model(R"({"version":1,"overlapped":-1})"),
+                    "/overlapped: must be a finite number >= 0, not -1");
 }

@@ -25,22 +25,31 @@ inline constexpr int cost_model_json_version = 1;
 namespace detail {
 
 inline nlohmann::json costs_json(const op_costs& c) {
-  return {{"forward", c.forward},
-          {"backward_input", c.backward_input},
-          {"backward_weight", c.backward_weight}};
+  nlohmann::json j = {{"forward", c.forward},
+                      {"backward_input", c.backward_input},
+                      {"backward_weight", c.backward_weight}};
+  if (c.overlapped) {
+    j["overlapped"] = *c.overlapped;
+  }
+  return j;
 }
 inline op_costs read_costs(const json_reader& c) {
-  c.object({"forward", "backward_input", "backward_weight"});
-  return {c["forward"].non_negative(), c["backward_input"].non_negative(),
-          c["backward_weight"].non_negative()};
+  c.object({"forward", "backward_input", "backward_weight", "overlapped"});
+  op_costs out{c["forward"].non_negative(), c["backward_input"].non_negative(),
+               c["backward_weight"].non_negative()};
+  if (c.has("overlapped")) {
+    out.overlapped = c["overlapped"].non_negative();
+  }
+  return out;
 }
 
 }  // namespace detail
 
 /// Cost model as JSON (schema v1):
 /// `{"version":1, "forward":F, "backward_input":B, "backward_weight":W, "comm":C,
-///   "stages":[{triple}...] | "chunks":[[{triple}...]...], "links":[[...]...]}`
-/// where `stages`, `chunks` and `links` appear only when set.
+///   "overlapped":T_FB, "stages":[{triple}...] | "chunks":[[{triple}...]...], "links":[[...]...]}`
+/// where `overlapped` (T_FB of an overlapped F and B pair, docs/model.md §3; also allowed in
+/// each triple), `stages`, `chunks` and `links` appear only when set.
 inline nlohmann::json cost_model_to_json(const cost_model& m) {
   nlohmann::json j = {{"version", cost_model_json_version}};
   const op_costs& u = m.uniform_costs();
@@ -48,6 +57,9 @@ inline nlohmann::json cost_model_to_json(const cost_model& m) {
   j["backward_input"] = u.backward_input;
   j["backward_weight"] = u.backward_weight;
   j["comm"] = m.uniform_comm();
+  if (u.overlapped) {
+    j["overlapped"] = *u.overlapped;
+  }
   if (!m.stage_costs().empty()) {
     j["stages"] = nlohmann::json::array();
     for (const op_costs& c : m.stage_costs()) {
@@ -84,11 +96,14 @@ inline nlohmann::json cost_model_to_json(const cost_model& m) {
 inline cost_model cost_model_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
   c.object({"version", "forward", "backward_input", "backward_weight", "comm", "stages", "chunks",
-            "links"});
+            "links", "overlapped"});
   c.version(cost_model_json_version, "cost model");
   cost_model m(op_costs{c.non_negative_or("forward", 1.0), c.non_negative_or("backward_input", 1.0),
                         c.non_negative_or("backward_weight", 1.0)},
                c.non_negative_or("comm", 0.0));
+  if (c.has("overlapped")) {
+    m.set_overlapped(c["overlapped"].non_negative());
+  }
   if (c.has("stages") && c.has("chunks")) {
     c["chunks"].error("cannot be combined with /stages (give one of them)");
   }
