@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
@@ -438,4 +439,26 @@ TEST_CASE("simulate: a pair whose second op waits for the pair itself never runs
   CHECK(r.deadlock->describe() ==
         "deadlock: stage 0 blocked at op 1 (F1) waiting for the inputs of BW0, the op it "
         "overlaps, which wait for this pair itself;");
+}
+
+TEST_CASE("check_memory applies both ops of an overlapped pair, in list order, at its end",
+          "[sim][overlap][memory]") {
+  // Memory is per op (docs/model.md §5): F2 +M_B then BW0 -M_B, both at the pair's end.
+  const schedule s = overlapped_pairs();
+  const auto r = simulate(s, cost_model::uniform(1, 2, 1));
+  const memory_report m = check_memory(s, memory_model::uniform(1, 0), memory_options{}, r);
+  REQUIRE(m.ok());
+  CHECK(m.stages[0].curve == std::vector<double>{1, 2, 3, 2, 1, 0});
+  CHECK(m.stages[0].peak == 3);
+  CHECK(m.stages[0].peak_op_index == 2);  // after F2, the pair's first op
+  CHECK(m.stages[0].peak_time == 10);     // the pair's end
+  CHECK(m.stages[1].curve == std::vector<double>{1, 2, 1, 2, 1, 0});
+  // The marks change no memory: the same ops in the same order.
+  schedule plain = s;
+  for (stage_index st = 0; st < 2; ++st) {
+    for (op& o : plain.stage_ops(st)) {
+      o.flags = 0;
+    }
+  }
+  CHECK(check_memory(plain, memory_model::uniform(1, 0)).stages[0].curve == m.stages[0].curve);
 }
