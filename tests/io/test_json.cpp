@@ -108,8 +108,7 @@ TEST_CASE("schedule JSON carries the overlap flag; absent means not overlapped",
           {"kind": "BW", "mb": 0, "overlap_next": false}]]})");
   CHECK(old.ops(0)[0].flags == 0);
   CHECK(old.ops(0)[1].flags == 0);
-  CHECK_THROWS_WITH(
-      read_schedule_json(R"({"version": 1, "stages": 1, "microbatches": 1,
+  CHECK_THROWS_WITH(read_schedule_json(R"({"version": 1, "stages": 1, "microbatches": 1,
           "ops": [[{"kind": "F", "mb": 0, "overlap_next": 1}]]})"),
-      "/ops/0/0/overlap_next: must be true or false, not number");
+                    "/ops/0/0/overlap_next: must be true or false, not number");
 }
