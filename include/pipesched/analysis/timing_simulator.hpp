@@ -122,9 +122,19 @@ class start_reasons {
       reason_.assign(interleaved_ ? blocks * block * p_ : total, start_reason::none);
     }
   }
-  start_reason& operator()(stage_index s, std::size_t i) noexcept {
-    return reason_[interleaved_ ? ((i / block) * p_ + s) * block + i % block : offset_[s] + i];
-  }
+  start_reason& operator()(stage_index s, std::size_t i) noexcept { return writer()(s, i); }
+
+  /// A copyable view for the hot loop, where its fields then stay in registers.
+  struct view {
+    start_reason* data;
+    const std::size_t* offset;
+    std::size_t p;
+    bool interleaved;
+    start_reason& operator()(stage_index s, std::size_t i) const noexcept {
+      return data[interleaved ? ((i / block) * p + s) * block + i % block : offset[s] + i];
+    }
+  };
+  view writer() noexcept { return view{reason_.data(), offset_.data(), p_, interleaved_}; }
 
  private:
   static constexpr std::size_t block = 64;
@@ -252,27 +262,29 @@ inline simulation_result simulate(const schedule& sched,
   traversal_result tr = detail::timed_traverse(
       sched, plan, table.data(),
       [&](stage_index from, stage_index to) { return costs.comm(from, to); },
-      [&](const detail::timed_step& t) PIPESCHED_HOT_LAMBDA {
-        stage_timing& st = result.stages[t.stage];
-        if (t.index == 0) {
-          st.first_start = t.start;
-        }
-        if (!t.shares_slot) {  // an overlapped pair's slot counts once
-          (is_compute(t.o.kind) ? st.busy : st.comm) += t.end - t.start;
-        }
-        st.ops_run = t.index + 1;
-        st.last_end = t.end;
-        if (options.record_ops) {
-          result.ops[t.stage].push_back(timed_op{t.stage, t.index, t.o, t.start, t.end});
-        }
-        if (options.critical_path) {
-          reason(t.stage, t.index) = t.why;
-        }
-        if (t.end > last_end) {
-          last_end = t.end;
-          last_op = op_location{t.stage, t.index};
-        }
-      });
+      [&, stages = result.stages.data(), ops = result.ops.data(), record = options.record_ops,
+       critical = options.critical_path, why_of = reason.writer()](const detail::timed_step& t)
+          PIPESCHED_HOT_LAMBDA {
+            stage_timing& st = stages[t.stage];
+            if (t.index == 0) {
+              st.first_start = t.start;
+            }
+            if (!t.shares_slot) {  // an overlapped pair's slot counts once
+              (is_compute(t.o.kind) ? st.busy : st.comm) += t.end - t.start;
+            }
+            st.ops_run = t.index + 1;
+            st.last_end = t.end;
+            if (record) {
+              ops[t.stage].push_back(timed_op{t.stage, t.index, t.o, t.start, t.end});
+            }
+            if (critical) {
+              why_of(t.stage, t.index) = t.why;
+            }
+            if (t.end > last_end) {
+              last_end = t.end;
+              last_op = op_location{t.stage, t.index};
+            }
+          });
 
   double max_span = -1.0;
   double max_busy = 0.0;
