@@ -8,11 +8,11 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/transform/comm_lowering.hpp>
-#include <pipesched/gen/registry.hpp>
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/registry.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 #include "support/ops.hpp"
 
@@ -481,4 +481,28 @@ TEST_CASE("memory checker: late receives lower the receive-buffer peak", "[gen][
   const double late_peak = check_memory(lower_communication(f, late), full).stages[1].peak;
   CHECK(late_peak < eager_peak);
   CHECK(late_peak >= 3.0);  // 1F1B stage 1 holds p-1 = 3 activations
+}
+
+TEST_CASE("lowering drops overlap marks: the lowered schedule is valid", "[gen][comm][overlap]") {
+  // ZB-H1 with stage 0's F1 marked to overlap the B0 after it: a valid pair (no dependency).
+  schedule s = generate(zb_h1{}, 2, 4);
+  auto& ops1 = s.stage_ops(0);
+  std::size_t marked = ops1.size();
+  for (std::size_t i = 0; i + 1 < ops1.size(); ++i) {
+    if (ops1[i].kind == op_kind::forward && ops1[i + 1].kind == op_kind::backward_input &&
+        ops1[i].mb != ops1[i + 1].mb) {
+      ops1[i] = overlapping_next(ops1[i]);
+      marked = i;
+      break;
+    }
+  }
+  REQUIRE(marked < ops1.size());
+  REQUIRE(validate(s).ok());
+  const schedule low = lower_communication(s);
+  CHECK(validate(low).ok());
+  for (stage_index st = 0; st < low.stages(); ++st) {
+    for (const op& o : low.ops(st)) {
+      CHECK_FALSE(overlaps_next(o));
+    }
+  }
 }

@@ -425,7 +425,26 @@ inline std::array<std::size_t, 3> receive_buffer_profile(const schedule& s) {
 /// one sort of each stage's transfers).
 inline schedule lower_communication(const schedule& compute_only,
                                     const lowering_options& options = {}) {
-  const schedule& in = compute_only;
+  // Overlap marks (op_flag::overlap_next) are dropped: the lowered lists put SEND / RECV ops
+  // between ops, and keeping a pair adjacent (both RECVs before it, both SENDs after it, as
+  // PyTorch lowers OVERLAP_F_B) is not done yet. The pair's ops then run one after the other.
+  std::optional<schedule> unmarked;
+  for (stage_index s = 0; s < compute_only.stages() && !unmarked; ++s) {
+    for (const op& o : compute_only.ops(s)) {
+      if (overlaps_next(o)) {
+        unmarked = compute_only;
+        break;
+      }
+    }
+  }
+  if (unmarked) {
+    for (stage_index s = 0; s < unmarked->stages(); ++s) {
+      for (op& o : unmarked->stage_ops(s)) {
+        o.flags = static_cast<std::uint8_t>(o.flags & ~op_flag::overlap_next);
+      }
+    }
+  }
+  const schedule& in = unmarked ? *unmarked : compute_only;
   const std::uint32_t p = in.stages();
   for (stage_index s = 0; s < p; ++s) {
     const auto ops = in.ops(s);
