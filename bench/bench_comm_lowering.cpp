@@ -4,9 +4,9 @@
 
 #include <benchmark/benchmark.h>
 
-#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 namespace {
 

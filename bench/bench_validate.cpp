@@ -1,7 +1,7 @@
 // Validation speed of every registered schedule: validate() in full, and traverse() alone
 // (the feasibility pass validate() and simulate() share).
-#include <pipesched/ir/traversal.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/ir/traversal.hpp>
 
 #include "bench_common.hpp"
 

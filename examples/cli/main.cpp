@@ -24,13 +24,13 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <pipesched/analysis/schedule_report.hpp>
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/cost_model_json.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/memory_model_json.hpp>
 #include <pipesched/io/report_text.hpp>
 #include <pipesched/io/schedule_input.hpp>
-#include <pipesched/analysis/schedule_report.hpp>
 #include <pipesched/io/simulation_json.hpp>
 #include <pipesched/io/svg.hpp>
 #include <pipesched/io/terminal.hpp>

@@ -14,11 +14,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/exec/instrumented_executor.hpp>
 #include <pipesched/exec/sleep_executor.hpp>
 #include <pipesched/exec/thread_driver.hpp>
 #include <pipesched/gen/registry.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
 
 int main(int argc, char** argv) {
   std::string name = "all";

@@ -30,10 +30,10 @@
 #include <string_view>
 #include <vector>
 
-#include <pipesched/gen/registry.hpp>
-#include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/model/transformer_costs.hpp>
 
 namespace {

@@ -16,9 +16,9 @@
 #include <sys/resource.h>
 #include <vector>
 
-#include <pipesched/gen/registry.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/registry.hpp>
 
 namespace {
 

@@ -2,10 +2,10 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/one_f_one_b.hpp>
-#include <pipesched/io/timeline.hpp>
 #include <pipesched/analysis/metrics.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/io/timeline.hpp>
 
 using namespace pipesched;
 

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include <pipesched/io/json.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/io/json.hpp>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -10,8 +10,8 @@
 #include <tuple>
 #include <vector>
 
-#include <pipesched/io/torch_csv.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/io/torch_csv.hpp>
 
 namespace {
 

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/gpipe.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/gpipe.hpp>
 
 using namespace pipesched;
 

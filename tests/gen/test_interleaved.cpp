@@ -7,11 +7,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/validator.hpp>
 #include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/registry.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/analysis/validator.hpp>
 
 using namespace pipesched;
 

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/one_f_one_b.hpp>
 
 #include "gen/golden.hpp"
 

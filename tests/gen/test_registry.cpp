@@ -7,9 +7,9 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/registry.hpp>
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/registry.hpp>
 
 using namespace pipesched;
 

@@ -4,13 +4,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/validator.hpp>
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/gen/zb_v.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
-#include <pipesched/analysis/memory_checker.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/analysis/validator.hpp>
 
 #include "support/measure.hpp"
 #include "support/reference.hpp"

@@ -9,12 +9,12 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/zb_auto.hpp>
-#include <pipesched/gen/zb_exact.hpp>
-#include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/zb_auto.hpp>
+#include <pipesched/gen/zb_exact.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
 
 #include "support/measure.hpp"
 

@@ -6,11 +6,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/validator.hpp>
 #include <pipesched/gen/detail/zb_improve.hpp>
 #include <pipesched/gen/detail/zb_published.hpp>
 #include <pipesched/gen/zb_auto.hpp>
-#include <pipesched/analysis/memory_checker.hpp>
-#include <pipesched/analysis/validator.hpp>
 
 using namespace pipesched;
 

@@ -8,10 +8,10 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/zb_auto.hpp>
-#include <pipesched/gen/zb_v.hpp>
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/zb_auto.hpp>
+#include <pipesched/gen/zb_v.hpp>
 
 using namespace pipesched;
 

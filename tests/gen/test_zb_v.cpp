@@ -3,11 +3,11 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/registry.hpp>
-#include <pipesched/gen/zb_v.hpp>
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/zb_v.hpp>
 
 #include "support/measure.hpp"
 

@@ -5,12 +5,12 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/detail/zb_v_order.hpp>
-#include <pipesched/ir/placement.hpp>
-#include <pipesched/ir/schedule.hpp>
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/detail/zb_v_order.hpp>
+#include <pipesched/ir/placement.hpp>
+#include <pipesched/ir/schedule.hpp>
 
 using namespace pipesched;
 

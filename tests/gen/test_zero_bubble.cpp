@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
 
 #include "gen/golden.hpp"
 

@@ -10,13 +10,13 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/transform/comm_lowering.hpp>
-#include <pipesched/gen/registry.hpp>
-#include <pipesched/io/json.hpp>
-#include <pipesched/io/torch_csv.hpp>
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/registry.hpp>
+#include <pipesched/io/json.hpp>
+#include <pipesched/io/torch_csv.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 using namespace pipesched;
 using Catch::Contains;

@@ -21,8 +21,8 @@
 
 #include <pipesched/exec/serial_driver.hpp>
 #include <pipesched/exec/thread_driver.hpp>
-#include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/gen/registry.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 using namespace pipesched;
 

@@ -8,8 +8,8 @@
 
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/model/memory_model.hpp"
 #include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/memory_model.hpp"
 
 namespace pipesched {
 

@@ -5,13 +5,13 @@
 
 #include <fmt/format.h>
 
+#include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/validator.hpp"
 #include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
-#include "pipesched/analysis/memory_checker.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
-#include "pipesched/analysis/validator.hpp"
 
 // fmt::formatter specialisations for the core types and reports, so that
 //   fmt::print("{}\n", sched);        // name, shape, one line per stage

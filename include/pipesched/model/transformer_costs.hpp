@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "pipesched/ir/error.hpp"
-#include "pipesched/model/memory_model.hpp"
 #include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/memory_model.hpp"
 
 namespace pipesched {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "pipesched/ir/placement.hpp"
-#include "pipesched/model/memory_model.hpp"
 #include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/memory_model.hpp"
 
 namespace pipesched::detail {
 

@@ -13,8 +13,8 @@
 
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/ir/op.hpp"
-#include "pipesched/model/memory_model.hpp"
 #include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/memory_model.hpp"
 
 namespace pipesched::detail {
 
