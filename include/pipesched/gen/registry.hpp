@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/memory_checker.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/gpipe.hpp"
 #include "pipesched/gen/interleaved.hpp"
@@ -20,7 +21,6 @@
 #include "pipesched/gen/zb_auto.hpp"
 #include "pipesched/gen/zb_v.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
-#include "pipesched/analysis/memory_checker.hpp"
 
 namespace pipesched {
 
