@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/gen/dualpipev.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/gpipe.hpp"
 #include "pipesched/gen/interleaved.hpp"
@@ -227,6 +228,10 @@ inline generator_registry builtin_registry() {
   r.add(zb_v{}, "ZB-V: V placement, 2 chunks, cost-aware greedy; 1F1B memory, zero bubble", 2);
   r.add(v_half{}, "V-Half: V placement, 2 chunks; (p+2)//2 stage activations, bubble ~p/(2m)", 2);
   r.add(v_min{}, "V-Min: V placement, 2 chunks; (p+4)//3 stage activations, bubble ~2p/(3m)", 2);
+  r.add(dualpipev{},
+        "DualPipeV (PyTorch ScheduleDualPipeV): V placement, 2 chunks, overlapped F&B pairs; "
+        "m >= 2p",
+        2);
   r.add(zb_auto{},
         "ZB automatic: memory-bounded greedy search (memory_limit, default p*M_B) + bound");
   r.add(zb_auto{zb_memory_preset::one_p}, "ZB-1p: automatic zero-bubble with limit p*M_B");
