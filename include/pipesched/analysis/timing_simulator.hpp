@@ -238,9 +238,19 @@ inline std::vector<op_location> critical_path(const schedule& sched,
 /// record_ops and 1 byte per op with critical_path.
 inline simulation_result simulate(const schedule& sched,
                                   const cost_model& model = {},
-                                  const simulate_options& options = {}) {
-  const placement& pl = sched.layout();
-  const cost_model costs = model.for_shape(sched.stages(), pl.chunks(), "simulate");
+                                  const simulate_options& options = {});
+
+namespace detail {
+
+/// simulate() with the per-op costs `cost_of` (timed_traverse's `costs`: a plan-indexed table
+/// or a per-(plan index, micro-batch) callable) and `costs` already read for the shape, on a
+/// traversable schedule; a sampled perturbation (analysis/perturbed_timing.hpp) comes in here.
+template <class CostOf>
+simulation_result simulate_with(const schedule& sched,
+                                const cost_model& costs,
+                                const traversal_plan& plan,
+                                CostOf cost_of,
+                                const simulate_options& options) {
   const std::uint32_t p = sched.stages();
 
   simulation_result result;
@@ -252,16 +262,12 @@ inline simulation_result simulate(const schedule& sched,
     }
   }
 
-  detail::require_traversable(sched, "simulate");  // refused, not allocated
-  const detail::traversal_plan plan(pl, sched.has_comm());
-  const std::vector<detail::op_cost> table = detail::cost_table(plan, pl, costs);
   detail::start_reasons reason(sched, options.critical_path);
   double last_end = -1.0;
   op_location last_op{};
 
   traversal_result tr = detail::timed_traverse(
-      sched, plan, table.data(),
-      [&](stage_index from, stage_index to) { return costs.comm(from, to); },
+      sched, plan, cost_of, [&](stage_index from, stage_index to) { return costs.comm(from, to); },
       [&, stages = result.stages.data(), ops = result.ops.data(), record = options.record_ops,
        critical = options.critical_path, why_of = reason.writer()](const detail::timed_step& t)
           PIPESCHED_HOT_LAMBDA {
@@ -318,6 +324,19 @@ inline simulation_result simulate(const schedule& sched,
     result.critical_path = detail::critical_path(sched, reason, last_op);
   }
   return result;
+}
+
+}  // namespace detail
+
+inline simulation_result simulate(const schedule& sched,
+                                  const cost_model& model,
+                                  const simulate_options& options) {
+  const placement& pl = sched.layout();
+  const cost_model costs = model.for_shape(sched.stages(), pl.chunks(), "simulate");
+  detail::require_traversable(sched, "simulate");  // refused, not allocated
+  const detail::traversal_plan plan(pl, sched.has_comm());
+  const std::vector<detail::op_cost> table = detail::cost_table(plan, pl, costs);
+  return detail::simulate_with(sched, costs, plan, table.data(), options);
 }
 
 }  // namespace pipesched

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "pipesched/ir/dependencies.hpp"
@@ -120,6 +121,10 @@ inline bool pair_candidate(
 /// traverse_planned, under docs/model.md §3:
 /// - a compute op starts at max(end of the previous op on its stage, end of each producer on
 ///   another stage + its latency) and lasts costs[plan index].duration;
+/// `costs` is a `const op_cost*` indexed by plan index, or, for costs that differ per op (a
+/// sampled perturbation, analysis/perturbed_timing.hpp), a callable
+/// `(std::size_t plan_index, microbatch_index mb) -> const op_cost&` (a pure function of its
+/// arguments: the pair rounds below may ask twice);
 /// - an overlapped pair (pair_candidate: an op marked overlaps_next and the next op of its
 ///   stage) is one slot: both start at the later of the two ops' ready times and both end
 ///   after the two durations added minus the F's overlap_gain (T_FB for an F and a B);
@@ -136,10 +141,10 @@ inline bool pair_candidate(
 /// for most schedules), then once more for `visit`. A pair whose second op's inputs wait for the
 /// pair itself (through other stages) never settles: the result is then incomplete, with a
 /// witness naming the pairs, and `visit` is not called.
-template <class Sched, class Rendezvous, class Visitor>
+template <class Sched, class Costs, class Rendezvous, class Visitor>
 traversal_result timed_traverse(const Sched& sched,
                                 const traversal_plan& plan,
-                                const op_cost* costs,
+                                Costs costs,
                                 Rendezvous&& rendezvous,
                                 Visitor&& visit) {
   const placement& pl = sched.layout();
@@ -148,6 +153,15 @@ traversal_result timed_traverse(const Sched& sched,
   const std::uint32_t v = pl.chunks();
   const std::size_t nslots = plan.lowered() ? 4 : 2;
   const op_plan* const plan_base = plan.data();
+  auto cost_of = [costs](std::size_t i, microbatch_index mb)
+                     PIPESCHED_HOT_LAMBDA -> const op_cost& {
+    if constexpr (std::is_pointer_v<Costs>) {
+      static_cast<void>(mb);
+      return costs[i];
+    } else {
+      return costs(i, mb);
+    }
+  };
 
   // One table per event slot, micro-batch major (see event_index): each value is read
   // shortly after it is written, and a sweep over the stages stays within a few pages.
@@ -195,9 +209,9 @@ traversal_result timed_traverse(const Sched& sched,
   std::vector<timed_step> unsettled;
 
   // The latest arrival of `o`'s inputs from other stages, at least `t`.
-  auto inputs_ready = [ev, costs, plan_base, slot_index](const op& o, const op_plan& e, double t,
-                                                         start_reason& why) PIPESCHED_HOT_LAMBDA {
-    const op_cost& oc = costs[static_cast<std::size_t>(&e - plan_base)];
+  auto inputs_ready = [ev, cost_of, plan_base, slot_index](const op& o, const op_plan& e, double t,
+                                                           start_reason& why) PIPESCHED_HOT_LAMBDA {
+    const op_cost& oc = cost_of(static_cast<std::size_t>(&e - plan_base), o.mb);
     for (std::uint8_t k = 0; k < e.count; ++k) {
       // A same-stage producer ran earlier on this stage and ended by stage_end[s]: it can't
       // delay the op, and skipping it keeps old rows out of the cache.
@@ -254,8 +268,8 @@ traversal_result timed_traverse(const Sched& sched,
     const double t = stage_end_at[s];
     finish(timed_step{s, i, o, e, t, t, i == 0 ? start_reason::none : start_reason::previous});
   };
-  auto duration_of = [&](const op_plan* e) {
-    return costs[static_cast<std::size_t>(e - plan_base)].duration;
+  auto duration_of = [&](const op_plan* e, microbatch_index mb) {
+    return cost_of(static_cast<std::size_t>(e - plan_base), mb).duration;
   };
 
   // traverse visits the two sides of a rendezvous back to back; the first one waits here.
@@ -324,18 +338,19 @@ traversal_result timed_traverse(const Sched& sched,
       const bool second_later = ready2 > start;
       const double pair_start = second_later ? ready2 : start;
       const op_plan* f = o.kind == op_kind::forward ? e : &e2;
+      const microbatch_index f_mb = o.kind == op_kind::forward ? o.mb : o2.mb;
       const bool f_and_b = (o.kind == op_kind::forward) != (o2.kind == op_kind::forward) &&
                            (produces_input_grad(o.kind) || produces_input_grad(o2.kind));
       const double gain =
-          f_and_b ? costs[static_cast<std::size_t>(f - plan_base)].overlap_gain : 0.0;
-      const double length = std::max(0.0, duration_of(e) + duration_of(&e2) - gain);
+          f_and_b ? cost_of(static_cast<std::size_t>(f - plan_base), f_mb).overlap_gain : 0.0;
+      const double length = std::max(0.0, duration_of(e, o.mb) + duration_of(&e2, o2.mb) - gain);
       open[s] = open_pair{true, pair_start, pair_start + length,
                           second_later ? why2 : start_reason::overlap_previous};
       finish(timed_step{s, i, o, e, pair_start, pair_start + length,
                         second_later ? start_reason::overlap_next : why});
       return;
     }
-    finish(timed_step{s, i, o, e, start, start + duration_of(e), why});
+    finish(timed_step{s, i, o, e, start, start + duration_of(e, o.mb), why});
   };
 
   if (pairs == 0) {

@@ -1,0 +1,201 @@
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numbers>
+#include <vector>
+
+#include "pipesched/analysis/detail/timed_traverse.hpp"
+#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/op.hpp"
+#include "pipesched/ir/placement.hpp"
+#include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/traversal.hpp"
+#include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/perturbation.hpp"
+
+// Sampling a perturbation (model/perturbation.hpp) and timing schedules under the samples.
+// The timing itself is the one engine's (detail::timed_traverse through detail::simulate_with):
+// a sample only supplies per-op durations and latencies.
+
+namespace pipesched {
+
+namespace detail {
+
+/// SplitMix64's finalizer: a bijective mix of 64 bits (Steele, Lea, Flood 2014), used as a
+/// counter-based generator so each op's noise is a pure function of its key.
+constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/// Uniform in (0, 1]: the top 53 bits, shifted off zero (the log-normal takes its log).
+constexpr double unit_open(std::uint64_t h) noexcept {
+  return (static_cast<double>(h >> 11) + 1.0) * 0x1.0p-53;
+}
+
+/// A noise stream for one (seed, sample, plan entry, micro-batch): stream 0 the duration,
+/// 1 the stall, 2 + k the latency of requirement k.
+struct noise_key {
+  std::uint64_t base;
+  noise_key(std::uint64_t seed, std::uint64_t sample, std::size_t plan_index, microbatch_index mb)
+      : base(mix64(mix64(mix64(seed) ^ sample) ^ ((std::uint64_t{plan_index} << 32) | mb))) {}
+  std::uint64_t draw(std::uint64_t stream, std::uint64_t k = 0) const noexcept {
+    return mix64(base ^ mix64((stream << 8) | k));
+  }
+};
+
+/// Log-normal with mean 1 and coefficient of variation `cv`: exp(σZ − σ²/2), σ² = ln(1+cv²),
+/// Z standard normal by Box-Muller from two draws. Exactly 1 for cv = 0. Our own transform:
+/// std distributions differ between standard libraries.
+inline double lognormal_unit_mean(double cv, std::uint64_t h1, std::uint64_t h2) {
+  if (cv == 0.0) {
+    return 1.0;
+  }
+  const double sigma2 = std::log1p(cv * cv);
+  const double z =
+      std::sqrt(-2.0 * std::log(unit_open(h1))) * std::cos(2.0 * std::numbers::pi * unit_open(h2));
+  return std::exp(std::sqrt(sigma2) * z - 0.5 * sigma2);
+}
+
+}  // namespace detail
+
+/// One sample of a perturbation: the duration and latencies of every op of a shape
+/// (placement, m), as the timing engine takes them (timed_traverse's per-op `costs`).
+/// The same op (stage, kind, chunk, micro-batch) gets the same numbers in every order.
+class perturbed_costs {
+ public:
+  /// `costs` is read for the placement's shape; throws invalid_argument (prefixed with `who`)
+  /// for tables of another shape.
+  perturbed_costs(const placement& pl,
+                  std::uint32_t microbatches,
+                  bool lowered,
+                  const cost_model& costs,
+                  const perturbation& noise,
+                  std::uint64_t sample,
+                  const char* who = "perturbed_costs")
+      : costs_(costs.for_shape(pl.stages(), pl.chunks(), who)),
+        plan_(pl, lowered),
+        m_(microbatches) {
+    noise.check_shape(pl.stages(), who);
+    const std::vector<detail::op_cost> base = detail::cost_table(plan_, pl, costs_);
+    const std::size_t n = plan_.size();
+    table_.resize(n * m_);
+    const stall_model& st = noise.stalls();
+    for (stage_index s = 0; s < pl.stages(); ++s) {
+      const double slow = noise.slowdown(s);
+      for (chunk_index c = 0; c < pl.chunks(); ++c) {
+        for (op_kind k : all_op_kinds) {
+          const op o = make_op(k, 0, c);
+          const std::size_t i = plan_.index(s, o);
+          const detail::op_plan& e = plan_.at(s, o);
+          const double cv = noise.cv(k);
+          for (microbatch_index mb = 0; mb < m_; ++mb) {
+            detail::op_cost oc = base[i];
+            const detail::noise_key key(noise.seed(), sample, i, mb);
+            if (is_compute(k)) {
+              oc.duration *= slow * detail::lognormal_unit_mean(cv, key.draw(0, 0), key.draw(0, 1));
+              if (st.probability > 0.0 && detail::unit_open(key.draw(1)) <= st.probability) {
+                oc.duration += st.duration;
+              }
+              oc.overlap_gain *= slow;
+            }
+            for (std::uint8_t j = 0; j < e.count; ++j) {
+              oc.latency[j] *= detail::lognormal_unit_mean(noise.link_cv(), key.draw(2 + j, 0),
+                                                           key.draw(2 + j, 1));
+            }
+            table_[std::size_t{mb} * n + i] = oc;
+          }
+        }
+      }
+    }
+  }
+
+  /// Costs of the op at plan entry `plan_index` for micro-batch `mb`.
+  const detail::op_cost& operator()(std::size_t plan_index, microbatch_index mb) const noexcept {
+    return table_[std::size_t{mb} * plan_.size() + plan_index];
+  }
+  /// Costs of op `o` on stage `s`.
+  const detail::op_cost& of(stage_index s, const op& o) const noexcept {
+    return (*this)(plan_.index(s, o), o.mb);
+  }
+  /// What timed_traverse takes: a cheap copyable view of this table.
+  auto view() const noexcept {
+    return
+        [t = table_.data(), n = plan_.size()](std::size_t i, microbatch_index mb)
+            PIPESCHED_HOT_LAMBDA -> const detail::op_cost& { return t[std::size_t{mb} * n + i]; };
+  }
+  const detail::traversal_plan& plan() const noexcept { return plan_; }
+  /// The cost model read for the shape (its T_comm prices lowered rendezvous, unperturbed).
+  const cost_model& shaped_costs() const noexcept { return costs_; }
+  std::uint32_t microbatches() const noexcept { return m_; }
+
+ private:
+  cost_model costs_;
+  detail::traversal_plan plan_;
+  std::uint32_t m_;
+  std::vector<detail::op_cost> table_;
+};
+
+/// simulate() under sample `sample` of `noise`: the same result (per-op times, statistics,
+/// critical path), the ops timed by the one timing engine with the sampled durations and
+/// latencies. With no noise (perturbation::is_none) it equals simulate(sched, costs) exactly.
+/// In a lowered schedule a SEND / RECV rendezvous lasts its unperturbed T_comm.
+inline simulation_result simulate_perturbed(const schedule& sched,
+                                            const cost_model& costs,
+                                            const perturbation& noise,
+                                            std::uint64_t sample,
+                                            const simulate_options& options = {}) {
+  detail::require_traversable(sched, "simulate_perturbed");
+  const perturbed_costs pc(sched.layout(), sched.microbatches(), sched.has_comm(), costs, noise,
+                           sample, "simulate_perturbed");
+  return detail::simulate_with(sched, pc.shaped_costs(), pc.plan(), pc.view(), options);
+}
+
+/// Distribution of one number over samples. Percentiles by nearest rank: p50 is the
+/// ceil(0.5 N)-th smallest, p99 the ceil(0.99 N)-th (the max for N < 100).
+struct sample_stats {
+  std::size_t count = 0;
+  double mean = 0.0;
+  double stddev = 0.0;  ///< population standard deviation
+  double min = 0.0;
+  double p50 = 0.0;
+  double p99 = 0.0;
+  double max = 0.0;
+};
+
+/// The statistics of `values` (empty: all zero).
+inline sample_stats stats_of(std::vector<double> values) {
+  sample_stats r;
+  r.count = values.size();
+  if (values.empty()) {
+    return r;
+  }
+  std::sort(values.begin(), values.end());
+  double sum = 0.0;
+  for (double x : values) {
+    sum += x;
+  }
+  r.mean = sum / static_cast<double>(values.size());
+  double sq = 0.0;
+  for (double x : values) {
+    sq += (x - r.mean) * (x - r.mean);
+  }
+  r.stddev = std::sqrt(sq / static_cast<double>(values.size()));
+  auto rank = [&](double q) {
+    const auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size())));
+    return values[std::clamp<std::size_t>(k, 1, values.size()) - 1];
+  };
+  r.min = values.front();
+  r.p50 = rank(0.5);
+  r.p99 = rank(0.99);
+  r.max = values.back();
+  return r;
+}
+
+}  // namespace pipesched

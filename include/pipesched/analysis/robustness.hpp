@@ -1,0 +1,108 @@
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "pipesched/analysis/perturbed_timing.hpp"
+#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/schedule.hpp"
+#include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/perturbation.hpp"
+
+namespace pipesched {
+
+struct robustness_options {
+  std::uint32_t samples = 100;     ///< N sampled iterations, >= 1
+  std::uint64_t first_sample = 0;  ///< sample indices first_sample .. first_sample + N − 1
+  bool keep_samples = false;       ///< keep every sample's iteration time (robustness_result)
+  /// Also measure each stage's sensitivity (robustness_result::sensitivity): N more samples per
+  /// stage, with that stage `sensitivity_step` slower.
+  bool sensitivity = false;
+  double sensitivity_step = 0.01;  ///< relative slowdown for the sensitivity, > 0
+};
+
+/// What monte_carlo() measures. Iteration time = the makespan (time 0 to the last end).
+struct robustness_result {
+  double clean = 0.0;           ///< the makespan without noise (simulate)
+  sample_stats iteration;       ///< over the N samples
+  std::vector<double> samples;  ///< each sample's iteration time, when keep_samples
+  /// Per stage k: mean iteration-time increase per 1 % extra slowdown of stage k, under the
+  /// same samples (common random numbers, so the difference is not noise); empty unless
+  /// robustness_options::sensitivity. In cost-model time units per percent.
+  std::vector<double> sensitivity;
+};
+
+namespace detail {
+
+inline double mean_makespan(const schedule& sched,
+                            const cost_model& costs,
+                            const perturbation& noise,
+                            const robustness_options& o,
+                            std::vector<double>* out) {
+  simulate_options so;
+  so.record_ops = false;
+  so.critical_path = false;
+  double sum = 0.0;
+  for (std::uint32_t i = 0; i < o.samples; ++i) {
+    const simulation_result r = simulate_perturbed(sched, costs, noise, o.first_sample + i, so);
+    if (!r.completed()) {
+      fail("monte_carlo: the schedule \"", sched.name(), "\" deadlocks (validate() says why)");
+    }
+    sum += r.makespan;
+    if (out != nullptr) {
+      out->push_back(r.makespan);
+    }
+  }
+  return sum / o.samples;
+}
+
+}  // namespace detail
+
+/// Monte-Carlo robustness of a static order: N sampled iterations of `noise`
+/// (simulate_perturbed, i.e. the one timing engine), their distribution, and optionally the
+/// sensitivity of the mean to each stage's speed. Throws invalid_argument for N = 0, a
+/// non-positive step, or a schedule that deadlocks.
+inline robustness_result monte_carlo(const schedule& sched,
+                                     const cost_model& costs,
+                                     const perturbation& noise,
+                                     const robustness_options& o = {}) {
+  if (o.samples == 0) {
+    detail::fail("monte_carlo: samples (0) must be at least 1");
+  }
+  if (!std::isfinite(o.sensitivity_step) || o.sensitivity_step <= 0.0) {
+    detail::fail("monte_carlo: sensitivity_step (", o.sensitivity_step, ") must be finite and > 0");
+  }
+  noise.check_shape(sched.stages(), "monte_carlo");
+  robustness_result r;
+  simulate_options so;
+  so.record_ops = false;
+  so.critical_path = false;
+  r.clean = simulate(sched, costs, so).makespan;
+  std::vector<double> all;
+  all.reserve(o.samples);
+  const double mean = detail::mean_makespan(sched, costs, noise, o, &all);
+  r.iteration = stats_of(all);
+  r.iteration.mean = mean;  // the same sum, in sample order (sensitivity subtracts it)
+  if (o.keep_samples) {
+    r.samples = std::move(all);
+  }
+  if (o.sensitivity) {
+    const std::uint32_t p = sched.stages();
+    r.sensitivity.resize(p);
+    for (stage_index k = 0; k < p; ++k) {
+      std::vector<double> f(p);
+      for (stage_index s = 0; s < p; ++s) {
+        f[s] = noise.slowdown(s) * (s == k ? 1.0 + o.sensitivity_step : 1.0);
+      }
+      perturbation slower = noise;
+      slower.set_stage_slowdown(std::move(f));
+      r.sensitivity[k] = (detail::mean_makespan(sched, costs, slower, o, nullptr) - mean) /
+                         (100.0 * o.sensitivity_step);
+    }
+  }
+  return r;
+}
+
+}  // namespace pipesched
