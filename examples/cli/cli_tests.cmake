@@ -12,6 +12,8 @@ function(pipesched_cli_test name expected_exit regex)
 endfunction()
 
 pipesched_cli_test("list" 0 "zb-h1 +ZB-H1" list)
+pipesched_cli_test("list: the V-shape schedules" 0
+  "v-half +V-Half[^\n]*\nv-min +V-Min[^\n]*\ndualpipev +DualPipeV \\(PyTorch ScheduleDualPipeV\\)" list)
 pipesched_cli_test("generate text" 0 "stage 0: F0 F1 F2 F3 B0 W0 F4 B1 W1" generate --schedule zb-h1 --stages 4 --microbatches 8)
 pipesched_cli_test("generate json" 0 "\"version\":1.*\"ops\":\\[\n  \\[\\{\"kind\":\"F\",\"mb\":0\\}" generate -s 1f1b -p 2 -m 2 --format json)
 pipesched_cli_test("generate unknown schedule" 2 "error: unknown schedule \"nope\" \\(known: gpipe" generate --schedule nope -p 2 -m 2)

@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,7 @@
 #include <pipesched/gen/registry.hpp>
 
 #include "exec/exec_helpers.hpp"
+#include "support/registry_shapes.hpp"
 
 using namespace pipesched;
 using exec_test::checking_executor;
@@ -25,12 +27,15 @@ namespace {
 const std::vector<std::pair<std::uint32_t, std::uint32_t>> shapes = {
     {1, 1}, {1, 3}, {2, 1}, {2, 4}, {3, 2}, {3, 7}, {4, 4}, {4, 8}};
 
-schedule try_generate(const generator_entry& entry, std::uint32_t p, std::uint32_t m) {
+/// The schedule, or nullopt when the generator's documented shape rule refuses (p, m).
+std::optional<schedule> try_generate(const generator_entry& entry,
+                                     std::uint32_t p,
+                                     std::uint32_t m) {
   generator_params params;
   params.stages = p;
   params.microbatches = m;
   params.chunks = entry.default_chunks;
-  return entry.generate(params);
+  return test_support::generate_if_served(entry, params);
 }
 
 /// Throws at (stage, op index) and counts the ops run after the failure was raised.
@@ -54,12 +59,11 @@ TEST_CASE("run_threaded runs every registered schedule respecting dependencies",
   std::size_t runs = 0;
   for (const auto& entry : default_registry().entries()) {
     for (auto [p, m] : shapes) {
-      schedule s;
-      try {
-        s = try_generate(entry, p, m);
-      } catch (const invalid_argument&) {
+      const auto generated = try_generate(entry, p, m);
+      if (!generated) {
         continue;
       }
+      const schedule& s = *generated;
       INFO(entry.name << " p=" << p << " m=" << m);
       checking_executor e(s);
       REQUIRE_NOTHROW(run_threaded(e, s));
@@ -87,12 +91,11 @@ TEST_CASE("run_threaded: a failure at a random op stops every stage and names th
     const auto& entry = entries[rng() % entries.size()];
     const std::uint32_t p = 1 + static_cast<std::uint32_t>(rng() % 4);
     const std::uint32_t m = 1 + static_cast<std::uint32_t>(rng() % 6);
-    schedule s;
-    try {
-      s = try_generate(entry, p, m);
-    } catch (const invalid_argument&) {
+    const auto generated = try_generate(entry, p, m);
+    if (!generated) {
       continue;
     }
+    const schedule& s = *generated;
     const stage_index fs = static_cast<stage_index>(rng() % p);
     const std::size_t fi = rng() % s.ops(fs).size();
     injecting_executor e{fs, fi, std::vector<std::size_t>(p, 0)};

@@ -1,4 +1,5 @@
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -10,6 +11,8 @@
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/validator.hpp>
 #include <pipesched/gen/registry.hpp>
+
+#include "support/registry_shapes.hpp"
 
 using namespace pipesched;
 
@@ -218,4 +221,35 @@ TEST_CASE("generate_result never ignores a memory limit", "[gen][registry][memor
   }
   gp.memory_limit.reset();
   CHECK(default_registry().generate_result("1f1b", gp).memory_violations.empty());
+}
+
+TEST_CASE("every registered generator serves every shape but those its documented rule refuses",
+          "[gen][registry]") {
+  // Rules of generators that no longer exist would silently skip nothing: keep the table true.
+  for (const test_support::shape_rule& rule : test_support::shape_rules) {
+    INFO(rule.generator);
+    CHECK(default_registry().find(rule.generator) != nullptr);
+  }
+  std::size_t refused = 0;
+  for (const generator_entry& e : default_registry().entries()) {
+    for (std::uint32_t p : {1u, 2u, 3u, 4u}) {
+      for (std::uint32_t m = 1; m <= 2 * p + 1; ++m) {
+        generator_params gp;
+        gp.stages = p;
+        gp.microbatches = m;
+        INFO(e.name << " p=" << p << " m=" << m);
+        // Throws (and fails) when a generator refuses a shape its rule says it serves.
+        const auto s = test_support::generate_if_served(e, gp);
+        refused += s ? 0U : 1U;
+        if (s) {
+          CHECK(validate(*s).ok());
+        }
+      }
+    }
+  }
+  // dualpipev (m >= 2p) refuses m = 1..2p-1 for each p: 1 + 3 + 5 + 7.
+  CHECK(refused == 16);
+  CHECK(test_support::serves("dualpipev", 3, 6));
+  CHECK_FALSE(test_support::serves("dualpipev", 3, 5));
+  CHECK(test_support::serves("1f1b", 3, 1));
 }

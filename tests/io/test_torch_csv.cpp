@@ -15,6 +15,8 @@
 #include <pipesched/io/torch_csv.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
+#include "support/registry_shapes.hpp"
+
 using namespace pipesched;
 
 namespace {
@@ -507,17 +509,23 @@ TEST_CASE(
   const std::vector<std::pair<std::uint32_t, std::uint32_t>> sizes{{1, 2}, {2, 3}, {3, 5}, {4, 8}};
   std::size_t multi_chunk = 0;
   std::size_t split = 0;
+  std::size_t pairs = 0;
   for (const generator_entry& e : default_registry().entries()) {
     for (const auto& [p, m] : sizes) {
       generator_params params;
       params.stages = p;
       params.microbatches = m;
-      const schedule compute = e.generate(params);
+      const auto generated = test_support::generate_if_served(e, params);
+      if (!generated) {
+        continue;
+      }
+      const schedule& compute = *generated;
       REQUIRE(validate(compute).ok());
       multi_chunk += compute.chunks() > 1 ? 1U : 0U;
       for (stage_index st = 0; st < compute.stages(); ++st) {
         for (const op& o : compute.ops(st)) {
           split += o.kind == op_kind::backward_weight ? 1U : 0U;
+          pairs += overlaps_next(o) ? 1U : 0U;
         }
       }
       lowering_options late;
@@ -541,6 +549,7 @@ TEST_CASE(
   }
   CHECK(multi_chunk > 0);  // loop and V placements were covered
   CHECK(split > 0);        // and B / W split backwards
+  CHECK(pairs > 0);        // and overlapped F&B pairs (dualpipev)
 }
 
 namespace {

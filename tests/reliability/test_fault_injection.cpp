@@ -24,6 +24,8 @@
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
+#include "support/registry_shapes.hpp"
+
 using namespace pipesched;
 
 namespace {
@@ -72,12 +74,10 @@ schedule random_schedule(std::mt19937& rng, bool lowered) {
     g.stages = 1 + static_cast<std::uint32_t>(rng() % 4);
     g.microbatches = 1 + static_cast<std::uint32_t>(rng() % 6);
     g.chunks = e.default_chunks;
-    try {
-      const schedule s = e.generate(g);
-      return lowered ? lower_communication(s) : s;
-    } catch (const invalid_argument&) {
-      // a shape this generator does not serve: draw again
+    if (const auto s = test_support::generate_if_served(e, g)) {
+      return lowered ? lower_communication(*s) : *s;
     }
+    // a shape this generator does not serve: draw again
   }
 }
 
