@@ -45,7 +45,7 @@ pipesched_cli_test("bad: cost too few" 2 "error: --cost: expected TF,TB,TW\\[,TC
 pipesched_cli_test("bad: cost empty pieces" 2 "error: --cost: expected TF,TB,TW\\[,TC\\] \\(finite numbers >= 0\\), got \",,\"" simulate -s 1f1b -p 2 -m 2 --cost ,,)
 # The library's own M_W <= M_B rule and message (memory_model), after the option's name.
 pipesched_cli_test("bad: memory MW > MB" 2 "error: --memory: memory_model: weight-gradient memory \\(M_W=1\\) must be <= activation memory \\(M_B=0.5\\)" simulate -s 1f1b -p 2 -m 2 --memory 0.5,1)
-pipesched_cli_test("bad: memory negative" 2 "error: --memory: expected MB,MW \\(finite numbers >= 0\\), got \"-1,0\"" simulate -s 1f1b -p 2 -m 2 --memory -1,0)
+pipesched_cli_test("bad: memory negative" 2 "error: --memory: expected MB,MW\\[,MIN\\] \\(finite numbers >= 0\\), got \"-1,0\"" simulate -s 1f1b -p 2 -m 2 --memory -1,0)
 pipesched_cli_test("bad: memory limit NaN" 2 "error: --memory-limit: must be a finite number > 0, got \"nan\"" simulate -s 1f1b -p 2 -m 2 --memory-limit nan)
 pipesched_cli_test("bad: memory limit zero" 2 "error: --memory-limit: must be a finite number > 0" validate -s 1f1b -p 2 -m 2 --memory-limit 0)
 pipesched_cli_test("bad: memory limit -inf" 2 "error: --memory-limit: must be a finite number > 0, got \"-inf\"" simulate -s 1f1b -p 2 -m 2 --memory-limit -inf)

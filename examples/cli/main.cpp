@@ -55,6 +55,8 @@ struct schedule_source {
   std::optional<std::string> input_format;        // --input-format json|torch-csv
   std::optional<std::string> search_budget;       // --search-budget MS
   std::optional<std::string> search_evaluations;  // --search-evaluations N
+  std::optional<std::string> recompute;           // --recompute all|CHUNKS
+  std::string recompute_policy = "before-backward";
 };
 
 void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) {
@@ -74,6 +76,13 @@ void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) 
   cmd->add_option("--search-evaluations", src.search_evaluations,
                   "zb-auto, zb-1p, zb-2p, zb-v: local search budget in candidate orders timed "
                   "(deterministic; default sized from the problem, 0: no local search)");
+  cmd->add_option("--recompute", src.recompute,
+                  "Activation recomputation for all chunks or the global chunks G1,G2,...: their "
+                  "F keep only their input (M_in), an R re-runs them before the backward");
+  cmd->add_option("--recompute-policy", src.recompute_policy,
+                  "With --recompute: where each R goes: before-backward, or idle-slot (earliest "
+                  "idle gap after its F within --memory-limit, default the before-backward peak)")
+      ->capture_default_str();
   if (allow_input) {
     auto* in = cmd->add_option("--input,-i", src.input,
                                "Schedule file (- reads standard input): pipesched JSON or PyTorch "
@@ -165,9 +174,10 @@ struct model_options {
         usage_error("--memory-file " + memory_file + ": " + e.what());
       }
     }
-    const auto v = parse_numbers(memory, "--memory", 2, 2, "MB,MW");
+    const auto v = parse_numbers(memory, "--memory", 2, 3, "MB,MW[,MIN]");
     try {
-      return memory_model::uniform(v[0], v[1]);  // the library's M_W <= M_B rule
+      // The library's M_W <= M_B rule.
+      return memory_model(chunk_memory{v[0], v[1], 0.0, v.size() > 2 ? v[2] : 0.0});
     } catch (const pipesched::invalid_argument& e) {
       usage_error(std::string("--memory: ") + e.what());
     }
@@ -200,7 +210,7 @@ void add_model_options(CLI::App* cmd, model_options& o) {
       ->capture_default_str();
   cmd->add_option("--memory", o.memory,
                   "Activation memory MB,MW of one stage's whole slice for one micro-batch (split "
-                  "evenly over its v chunks)")
+                  "evenly over its v chunks); MIN: a chunk's input, what a recomputed F keeps")
       ->capture_default_str();
   cmd->add_option("--memory-limit", o.memory_limit_text,
                   "Per-stage memory limit, in the units of --memory (the same number for every "
@@ -379,6 +389,44 @@ std::optional<zb_auto_options> search_options(const schedule_source& src) {
 
 generation_result load_schedule_compute(const schedule_source& src, const generator_params& base);
 
+/// --recompute / --recompute-policy: with_recompute on the compute-only schedule.
+void apply_recompute(const schedule_source& src,
+                     const generator_params& base,
+                     generation_result& g) {
+  const bool idle = src.recompute_policy == "idle-slot";
+  if (!idle && src.recompute_policy != "before-backward") {
+    usage_error("--recompute-policy: must be before-backward or idle-slot, not \"" +
+                src.recompute_policy + "\"");
+  }
+  if (!src.recompute) {
+    if (idle) {
+      usage_error("--recompute-policy: only meaningful with --recompute");
+    }
+    return;
+  }
+  std::vector<global_chunk> chunks;
+  if (*src.recompute == "all") {
+    chunks = all_chunks(g.sched);
+  } else {
+    for (double v : parse_numbers(*src.recompute, "--recompute", 1, 1u << 20, "all or G1,G2,...")) {
+      if (v != std::floor(v) || v >= static_cast<double>(g.sched.layout().total_chunks())) {
+        usage_error("--recompute: " + fmt::format("{}", v) +
+                    " is not a global chunk of the schedule (0 .. " +
+                    std::to_string(g.sched.layout().total_chunks() - 1) + ")");
+      }
+      chunks.push_back(static_cast<global_chunk>(v));
+    }
+  }
+  recompute_options ro;
+  ro.placement = idle ? recompute_placement::idle_slot : recompute_placement::before_backward;
+  ro.costs = base.costs;
+  ro.memory = base.memory;
+  if (base.memory_limit) {
+    ro.limits = {*base.memory_limit};
+  }
+  g.sched = with_recompute(g.sched, chunks, ro);
+}
+
 /// The schedule a command works on, with what its generator knows about it (the search's lower
 /// bound, memory violations): generated or read, then lowered when --with-comm asks.
 generation_result load_schedule(const schedule_source& src, const generator_params& base) {
@@ -389,6 +437,7 @@ generation_result load_schedule(const schedule_source& src, const generator_para
     usage_error("--recv: only meaningful with --with-comm");
   }
   generation_result g = load_schedule_compute(src, base);
+  apply_recompute(src, base, g);
   if (!src.with_comm) {
     return g;
   }

@@ -34,4 +34,5 @@
 #include "pipesched/model/memory_model.hpp"
 #include "pipesched/model/transformer_costs.hpp"
 #include "pipesched/transform/comm_lowering.hpp"
+#include "pipesched/transform/recompute.hpp"
 #include "pipesched/version.hpp"

@@ -33,6 +33,22 @@ TEST_CASE("memory events: the buffers each op kind frees and creates", "[memory_
   CHECK(buffer_size(buffer_kind::received_backward, c) == 0.5);
 }
 
+TEST_CASE("memory events: an F marked recompute keeps M_in, its R turns it into M_B",
+          "[memory_events][recompute]") {
+  STATIC_REQUIRE(buffer_effect_of(recomputing(make_op(op_kind::forward, 0))).creates ==
+                 buffer_kind::forward_input);
+  STATIC_REQUIRE(buffer_effect_of(make_op(op_kind::forward, 0)).creates == buffer_kind::activation);
+  STATIC_REQUIRE(buffer_effect_of(op_kind::recompute).frees == buffer_kind::forward_input);
+  STATIC_REQUIRE(buffer_effect_of(op_kind::recompute).creates == buffer_kind::activation);
+  STATIC_REQUIRE(!buffer_effect_of(op_kind::recompute).consumes_received);
+  const chunk_memory c{3.0, 1.25, 0.5, 0.75};
+  CHECK(memory_delta(recomputing(make_op(op_kind::forward, 2)), c) == 0.75);
+  CHECK(memory_delta(make_op(op_kind::forward, 2), c) == 3.0);
+  CHECK(memory_delta(op_kind::recompute, c) == 2.25);  // -0.75 + 3
+  CHECK(buffer_size(buffer_kind::forward_input, c) == 0.75);
+  CHECK(to_string(buffer_kind::forward_input) == "forward_input");
+}
+
 TEST_CASE("memory events: the search's peak is the memory checker's", "[memory_events]") {
   // order_peak (the zero-bubble search's memory count) and check_memory apply the same rule;
   // they must agree on every registered schedule, with several chunks and unequal sizes.

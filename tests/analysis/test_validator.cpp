@@ -237,3 +237,58 @@ TEST_CASE("overlapped pairs: both ops' inputs must be ready when the pair starts
   s.stage_ops(1) = {F(0), BW(0), F(1), BW(1)};
   CHECK(validate(s).ok());
 }
+
+TEST_CASE("recomputation: one R per F marked recompute, after it, before its backward",
+          "[validate][recompute]") {
+  schedule s("t", 1, 2);
+  s.stage_ops(0) = {Fr(0), F(1), R(0), BW(0), BW(1)};
+  CHECK(validate(s).ok());
+
+  SECTION("B before its R") {
+    s.stage_ops(0) = {Fr(0), F(1), BW(0), R(0), BW(1)};
+    const auto r = validate(s);
+    REQUIRE(r.total == 4);  // BW0 before R0, R0 after its backward, the deadlock (2 lines)
+    CHECK(r.count(violation_kind::local_order) == 2);
+    CHECK(r.violations[0].message ==
+          "stage 0, op 2 (BW0): BW0 of chunk 0 before R0 of chunk 0 (F0 of chunk 0 is marked "
+          "recompute: R rebuilds its activations)");
+    CHECK(r.violations[1].message ==
+          "stage 0, op 3 (R0): R0 of chunk 0 after its backward (R rebuilds the activations the "
+          "backward needs)");
+    // BW0 waits for R0, later on its own stage.
+    CHECK(r.count(violation_kind::deadlock) == 2);
+    CHECK(r.violations[2].message ==
+          "stage 0, op 2 (BW0): blocked waiting for F/R0 of chunk 0 on stage 0");
+  }
+  SECTION("R without a marked F") {
+    s.stage_ops(0) = {F(0), F(1), R(0), BW(0), BW(1)};
+    const auto r = validate(s);
+    REQUIRE(r.total == 1);
+    CHECK(r.count(violation_kind::recompute) == 1);
+    CHECK(r.violations[0].message ==
+          "stage 0, op 2 (R0): R0 of chunk 0 re-runs F0 of chunk 0, which is not marked "
+          "recompute (it keeps its activations): mark the F (op_flag::recompute) or drop the R");
+  }
+  SECTION("R before its F, a marked F without R, two R") {
+    s.stage_ops(0) = {R(0), Fr(0), Fr(1), R(1), R(1), BW(1), BW(0)};
+    const auto r = validate(s);
+    CHECK(r.count(violation_kind::duplicate) == 1);
+    CHECK(r.count(violation_kind::local_order) == 1);  // R0 before F0 (it does run before BW0)
+    CHECK(r.violations[0].message ==
+          "stage 0, op 0 (R0): R0 of chunk 0 before F0 of chunk 0 (R re-runs its forward)");
+    CHECK(r.count(violation_kind::missing) == 0);  // R0 exists, only misplaced
+    s.stage_ops(0) = {Fr(0), F(1), BW(0), BW(1)};
+    const auto r2 = validate(s);
+    CHECK(r2.count(violation_kind::missing) == 1);
+    bool said = false;
+    for (const auto& v : r2.violations) {
+      said = said || v.message == "stage 0: R0 of chunk 0 is missing (F0 of chunk 0 is marked "
+                                  "recompute)";
+    }
+    CHECK(said);
+  }
+  SECTION("a pair with an R is not an F and a backward") {
+    s.stage_ops(0) = {Fr(0), F(1), overlapping_next(R(0)), BW(0), BW(1)};
+    CHECK(validate(s).count(violation_kind::overlap) == 1);
+  }
+}

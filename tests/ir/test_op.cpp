@@ -49,3 +49,17 @@ TEST_CASE("op: the overlap flag marks an op to run with the next one of its stag
   STATIC_REQUIRE(sizeof(marked) == 8);
   CHECK(to_string(marked) == "F7");  // the op's own name does not change
 }
+
+TEST_CASE("op: R and the recompute mark", "[ir][op][recompute]") {
+  static_assert(to_string(op_kind::recompute) == "R");
+  static_assert(parse_op_kind("R") == op_kind::recompute);
+  static_assert(is_compute(op_kind::recompute) && !is_comm(op_kind::recompute));
+  static_assert(!produces_input_grad(op_kind::recompute));
+  constexpr op f = make_op(op_kind::forward, 4, 1);
+  static_assert(!is_recomputed(f));
+  static_assert(is_recomputed(recomputing(f)));
+  static_assert(same_work(recomputing(f), f) && !(recomputing(f) == f));
+  static_assert(!is_recomputed(recomputing(make_op(op_kind::backward_input, 4))));  // F only
+  static_assert(!overlaps_next(recomputing(f)));
+  CHECK(to_string(make_op(op_kind::recompute, 3, 1), true) == "R3.1");
+}

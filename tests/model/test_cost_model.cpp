@@ -93,6 +93,15 @@ TEST_CASE("cost_model: per-stage costs are split over the chunks, per-chunk ones
   ch.set_chunk_costs(2,
                      {op_costs{1, 1, 1}, op_costs{2, 2, 2}, op_costs{3, 3, 3}, op_costs{4, 4, 4}});
   CHECK(ch.for_shape(2, 2, "t").at(1, 1) == op_costs{4, 4, 4});
+  // T_R: T_F unless set, split like the others.
+  CHECK(v2.duration(0, op_kind::recompute, 1) == 2);
+  cost_model r = cost_model::uniform(4, 6, 2);
+  r.set_recompute(3);
+  CHECK(r.for_shape(3, 2, "t").duration(1, op_kind::recompute, 0) == 1.5);
+  CHECK(r.for_shape(3, 2, "t").at(1, 0).recompute == 1.5);
+  CHECK_THROWS_WITH(r.set_recompute(-1),
+                    "cost_model::set_recompute: recompute cost (T_R) (-1) "
+                    "must be finite and >= 0");
   // Reading again for another shape starts from the per-stage values, not the split ones.
   CHECK(v2.for_shape(3, 1, "t").at(0, 0) == op_costs{4, 6, 2});
 }

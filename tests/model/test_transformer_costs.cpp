@@ -15,6 +15,7 @@ TEST_CASE("transformer_costs: per-layer formulas times layers", "[sim][transform
   CHECK(p.memory.activation == 2 * 8 * (34 * 4 + 5 * 2 * 8));     // 3456
   CHECK(p.memory.weight_grad_input == 2 * 32 * 8 * 4);            // 2048
   CHECK(p.memory.received == 2 * 8 * 4);                          // one s·b·h activation
+  CHECK(p.memory.input == 2 * 8 * 4);                             // M_in: the slice's input
   CHECK(p.costs.backward_input + p.costs.backward_weight == 2 * p.costs.forward);
 }
 
@@ -54,4 +55,22 @@ TEST_CASE("transformer_costs: rejects zero dimensions", "[sim][transformer]") {
   CHECK_THROWS_AS(transformer_costs(transformer_dims{4, 2, 8, 1, 0}), invalid_argument);
   CHECK_THROWS_WITH(transformer_costs(transformer_dims{0, 2, 8, 1, 1}),
                     "transformer_costs: hidden (h=0) must be at least 1");
+}
+
+TEST_CASE("transformer_costs: activation precision in bytes", "[sim][transformer][recompute]") {
+  // h=4, a=2, s=8, b=1, 2 layers. fp8 (1 byte): the 32h and 4as tensors halve, the 1-byte
+  // masks (2h, as) do not: M_B = 2·8·(16·4 + 2·4 + 2·2·8 + 2·8) = 2·8·120.
+  transformer_dims d{4, 2, 8, 1, 2};
+  d.activation_bytes = 1;
+  const auto fp8 = transformer_costs(d);
+  CHECK(fp8.memory.activation == 2 * 8 * 120);  // 1920, against 3456 in bf16
+  CHECK(fp8.memory.weight_grad_input == 2 * 16 * 8 * 4);
+  CHECK(fp8.memory.received == 8 * 4);
+  CHECK(fp8.memory.input == 8 * 4);
+  CHECK(fp8.costs == transformer_costs(transformer_dims{4, 2, 8, 1, 2}).costs);  // FLOPs alike
+  d.activation_bytes = 4;  // fp32: M_B = 2·8·(64·4 + 8 + 8·2·8 + 16)
+  CHECK(transformer_costs(d).memory.activation == 2 * 8 * (256 + 8 + 128 + 16));
+  d.activation_bytes = 0;
+  CHECK_THROWS_WITH(transformer_costs(d),
+                    "transformer_costs: activation_bytes (0) must be at least 1");
 }

@@ -24,6 +24,13 @@ inline op W(std::uint32_t j, chunk_index c = 0) {
 inline op BW(std::uint32_t j, chunk_index c = 0) {
   return make_op(op_kind::backward_full, j, c);
 }
+inline op R(std::uint32_t j, chunk_index c = 0) {
+  return make_op(op_kind::recompute, j, c);
+}
+/// An F marked recompute (it keeps only its input until its R).
+inline op Fr(std::uint32_t j, chunk_index c = 0) {
+  return pipesched::recomputing(make_op(op_kind::forward, j, c));
+}
 inline op SF(std::uint32_t j, chunk_index c = 0) {
   return make_op(op_kind::send_forward, j, c);
 }

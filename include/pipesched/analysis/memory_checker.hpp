@@ -163,11 +163,13 @@ struct memory_report {
 namespace detail {
 
 // Per (global chunk, micro-batch) lifetime bits: "live" and "was freed" for each buffer kind.
-constexpr std::uint8_t buffer_live(buffer_kind k) noexcept {
-  return static_cast<std::uint8_t>(1u << (2u * static_cast<unsigned>(k)));
+using buffer_bits = std::uint16_t;  // 2 bits per buffer_kind
+static_assert(2 * buffer_kind_count <= 16);
+constexpr buffer_bits buffer_live(buffer_kind k) noexcept {
+  return static_cast<buffer_bits>(1u << (2u * static_cast<unsigned>(k)));
 }
-constexpr std::uint8_t buffer_freed(buffer_kind k) noexcept {
-  return static_cast<std::uint8_t>(2u << (2u * static_cast<unsigned>(k)));
+constexpr buffer_bits buffer_freed(buffer_kind k) noexcept {
+  return static_cast<buffer_bits>(2u << (2u * static_cast<unsigned>(k)));
 }
 
 inline memory_report check_memory_impl(const schedule& sched,
@@ -200,7 +202,7 @@ inline memory_report check_memory_impl(const schedule& sched,
   memory_report report;
   report.stages.resize(p);
   // Sparse when p*v*m dwarfs the op count (see key_table).
-  key_table<std::uint8_t> state(std::uint64_t{pl.total_chunks()} * m, sched.size());
+  key_table<buffer_bits> state(std::uint64_t{pl.total_chunks()} * m, sched.size());
 
   for (stage_index s = 0; s < p; ++s) {
     const auto ops = sched.ops(s);
@@ -216,7 +218,7 @@ inline memory_report check_memory_impl(const schedule& sched,
     bool over = false;
 
     auto size_of = [&](buffer_kind k, chunk_index c) { return buffer_size(k, model.at(s, c)); };
-    auto bits = [&](const op& o) -> std::uint8_t& {
+    auto bits = [&](const op& o) -> buffer_bits& {
       return state.slot(std::uint64_t{pl.global(s, o.chunk)} * m + o.mb);
     };
     auto error = [&](lifetime_error_kind k, std::size_t i, const op& o, buffer_kind b,
@@ -233,16 +235,16 @@ inline memory_report check_memory_impl(const schedule& sched,
 
     double value = st.static_memory;
     auto create = [&](std::size_t i, const op& o, buffer_kind b) {
-      std::uint8_t& st_bits = bits(o);
+      buffer_bits& st_bits = bits(o);
       if ((st_bits & (buffer_live(b) | buffer_freed(b))) != 0) {
         error(lifetime_error_kind::double_create, i, o, b, "creates again");
         return;
       }
-      st_bits = static_cast<std::uint8_t>(st_bits | buffer_live(b));
+      st_bits = static_cast<buffer_bits>(st_bits | buffer_live(b));
       value += size_of(b, o.chunk);
     };
     auto release = [&](std::size_t i, const op& o, buffer_kind b) {
-      std::uint8_t& st_bits = bits(o);
+      buffer_bits& st_bits = bits(o);
       if ((st_bits & buffer_live(b)) == 0) {
         if ((st_bits & buffer_freed(b)) != 0) {
           error(lifetime_error_kind::double_free, i, o, b, "frees again");
@@ -251,7 +253,7 @@ inline memory_report check_memory_impl(const schedule& sched,
         }
         return;
       }
-      st_bits = static_cast<std::uint8_t>((st_bits & ~buffer_live(b)) | buffer_freed(b));
+      st_bits = static_cast<buffer_bits>((st_bits & ~buffer_live(b)) | buffer_freed(b));
       value -= size_of(b, o.chunk);
     };
     // Lowered schedules: an F / B / BW whose input came from another stage consumes the RECV.
@@ -276,13 +278,13 @@ inline memory_report check_memory_impl(const schedule& sched,
         if (o.chunk >= pl.chunks() || o.mb >= m) {
           continue;
         }
-        const auto created = buffer_effect_of(o.kind).creates;
+        const auto created = buffer_effect_of(o).creates;
         if (!created) {
           continue;
         }
         const buffer_kind b = *created;
         const std::uint64_t key =
-            (std::uint64_t{o.chunk} * m + o.mb) * 4 + static_cast<std::uint64_t>(b);
+            (std::uint64_t{o.chunk} * m + o.mb) * buffer_kind_count + static_cast<std::uint64_t>(b);
         if ((bits(o) & buffer_live(b)) != 0 && seen.insert(key).second) {
           live.push_back(live_buffer{buffer_id{b, s, o.chunk, o.mb}, size_of(b, o.chunk)});
         }
@@ -293,7 +295,7 @@ inline memory_report check_memory_impl(const schedule& sched,
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const op& o = ops[i];
       if (o.chunk < pl.chunks() && o.mb < m) {  // out-of-range ops: the validator's business
-        const buffer_effect e = buffer_effect_of(o.kind);
+        const buffer_effect e = buffer_effect_of(o);
         if (e.consumes_received) {
           consume_received(i, o);
         }
@@ -361,14 +363,14 @@ inline memory_report check_memory_impl(const schedule& sched,
       if (o.chunk >= pl.chunks() || o.mb >= m) {
         continue;
       }
-      const auto created = buffer_effect_of(o.kind).creates;
+      const auto created = buffer_effect_of(o).creates;
       if (!created) {
         continue;
       }
       const buffer_kind b = *created;
-      std::uint8_t& st_bits = bits(o);
+      buffer_bits& st_bits = bits(o);
       if ((st_bits & buffer_live(b)) != 0) {
-        st_bits = static_cast<std::uint8_t>(st_bits & ~buffer_live(b));  // report it once
+        st_bits = static_cast<buffer_bits>(st_bits & ~buffer_live(b));  // report it once
         error(lifetime_error_kind::leak, i, o, b, "never frees");
       }
     }

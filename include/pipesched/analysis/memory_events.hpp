@@ -19,7 +19,10 @@ enum class buffer_kind : std::uint8_t {
   weight_grad_input,  ///< M_W: created by B, freed by W
   received_forward,   ///< `received`: created by RECV_F, freed by the F that consumes it
   received_backward,  ///< `received`: created by RECV_B, freed by the B / BW that consumes it
+  /// M_in: created by an F marked recompute (all it keeps), freed by its R
+  forward_input,
 };
+inline constexpr std::size_t buffer_kind_count = 5;
 
 constexpr std::string_view to_string(buffer_kind k) noexcept {
   switch (k) {
@@ -31,6 +34,8 @@ constexpr std::string_view to_string(buffer_kind k) noexcept {
       return "received_forward";
     case buffer_kind::received_backward:
       return "received_backward";
+    case buffer_kind::forward_input:
+      return "forward_input";
   }
   return "?";
 }
@@ -44,6 +49,7 @@ struct buffer_effect {
   std::optional<buffer_kind> creates;
 };
 
+/// By kind, for an op without flags (an F marked recompute: buffer_effect_of(const op&)).
 constexpr buffer_effect buffer_effect_of(op_kind k) noexcept {
   switch (k) {
     case op_kind::forward:
@@ -54,6 +60,8 @@ constexpr buffer_effect buffer_effect_of(op_kind k) noexcept {
       return {false, buffer_kind::weight_grad_input, std::nullopt};
     case op_kind::backward_full:
       return {true, buffer_kind::activation, std::nullopt};
+    case op_kind::recompute:
+      return {false, buffer_kind::forward_input, buffer_kind::activation};
     case op_kind::recv_forward:
       return {false, std::nullopt, buffer_kind::received_forward};
     case op_kind::recv_backward:
@@ -63,6 +71,15 @@ constexpr buffer_effect buffer_effect_of(op_kind k) noexcept {
       return {};
   }
   return {};
+}
+
+/// What op `o` does, its flags included: an F marked recompute keeps only its input (M_in)
+/// until its R, which frees it and allocates M_B (docs/model.md §5).
+constexpr buffer_effect buffer_effect_of(const op& o) noexcept {
+  if (is_recomputed(o)) {
+    return {true, std::nullopt, buffer_kind::forward_input};
+  }
+  return buffer_effect_of(o.kind);
 }
 
 /// Size of a buffer of kind `b` of a chunk, in the memory model's units.
@@ -75,14 +92,16 @@ constexpr double buffer_size(buffer_kind b, const chunk_memory& c) noexcept {
     case buffer_kind::received_forward:
     case buffer_kind::received_backward:
       return c.received;
+    case buffer_kind::forward_input:
+      return c.input;
   }
   return 0.0;
 }
 
-/// Change of live memory when an op of kind `k` of a chunk with sizes `c` ends, receive
-/// buffers aside (a compute-only schedule has none): F +M_B, B −(M_B − M_W), W −M_W, BW −M_B.
-constexpr double memory_delta(op_kind k, const chunk_memory& c) noexcept {
-  const buffer_effect e = buffer_effect_of(k);
+/// Change of live memory when an op with effect `e` of a chunk with sizes `c` ends, receive
+/// buffers aside (a compute-only schedule has none): F +M_B, B −(M_B − M_W), W −M_W, BW −M_B,
+/// F marked recompute +M_in, R −M_in +M_B.
+constexpr double memory_delta(const buffer_effect& e, const chunk_memory& c) noexcept {
   double d = 0.0;
   if (e.frees && *e.frees != buffer_kind::received_forward &&
       *e.frees != buffer_kind::received_backward) {
@@ -93,6 +112,15 @@ constexpr double memory_delta(op_kind k, const chunk_memory& c) noexcept {
     d += buffer_size(*e.creates, c);
   }
   return d;
+}
+
+/// memory_delta of an op of kind `k` without flags.
+constexpr double memory_delta(op_kind k, const chunk_memory& c) noexcept {
+  return memory_delta(buffer_effect_of(k), c);
+}
+/// memory_delta of op `o`, its flags included (an F marked recompute keeps M_in).
+constexpr double memory_delta(const op& o, const chunk_memory& c) noexcept {
+  return memory_delta(buffer_effect_of(o), c);
 }
 
 }  // namespace pipesched

@@ -97,8 +97,8 @@ struct simulation_result {
 namespace detail {
 
 /// True when op `o` produces the event `e` (used to find a producer when walking back).
-constexpr bool produces(op_kind k, event_kind e) noexcept {
-  return (events_produced(k) & event_bit(e)) != 0;
+constexpr bool produces(const op& o, event_kind e) noexcept {
+  return (events_produced(o) & event_bit(e)) != 0;
 }
 
 /// Storage of the start reasons of all ops. Stages advance together, so blocks of 64 ops of
@@ -195,7 +195,7 @@ inline std::vector<op_location> critical_path(const schedule& sched,
         const requirement& r = reqs.items[why == start_reason::requirement0 ? 0 : 1];
         const chunk_index lc = pl.local_of(r.chunk);
         const auto j = find_back(r.stage, [&](const op& x) {
-          return x.chunk == lc && x.mb == r.mb && produces(x.kind, r.what);
+          return x.chunk == lc && x.mb == r.mb && produces(x, r.what);
         });
         if (j) {
           next = op_location{r.stage, *j};

@@ -27,6 +27,7 @@ enum class violation_kind : std::uint8_t {
   local_order,     ///< F before B/BW before W violated on one stage
   comm_mismatch,   ///< a SEND/RECV without its partner, or one where no transfer is needed
   overlap,         ///< an overlapped pair (op::flags, overlaps_next) breaks a rule of its own
+  recompute,       ///< an R whose F is not marked recompute (op_flag::recompute)
   deadlock,        ///< the stages cannot all run to the end (see validation_report::deadlock)
 };
 /// Number of violation kinds (deadlock is the last).
@@ -49,6 +50,8 @@ constexpr std::string_view to_string(violation_kind k) noexcept {
       return "comm_mismatch";
     case violation_kind::overlap:
       return "overlap";
+    case violation_kind::recompute:
+      return "recompute";
     case violation_kind::deadlock:
       return "deadlock";
   }
@@ -118,6 +121,8 @@ inline std::string where(stage_index s, std::size_t idx, const op& o, bool chunk
 ///   B and W or BW; indices in range; no BW mixed with B/W;
 /// - local order on a stage: F before B/BW before W for the same micro-batch and chunk; in a
 ///   lowered schedule also each SEND after its producer and each RECV before its consumer;
+/// - recomputation (docs/model.md §1): an F marked recompute has exactly one R of its
+///   micro-batch and chunk, after it and before its B / BW; an R needs such an F;
 /// - for lowered schedules (with SEND/RECV ops): every cross-stage transfer has exactly one
 ///   SEND on the producer and one RECV on the consumer, and none where no transfer is needed;
 /// - overlapped pairs (an op marked overlaps_next runs with the next op of its stage,
@@ -143,7 +148,10 @@ inline validation_report validate(const schedule& sched, const validate_options&
   // Sparse when p*v*m dwarfs the op count (see key_table): then the schedule lacks most of its
   // ops, and one summary replaces the per-pair "missing" scan, which would take p*v*m steps.
   const std::uint64_t keys = std::uint64_t{p} * v * m;
-  const std::size_t nk = lowered ? op_kind_count : 4;
+  // One count per kind (compute kinds first, comm kinds only when lowered), then one slot
+  // that says "the F is marked recompute".
+  const std::size_t marked = lowered ? op_kind_count : 5;
+  const std::size_t nk = marked + 1;
   detail::key_table<std::uint8_t> seen(keys * nk, sched.size());
   auto key = [&](stage_index s, const op& o) {
     return (std::uint64_t{s} * v + o.chunk) * m + o.mb;
@@ -178,13 +186,47 @@ inline validation_report validate(const schedule& sched, const validate_options&
         ++c;
       }
       auto label = [&] { return std::to_string(o.mb) + " of chunk " + std::to_string(o.chunk); };
+      const bool f_marked = seen.get(k * nk + marked) != 0;
       switch (o.kind) {
+        case op_kind::forward:
+          if (is_recomputed(o)) {
+            seen.slot(k * nk + marked) = 1;
+          }
+          break;
+        case op_kind::recompute:
+          if (count(k, op_kind::forward) == 0) {
+            rb.add(violation_kind::local_order, s, i, [&] {
+              return std::string(detail::where(s, i, o, chunked) + "R" + label() + " before F" +
+                                 label() + " (R re-runs its forward)");
+            });
+          } else if (!f_marked) {
+            rb.add(violation_kind::recompute, s, i, [&] {
+              return std::string(detail::where(s, i, o, chunked) + "R" + label() + " re-runs F" +
+                                 label() +
+                                 ", which is not marked recompute (it keeps its activations): mark "
+                                 "the F (op_flag::recompute) or drop the R");
+            });
+          } else if (count(k, op_kind::backward_input) > 0 ||
+                     count(k, op_kind::backward_full) > 0) {
+            rb.add(violation_kind::local_order, s, i, [&] {
+              return std::string(detail::where(s, i, o, chunked) + "R" + label() +
+                                 " after its backward (R rebuilds the activations the backward "
+                                 "needs)");
+            });
+          }
+          break;
         case op_kind::backward_input:
         case op_kind::backward_full:
           if (count(k, op_kind::forward) == 0) {
             rb.add(violation_kind::local_order, s, i, [&] {
               return std::string(detail::where(s, i, o, chunked) + std::string(to_string(o.kind)) +
                                  label() + " before F" + label());
+            });
+          } else if (f_marked && count(k, op_kind::recompute) == 0) {
+            rb.add(violation_kind::local_order, s, i, [&] {
+              return std::string(detail::where(s, i, o, chunked) + std::string(to_string(o.kind)) +
+                                 label() + " before R" + label() + " (F" + label() +
+                                 " is marked recompute: R rebuilds its activations)");
             });
           }
           if (count(k, op_kind::backward_input) > 0 && count(k, op_kind::backward_full) > 0) {
@@ -266,6 +308,12 @@ inline validation_report validate(const schedule& sched, const validate_options&
         const std::uint8_t bw = count(k, op_kind::backward_full);
         if (f == 0) {
           miss("F");
+        }
+        if (seen.get(k * nk + marked) != 0 && count(k, op_kind::recompute) == 0) {
+          rb.add(violation_kind::missing, s, violation::no_index, [&] {
+            return std::string("stage " + std::to_string(s) + ": R" + label() + " is missing (F" +
+                               label() + " is marked recompute)");
+          });
         }
         if (bw == 0) {
           if (b == 0) {

@@ -97,6 +97,9 @@ concept stage_run = requires(E& e, stage_index s, const op& o, typename E::messa
 ///   B, BW   in: gradient of g's output from chunk g+1 (empty for the last chunk, which
 ///           computes the loss itself); returns the gradient for chunk g-1 (ignored for g = 0)
 ///   W       in: empty; result ignored
+///   R       in: empty; result ignored. Re-runs the forward of its F (marked recompute,
+///           op_flag::recompute: that F kept only its input, is_recomputed(c.o)) to rebuild
+///           what the B / BW needs; it comes after the F and before the backward on the stage
 ///   SEND_*  in: the message the driver is about to hand to the transport (lowered schedules);
 ///           returns the message actually sent (a hook: usually `in` itself, moved)
 ///   RECV_*  in: the message the driver just took from the transport; returns the message

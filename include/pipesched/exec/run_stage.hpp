@@ -116,6 +116,7 @@ class stage_runner {
         break;
       }
       case op_kind::backward_weight:
+      case op_kind::recompute:  // re-runs the forward from the input its F kept
         (void)run_op(e, ctx, M{});
         break;
       case op_kind::send_forward:

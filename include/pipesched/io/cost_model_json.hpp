@@ -31,14 +31,20 @@ inline nlohmann::json costs_json(const op_costs& c) {
   if (c.overlapped) {
     j["overlapped"] = *c.overlapped;
   }
+  if (c.recompute) {
+    j["recompute"] = *c.recompute;
+  }
   return j;
 }
 inline op_costs read_costs(const json_reader& c) {
-  c.object({"forward", "backward_input", "backward_weight", "overlapped"});
+  c.object({"forward", "backward_input", "backward_weight", "overlapped", "recompute"});
   op_costs out{c["forward"].non_negative(), c["backward_input"].non_negative(),
                c["backward_weight"].non_negative()};
   if (c.has("overlapped")) {
     out.overlapped = c["overlapped"].non_negative();
+  }
+  if (c.has("recompute")) {
+    out.recompute = c["recompute"].non_negative();
   }
   return out;
 }
@@ -49,7 +55,8 @@ inline op_costs read_costs(const json_reader& c) {
 /// `{"version":1, "forward":F, "backward_input":B, "backward_weight":W, "comm":C,
 ///   "overlapped":T_FB, "stages":[{triple}...] | "chunks":[[{triple}...]...], "links":[[...]...]}`
 /// where `overlapped` (T_FB of an overlapped F and B pair, docs/model.md §3; also allowed in
-/// each triple), `stages`, `chunks` and `links` appear only when set.
+/// each triple), `recompute` (T_R of an R, default T_F; also allowed in each triple), `stages`,
+/// `chunks` and `links` appear only when set.
 inline nlohmann::json cost_model_to_json(const cost_model& m) {
   nlohmann::json j = {{"version", cost_model_json_version}};
   const op_costs& u = m.uniform_costs();
@@ -59,6 +66,9 @@ inline nlohmann::json cost_model_to_json(const cost_model& m) {
   j["comm"] = m.uniform_comm();
   if (u.overlapped) {
     j["overlapped"] = *u.overlapped;
+  }
+  if (u.recompute) {
+    j["recompute"] = *u.recompute;
   }
   if (!m.stage_costs().empty()) {
     j["stages"] = nlohmann::json::array();
@@ -96,13 +106,16 @@ inline nlohmann::json cost_model_to_json(const cost_model& m) {
 inline cost_model cost_model_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
   c.object({"version", "forward", "backward_input", "backward_weight", "comm", "stages", "chunks",
-            "links", "overlapped"});
+            "links", "overlapped", "recompute"});
   c.version(cost_model_json_version, "cost model");
   cost_model m(op_costs{c.non_negative_or("forward", 1.0), c.non_negative_or("backward_input", 1.0),
                         c.non_negative_or("backward_weight", 1.0)},
                c.non_negative_or("comm", 0.0));
   if (c.has("overlapped")) {
     m.set_overlapped(c["overlapped"].non_negative());
+  }
+  if (c.has("recompute")) {
+    m.set_recompute(c["recompute"].non_negative());
   }
   if (c.has("stages") && c.has("chunks")) {
     c["chunks"].error("cannot be combined with /stages (give one of them)");

@@ -33,7 +33,9 @@ inline constexpr int schedule_json_version = 1;
 /// {"kind": "custom", "table": [...]} (table[s*chunks + c] = global chunk). Communication ops
 /// also carry "peer": the stage on the other side of the transfer. An op marked to run
 /// overlapped with the next op of its stage (overlaps_next) carries "overlap_next": true;
-/// absent means not overlapped, so files from before the flag read unchanged.
+/// absent means not overlapped, so files from before the flag read unchanged. Likewise an F
+/// marked recompute (is_recomputed: it keeps only its input until its R) carries
+/// "recompute": true, and an R is {"kind": "R", ...}.
 inline nlohmann::json schedule_to_json(const schedule& s) {
   nlohmann::json j;
   j["version"] = schedule_json_version;
@@ -69,6 +71,9 @@ inline nlohmann::json schedule_to_json(const schedule& s) {
       }
       if (overlaps_next(o)) {
         e["overlap_next"] = true;
+      }
+      if (is_recomputed(o)) {
+        e["recompute"] = true;
       }
       list.push_back(std::move(e));
     }
@@ -154,7 +159,7 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
     for (std::size_t i = 0; i < n; ++i) {
       const detail::json_reader e = list[i];
       e.object();
-      const op_kind kind = e["kind"].kind(" (known: F B W BW SEND_F RECV_F SEND_B RECV_B)");
+      const op_kind kind = e["kind"].kind(" (known: F B W BW R SEND_F RECV_F SEND_B RECV_B)");
       const auto mb = static_cast<microbatch_index>(
           e["mb"].integer(0, std::numeric_limits<microbatch_index>::max()));
       chunk_index chunk = 0;
@@ -170,6 +175,18 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
         }
         if (ov.v.get<bool>()) {
           o = overlapping_next(o);
+        }
+      }
+      if (e.has("recompute")) {
+        const detail::json_reader rc = e["recompute"];
+        if (!rc.v.is_boolean()) {
+          rc.error("must be true or false, not ", rc.v.type_name());
+        }
+        if (rc.v.get<bool>() && kind != op_kind::forward) {
+          rc.error("only an F can be marked recompute, not ", to_string(kind));
+        }
+        if (rc.v.get<bool>()) {
+          o = recomputing(o);
         }
       }
       dst.push_back(o);

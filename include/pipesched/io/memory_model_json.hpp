@@ -26,13 +26,16 @@ inline nlohmann::json chunk_memory_json(const chunk_memory& c) {
   if (c.received != 0.0) {
     j["received"] = c.received;
   }
+  if (c.input != 0.0) {
+    j["input"] = c.input;
+  }
   return j;
 }
 // M_W <= M_B is also memory_model's rule; checked here first so the error names the JSON path.
 inline chunk_memory read_chunk_memory(const json_reader& c) {
-  c.object({"activation", "weight_grad_input", "received"});
+  c.object({"activation", "weight_grad_input", "received", "input"});
   chunk_memory m{c["activation"].non_negative(), c["weight_grad_input"].non_negative(),
-                 c.non_negative_or("received", 0.0)};
+                 c.non_negative_or("received", 0.0), c.non_negative_or("input", 0.0)};
   if (m.weight_grad_input > m.activation) {
     c["weight_grad_input"].error("must be <= activation (", m.activation, ")");
   }
@@ -44,13 +47,18 @@ inline chunk_memory read_chunk_memory(const json_reader& c) {
 /// Memory model as JSON (schema v1):
 /// `{"version":1, "activation":M_B, "weight_grad_input":M_W, "received":R,
 ///   "stages":[{entry}...] | "chunks":[[{entry}...]...], "static":[S0, S1, ...]}`
-/// with entries `{"activation", "weight_grad_input", "received" (optional, 0)}`.
+/// with entries `{"activation", "weight_grad_input", "received" (optional, 0), "input"
+/// (optional, 0)}`; `input` is M_in, what an F marked recompute keeps (docs/model.md §5), written
+/// only when not 0.
 inline nlohmann::json memory_model_to_json(const memory_model& m) {
   nlohmann::json j = {{"version", memory_model_json_version}};
   const chunk_memory& u = m.uniform_memory();
   j["activation"] = u.activation;
   j["weight_grad_input"] = u.weight_grad_input;
   j["received"] = u.received;
+  if (u.input != 0.0) {
+    j["input"] = u.input;
+  }
   if (!m.stage_memory().empty()) {
     j["stages"] = nlohmann::json::array();
     for (const chunk_memory& c : m.stage_memory()) {
@@ -78,12 +86,12 @@ inline nlohmann::json memory_model_to_json(const memory_model& m) {
 /// exclude each other.
 inline memory_model memory_model_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
-  c.object(
-      {"version", "activation", "weight_grad_input", "received", "stages", "chunks", "static"});
+  c.object({"version", "activation", "weight_grad_input", "received", "input", "stages", "chunks",
+            "static"});
   c.version(memory_model_json_version, "memory model");
   const chunk_memory u{c.non_negative_or("activation", 1.0),
                        c.non_negative_or("weight_grad_input", 0.5),
-                       c.non_negative_or("received", 0.0)};
+                       c.non_negative_or("received", 0.0), c.non_negative_or("input", 0.0)};
   if (u.weight_grad_input > u.activation) {
     if (c.has("weight_grad_input")) {
       c["weight_grad_input"].error("must be <= activation (", u.activation, ")");

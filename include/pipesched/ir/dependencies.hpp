@@ -17,6 +17,9 @@ enum class event_kind : std::uint8_t {
   backward_input_done,  ///< B finished (W needs B's saved tensors; BW does not provide them)
   received_forward,     ///< RECV_F finished (lowered schedules)
   received_backward,    ///< RECV_B finished (lowered schedules)
+  /// The activations the chunk's backward needs exist: its F finished, or its R when the F is
+  /// marked recompute (that F keeps only its input).
+  activations_ready,
 };
 
 struct requirement {
@@ -42,7 +45,9 @@ struct requirement_list {
 /// What op `o` on stage `s` needs before it may start (docs/model.md §1):
 /// - F needs the previous chunk's F (none for the first chunk);
 /// - B and BW need the next chunk's input gradient (B or BW), or for the last chunk the
-///   loss, i.e. its own F; they also need their own F;
+///   loss, i.e. its own F; they also need their own activations (activations_ready: their
+///   own F, or their own R when that F is marked recompute);
+/// - R needs its own F;
 /// - W needs its own B.
 /// In a `lowered` schedule (one with SEND/RECV ops) a cross-stage input is instead the local
 /// RECV_F / RECV_B; SEND_F needs the local F, SEND_B the local B/BW; RECV ops need nothing
@@ -74,7 +79,7 @@ inline requirement_list requirements_of(const placement& pl,
       break;
     case op_kind::backward_input:
     case op_kind::backward_full:
-      local(g, event_kind::forward_done);
+      local(g, event_kind::activations_ready);
       if (!pl.is_last(g)) {
         if (lowered && pl.stage_of(g + 1) != s) {
           local(g, event_kind::received_backward);
@@ -85,6 +90,9 @@ inline requirement_list requirements_of(const placement& pl,
       break;
     case op_kind::backward_weight:
       local(g, event_kind::backward_input_done);
+      break;
+    case op_kind::recompute:
+      local(g, event_kind::forward_done);
       break;
     case op_kind::send_forward:
       local(g, event_kind::forward_done);
@@ -144,15 +152,18 @@ inline std::optional<stage_index> comm_peer(const placement& pl,
   return std::nullopt;
 }
 
-/// The event an op's completion produces, and whether it produces a second one (B produces
-/// both input_grad_done and backward_input_done). Comm and W ops: see the code.
+/// The events an op's completion produces (B produces both input_grad_done and
+/// backward_input_done; F forward_done and activations_ready, unless marked recompute: see
+/// events_produced(const op&)). Comm and W ops: see the code.
 inline constexpr std::uint8_t event_bit(event_kind e) noexcept {
   return static_cast<std::uint8_t>(1u << static_cast<unsigned>(e));
 }
 inline constexpr std::uint8_t events_produced(op_kind k) noexcept {
   switch (k) {
     case op_kind::forward:
-      return event_bit(event_kind::forward_done);
+      return event_bit(event_kind::forward_done) | event_bit(event_kind::activations_ready);
+    case op_kind::recompute:
+      return event_bit(event_kind::activations_ready);
     case op_kind::backward_input:
       return event_bit(event_kind::input_grad_done) | event_bit(event_kind::backward_input_done);
     case op_kind::backward_full:
@@ -164,6 +175,16 @@ inline constexpr std::uint8_t events_produced(op_kind k) noexcept {
     default:
       return 0;
   }
+}
+
+/// What these ops lack of events_produced(kind): an F marked recompute keeps only its input,
+/// so its backward waits for the R (docs/model.md §1). `produced & ~withheld(o)`.
+constexpr std::uint8_t events_withheld(const op& o) noexcept {
+  return is_recomputed(o) ? event_bit(event_kind::activations_ready) : std::uint8_t{0};
+}
+/// The events op `o` produces, its flags included.
+constexpr std::uint8_t events_produced(const op& o) noexcept {
+  return static_cast<std::uint8_t>(events_produced(o.kind) & ~events_withheld(o));
 }
 
 }  // namespace pipesched

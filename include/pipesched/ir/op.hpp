@@ -23,20 +23,23 @@ enum class op_kind : std::uint8_t {
   backward_input,   ///< B: input (activation) gradient only; on the critical path.
   backward_weight,  ///< W: weight gradient only; needs this chunk's B, may run any time later.
   backward_full,    ///< BW: fused B then W, as GPipe and 1F1B run it.
-  send_forward,     ///< SEND_F: send this chunk's output activation to the next chunk's stage.
-  recv_forward,     ///< RECV_F: receive this chunk's input activation from the previous chunk.
-  send_backward,    ///< SEND_B: send this chunk's input gradient to the previous chunk's stage.
-  recv_backward,    ///< RECV_B: receive this chunk's output gradient from the next chunk.
+  /// R: re-runs the forward of an F marked recompute (op_flag::recompute), on the F's stage
+  /// before its B / BW, to rebuild the activations the backward needs (docs/model.md §1).
+  recompute,
+  send_forward,   ///< SEND_F: send this chunk's output activation to the next chunk's stage.
+  recv_forward,   ///< RECV_F: receive this chunk's input activation from the previous chunk.
+  send_backward,  ///< SEND_B: send this chunk's input gradient to the previous chunk's stage.
+  recv_backward,  ///< RECV_B: receive this chunk's output gradient from the next chunk.
 };
 
-inline constexpr std::size_t op_kind_count = 8;
+inline constexpr std::size_t op_kind_count = 9;
 
 inline constexpr std::array<op_kind, op_kind_count> all_op_kinds = {
     op_kind::forward,       op_kind::backward_input, op_kind::backward_weight,
-    op_kind::backward_full, op_kind::send_forward,   op_kind::recv_forward,
-    op_kind::send_backward, op_kind::recv_backward};
+    op_kind::backward_full, op_kind::recompute,      op_kind::send_forward,
+    op_kind::recv_forward,  op_kind::send_backward,  op_kind::recv_backward};
 
-/// The short name: "F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B".
+/// The short name: "F", "B", "W", "BW", "R", "SEND_F", "RECV_F", "SEND_B", "RECV_B".
 constexpr std::string_view to_string(op_kind k) noexcept {
   switch (k) {
     case op_kind::forward:
@@ -47,6 +50,8 @@ constexpr std::string_view to_string(op_kind k) noexcept {
       return "W";
     case op_kind::backward_full:
       return "BW";
+    case op_kind::recompute:
+      return "R";
     case op_kind::send_forward:
       return "SEND_F";
     case op_kind::recv_forward:
@@ -69,9 +74,9 @@ constexpr std::optional<op_kind> parse_op_kind(std::string_view s) noexcept {
   return std::nullopt;
 }
 
-/// True for the compute kinds F, B, W, BW.
+/// True for the compute kinds F, B, W, BW, R.
 constexpr bool is_compute(op_kind k) noexcept {
-  return k <= op_kind::backward_full;
+  return k <= op_kind::recompute;
 }
 /// True for SEND_F, RECV_F, SEND_B, RECV_B.
 constexpr bool is_comm(op_kind k) noexcept {
@@ -115,13 +120,25 @@ static_assert(sizeof(op) == 8, "op must stay 8 bytes");
 /// Bits of op::flags.
 namespace op_flag {
 inline constexpr std::uint8_t overlap_next = 0x1;  ///< runs together with the next op on its stage
-}
+/// On an F: keeps only its input (M_in) instead of the activations its backward needs; an R
+/// of the same micro-batch and chunk re-runs it before the B / BW (docs/model.md §1, §5).
+inline constexpr std::uint8_t recompute = 0x2;
+}  // namespace op_flag
 constexpr bool overlaps_next(const op& o) noexcept {
   return (o.flags & op_flag::overlap_next) != 0;
 }
 /// `o` marked to run overlapped with the next op of its stage (an F with a B/BW/I or the reverse).
 constexpr op overlapping_next(op o) noexcept {
   o.flags |= op_flag::overlap_next;
+  return o;
+}
+/// An F marked recompute: its activations are rebuilt by an R before its backward.
+constexpr bool is_recomputed(const op& o) noexcept {
+  return o.kind == op_kind::forward && (o.flags & op_flag::recompute) != 0;
+}
+/// `o` (an F) marked recompute.
+constexpr op recomputing(op o) noexcept {
+  o.flags |= op_flag::recompute;
   return o;
 }
 /// The same computation (kind, micro-batch, chunk), whatever the flags.

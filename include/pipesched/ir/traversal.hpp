@@ -102,6 +102,9 @@ inline std::string describe_requirement(const placement& pl, const requirement& 
     case event_kind::received_backward:
       what = "RECV_B";
       break;
+    case event_kind::activations_ready:
+      what = "F/R";
+      break;
   }
   return std::string(what) + std::to_string(r.mb) + " of chunk " +
          std::to_string(pl.local_of(r.chunk)) + " on stage " + std::to_string(r.stage);
@@ -401,7 +404,7 @@ traversal_result traverse_planned(const Sched& sched, const traversal_plan& plan
         break;
       }
       visit(s, i, o, &e);
-      dn[at(e.own, o.mb)] |= e.produced;
+      dn[at(e.own, o.mb)] |= static_cast<std::uint8_t>(e.produced & ~events_withheld(o));
       ++i;
     }
     pos[s] = i;

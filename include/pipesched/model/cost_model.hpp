@@ -21,6 +21,9 @@ struct op_costs {
   /// T_FB: how long an F runs overlapped with a B (an op pair marked with overlapping_next,
   /// docs/model.md §3), as one slot. Unset: T_F + T_B, no gain. Split over v like the others.
   std::optional<double> overlapped{};
+  /// T_R: how long a recompute R (re-running a forward, docs/model.md §3) lasts. Unset: T_F.
+  /// Split over v like the others.
+  std::optional<double> recompute{};
 
   friend bool operator==(const op_costs&, const op_costs&) = default;
 };
@@ -64,6 +67,14 @@ class cost_model {
   cost_model& set_overlapped(double t_fb) {
     check_value(t_fb, "cost_model::set_overlapped", "overlapped cost (T_FB)");
     uniform_.overlapped = t_fb;
+    return *this;
+  }
+
+  /// Per stage: T_R for every stage (op_costs::recompute of the uniform costs; split over v):
+  /// a recompute R lasts T_R instead of T_F (docs/model.md §3).
+  cost_model& set_recompute(double t_r) {
+    check_value(t_r, "cost_model::set_recompute", "recompute cost (T_R)");
+    uniform_.recompute = t_r;
     return *this;
   }
 
@@ -154,10 +165,14 @@ class cost_model {
     if (t.overlapped) {
       out.overlapped = *t.overlapped / v;
     }
+    if (t.recompute) {
+      out.recompute = *t.recompute / v;
+    }
     return out;
   }
 
-  /// Duration of an op of kind k for local chunk c on stage s. Comm ops take 0.
+  /// Duration of an op of kind k for local chunk c on stage s (R: T_R, or T_F when unset).
+  /// Comm ops take 0.
   double duration(stage_index s, op_kind k, chunk_index c = 0) const noexcept {
     const op_costs t = at(s, c);
     switch (k) {
@@ -169,6 +184,8 @@ class cost_model {
         return t.backward_weight;
       case op_kind::backward_full:
         return t.backward_input + t.backward_weight;
+      case op_kind::recompute:
+        return t.recompute.value_or(t.forward);
       default:
         return 0.0;
     }
@@ -215,6 +232,9 @@ class cost_model {
     check_value(c.backward_weight, where, "backward-weight cost (T_W)");
     if (c.overlapped) {
       check_value(*c.overlapped, where, "overlapped cost (T_FB)");
+    }
+    if (c.recompute) {
+      check_value(*c.recompute, where, "recompute cost (T_R)");
     }
   }
 

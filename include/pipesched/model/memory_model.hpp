@@ -13,11 +13,15 @@ namespace pipesched {
 
 /// Activation memory of one micro-batch (docs/model.md §5): F allocates `activation` (M_B); B
 /// frees all but `weight_grad_input` (M_W); W frees the rest; BW frees everything. `received`
-/// is the size of one receive buffer for a lowered (SEND/RECV) schedule.
+/// is the size of one receive buffer for a lowered (SEND/RECV) schedule. With recomputation an
+/// F marked recompute allocates `input` (M_in) instead, and its R frees it and allocates M_B.
 struct chunk_memory {
   double activation = 1.0;         ///< M_B
   double weight_grad_input = 0.5;  ///< M_W, must be <= M_B
   double received = 0.0;           ///< receive-buffer size, for communication lowering
+  /// M_in: the chunk's input activation, all an F marked recompute keeps until its R
+  /// (docs/model.md §5). Like `received`, not split over v (one tensor at the chunk boundary).
+  double input = 0.0;
 
   friend bool operator==(const chunk_memory&, const chunk_memory&) = default;
 };
@@ -119,7 +123,7 @@ class memory_model {
       return m;
     }
     const double v = split_;
-    return chunk_memory{m.activation / v, m.weight_grad_input / v, m.received};
+    return chunk_memory{m.activation / v, m.weight_grad_input / v, m.received, m.input};
   }
   double static_memory(stage_index s) const noexcept {
     return s < static_.size() ? static_[s] : 0.0;
@@ -142,6 +146,7 @@ class memory_model {
     check_value(c.activation, where, "activation memory (M_B)");
     check_value(c.weight_grad_input, where, "weight-gradient memory (M_W)");
     check_value(c.received, where, "receive-buffer memory");
+    check_value(c.input, where, "input memory (M_in)");
     if (c.weight_grad_input > c.activation) {
       detail::fail(where, ": weight-gradient memory (M_W=", c.weight_grad_input,
                    ") must be <= activation memory (M_B=", c.activation, ")");

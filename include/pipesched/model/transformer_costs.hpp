@@ -18,12 +18,15 @@ struct transformer_dims {
   std::uint64_t sequence = 0;    ///< s, sequence length
   std::uint64_t microbatch = 0;  ///< b, micro-batch size (sequences per micro-batch)
   std::uint32_t layers = 1;      ///< transformer layers in the slice (per stage for the models)
+  /// Bytes per activation element: 2 for bf16 / fp16 (the formulas' own), 1 for fp8, 4 for
+  /// fp32. Dropout masks stay 1 byte per element whatever the precision.
+  std::uint32_t activation_bytes = 2;
 };
 
 /// Units of transformer_profile.
 enum class transformer_units : std::uint8_t {
-  /// Costs in FLOPs, memory in bytes (16-bit activations, no recomputation): the raw
-  /// per-layer formulas times `layers`.
+  /// Costs in FLOPs, memory in bytes (at transformer_dims::activation_bytes): the raw per-layer
+  /// formulas times `layers`.
   absolute,
   /// Costs relative to the forward FLOPs of ONE layer (so T_F = layers), memory relative to
   /// M_B of one layer (so M_B = layers). Convenient for cost_model / memory_model directly.
@@ -32,16 +35,21 @@ enum class transformer_units : std::uint8_t {
 
 /// Costs and memory of a slice of `dims.layers` layers for one micro-batch.
 struct transformer_profile {
-  op_costs costs{};       ///< T_F, T_B, T_W (T_B + T_W = 2·T_F; T_W < T_F < T_B)
-  chunk_memory memory{};  ///< M_B, M_W, and `received` = the s·b·h activation one transfer carries
+  op_costs costs{};  ///< T_F, T_B, T_W (T_B + T_W = 2·T_F; T_W < T_F < T_B)
+  /// M_B, M_W; `received` = the s·b·h activation one transfer carries, and `input` (M_in, what
+  /// an F marked recompute keeps) the same tensor: the slice's input.
+  chunk_memory memory{};
   transformer_units units = transformer_units::absolute;
 };
 
-/// Derives T_F, T_B, T_W and M_B, M_W for a slice of `dims.layers` transformer layers from the
-/// per-layer formulas of docs/model.md §5 (Korthikanti et al., as used by the zero-bubble paper):
+/// Derives T_F, T_B, T_W and M_B, M_W, M_in for a slice of `dims.layers` transformer layers from
+/// the per-layer formulas of docs/model.md §5 (Korthikanti et al., as used by the zero-bubble
+/// paper), with e = dims.activation_bytes:
 ///   F: s·b·h·(24h + 4s)  B: s·b·h·(24h + 8s)  W: 24·s·b·h²  FLOPs
-///   M_B: s·b·(34h + 5·a·s)  M_W: 32·s·b·h  bytes;  received buffer: 2·s·b·h bytes.
-/// Throws invalid_argument when a dimension is 0.
+///   M_B: s·b·(16e·h + 2h + 2e·a·s + a·s)  M_W: 16e·s·b·h  bytes;  received buffer and M_in:
+///   e·s·b·h bytes (once per slice, not per layer).
+/// At e = 2 M_B is the published s·b·(34h + 5·a·s): 32h and 4as of it are e-byte tensors, 2h
+/// and as the two 1-byte dropout masks. Throws invalid_argument when a dimension is 0.
 inline transformer_profile transformer_costs(
     const transformer_dims& dims, transformer_units units = transformer_units::absolute) {
   auto need = [](std::uint64_t v, const char* field) {
@@ -54,25 +62,27 @@ inline transformer_profile transformer_costs(
   need(dims.sequence, "sequence (s=0)");
   need(dims.microbatch, "microbatch (b=0)");
   need(dims.layers, "layers (0)");
+  need(dims.activation_bytes, "activation_bytes (0)");
   const auto h = static_cast<double>(dims.hidden);
   const auto a = static_cast<double>(dims.heads);
   const auto s = static_cast<double>(dims.sequence);
   const auto b = static_cast<double>(dims.microbatch);
   const auto l = static_cast<double>(dims.layers);
+  const auto e = static_cast<double>(dims.activation_bytes);
 
   const double f = s * b * h * (24.0 * h + 4.0 * s);
   const double bi = s * b * h * (24.0 * h + 8.0 * s);
   const double w = 24.0 * s * b * h * h;
-  const double mb = s * b * (34.0 * h + 5.0 * a * s);
-  const double mw = 32.0 * s * b * h;
-  const double recv = 2.0 * s * b * h;
+  const double mb = s * b * (16.0 * e * h + 2.0 * h + 2.0 * e * a * s + a * s);
+  const double mw = 16.0 * e * s * b * h;
+  const double recv = e * s * b * h;
 
   const double cost_unit = units == transformer_units::per_layer ? f : 1.0;
   const double mem_unit = units == transformer_units::per_layer ? mb : 1.0;
   transformer_profile out;
   out.units = units;
   out.costs = op_costs{l * f / cost_unit, l * bi / cost_unit, l * w / cost_unit};
-  out.memory = chunk_memory{l * mb / mem_unit, l * mw / mem_unit, recv / mem_unit};
+  out.memory = chunk_memory{l * mb / mem_unit, l * mw / mem_unit, recv / mem_unit, recv / mem_unit};
   if (!std::isfinite(out.costs.backward_input) || !std::isfinite(out.memory.activation)) {
     detail::fail("transformer_costs: dimensions are too large (costs overflow)");
   }

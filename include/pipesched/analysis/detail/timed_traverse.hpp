@@ -78,6 +78,8 @@ inline std::vector<op_cost> cost_table(const traversal_plan& plan,
 constexpr std::size_t event_slot(event_kind e) noexcept {
   switch (e) {
     case event_kind::forward_done:
+    // Only the op's own backward waits for it, on the same stage: never read as an arrival.
+    case event_kind::activations_ready:
       return 0;
     case event_kind::input_grad_done:
     case event_kind::backward_input_done:

@@ -44,7 +44,7 @@ std::vector<double> order_peak(const Lists& lists, const memory_model& memory) {
     double cur = memory.static_memory(s);
     double peak = cur;
     for (const op& o : lists[s]) {
-      cur += memory_delta(o.kind, memory.at(s, o.chunk));
+      cur += memory_delta(o, memory.at(s, o.chunk));
       peak = std::max(peak, cur);
     }
     out[s] = peak;
