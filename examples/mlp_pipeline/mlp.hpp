@@ -259,8 +259,28 @@ class pipelined_mlp {
     chunk_state& c = chunks_.at(g);
     const std::uint32_t mb = ctx.o.mb;
     switch (ctx.o.kind) {
-      case pipesched::op_kind::forward:
-        return forward(g, c, mb, ctx.first_chunk ? data_->inputs[mb] : std::move(in));
+      case pipesched::op_kind::forward: {
+        matrix x = ctx.first_chunk ? data_->inputs[mb] : std::move(in);
+        if (pipesched::is_recomputed(ctx.o)) {
+          // Checkpointed: keep only the input; the R before the backward rebuilds the rest.
+          message out = forward_only(g, x);
+          if (!c.f_input.emplace(mb, std::move(x)).second) {
+            throw std::logic_error("F" + std::to_string(mb) + " ran twice");
+          }
+          return out;
+        }
+        return forward(g, c, mb, std::move(x));
+      }
+      case pipesched::op_kind::recompute: {
+        auto it = c.f_input.find(mb);
+        if (it == c.f_input.end()) {
+          throw std::logic_error("R" + std::to_string(mb) + " without its checkpointed F");
+        }
+        matrix x = std::move(it->second);
+        c.f_input.erase(it);
+        (void)forward(g, c, mb, std::move(x));
+        return {};
+      }
       case pipesched::op_kind::backward_input:
         return backward_input(g, c, mb, ctx.last_chunk, std::move(in));
       case pipesched::op_kind::backward_weight:
@@ -283,7 +303,7 @@ class pipelined_mlp {
   std::size_t stashed() const {
     std::size_t n = 0;
     for (const auto& c : chunks_) {
-      n += c.f_saved.size() + c.w_saved.size();
+      n += c.f_saved.size() + c.w_saved.size() + c.f_input.size();
     }
     return n;
   }
@@ -291,6 +311,7 @@ class pipelined_mlp {
  private:
   struct chunk_state {
     std::map<std::uint32_t, std::vector<matrix>> f_saved;  ///< per mb: layer inputs + output
+    std::map<std::uint32_t, matrix> f_input;  ///< per mb: the input a recomputed F keeps
     /// per mb, per layer: (layer input, dL/dz) — exactly what W needs
     std::map<std::uint32_t, std::vector<std::pair<matrix, matrix>>> w_saved;
     double loss = 0.0;
@@ -308,6 +329,15 @@ class pipelined_mlp {
       throw std::logic_error("F" + std::to_string(mb) + " ran twice");
     }
     return out;
+  }
+
+  // The forward of a checkpointed F: the same arithmetic as forward(), nothing saved.
+  message forward_only(pipesched::global_chunk g, const matrix& x) {
+    matrix y = x;
+    for (std::size_t k = 0; k < per_chunk_; ++k) {
+      y = at(g, k).forward(y);
+    }
+    return y;
   }
 
   message backward_input(

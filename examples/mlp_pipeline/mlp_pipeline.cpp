@@ -2,6 +2,7 @@
 // the accumulated gradients against an unpipelined reference.
 //   mlp_pipeline --schedule zb-h1 --stages 4 --microbatches 8
 //   mlp_pipeline --schedule all --stages 4 --microbatches 2
+//   mlp_pipeline --schedule zb-v --stages 4 --microbatches 8 --recompute all
 // Last line: max_grad_rel_diff=<x>; exit status 1 when x > 1e-12, the loss did not fall, or a
 // run failed.
 
@@ -16,6 +17,7 @@
 #include <pipesched/exec/serial_driver.hpp>
 #include <pipesched/exec/thread_driver.hpp>
 #include <pipesched/gen/registry.hpp>
+#include <pipesched/transform/recompute.hpp>
 
 #include "mlp.hpp"
 
@@ -33,6 +35,8 @@ struct options {
   std::size_t batch = 4;
   std::size_t layers_per_chunk = 2;
   bool serial = false;
+  std::string recompute;  // "", "all" or global chunks "0,2"
+  std::string recompute_policy = "before-backward";
 };
 
 struct outcome {
@@ -97,6 +101,10 @@ int main(int argc, char** argv) {
   app.add_option("--steps", opt.steps, "optimizer steps")->check(CLI::Range(1, 1000));
   app.add_option("--lr", opt.lr, "SGD learning rate")->check(CLI::Range(0.0, 10.0));
   app.add_flag("--serial", opt.serial, "single-threaded driver instead of one thread per stage");
+  app.add_option("--recompute", opt.recompute,
+                 "activation recomputation: all, or global chunks G1,G2,... (with_recompute)");
+  app.add_option("--recompute-policy", opt.recompute_policy, "before-backward or idle-slot")
+      ->check(CLI::IsMember({"before-backward", "idle-slot"}));
   CLI11_PARSE(app, argc, argv);
 
   const auto& registry = pipesched::default_registry();
@@ -135,6 +143,26 @@ int main(int argc, char** argv) {
     }
     sched.set_name(entry->name);
     try {
+      if (!opt.recompute.empty()) {
+        std::vector<pipesched::global_chunk> chunks;
+        if (opt.recompute == "all") {
+          chunks = pipesched::all_chunks(sched);
+        } else {
+          std::size_t pos = 0;
+          while (pos <= opt.recompute.size()) {
+            const std::size_t comma = std::min(opt.recompute.find(',', pos), opt.recompute.size());
+            chunks.push_back(static_cast<pipesched::global_chunk>(
+                std::stoul(opt.recompute.substr(pos, comma - pos))));
+            pos = comma + 1;
+          }
+        }
+        pipesched::recompute_options ro;
+        ro.placement = opt.recompute_policy == "idle-slot"
+                           ? pipesched::recompute_placement::idle_slot
+                           : pipesched::recompute_placement::before_backward;
+        sched = pipesched::with_recompute(sched, chunks, ro);
+        sched.set_name(entry->name + " +recompute " + opt.recompute_policy);
+      }
       const outcome o = train(sched, opt);
       worst = std::max(worst, o.max_diff);
       failed += o.ok ? 0 : 1;
