@@ -1,0 +1,118 @@
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/validator.hpp>
+#include <pipesched/exec/dynamic_driver.hpp>
+#include <pipesched/exec/sleep_executor.hpp>
+
+using namespace pipesched;
+
+namespace {
+
+// Checks what it is handed: every F of chunk > 0 and every B of a non-last chunk gets the
+// message its producer returned (the producer's op, as text), in a valid order.
+struct checking_executor {
+  struct message {
+    std::string from;
+  };
+  std::mutex mu;
+  std::vector<std::string> errors;
+
+  message run(const op_context& c, message&& in) {
+    const std::string expect =
+        c.o.kind == op_kind::forward
+            ? (c.first_chunk ? ""
+                             : "F" + std::to_string(c.chunk - 1) + "/" + std::to_string(c.o.mb))
+        : c.o.kind == op_kind::backward_input
+            ? (c.last_chunk ? "" : "B" + std::to_string(c.chunk + 1) + "/" + std::to_string(c.o.mb))
+            : "";
+    if (in.from != expect) {
+      std::lock_guard lock(mu);
+      errors.push_back(std::string(to_string(c.o.kind)) + " got \"" + in.from + "\", expected \"" +
+                       expect + "\"");
+    }
+    return message{std::string(to_string(c.o.kind)) + std::to_string(c.chunk) + "/" +
+                   std::to_string(c.o.mb)};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("run_threaded_dynamic: the order it ran validates and fits the limit",
+          "[exec][dynamic_driver]") {
+  struct shape {
+    placement pl;
+    double limit;
+  };
+  for (const shape& sh : {shape{placement::sequential(4), 4.0},
+                          shape{placement::sequential(3), 1.0}, shape{placement::v_shape(3), 1.0},
+                          shape{placement::v_shape(4), 4.0}, shape{placement::loop(3, 2), 2.0}}) {
+    INFO("p " << sh.pl.stages() << " v " << sh.pl.chunks() << " limit " << sh.limit);
+    checking_executor e;
+    dynamic_run_options o;
+    o.memory_limit = sh.limit;
+    const schedule ran = run_threaded_dynamic(e, sh.pl, 6, o);
+    CHECK(e.errors.empty());
+    CHECK(ran.size() == std::size_t{sh.pl.stages()} * sh.pl.chunks() * 6 * 3);
+    CHECK(validate(ran).ok());
+    CHECK(check_memory(ran, o.memory, memory_options::with_limit(sh.limit)).within_budget());
+  }
+}
+
+TEST_CASE("run_threaded_dynamic: with modeled op times, warm-up forwards as the limit allows",
+          "[exec][dynamic_driver]") {
+  // Ops sleep their cost in units of 200 us. At the limit p*M_B stage 0 runs at most 4
+  // forwards before its first B (which thread timing decides), and its first op is F0.
+  const placement pl = placement::sequential(4);
+  sleep_executor e(cost_model::uniform(1, 1, 1), std::chrono::microseconds(200));
+  dynamic_run_options o;
+  o.memory_limit = 4.0;
+  const schedule ran = run_threaded_dynamic(e, pl, 8, o);
+  REQUIRE(validate(ran).ok());
+  CHECK(check_memory(ran, o.memory, memory_options::with_limit(4.0)).within_budget());
+  CHECK(ran.ops(0)[0] == op{op_kind::forward, 0});
+  std::size_t warm_up = 0;
+  while (ran.ops(0)[warm_up].kind == op_kind::forward) {
+    ++warm_up;
+  }
+  CHECK(warm_up <= 4);
+}
+
+TEST_CASE("run_threaded_dynamic: a failing op stops every stage and is named",
+          "[exec][dynamic_driver]") {
+  struct failing {
+    struct message {};
+    std::atomic<int> ops{0};
+    message run(stage_index s, const op& o, message&&) {
+      ++ops;
+      if (s == 2 && o.kind == op_kind::backward_input && o.mb == 1) {
+        throw std::runtime_error("boom");
+      }
+      return {};
+    }
+  };
+  failing e;
+  try {
+    run_threaded_dynamic(e, placement::sequential(4), 8);
+    FAIL("no exception");
+  } catch (const execution_error& err) {
+    CHECK(err.stage() == 2);
+    CHECK(err.failed_op() == op{op_kind::backward_input, 1});
+    CHECK(std::string(err.what()).find("boom") != std::string::npos);
+  }
+  CHECK(e.ops.load() < 4 * 8 * 3);
+  null_executor n;
+  dynamic_run_options o;
+  o.memory_limit = 0.5;
+  CHECK_THROWS_WITH(run_threaded_dynamic(n, placement::sequential(2), 2, o),
+                    Catch::Matchers::Contains("run_threaded_dynamic: memory_limit (0.5) must be "
+                                              "at least 1 on stage 0"));
+}
