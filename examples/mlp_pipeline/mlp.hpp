@@ -243,6 +243,10 @@ inline std::vector<layer> reference_gradients(std::vector<layer> layers,
 /// run() is safe to call concurrently for different stages. It takes the context form of run():
 /// the op_context names the op's global chunk and whether it is the first (reads the data) or
 /// the last (computes the loss), so the model needs no copy of the schedule or its placement.
+/// Overlapped pairs (ctx.overlaps_next: DualPipeV's F of one micro-batch with the backward of
+/// another) run one op after the other, as the executor concept allows: the two never need each
+/// other's results, so the gradients are the same; a GPU executor would start the first op on its
+/// own stream and return, to run the second alongside it (exec/executor.hpp).
 class pipelined_mlp {
  public:
   using message = matrix;  ///< an activation (F) or a gradient (B), batch × width
