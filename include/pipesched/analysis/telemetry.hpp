@@ -1,0 +1,224 @@
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/op.hpp"
+#include "pipesched/ir/placement.hpp"
+#include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/timed_op.hpp"
+#include "pipesched/model/cost_model.hpp"
+
+// Telemetry in, straggler out (docs/robustness.md §5): robust per-stage, per-kind cost
+// estimates from measured op timings, stragglers flagged against their peers, and the
+// measured costs as a cost_model to re-plan with (gen/replan.hpp). Readers of our Chrome
+// traces and of a plain CSV are in io/telemetry_io.hpp.
+
+namespace pipesched {
+
+/// One measured run: the ops with their times (any unit; times only matter as differences),
+/// and the shape they came from. `ops` may be in any order.
+struct measured_run {
+  std::string name;  ///< the schedule's name when the source gives it
+  placement layout;  ///< stages, chunks per stage and which global chunk each local one is
+  std::uint32_t microbatches = 0;
+  std::vector<timed_op> ops;
+};
+
+/// Median and median absolute deviation of one (stage, kind)'s op durations.
+struct duration_estimate {
+  std::size_t count = 0;
+  double median = 0.0;
+  double mad = 0.0;  ///< median of |duration − median|: robust spread, 0.6745·σ for a normal
+};
+
+/// Robust costs of one stage, per kind (absent: no op of that kind measured). Per op, i.e.
+/// per chunk when the stage holds several (cost_model's per-stage value is v times that).
+struct stage_estimate {
+  std::optional<duration_estimate> forward, backward_input, backward_weight, backward_full;
+  /// The stage's measured time per micro-batch and chunk: F + B + W medians (or F + BW).
+  double per_microbatch = 0.0;
+};
+
+/// The median of `v` (the mean of the two middle values for an even count); 0 when empty.
+inline double median_of(std::vector<double> v) {
+  if (v.empty()) {
+    return 0.0;
+  }
+  const std::size_t n = v.size();
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.end());
+  const double hi = v[n / 2];
+  if (n % 2 == 1) {
+    return hi;
+  }
+  return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2)));
+}
+
+/// Per-stage, per-kind duration estimates (median, MAD) of a measured run. Throws
+/// invalid_argument for an op on a stage outside the run's layout or with a negative duration.
+inline std::vector<stage_estimate> estimate_costs(const measured_run& run) {
+  const std::uint32_t p = run.layout.stages();
+  std::vector<std::vector<std::vector<double>>> d(p, std::vector<std::vector<double>>(4));
+  for (const timed_op& t : run.ops) {
+    if (t.stage >= p) {
+      detail::fail("estimate_costs: op ", to_string(t.o.kind), " on stage ", t.stage,
+                   " is outside the run's stages (p=", p, ")");
+    }
+    if (!(t.end >= t.start)) {
+      detail::fail("estimate_costs: op ", to_string(t.o.kind), t.o.mb, " on stage ", t.stage,
+                   " ends (", t.end, ") before it starts (", t.start, ")");
+    }
+    const auto k = static_cast<std::size_t>(t.o.kind);
+    if (k < 4) {  // F, B, W, BW; communication and other kinds carry no compute cost here
+      d[t.stage][k].push_back(t.duration());
+    }
+  }
+  std::vector<stage_estimate> out(p);
+  for (stage_index s = 0; s < p; ++s) {
+    std::optional<duration_estimate> e[4];
+    for (std::size_t k = 0; k < 4; ++k) {
+      if (d[s][k].empty()) {
+        continue;
+      }
+      duration_estimate x;
+      x.count = d[s][k].size();
+      x.median = median_of(d[s][k]);
+      std::vector<double> dev;
+      dev.reserve(x.count);
+      for (double y : d[s][k]) {
+        dev.push_back(std::abs(y - x.median));
+      }
+      x.mad = median_of(std::move(dev));
+      e[k] = x;
+    }
+    stage_estimate& st = out[s];
+    st.forward = e[0];
+    st.backward_input = e[1];
+    st.backward_weight = e[2];
+    st.backward_full = e[3];
+    auto med = [](const std::optional<duration_estimate>& x) { return x ? x->median : 0.0; };
+    st.per_microbatch = med(st.forward) + (st.backward_full && !st.backward_input
+                                               ? med(st.backward_full)
+                                               : med(st.backward_input) + med(st.backward_weight));
+  }
+  return out;
+}
+
+/// When a stage counts as a straggler: its time per micro-batch (stage_estimate) exceeds the
+/// median of the other stages' by more than `absolute` (in the run's time unit) and by more
+/// than `relative` (a fraction). Both must hold: the absolute one ignores slowdowns too small
+/// to act on, the relative one differences within the run's noise.
+struct straggler_thresholds {
+  double absolute = 0.0;
+  double relative = 0.03;
+};
+
+struct straggler {
+  stage_index stage = 0;
+  double per_microbatch = 0.0;  ///< the stage's time per micro-batch and chunk
+  double peers = 0.0;           ///< the median of the other stages'
+  double excess = 0.0;          ///< per_microbatch − peers
+  double relative = 0.0;        ///< excess / peers
+};
+
+/// The stragglers among the stages, slowest first. Needs at least 2 stages (else none).
+inline std::vector<straggler> find_stragglers(const std::vector<stage_estimate>& est,
+                                              const straggler_thresholds& th = {}) {
+  if (!std::isfinite(th.absolute) || th.absolute < 0.0) {
+    detail::fail("find_stragglers: absolute threshold (", th.absolute, ") must be finite and >= 0");
+  }
+  if (!std::isfinite(th.relative) || th.relative < 0.0) {
+    detail::fail("find_stragglers: relative threshold (", th.relative, ") must be finite and >= 0");
+  }
+  std::vector<straggler> out;
+  for (stage_index s = 0; s < est.size(); ++s) {
+    std::vector<double> others;
+    for (stage_index t = 0; t < est.size(); ++t) {
+      if (t != s) {
+        others.push_back(est[t].per_microbatch);
+      }
+    }
+    if (others.empty()) {
+      break;
+    }
+    straggler x;
+    x.stage = s;
+    x.per_microbatch = est[s].per_microbatch;
+    x.peers = median_of(std::move(others));
+    x.excess = x.per_microbatch - x.peers;
+    x.relative = x.peers > 0.0 ? x.excess / x.peers : 0.0;
+    if (x.excess > th.absolute && x.relative > th.relative) {
+      out.push_back(x);
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const straggler& a, const straggler& b) { return a.excess > b.excess; });
+  return out;
+}
+
+/// The measured costs as a cost model (per stage, so v times the per-chunk medians) with
+/// latency `comm`. A stage that ran fused BW only gets T_B = T_W = BW / 2 (a trace of fused
+/// backwards can't tell them apart); a kind not measured at all takes the median of the stages
+/// that measured it, or 0.
+inline cost_model measured_cost_model(const std::vector<stage_estimate>& est,
+                                      std::uint32_t chunks,
+                                      double comm = 0.0) {
+  auto column = [&](auto get) {
+    std::vector<double> v;
+    for (const stage_estimate& e : est) {
+      if (const auto& x = get(e)) {
+        v.push_back(x->median);
+      }
+    }
+    return median_of(std::move(v));
+  };
+  const double fill_f = column([](const stage_estimate& e) { return e.forward; });
+  const double fill_b = column([](const stage_estimate& e) { return e.backward_input; });
+  const double fill_w = column([](const stage_estimate& e) { return e.backward_weight; });
+  const double fill_bw = column([](const stage_estimate& e) { return e.backward_full; });
+  std::vector<op_costs> table;
+  const double v = chunks == 0 ? 1.0 : chunks;
+  for (const stage_estimate& e : est) {
+    op_costs c;
+    c.forward = v * (e.forward ? e.forward->median : fill_f);
+    if (e.backward_input || e.backward_weight || fill_b > 0.0 || fill_w > 0.0) {
+      c.backward_input = v * (e.backward_input ? e.backward_input->median : fill_b);
+      c.backward_weight = v * (e.backward_weight ? e.backward_weight->median : fill_w);
+    } else {
+      const double bw = v * (e.backward_full ? e.backward_full->median : fill_bw);
+      c.backward_input = bw / 2;
+      c.backward_weight = bw / 2;
+    }
+    table.push_back(c);
+  }
+  cost_model m;
+  m.set_stage_costs(std::move(table)).set_comm(comm);
+  return m;
+}
+
+/// The order each stage ran, from the measured ops sorted by start time (ties: the recorded
+/// list index): a schedule to validate, simulate and compare a re-plan with.
+inline schedule order_of(const measured_run& run) {
+  schedule s(run.name.empty() ? std::string("measured") : run.name, run.microbatches, run.layout);
+  std::vector<timed_op> ops = run.ops;
+  std::stable_sort(ops.begin(), ops.end(), [](const timed_op& a, const timed_op& b) {
+    return a.stage != b.stage ? a.stage < b.stage
+                              : (a.start != b.start ? a.start < b.start : a.index < b.index);
+  });
+  for (const timed_op& t : ops) {
+    if (t.stage >= s.stages()) {
+      detail::fail("order_of: op on stage ", t.stage,
+                   " is outside the run's stages (p=", s.stages(), ")");
+    }
+    s.stage_ops(t.stage).push_back(t.o);
+  }
+  return s;
+}
+
+}  // namespace pipesched

@@ -1,0 +1,83 @@
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/gen/generator.hpp"
+#include "pipesched/gen/registry.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/schedule.hpp"
+#include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/memory_model.hpp"
+
+// Plan back (docs/robustness.md §5): the measured costs (analysis/telemetry.hpp,
+// measured_cost_model) fed to the cost-aware generators, and the predicted gain over the order
+// that ran.
+
+namespace pipesched {
+
+struct replan_options {
+  /// Generators to try, by registry name (cost-aware ones: zb-auto, zb-v, zb-1p, zb-2p).
+  std::vector<std::string> generators = {"zb-auto", "zb-v"};
+  memory_model memory{};               ///< for the generators' memory limit
+  std::optional<double> memory_limit;  ///< per stage; none: each generator's default
+};
+
+struct replan_candidate {
+  std::string generator;
+  schedule sched;
+  double makespan = 0.0;  ///< predicted, under the measured costs
+  double gain = 0.0;      ///< predicted makespan of the run's order − this one's (> 0: faster)
+  double relative_gain = 0.0;  ///< gain / the run's predicted makespan
+};
+
+struct replan_result {
+  /// The order that ran, simulated under the measured costs (what the re-plans compare with).
+  double current = 0.0;
+  std::vector<replan_candidate> candidates;  ///< best (largest gain) first
+};
+
+/// Re-plans `ran` (the order a run executed: order_of(measured_run)) with `measured` costs:
+/// each generator of `o` builds a schedule for the same p and m with those costs, and all are
+/// simulated under them. Throws invalid_argument for an unknown generator name, a generator
+/// that rejects the parameters, or an order that deadlocks.
+inline replan_result replan(const schedule& ran,
+                            const cost_model& measured,
+                            const replan_options& o = {},
+                            const generator_registry& registry = default_registry()) {
+  simulate_options so;
+  so.record_ops = false;
+  so.critical_path = false;
+  const simulation_result now = simulate(ran, measured, so);
+  if (!now.completed()) {
+    detail::fail("replan: the order that ran (\"", ran.name(),
+                 "\") deadlocks under its own layout");
+  }
+  replan_result r;
+  r.current = now.makespan;
+  for (const std::string& name : o.generators) {
+    generator_params gp;
+    gp.stages = ran.stages();
+    gp.microbatches = ran.microbatches();
+    gp.costs = measured;
+    gp.memory = o.memory;
+    gp.memory_limit = o.memory_limit;
+    replan_candidate c;
+    c.generator = name;
+    c.sched = registry.generate(name, gp);
+    c.makespan = simulate(c.sched, measured, so).makespan;
+    c.gain = r.current - c.makespan;
+    c.relative_gain = r.current > 0.0 ? c.gain / r.current : 0.0;
+    r.candidates.push_back(std::move(c));
+  }
+  std::stable_sort(
+      r.candidates.begin(), r.candidates.end(),
+      [](const replan_candidate& a, const replan_candidate& b) { return a.gain > b.gain; });
+  return r;
+}
+
+}  // namespace pipesched

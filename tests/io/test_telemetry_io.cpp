@@ -1,0 +1,91 @@
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <pipesched/analysis/telemetry.hpp>
+#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/exec/instrumented_executor.hpp>
+#include <pipesched/exec/sleep_executor.hpp>
+#include <pipesched/exec/thread_driver.hpp>
+#include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/gen/zb_v.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/io/chrome_trace.hpp>
+#include <pipesched/io/telemetry_io.hpp>
+#include <pipesched/io/timeline.hpp>
+
+using namespace pipesched;
+using Catch::Matchers::Contains;
+
+TEST_CASE("read_chrome_trace_run: reads back what simulate --format chrome writes", "[telemetry]") {
+  for (const schedule& s : {generate(zb_h1{}, 3, 6), generate(zb_v{}, 3, 6)}) {
+    const simulation_result r = simulate(s, cost_model::uniform(1, 2, 1));
+    const measured_run run = read_chrome_trace_run(to_chrome_trace(s, to_timeline(s, r)));
+    CHECK(run.name == s.name());
+    CHECK(run.microbatches == 6);
+    CHECK(run.layout == s.layout());
+    CHECK(run.ops.size() == s.size());
+    const schedule ran = order_of(run);
+    for (stage_index st = 0; st < 3; ++st) {
+      CHECK(std::vector<op>(ran.ops(st).begin(), ran.ops(st).end()) ==
+            std::vector<op>(s.ops(st).begin(), s.ops(st).end()));
+    }
+    // Times in microseconds (1000 per unit by default).
+    const std::vector<stage_estimate> e = estimate_costs(run);
+    CHECK(e[1].backward_input->median == Approx(2000.0 / s.chunks()));
+  }
+  CHECK_THROWS_WITH(read_chrome_trace_run("{"), Contains("chrome trace: not JSON"));
+  CHECK_THROWS_WITH(read_chrome_trace_run(R"({"otherData":{"p":2,"m":1},"traceEvents":[]})"),
+                    Contains("/otherData/v must be a positive integer"));
+  CHECK_THROWS_WITH(
+      read_chrome_trace_run(
+          R"({"otherData":{"p":2,"m":1,"v":1},"traceEvents":[{"ph":"X","cat":"Q","tid":0}]})"),
+      Contains("/traceEvents/0/cat: unknown op kind \"Q\""));
+}
+
+TEST_CASE("read_timing_csv: the plain format, and its errors", "[telemetry]") {
+  const measured_run run = read_timing_csv(
+      "stage,kind,mb,chunk,start,end\n0,F,0,0,0,1\n1,F,0,0,1,2.5\n1,B,0,0,2.5,4\n0,B,0,0,4,5\n"
+      "0,W,0,0,5,6\n1,W,0,0,4,5\n");
+  CHECK(run.layout.stages() == 2);
+  CHECK(run.microbatches == 1);
+  CHECK(estimate_costs(run)[1].forward->median == 1.5);
+  CHECK(order_of(run).ops(1)[2] == op{op_kind::backward_weight, 0});
+  CHECK_THROWS_WITH(read_timing_csv("stage,kind\n"), Contains("timing csv line 1: the header"));
+  CHECK_THROWS_WITH(read_timing_csv("stage,kind,mb,chunk,start,end\n0,X,0,0,0,1\n"),
+                    Contains("timing csv line 2: kind \"X\" is not an op kind"));
+  CHECK_THROWS_WITH(read_timing_csv("stage,kind,mb,chunk,start,end\n0,F,0,0,2,1\n"),
+                    Contains("line 2: end (1) is before start (2)"));
+  CHECK_THROWS_WITH(read_timing_csv("stage,kind,mb,chunk,start,end\n0,F,0,1,0,1\n"),
+                    Contains("need a global_chunk column or a placement"));
+  CHECK(read_timing_csv("stage,kind,mb,chunk,start,end,global_chunk\n0,F,0,0,0,1,0\n0,F,0,1,1,2,"
+                        "1\n")
+            .layout.chunks() == 2);
+}
+
+TEST_CASE("telemetry: the injected straggler of a sleep-executor run is found in its trace",
+          "[telemetry][exec]") {
+  // 1F1B, p = 3, m = 6, ops sleeping their cost in ms; stage 1 runs 1.6x slower.
+  const schedule s = generate(one_f_one_b{}, 3, 6);
+  cost_model costs;
+  costs.set_stage_costs({{1, 1, 1}, {1.6, 1.6, 1.6}, {1, 1, 1}});
+  sleep_executor sleeper(s, costs, std::chrono::milliseconds(1));
+  instrumented_executor<sleep_executor> timed(sleeper, s.stages());
+  run_threaded(timed, s);
+  std::vector<timed_op> all;
+  for (stage_index st = 0; st < 3; ++st) {
+    all.insert(all.end(), timed.timings(st).begin(), timed.timings(st).end());
+  }
+  chrome_trace_options co;
+  co.time_scale = 1e6;  // seconds -> microseconds
+  const measured_run run =
+      read_chrome_trace_run(to_chrome_trace(s, timeline_from_measured(s, all), co));
+  const std::vector<straggler> found = find_stragglers(estimate_costs(run), {500.0, 0.2});
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].stage == 1);
+  // The measured costs: about 1000 us per unit, 1600 on stage 1 (sleeps overshoot a little).
+  const cost_model measured = measured_cost_model(estimate_costs(run), 1);
+  CHECK(measured.stage_costs()[1].forward == Approx(1600).epsilon(0.3));
+}
