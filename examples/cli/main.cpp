@@ -19,12 +19,18 @@
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
+#include <pipesched/analysis/dynamic_policy.hpp>
+#include <pipesched/analysis/robustness.hpp>
 #include <pipesched/analysis/schedule_report.hpp>
+#include <pipesched/analysis/telemetry.hpp>
+#include <pipesched/gen/replan.hpp>
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/cost_model_json.hpp>
 #include <pipesched/io/json.hpp>
@@ -33,6 +39,7 @@
 #include <pipesched/io/schedule_input.hpp>
 #include <pipesched/io/simulation_json.hpp>
 #include <pipesched/io/svg.hpp>
+#include <pipesched/io/telemetry_io.hpp>
 #include <pipesched/io/terminal.hpp>
 #include <pipesched/io/text.hpp>
 #include <pipesched/io/timeline.hpp>
@@ -587,19 +594,16 @@ struct validate_options_cli {
 int cmd_validate(const validate_options_cli& o) {
   const generator_params params = o.model.params();
   const schedule s = load_schedule(o.src, params).sched;
-  const validation_report r = validate(s);
+  // One call: validate, then (for a valid schedule) the memory limit, without timing.
+  report_options ro;
+  ro.memory = params.memory;
+  ro.memory_limit = params.memory_limit;
+  ro.analyze_invalid = false;
+  ro.simulate = false;
+  const schedule_report r = report_schedule(s, ro);
   if (!r.ok()) {
-    print_violations(violation_lines(r), false);
+    print_violations(r.violations(), false);
     return 1;
-  }
-  if (params.memory_limit) {
-    memory_options mo = memory_options::with_limit(*params.memory_limit);
-    mo.record_curve = false;
-    const auto lines = violation_lines(check_memory(s, params.memory, mo).violations);
-    if (!lines.empty()) {
-      print_violations(lines, false);
-      return 1;
-    }
   }
   fmt::print("valid: {} (p={}, m={}, v={}, {} ops)\n", s.name().empty() ? "schedule" : s.name(),
              s.stages(), s.microbatches(), s.chunks(), s.size());
@@ -662,6 +666,182 @@ int cmd_simulate(const simulate_options_cli& o) {
   return code;
 }
 
+struct whatif_options_cli {
+  schedule_source src;
+  model_options model;
+  double cv = 0.0;
+  double link_cv = 0.0;
+  std::vector<std::string> stragglers;  // K:FACTOR
+  std::optional<std::string> stalls;    // PROBABILITY:DURATION
+  std::uint32_t samples = 100;
+  std::uint64_t seed = 1;
+  bool sensitivity = false;
+  bool dynamic = false;
+  bool json = false;
+};
+
+/// "A:B" as two numbers >= 0; errors name the option.
+std::pair<double, double> parse_pair(const std::string& text, const std::string& option) {
+  const std::size_t colon = text.find(':');
+  const std::optional<double> a =
+      colon == std::string::npos ? std::nullopt : parse_number(text.substr(0, colon));
+  const std::optional<double> b =
+      colon == std::string::npos ? std::nullopt : parse_number(text.substr(colon + 1));
+  if (!a || !b) {
+    usage_error(option + ": expected two numbers A:B, got \"" + text + "\"");
+  }
+  return {*a, *b};
+}
+
+// The iteration-time distribution of a schedule (or of the dynamic policy on its placement)
+// under sampled noise: monte_carlo / monte_carlo_dynamic (docs/robustness.md). No noise option:
+// every sample equals simulate's makespan.
+int cmd_whatif(const whatif_options_cli& o) {
+  const generator_params params = o.model.params();
+  const schedule s = load_schedule(o.src, params).sched;
+  perturbation noise;
+  noise.set_cv(o.cv).set_link_cv(o.link_cv).set_seed(o.seed);
+  std::vector<double> slow(s.stages(), 1.0);
+  for (const std::string& k : o.stragglers) {
+    const auto [stage, factor] = parse_pair(k, "--straggler");
+    if (stage != std::floor(stage) || stage >= s.stages()) {
+      usage_error("--straggler: stage (" + k + ") must be a stage index < p");
+    }
+    slow[static_cast<std::size_t>(stage)] = factor;
+  }
+  noise.set_stage_slowdown(slow);
+  if (o.stalls) {
+    const auto [prob, dur] = parse_pair(*o.stalls, "--stalls");
+    noise.set_stalls({prob, dur});
+  }
+  robustness_options ro;
+  ro.samples = o.samples;
+  ro.sensitivity = o.sensitivity;
+  dynamic_policy_options dyn;
+  dyn.memory = params.memory;
+  dyn.memory_limit = params.memory_limit;
+  const robustness_result r =
+      o.dynamic ? monte_carlo_dynamic(s.layout(), s.microbatches(), params.costs, noise, dyn, ro)
+                : monte_carlo(s, params.costs, noise, ro);
+  const std::string name = o.dynamic ? "dynamic policy on " + s.name() + "'s placement" : s.name();
+  if (o.json) {
+    nlohmann::json j{{"schedule", name},         {"samples", r.iteration.count},
+                     {"seed", o.seed},           {"clean", r.clean},
+                     {"mean", r.iteration.mean}, {"stddev", r.iteration.stddev},
+                     {"min", r.iteration.min},   {"p50", r.iteration.p50},
+                     {"p99", r.iteration.p99},   {"max", r.iteration.max}};
+    if (o.sensitivity) {
+      j["sensitivity"] = r.sensitivity;
+    }
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("{}  p={} m={} v={}  {} samples, seed {}\n", name, s.stages(), s.microbatches(),
+             s.chunks(), r.iteration.count, o.seed);
+  fmt::print(
+      "iteration time: clean {:.6g}  mean {:.6g}  sd {:.3g}  min {:.6g}  p50 {:.6g}  "
+      "p99 {:.6g}  max {:.6g}\n",
+      r.clean, r.iteration.mean, r.iteration.stddev, r.iteration.min, r.iteration.p50,
+      r.iteration.p99, r.iteration.max);
+  if (o.sensitivity) {
+    fmt::print("sensitivity (mean increase per 1% slowdown of stage k):");
+    for (double x : r.sensitivity) {
+      fmt::print(" {:.4g}", x);
+    }
+    fmt::print("\n");
+  }
+  return 0;
+}
+
+struct analyze_options_cli {
+  std::string trace;
+  double absolute = 0.0;
+  double relative = 0.03;
+  double comm = 0.0;
+  std::vector<std::string> replan_with = {"zb-auto", "zb-v"};
+  std::optional<double> memory_limit;
+  bool json = false;
+};
+
+// Telemetry in, straggler out, plan back: estimate_costs, find_stragglers,
+// measured_cost_model and replan on a measured run (a pipesched Chrome trace or a timing CSV).
+int cmd_analyze(const analyze_options_cli& o) {
+  const std::string text = read_text_file(o.trace == "-" ? "/dev/stdin" : o.trace);
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  measured_run run;
+  try {
+    run = first != std::string::npos && text[first] == '{' ? read_chrome_trace_run(text)
+                                                           : read_timing_csv(text);
+  } catch (const pipesched::invalid_argument& e) {
+    usage_error(o.trace + ": " + e.what());
+  }
+  const std::vector<stage_estimate> est = estimate_costs(run);
+  const std::vector<straggler> slow = find_stragglers(est, {o.absolute, o.relative});
+  const cost_model measured = measured_cost_model(est, run.layout.chunks(), o.comm);
+  replan_options ro;
+  ro.generators = o.replan_with;
+  ro.memory_limit = o.memory_limit;
+  const replan_result plan = replan(order_of(run), measured, ro);
+  auto med = [](const std::optional<duration_estimate>& d) {
+    return d ? nlohmann::json{{"median", d->median}, {"mad", d->mad}, {"count", d->count}}
+             : nlohmann::json(nullptr);
+  };
+  if (o.json) {
+    nlohmann::json j{{"schedule", run.name},
+                     {"stages", nlohmann::json::array()},
+                     {"stragglers", nlohmann::json::array()},
+                     {"current", plan.current},
+                     {"replans", nlohmann::json::array()}};
+    for (const stage_estimate& e : est) {
+      j["stages"].push_back({{"F", med(e.forward)},
+                             {"B", med(e.backward_input)},
+                             {"W", med(e.backward_weight)},
+                             {"BW", med(e.backward_full)},
+                             {"per_microbatch", e.per_microbatch}});
+    }
+    for (const straggler& x : slow) {
+      j["stragglers"].push_back({{"stage", x.stage},
+                                 {"per_microbatch", x.per_microbatch},
+                                 {"peers", x.peers},
+                                 {"excess", x.excess},
+                                 {"relative", x.relative}});
+    }
+    for (const replan_candidate& c : plan.candidates) {
+      j["replans"].push_back({{"generator", c.generator},
+                              {"makespan", c.makespan},
+                              {"gain", c.gain},
+                              {"relative_gain", c.relative_gain}});
+    }
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("{}  p={} m={} v={}  {} ops measured\n", run.name.empty() ? "run" : run.name,
+             run.layout.stages(), run.microbatches, run.layout.chunks(), run.ops.size());
+  fmt::print("stage  F median (MAD)  B median (MAD)  W median (MAD)  BW median (MAD)  per mb\n");
+  auto cell = [](const std::optional<duration_estimate>& d) {
+    return d ? fmt::format("{:.4g} ({:.2g})", d->median, d->mad) : std::string("-");
+  };
+  for (stage_index s = 0; s < est.size(); ++s) {
+    fmt::print("{:>5}  {:>14}  {:>14}  {:>14}  {:>15}  {:.4g}\n", s, cell(est[s].forward),
+               cell(est[s].backward_input), cell(est[s].backward_weight),
+               cell(est[s].backward_full), est[s].per_microbatch);
+  }
+  if (slow.empty()) {
+    fmt::print("stragglers: none (thresholds: {:g} absolute, {:g}% relative)\n", o.absolute,
+               100 * o.relative);
+  }
+  for (const straggler& x : slow) {
+    fmt::print("straggler: stage {}: {:.4g} per micro-batch, {:.4g} ({:.1f}%) above its peers\n",
+               x.stage, x.per_microbatch, x.excess, 100 * x.relative);
+  }
+  fmt::print("re-plan with the measured costs (the run's order predicts {:.6g}):\n", plan.current);
+  for (const replan_candidate& c : plan.candidates) {
+    fmt::print("  {:<10} {:.6g}  gain {:.4g} ({:.1f}%)\n", c.generator, c.makespan, c.gain,
+               100 * c.relative_gain);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -700,6 +880,49 @@ int main(int argc, char** argv) {
   sc->add_option("--output,-o", sim.output, "Write the report, JSON or picture to FILE");
   add_torch_csv_options(sc, sim.csv);
 
+  whatif_options_cli wi;
+  auto* w = app.add_subcommand("whatif",
+                               "Iteration-time distribution under sampled noise and stragglers");
+  add_schedule_source(w, wi.src, true);
+  add_model_options(w, wi.model);
+  w->add_option("--cv", wi.cv, "Per-op log-normal noise, coefficient of variation")
+      ->check(CLI::NonNegativeNumber);
+  w->add_option("--link-cv", wi.link_cv, "Noise of every cross-stage latency (cv)")
+      ->check(CLI::NonNegativeNumber);
+  w->add_option("--straggler", wi.stragglers, "Stage K runs FACTOR times slower: K:FACTOR");
+  w->add_option("--stalls", wi.stalls, "Each op stalls with probability P for D: P:D");
+  w->add_option("--samples,-n", wi.samples, "Sampled iterations")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  w->add_option("--seed", wi.seed, "Noise seed")->capture_default_str();
+  w->add_flag("--sensitivity", wi.sensitivity, "Also each stage's sensitivity to a 1% slowdown");
+  w->add_flag("--dynamic", wi.dynamic,
+              "The dynamic policy (B, else F within --memory-limit, else W) on the schedule's "
+              "placement instead of its order");
+  w->add_flag("--json", wi.json, "Print one JSON object");
+
+  analyze_options_cli an;
+  auto* a = app.add_subcommand(
+      "analyze", "Measured timings in: per-stage costs, stragglers, re-plan and its gain");
+  a->add_option("trace", an.trace,
+                "A pipesched Chrome trace, or a CSV stage,kind,mb,chunk,start,end (- for stdin)")
+      ->required();
+  a->add_option("--abs-threshold", an.absolute,
+                "Straggler: this much slower per micro-batch than its peers (trace units)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  a->add_option("--rel-threshold", an.relative, "Straggler: and this fraction slower")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  a->add_option("--comm", an.comm, "Transfer latency for the re-plan (trace units)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  a->add_option("--replan", an.replan_with, "Generators to re-plan with")
+      ->delimiter(',')
+      ->capture_default_str();
+  a->add_option("--memory-limit", an.memory_limit, "Per-stage limit for the re-plan (M_B units)");
+  a->add_flag("--json", an.json, "Print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -725,6 +948,12 @@ int main(int argc, char** argv) {
     }
     if (app.got_subcommand("simulate")) {
       return cmd_simulate(sim);
+    }
+    if (app.got_subcommand("whatif")) {
+      return cmd_whatif(wi);
+    }
+    if (app.got_subcommand("analyze")) {
+      return cmd_analyze(an);
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

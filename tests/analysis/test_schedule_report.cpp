@@ -105,3 +105,26 @@ TEST_CASE("schedule report: violation lines", "[io][schedule_report]") {
   CHECK(ml.size() == m.errors.size());
   CHECK(ml[0] == "memory_lifetime: " + m.errors[0].message);
 }
+
+TEST_CASE("schedule report: without timing (pipesched validate)", "[io][schedule_report]") {
+  report_options o;
+  o.simulate = false;
+  o.memory_limit = 3.0;
+  const schedule over = generate(one_f_one_b{}, 4, 8);  // stage 0 peaks at 4 > 3
+  const schedule_report r = report_schedule(over, o);
+  CHECK(!r.ok());
+  CHECK(r.simulation.stages.empty());  // not timed
+  CHECK(r.simulation.makespan == 0.0);
+  REQUIRE(r.memory.violations.size() == 1);
+  CHECK(r.memory.peak_memory(0) == 4.0);
+  CHECK(r.violations() == violation_lines(r.memory.violations));
+
+  o.memory_limit = 4.0;
+  CHECK(report_schedule(over, o).ok());
+  // Invalid: the validation lines, memory not checked when analyze_invalid is off.
+  o.analyze_invalid = false;
+  const schedule_report bad = report_schedule(incomplete(), o);
+  CHECK(!bad.ok());
+  CHECK(bad.memory.stages.empty());
+  CHECK(bad.violations() == violation_lines(bad.validation));
+}

@@ -61,6 +61,9 @@ struct report_options {
   /// Simulate and check memory even when validation fails (a JSON report describes invalid
   /// schedules too); false stops after validate(), leaving `simulation` and `memory` empty.
   bool analyze_invalid = true;
+  /// false: validate and check memory only, without timing (what `pipesched validate` needs;
+  /// `simulation` then stays empty and the memory curve carries no times).
+  bool simulate = true;
 };
 
 /// The result of report_schedule().
@@ -103,6 +106,13 @@ inline schedule_report report_schedule(const schedule& sched, const report_optio
   rep.lower_bound = options.lower_bound;
   rep.validation = validate(sched);
   if (!rep.validation.ok() && !options.analyze_invalid) {
+    return rep;
+  }
+  if (!options.simulate) {
+    memory_options mo =
+        options.memory_limit ? memory_options::with_limit(*options.memory_limit) : memory_options{};
+    mo.record_curve = false;
+    rep.memory = check_memory(sched, options.memory, mo);
     return rep;
   }
   try {
