@@ -635,3 +635,39 @@ TEST_CASE("torch csv: malformed overlapped pairs name row and column", "[io][tor
         "from_torch_csv: row 1, column 1: cell \"(0F1;0UNSHARD)OVERLAP_F_B\": an overlapped pair "
         "holds two compute actions");
 }
+
+TEST_CASE("torch csv: to_torch_actions gives the CSV's cells per rank", "[io][torch_csv]") {
+  const schedule s = generate(one_f_one_b{}, 2, 2);
+  using rows = std::vector<std::vector<std::string>>;
+  CHECK(to_torch_actions(s) ==
+        rows{{"0F0", "0F1", "", "0B0", "", "0B1"}, {"", "1F0", "1B0", "1F1", "1B1"}});
+  CHECK(to_torch_actions(s, {torch_spelling::legacy, torch_alignment::list_order}) ==
+        rows{{"0F0", "0F1", "0BW0", "0BW1"}, {"1F0", "1BW0", "1F1", "1BW1"}});
+  schedule pair("t", 2, 3);
+  pair.stage_ops(0) = {make_op(op_kind::forward, 0),
+                       make_op(op_kind::forward, 1),
+                       overlapping_next(make_op(op_kind::forward, 2)),
+                       make_op(op_kind::backward_full, 0),
+                       make_op(op_kind::backward_full, 1),
+                       make_op(op_kind::backward_full, 2)};
+  CHECK(to_torch_actions(pair, {torch_spelling::current, torch_alignment::list_order})[0] ==
+        std::vector<std::string>{"0F0", "0F1", "(0F2;0B0)OVERLAP_F_B", "0B1", "0B2"});
+  // Joined by commas, one line per rank: the CSV.
+  auto joined = [](const rows& r) {
+    std::string out;
+    for (const auto& cells : r) {
+      for (std::size_t c = 0; c < cells.size(); ++c) {
+        out += (c == 0 ? "" : ",") + cells[c];
+      }
+      out += '\n';
+    }
+    return out;
+  };
+  const schedule zb = generate(zb_h1{}, 4, 8);
+  for (torch_alignment al : {torch_alignment::unit_steps, torch_alignment::list_order}) {
+    CHECK(joined(to_torch_actions(zb, {torch_spelling::current, al})) ==
+          to_torch_csv(zb, {torch_spelling::current, al}));
+  }
+  const torch_csv_options list{torch_spelling::current, torch_alignment::list_order};
+  CHECK(joined(to_torch_actions(pair, list)) == to_torch_csv(pair, list));
+}

@@ -125,26 +125,27 @@ inline bool split_cell(const std::string& c, torch_cell& out) {
 
 }  // namespace detail
 
-/// Writes `sched` as a PyTorch pipelining CSV: row r = rank (stage) r, cells separated by
-/// commas, trailing empty cells omitted, '\n' after every row. Each cell is
+/// The actions of `sched` as PyTorch spells them, one list per rank (stage) r: each entry is
 /// `<global stage><kind><mb>` with global stage = sched.layout().global(stage, chunk); a SEND
 /// carries the sender's global stage and a RECV the receiver's, as in PyTorch's lowering. An
-/// op marked overlaps_next and the op after it share one cell, PyTorch's
-/// `(<action>;<action>)OVERLAP_F_B`, at the pair's column (its start step with unit_steps).
-/// With unit_steps alignment (automatic on a compute-only schedule), throws invalid_argument
-/// when the schedule cannot run to the end.
-inline std::string to_torch_csv(const schedule& sched, const torch_csv_options& opts = {}) {
+/// op marked overlaps_next and the op after it share one entry, PyTorch's
+/// `(<action>;<action>)OVERLAP_F_B`, at the pair's position (its start step with unit_steps).
+/// With unit_steps alignment (automatic on a compute-only schedule) an empty string is an idle
+/// step and trailing idle steps are omitted; throws invalid_argument when such a schedule
+/// cannot run to the end. These are the cells of to_torch_csv().
+inline std::vector<std::vector<std::string>> to_torch_actions(const schedule& sched,
+                                                              const torch_csv_options& opts = {}) {
   const placement& pl = sched.layout();
-  std::string out;
   std::optional<timeline> tl;
   const bool steps = opts.alignment == torch_alignment::unit_steps ||
                      (opts.alignment == torch_alignment::automatic && !sched.has_comm());
   if (steps) {
     tl = detail::unit_step_timeline(sched, "to_torch_csv");
   }
+  std::vector<std::vector<std::string>> rows(sched.stages());
   for (stage_index s = 0; s < sched.stages(); ++s) {
     const auto ops = sched.ops(s);
-    std::vector<std::string> cells;
+    std::vector<std::string>& cells = rows[s];
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const op& o = ops[i];
       if (o.chunk >= pl.chunks()) {
@@ -167,6 +168,16 @@ inline std::string to_torch_csv(const schedule& sched, const torch_csv_options& 
         cells[col] = action(o);
       }
     }
+  }
+  return rows;
+}
+
+/// Writes `sched` as a PyTorch pipelining CSV: row r = rank (stage) r, its cells the actions
+/// of to_torch_actions() separated by commas (empty cells idle, trailing ones omitted), '\n'
+/// after every row. Throws what to_torch_actions() throws.
+inline std::string to_torch_csv(const schedule& sched, const torch_csv_options& opts = {}) {
+  std::string out;
+  for (const auto& cells : to_torch_actions(sched, opts)) {
     for (std::size_t c = 0; c < cells.size(); ++c) {
       out += c == 0 ? "" : ",";
       out += cells[c];
