@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(cmake g++ ninja-build catch2 libfmt-dev nlohmann-json3-dev libbenchmark-dev libcli11-dev
-      clang-format openmpi-bin libopenmpi-dev clang libclang-rt-14-dev libtorch-dev)
+      clang-format openmpi-bin libopenmpi-dev clang libclang-rt-14-dev libtorch-dev
+      pybind11-dev python3-dev python3-pytest python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -24,13 +25,17 @@ jobs=2
 start=$SECONDS
 
 echo "== 1/5 build (Werror) and all tests"
-cmake -S . -B build -G Ninja -DPIPESCHED_WERROR=ON
+# The Python module is built against Debian's python3 (the one python3-pytest serves).
+cmake -S . -B build -G Ninja -DPIPESCHED_WERROR=ON -DPIPESCHED_PYTHON=ON \
+  -DPython3_EXECUTABLE=/usr/bin/python3
 cmake --build build -j$jobs
 ctest --test-dir build -j$jobs --output-on-failure
 # The MPI ctests (label mpi) ran above; make sure MPI was not silently skipped.
 ctest --test-dir build -N -L mpi | grep -q "Total Tests: [1-9]" || { echo "MPI tests missing"; exit 1; }
 # Likewise the libtorch ctests (label torch, examples/torch_pipeline).
 ctest --test-dir build -N -L torch | grep -q "Total Tests: [1-9]" || { echo "libtorch tests missing"; exit 1; }
+# Likewise the Python module's pytest suite (label python).
+ctest --test-dir build -N -L python | grep -q "Total Tests: [1-9]" || { echo "Python tests missing"; exit 1; }
 
 if [ "${PIPESCHED_QUICK:-0}" = 1 ]; then
   echo "== done (quick) in $((SECONDS - start)) s"

@@ -1,0 +1,97 @@
+#pragma once
+
+// Shared by the binding translation units: the helpers that turn the CLI-style keyword
+// arguments (cost=, costs=, memory=, memory_file=) into the library's models. Thin on purpose:
+// every rule (value ranges, table shapes) stays in the library, which throws
+// pipesched::invalid_argument, seen in Python as pipesched.InvalidArgument (a ValueError).
+
+#include <optional>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <string>
+#include <vector>
+
+#include <pipesched/io/cost_model_json.hpp>
+#include <pipesched/io/json.hpp>
+#include <pipesched/io/memory_model_json.hpp>
+#include <pipesched/model/cost_model.hpp>
+#include <pipesched/model/memory_model.hpp>
+
+namespace pipesched::python {
+
+namespace py = pybind11;
+
+void bind_ir(py::module_& m);
+void bind_gen(py::module_& m);
+void bind_analysis(py::module_& m);
+void bind_io(py::module_& m);
+
+/// `cost=` (a CostModel or a sequence TF, TB, TW[, TC], as the CLI's --cost) or `costs=` (a cost
+/// model JSON file, the CLI's --costs); neither: unit costs, no T_comm (the CLI's default).
+inline cost_model cost_arg(const py::object& cost, const std::optional<std::string>& costs_file) {
+  if (!cost.is_none() && costs_file) {
+    detail::fail("cost and costs: give one of them (costs reads a cost model file)");
+  }
+  if (costs_file) {
+    try {
+      return read_cost_model(read_text_file(*costs_file));
+    } catch (const invalid_argument& e) {
+      detail::fail("costs ", *costs_file, ": ", e.what());
+    }
+  }
+  if (cost.is_none()) {
+    return cost_model{};
+  }
+  if (py::isinstance<cost_model>(cost)) {
+    return cost.cast<cost_model>();
+  }
+  std::vector<double> v;
+  try {
+    v = cost.cast<std::vector<double>>();
+  } catch (const py::cast_error&) {
+    detail::fail("cost: expected a CostModel or numbers (TF, TB, TW[, TC]), got ",
+                 std::string(py::str(py::type::of(cost).attr("__name__"))));
+  }
+  if (v.size() < 3 || v.size() > 4) {
+    detail::fail("cost: expected (TF, TB, TW[, TC]), got ", v.size(), " value(s)");
+  }
+  return cost_model::uniform(v[0], v[1], v[2], v.size() > 3 ? v[3] : 0.0);
+}
+
+/// `memory=` (a MemoryModel or MB, MW, as the CLI's --memory) or `memory_file=` (a memory model
+/// JSON file); neither: M_B = 1, M_W = 0.5 (the CLI's default).
+inline memory_model memory_arg(const py::object& memory,
+                               const std::optional<std::string>& memory_file) {
+  if (!memory.is_none() && memory_file) {
+    detail::fail("memory and memory_file: give one of them");
+  }
+  if (memory_file) {
+    try {
+      return read_memory_model(read_text_file(*memory_file));
+    } catch (const invalid_argument& e) {
+      detail::fail("memory_file ", *memory_file, ": ", e.what());
+    }
+  }
+  if (memory.is_none()) {
+    return memory_model{};
+  }
+  if (py::isinstance<memory_model>(memory)) {
+    return memory.cast<memory_model>();
+  }
+  std::vector<double> v;
+  try {
+    v = memory.cast<std::vector<double>>();
+  } catch (const py::cast_error&) {
+    detail::fail("memory: expected a MemoryModel or numbers (MB, MW), got ",
+                 std::string(py::str(py::type::of(memory).attr("__name__"))));
+  }
+  if (v.size() != 2) {
+    detail::fail("memory: expected (MB, MW), got ", v.size(), " value(s)");
+  }
+  return memory_model::uniform(v[0], v[1]);
+}
+
+/// A list of numbers: a numpy array when numpy is importable, else a Python list.
+py::object number_list(const std::vector<double>& v);
+
+}  // namespace pipesched::python
