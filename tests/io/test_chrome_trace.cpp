@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -15,6 +16,8 @@
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/torch_csv.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
+
+#include "support/pair_schedule.hpp"
 
 using namespace pipesched;
 using nlohmann::json;
@@ -347,4 +350,60 @@ TEST_CASE("chrome trace: bad input throws before anything is written", "[io][chr
   bad_name.set_name("not UTF-8 \xff");
   CHECK_THROWS_AS(write_chrome_trace(os, bad_name, cost_timeline(s)), json::type_error);
   CHECK(os.str().empty());
+}
+
+TEST_CASE("chrome trace: a pair's second op on its stage's overlapped thread",
+          "[io][chrome_trace][overlap]") {
+  const schedule s = test_support::pair_schedule();
+  const timeline tl = cost_timeline(s, cost_model::unit());
+  const json t = json::parse(to_chrome_trace(s, tl));
+  auto n = count_ph(t);
+  CHECK(n["X"] == 12);  // one per op
+  CHECK(n["M"] == 9);   // process, and per stage and per overlapped thread a name and an index
+  std::map<std::uint64_t, std::string> name;
+  std::map<std::uint64_t, std::uint64_t> sort;
+  for (const json& e : t["traceEvents"]) {
+    if (e["name"] == "thread_name") {
+      name[e["tid"].get<std::uint64_t>()] = e["args"]["name"].get<std::string>();
+    } else if (e["name"] == "thread_sort_index") {
+      sort[e["tid"].get<std::uint64_t>()] = e["args"]["sort_index"].get<std::uint64_t>();
+    }
+  }
+  CHECK(name ==
+        std::map<std::uint64_t, std::string>{
+            {0, "stage 0"}, {1, "stage 1"}, {2, "stage 0 overlapped"}, {3, "stage 1 overlapped"}});
+  CHECK(sort == std::map<std::uint64_t, std::uint64_t>{{0, 0}, {2, 1}, {1, 2}, {3, 3}});
+  // Stage 0's pair: F2 on thread 0, BW0 on thread 2, the same slot [5, 8], naming each other.
+  std::map<std::string, json> x0;                       // stage 0's ops by name
+  std::map<std::uint64_t, std::vector<double>> starts;  // X starts per thread
+  for (const json& e : t["traceEvents"]) {
+    if (e["ph"] == "X") {
+      starts[e["tid"].get<std::uint64_t>()].push_back(e["ts"].get<double>());
+      if (e["tid"] == 0 || e["tid"] == 2) {
+        x0[e["name"].get<std::string>()] = e;
+      }
+    }
+  }
+  REQUIRE(x0.count("F2") == 1);
+  REQUIRE(x0.count("BW0") == 1);
+  CHECK(x0["F2"]["tid"] == 0);
+  CHECK(x0["BW0"]["tid"] == 2);
+  CHECK(x0["F2"]["ts"] == 5000.0);
+  CHECK(x0["BW0"]["ts"] == 5000.0);
+  CHECK(x0["F2"]["dur"] == 3000.0);
+  CHECK(x0["BW0"]["dur"] == 3000.0);
+  CHECK(x0["F2"]["args"]["pair"] == 3);
+  CHECK(x0["BW0"]["args"]["pair"] == 2);
+  CHECK_FALSE(x0["F1"]["args"].contains("pair"));
+  CHECK(starts[2] == std::vector<double>{5000.0});
+  CHECK(starts[3] == std::vector<double>{2000.0});
+  // Every flow end sits on a thread that has an op starting then (the pair's thread for the
+  // second op's arrows).
+  for (const json& e : t["traceEvents"]) {
+    if (e["ph"] == "s" || e["ph"] == "f") {
+      const auto& st = starts[e["tid"].get<std::uint64_t>()];
+      INFO(e.dump());
+      CHECK(std::find(st.begin(), st.end(), e["ts"].get<double>()) != st.end());
+    }
+  }
 }

@@ -26,6 +26,24 @@ TEST_CASE("fmt: schedule", "[io][fmt]") {
   CHECK(fmt::format("{}", s) == "two: p=1 m=1 v=2 (loop)\nstage 0: F0.0 F0.1");
 }
 
+TEST_CASE("fmt: an overlapped pair is one entry, as PyTorch lists it", "[io][fmt][overlap]") {
+  // Stage 0 of a 1-stage, 2-chunk schedule: F1 of chunk 0 runs overlapped with BW0 of chunk 1.
+  schedule s("pair", 2, placement::loop(1, 2));
+  s.stage_ops(0) = {make_op(op_kind::forward, 0, 0),
+                    make_op(op_kind::forward, 0, 1),
+                    overlapping_next(make_op(op_kind::forward, 1, 0)),
+                    make_op(op_kind::backward_full, 0, 1),
+                    make_op(op_kind::forward, 1, 1),
+                    make_op(op_kind::backward_full, 1, 1),
+                    make_op(op_kind::backward_full, 0, 0),
+                    make_op(op_kind::backward_full, 1, 0)};
+  CHECK(fmt::format("{}", s) ==
+        "pair: p=1 m=2 v=2 (loop)\nstage 0: F0.0 F0.1 (F1.0;BW0.1) F1.1 BW1.1 BW0.0 BW1.0");
+  // The same listing as the text format's.
+  CHECK(fmt::format("{}", s).substr(fmt::format("{}", s).find('\n') + 1) + "\n" ==
+        format_schedule_text(s));
+}
+
 TEST_CASE("fmt: validation report", "[io][fmt]") {
   CHECK(fmt::format("{}", validate(generate(zb_h1{}, 2, 2))) == "ok");
   schedule s("bad", 1, 1);

@@ -7,6 +7,8 @@
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/svg.hpp>
 
+#include "support/pair_schedule.hpp"
+
 using namespace pipesched;
 
 namespace {
@@ -85,4 +87,33 @@ TEST_CASE("svg: narrow blocks drop their labels", "[io][svg]") {
   CHECK(check_xml(svg).empty());
   CHECK(count(svg, "class=\"op\"") == s.size());
   CHECK(count(svg, "fill=\"#ffffff\">") < s.size());
+}
+
+TEST_CASE("svg: an overlapped pair is one framed slot, an op in each half", "[io][svg][overlap]") {
+  const schedule s = test_support::pair_schedule();
+  const std::string svg = to_svg(s, cost_timeline(s, cost_model::unit()));
+  CHECK(check_xml(svg).empty());
+  CHECK(count(svg, "class=\"op\"") == s.size());  // still one rect per op
+  CHECK(count(svg, "<g class=\"pair\"") == 2);
+  CHECK(count(svg, "<rect class=\"pair-frame\"") == 2);
+  CHECK(count(svg, "class=\"legend pair-frame\"") == 1);
+  CHECK(svg.find(">overlapped pair</text>") != std::string::npos);
+  // Rows of 24 px: the four ops of the two pairs are 12 px high, the other eight 24 px.
+  CHECK(count(svg, "class=\"op\" x=") == 12);
+  CHECK(count(svg, "height=\"12\" fill=") == 4);
+  CHECK(count(svg, "height=\"24\" fill=\"#") == 8 + 2);  // and the two row backgrounds
+  // Stage 0's pair: F2 over BW0 in the slot [5, 8] (960 / 15 = 64 px per unit, left 72).
+  CHECK(svg.find("<title>stage 0 ops 2 and 3: F2 overlapped with BW0 [5, 8]</title>") !=
+        std::string::npos);
+  const std::size_t f2 = svg.find("<title>stage 0 op 2: F2 chunk 0 [5, 8]");
+  const std::size_t bw0 = svg.find("<title>stage 0 op 3: BW0 chunk 0 [5, 8]");
+  REQUIRE(f2 != std::string::npos);
+  REQUIRE(bw0 != std::string::npos);
+  const std::string f2_rect = svg.substr(svg.rfind("<rect", f2), f2 - svg.rfind("<rect", f2));
+  const std::string bw0_rect = svg.substr(svg.rfind("<rect", bw0), bw0 - svg.rfind("<rect", bw0));
+  CHECK(f2_rect.find("x=\"392\" y=\"44\" width=\"192\" height=\"12\"") != std::string::npos);
+  CHECK(bw0_rect.find("x=\"392\" y=\"56\" width=\"192\" height=\"12\"") != std::string::npos);
+  // No pair, no pair legend.
+  CHECK(to_svg(generate(zb_h1{}, 2, 2), cost_timeline(generate(zb_h1{}, 2, 2)))
+            .find("overlapped pair") == std::string::npos);
 }

@@ -18,6 +18,8 @@
 #include <pipesched/io/terminal.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
+#include "support/pair_schedule.hpp"
+
 using namespace pipesched;
 
 namespace {
@@ -388,4 +390,37 @@ TEST_CASE("terminal: an empty schedule", "[io][terminal]") {
         "empty  p=2 m=1 v=1  0 steps  (one per op, untimed)\n"
         "stage 0 ||\n"
         "stage 1 ||\n");
+}
+
+TEST_CASE("terminal: an overlapped pair is one block labelled with both ops",
+          "[io][terminal][overlap]") {
+  const schedule s = test_support::pair_schedule();
+  const timeline t = cost_timeline(s, cost_model::unit());
+  const std::string out = render_timeline(s, t, {.width = 200, .title = false, .axis = false});
+  const std::string row0 = out.substr(0, out.find('\n'));
+  const std::string row1 = out.substr(out.find('\n') + 1, row0.size());
+  INFO(out);
+  CHECK(row0.find("|F2|BW0 ") == std::string::npos);  // the pair is not at the row's start
+  CHECK(row0.find("F2|BW0") != std::string::npos);
+  CHECK(row1.find("F1|BW0") != std::string::npos);
+  CHECK(row0.find(" BW0") == std::string::npos);  // BW0 is drawn in the pair only
+  // Both rows keep one length, and the blocks sit at their times: the same column per time
+  // unit on both stages (stage 0's pair starts at 5, where stage 1's pair, [2, 5], ends).
+  REQUIRE(row0.size() == row1.size());
+  const std::size_t pair0 = row0.find("F2|BW0");
+  const std::size_t f2 = row1.find("F2");  // stage 1's F2 starts at 8, when stage 0's pair ends
+  const std::size_t pair1 = row1.find("F1|BW0");
+  const std::size_t origin = std::string("stage 0 |").size();
+  // Columns per time unit from stage 1's pair (starts at 2) and stage 0's (starts at 5).
+  const double per_unit = static_cast<double>(pair0 - pair1) / 3.0;
+  CHECK(per_unit > 0.0);
+  CHECK(static_cast<double>(pair1 - origin) == Approx(2.0 * per_unit).margin(1.0));
+  CHECK(static_cast<double>(f2 - origin) == Approx(8.0 * per_unit).margin(1.0));
+  // Without the mark the same ops are two blocks.
+  schedule plain = s;
+  plain.stage_ops(0)[2] = make_op(op_kind::forward, 2);
+  plain.stage_ops(1)[1] = make_op(op_kind::forward, 1);
+  const std::string two =
+      render_timeline(plain, cost_timeline(plain, cost_model::unit()), {.width = 200});
+  CHECK(two.find("F2|BW0") == std::string::npos);
 }

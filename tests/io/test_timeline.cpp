@@ -14,6 +14,8 @@
 #include <pipesched/io/svg.hpp>
 #include <pipesched/io/terminal.hpp>
 
+#include "support/pair_schedule.hpp"
+
 using namespace pipesched;
 
 TEST_CASE("timeline: to_timeline carries the simulator's times", "[io][timeline]") {
@@ -124,4 +126,35 @@ TEST_CASE("timeline: unit steps and the stand-alone memory curve", "[io][timelin
   const memory_report checked = check_memory(s, memory_model::uniform(1, 0.5));
   CHECK(peak_of(mem[0]) == checked.stages[0].peak);
   CHECK(peak_of(mem[1]) == checked.stages[1].peak);
+}
+
+TEST_CASE("timeline: an overlapped pair's slot counts once", "[io][timeline][overlap]") {
+  const schedule s = test_support::pair_schedule();
+  const simulation_result r = simulate(s, cost_model::unit());
+  REQUIRE(r.completed());
+  const timeline t = to_timeline(s, r);
+  CHECK(shares_slot_with_next(t.stages[0], 2));
+  CHECK_FALSE(shares_slot_with_next(t.stages[0], 3));
+  CHECK(shares_slot_with_next(t.stages[1], 1));
+  CHECK(t.stages[0][2].start == 5.0);
+  CHECK(t.stages[0][3].end == 8.0);
+  for (stage_index st = 0; st < 2; ++st) {
+    INFO("stage " << st);
+    // The simulator's busy time (each pair's slot once) is the timeline's.
+    CHECK(t.summary(st).busy == r.busy(st));
+    CHECK(t.summary(st).busy == 9.0);  // F 1 + F 1 + pair 3 + BW 2 + BW 2
+  }
+  CHECK(t.summary(0).span == 15.0);
+  // A measured run whose pair ops did not share a slot counts both.
+  std::vector<timed_op> measured;
+  for (stage_index st = 0; st < 2; ++st) {
+    for (const timed_op& o : t.stages[st]) {
+      measured.push_back(o);
+    }
+  }
+  measured[3].start = measured[3].end;  // BW0 of stage 0: an instant after its F2
+  measured[3].end += 2.0;
+  const timeline m = timeline_from_measured(s, measured);
+  CHECK_FALSE(shares_slot_with_next(m.stages[0], 2));
+  CHECK(m.summary(0).busy == 9.0 + 2.0);
 }

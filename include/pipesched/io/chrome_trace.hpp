@@ -29,7 +29,9 @@
 // - one flow ("ph":"s" on the producer, "ph":"f" with "bp":"e" on the consumer, same id) per
 //   cross-stage dependency: F -> next chunk's F, B/BW -> previous chunk's B/BW, and SEND -> RECV
 //   in lowered schedules;
-// - with memory curves, one counter track ("ph":"C") per stage named "memory stage s".
+// - with memory curves, one counter track ("ph":"C") per stage named "memory stage s";
+// - an overlapped pair (shares_slot_with_next): its second op on thread p + s, "stage s
+//   overlapped", sorted right under stage s; both ops' args name the other's index ("pair").
 
 namespace pipesched {
 
@@ -226,25 +228,58 @@ inline void write_chrome_trace(std::ostream& os,
   out.key("v");
   out.number(std::uint64_t{sched.chunks()});
   out.raw("},\"traceEvents\":[");
-  // Metadata: the process, then each stage's thread name and sort index.
+  // Overlapped pairs (shares_slot_with_next): the second op of a pair goes to a thread of its
+  // own under its stage's, "stage s overlapped" (tid p + s), so the two ops of the slot show
+  // one above the other instead of nested or on top of each other.
+  const std::uint64_t p = sched.stages();
+  // `t` is an element of its stage's row (the flows below point into the rows).
+  auto second_of_pair = [&](const timed_op& t) {
+    const auto& row = tl.stages[t.stage];
+    const auto i = static_cast<std::size_t>(&t - row.data());
+    return i > 0 && i < row.size() && shares_slot_with_next(row, i - 1);
+  };
+  std::vector<char> paired(sched.stages(), 0);
+  bool any_pair = false;
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    for (std::size_t i = 0; i + 1 < tl.stages[s].size() && paired[s] == 0; ++i) {
+      paired[s] = shares_slot_with_next(tl.stages[s], i) ? 1 : 0;
+    }
+    any_pair = any_pair || paired[s] != 0;
+  }
+  auto tid = [&](const timed_op& t) {
+    return second_of_pair(t) ? p + t.stage : std::uint64_t{t.stage};
+  };
+  // Metadata: the process, then each stage's thread name and sort index (with pairs: stage s
+  // sorts at 2s, its overlapped thread at 2s + 1).
   out.raw("{\"args\":{\"name\":");
   out.string("pipeline " + sched.name());
   out.raw("},\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0}");
-  for (stage_index s = 0; s < sched.stages(); ++s) {
+  auto thread = [&](std::uint64_t id, stage_index s, bool overlapped) {
     out.raw(",{\"args\":{\"name\":\"stage ");
     out.number(std::uint64_t{s});
+    out.raw(overlapped ? " overlapped" : "");
     out.raw("\"},\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":");
-    out.number(std::uint64_t{s});
+    out.number(id);
     out.raw("},{\"args\":{\"sort_index\":");
-    out.number(std::uint64_t{s});
+    out.number(any_pair ? 2 * std::uint64_t{s} + (overlapped ? 1 : 0) : std::uint64_t{s});
     out.raw("},\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":");
-    out.number(std::uint64_t{s});
+    out.number(id);
     out.raw("}");
+  };
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    thread(s, s, false);
+    if (paired[s] != 0) {
+      thread(p + s, s, true);
+    }
   }
   auto in_range = [&](const op& o) { return o.chunk < pl.chunks() && o.mb < m; };
-  // One complete event per op.
+  // One complete event per op; a pair's ops name each other's list index ("pair").
   for (stage_index s = 0; s < sched.stages(); ++s) {
-    for (const timed_op& t : tl.stages[s]) {
+    const auto& row = tl.stages[s];
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const timed_op& t = row[i];
+      const bool first = shares_slot_with_next(row, i);
+      const bool second = i > 0 && shares_slot_with_next(row, i - 1);
       out.raw(",{\"args\":{\"chunk\":");
       out.number(std::uint64_t{t.o.chunk});
       if (in_range(t.o)) {
@@ -255,6 +290,10 @@ inline void write_chrome_trace(std::ostream& os,
       out.number(std::uint64_t{t.index});
       out.raw(",\"mb\":");
       out.number(std::uint64_t{t.o.mb});
+      if (first || second) {
+        out.raw(",\"pair\":");
+        out.number(std::uint64_t{row[first ? i + 1 : i - 1].index});
+      }
       out.raw("},\"cat\":");
       out.string(detail::trace_category(t.o.kind));
       out.raw(",\"dur\":");
@@ -262,7 +301,7 @@ inline void write_chrome_trace(std::ostream& os,
       out.raw(",\"name\":");
       out.string(to_string(t.o, chunked));
       out.raw(",\"ph\":\"X\",\"pid\":0,\"tid\":");
-      out.number(std::uint64_t{s});
+      out.number(second ? p + s : std::uint64_t{s});
       out.raw(",\"ts\":");
       out.number(t.start * k);
       out.raw("}");
@@ -301,13 +340,13 @@ inline void write_chrome_trace(std::ostream& os,
       out.raw(",{\"cat\":\"dependency\",\"id\":");
       out.number(id);
       out.raw(",\"name\":\"flow\",\"ph\":\"s\",\"pid\":0,\"tid\":");
-      out.number(std::uint64_t{from.stage});
+      out.number(tid(from));
       out.raw(",\"ts\":");
       out.number(from.start * k);
       out.raw("},{\"bp\":\"e\",\"cat\":\"dependency\",\"id\":");
       out.number(id);
       out.raw(",\"name\":\"flow\",\"ph\":\"f\",\"pid\":0,\"tid\":");
-      out.number(std::uint64_t{to.stage});
+      out.number(tid(to));
       out.raw(",\"ts\":");
       out.number(to.start * k);
       out.raw("}");

@@ -8,6 +8,7 @@
 #include "pipesched/analysis/memory_checker.hpp"
 #include "pipesched/analysis/timing_simulator.hpp"
 #include "pipesched/analysis/validator.hpp"
+#include "pipesched/io/text.hpp"
 #include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
@@ -78,7 +79,8 @@ struct fmt::formatter<pipesched::op> {
 };
 
 /// First line `<name>: p=4 m=8 v=1 (sequential)`, then `stage 0: F0 F1 ...` per stage
-/// (ops with their chunk when v > 1); no trailing newline.
+/// (ops with their chunk when v > 1, overlapped pairs `(F7.0;BW3.1)`: format_stage_ops); no
+/// trailing newline.
 template <>
 struct fmt::formatter<pipesched::schedule> : pipesched::detail::plain_formatter {
   template <class Ctx>
@@ -88,8 +90,8 @@ struct fmt::formatter<pipesched::schedule> : pipesched::detail::plain_formatter 
     const bool chunked = s.chunks() > 1;
     for (pipesched::stage_index st = 0; st < s.stages(); ++st) {
       out = fmt::format_to(out, "\nstage {}:", st);
-      for (const pipesched::op& o : s.ops(st)) {
-        out = chunked ? fmt::format_to(out, " {:c}", o) : fmt::format_to(out, " {}", o);
+      if (!s.ops(st).empty()) {
+        out = fmt::format_to(out, " {}", pipesched::format_stage_ops(s.ops(st), chunked));
       }
     }
     return out;

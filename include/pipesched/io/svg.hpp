@@ -21,7 +21,9 @@
 // number inside each block where it fits, idle time as the grey row background, a time axis,
 // a legend and a title; optionally each stage's live-memory curve under its row.
 // Output is deterministic (fixed number formatting, no timestamps) and well-formed XML.
-// Op rectangles carry class="op", legend swatches class="legend".
+// Op rectangles carry class="op", legend swatches class="legend". An overlapped pair
+// (shares_slot_with_next) is a <g class="pair"> holding its two ops as the upper and lower half
+// of its slot and a frame (class="pair-frame") around both.
 
 namespace pipesched {
 
@@ -157,24 +159,50 @@ inline std::string to_svg(const schedule& sched, const timeline& tl, const svg_o
     out += fmt::format(
         "<rect class=\"row\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#ececec\"/>\n",
         svg_num(left), svg_num(y), svg_num(makespan * scale), svg_num(opts.row_height));
-    for (const timed_op& t : tl.stages[s]) {
+    const auto& row = tl.stages[s];
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const timed_op& t = row[i];
       const double x = left + t.start * scale;
       // Zero-length ops (comm under a cost model) stay visible as a 1.5 px sliver.
       const double w = std::max(t.duration() * scale, 1.5);
-      out += fmt::format(
-          "<rect class=\"op\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" "
-          "stroke=\"#ffffff\" stroke-width=\"0.5\"><title>stage {} op {}: {} chunk {} [{}, "
-          "{}]</title></rect>\n",
-          svg_num(x), svg_num(y), svg_num(w), svg_num(opts.row_height),
-          detail::shade(t.o.kind, t.o.chunk, v), s, t.index, to_string(t.o), t.o.chunk,
-          svg_num(t.start), svg_num(t.end));
-      const std::string label = std::to_string(t.o.mb);
-      // About 6.5 px per digit at font-size 11, plus a little padding.
-      if (w >= 6.5 * static_cast<double>(label.size()) + 3.0 && opts.row_height >= 11.0) {
+      // An overlapped pair shares one slot: its first op in the upper half, the second in
+      // the lower half, framed together.
+      const bool pair = shares_slot_with_next(row, i);
+      const std::size_t n = pair ? 2 : 1;
+      const double h = opts.row_height / static_cast<double>(n);
+      if (pair) {
         out += fmt::format(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" dominant-baseline=\"middle\" "
-            "fill=\"#ffffff\">{}</text>\n",
-            svg_num(x + w / 2.0), svg_num(y + opts.row_height / 2.0), label);
+            "<g class=\"pair\"><title>stage {} ops {} and {}: {} overlapped with {} [{}, "
+            "{}]</title>\n",
+            s, t.index, row[i + 1].index, to_string(t.o, v > 1), to_string(row[i + 1].o, v > 1),
+            svg_num(t.start), svg_num(t.end));
+      }
+      for (std::size_t k = 0; k < n; ++k) {
+        const timed_op& o = row[i + k];
+        const double oy = y + h * static_cast<double>(k);
+        out += fmt::format(
+            "<rect class=\"op\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" "
+            "stroke=\"#ffffff\" stroke-width=\"0.5\"><title>stage {} op {}: {} chunk {} [{}, "
+            "{}]</title></rect>\n",
+            svg_num(x), svg_num(oy), svg_num(w), svg_num(h), detail::shade(o.o.kind, o.o.chunk, v),
+            s, o.index, to_string(o.o), o.o.chunk, svg_num(o.start), svg_num(o.end));
+        const std::string label = std::to_string(o.o.mb);
+        // About 6.5 px per digit at font-size 11 (a pair's halves: 9), plus a little padding.
+        const double font = pair ? 9.0 : 11.0;
+        const double digit = pair ? 5.3 : 6.5;
+        if (w >= digit * static_cast<double>(label.size()) + 3.0 && h >= font) {
+          out += fmt::format(
+              "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" dominant-baseline=\"middle\"{} "
+              "fill=\"#ffffff\">{}</text>\n",
+              svg_num(x + w / 2.0), svg_num(oy + h / 2.0), pair ? " font-size=\"9\"" : "", label);
+        }
+      }
+      if (pair) {
+        out += fmt::format(
+            "<rect class=\"pair-frame\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+            "fill=\"none\" stroke=\"#222222\" stroke-width=\"1\"/>\n</g>\n",
+            svg_num(x), svg_num(y), svg_num(w), svg_num(opts.row_height));
+        ++i;
       }
     }
     if (mem && s < opts.memory->size() && peak > 0.0) {
@@ -246,9 +274,11 @@ inline std::string to_svg(const schedule& sched, const timeline& tl, const svg_o
         return 4;
     }
   };
+  bool pairs = false;
   for (const auto& st : tl.stages) {
-    for (const timed_op& t : st) {
-      used[slot(t.o.kind)] = true;
+    for (std::size_t i = 0; i < st.size(); ++i) {
+      used[slot(st[i].o.kind)] = true;
+      pairs = pairs || shares_slot_with_next(st, i);
     }
   }
   static constexpr std::array<op_kind, 5> legend_kind = {
@@ -268,6 +298,17 @@ inline std::string to_svg(const schedule& sched, const timeline& tl, const svg_o
         svg_num(lx), svg_num(legend_y), detail::shade(legend_kind[i], 0, 1), svg_num(lx + 19.0),
         svg_num(legend_y + 7.0), legend_text[i]);
     lx += 40.0 + 6.5 * static_cast<double>(legend_text[i].size());
+  }
+  if (pairs) {
+    static constexpr std::string_view pair_text = "overlapped pair";
+    out += fmt::format(
+        "<rect class=\"legend pair-frame\" x=\"{}\" y=\"{}\" width=\"14\" height=\"14\" "
+        "fill=\"#ffffff\" stroke=\"#222222\" stroke-width=\"1\"/><line x1=\"{}\" y1=\"{}\" "
+        "x2=\"{}\" y2=\"{}\" stroke=\"#222222\" stroke-width=\"0.5\"/><text x=\"{}\" y=\"{}\" "
+        "dominant-baseline=\"middle\">{}</text>\n",
+        svg_num(lx), svg_num(legend_y), svg_num(lx), svg_num(legend_y + 7.0), svg_num(lx + 14.0),
+        svg_num(legend_y + 7.0), svg_num(lx + 19.0), svg_num(legend_y + 7.0), pair_text);
+    lx += 40.0 + 6.5 * static_cast<double>(pair_text.size());
   }
   if (v > 1) {
     out += fmt::format(

@@ -33,6 +33,7 @@
 // shorter than the typical op (under 1/16 of the duration-weighted median: measured
 // microsecond transfers among millisecond computations) don't set the scale; one too narrow
 // for its label shows a one-letter key, explained under its window ("stage 1 keys: a=SEND_F3").
+// An overlapped pair (one slot, two ops) is one block labelled with both: "F7.0|BW3.1".
 
 namespace pipesched {
 
@@ -102,6 +103,21 @@ struct terminal_grid {
   bool pushed = false;  ///< some op was moved right to keep one column per op
 };
 
+/// The label of op i of a stage's row: "F3" ("F3.1" when chunked); an overlapped pair sharing
+/// its slot (shares_slot_with_next) is one block labelled with both ops, "F7.0|BW3.1".
+inline std::string terminal_label(const std::vector<timed_op>& row, std::size_t i, bool chunked) {
+  std::string label = to_string(row[i].o, chunked);
+  if (shares_slot_with_next(row, i)) {
+    label += '|' + to_string(row[i + 1].o, chunked);
+  }
+  return label;
+}
+
+/// Whether op i of a row is the second op of a pair, drawn in the block of the op before it.
+inline bool terminal_second_of_pair(const std::vector<timed_op>& row, std::size_t i) {
+  return i > 0 && shares_slot_with_next(row, i - 1);
+}
+
 inline std::size_t terminal_col(double t, double scale) {
   return static_cast<std::size_t>(std::lround(std::max(t, 0.0) * scale));
 }
@@ -117,14 +133,17 @@ inline terminal_grid terminal_place(const timeline& tl,
   g.cols = terminal_col(tl.makespan(), scale);
   for (std::size_t s = 0; s < tl.stages.size(); ++s) {
     std::size_t next = 0;
-    for (const timed_op& t : tl.stages[s]) {
-      if (!(t.duration() > 0.0)) {
+    const auto& row = tl.stages[s];
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const timed_op& t = row[i];
+      if (!(t.duration() > 0.0) || terminal_second_of_pair(row, i)) {
         continue;
       }
       const std::size_t c0 = std::max(terminal_col(t.start, scale), next);
       const std::size_t c1 = std::max(terminal_col(t.end, scale), c0 + 1);
       g.pushed = g.pushed || c0 != terminal_col(t.start, scale) || c1 != terminal_col(t.end, scale);
-      g.rows[s].push_back({c0, c1, to_string(t.o, chunked), t.o.kind, t.duration() < short_below});
+      g.rows[s].push_back(
+          {c0, c1, terminal_label(row, i, chunked), t.o.kind, t.duration() < short_below});
       next = c1;
       g.cols = std::max(g.cols, c1);
     }
@@ -217,8 +236,12 @@ inline std::string render_terminal(const schedule& sched,
   double min_dur = 0.0;
   std::vector<double> durations;
   for (const auto& st : tl.stages) {
-    for (const timed_op& t : st) {
-      max_label = std::max(max_label, to_string(t.o, chunked).size());
+    for (std::size_t i = 0; i < st.size(); ++i) {
+      const timed_op& t = st[i];
+      if (terminal_second_of_pair(st, i)) {
+        continue;
+      }
+      max_label = std::max(max_label, terminal_label(st, i, chunked).size());
       if (t.duration() > 0.0) {
         durations.push_back(t.duration());
         if (min_dur == 0.0 || t.duration() < min_dur) {
@@ -260,9 +283,11 @@ inline std::string render_terminal(const schedule& sched,
     std::size_t long_label = 1;
     double long_min = 0.0;
     for (const auto& st : tl.stages) {
-      for (const timed_op& t : st) {
-        if (t.duration() > 0.0 && !(t.duration() < short_below)) {
-          const std::size_t len = to_string(t.o, chunked).size();
+      for (std::size_t i = 0; i < st.size(); ++i) {
+        const timed_op& t = st[i];
+        if (t.duration() > 0.0 && !(t.duration() < short_below) &&
+            !terminal_second_of_pair(st, i)) {
+          const std::size_t len = terminal_label(st, i, chunked).size();
           full = std::max(full, static_cast<double>(len + 1) / t.duration());
           long_label = std::max(long_label, len);
           long_min = long_min == 0.0 ? t.duration() : std::min(long_min, t.duration());

@@ -1,22 +1,41 @@
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string>
 
+#include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
 
 namespace pipesched {
 
+/// One stage's ops, space-separated: `F0 F1 B0 W0`, with the local chunk after a dot when
+/// `chunked` (`F0.1`). An overlapped pair (an op marked overlaps_next and the op after it) is
+/// one entry in parentheses, as PyTorch writes `(0F7;7B3)OVERLAP_F_B`: `(F7.0;BW3.1)`.
+inline std::string format_stage_ops(std::span<const op> ops, bool chunked) {
+  std::string out;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    out += i == 0 ? "" : " ";
+    if (overlaps_next(ops[i]) && i + 1 < ops.size()) {
+      out += '(' + to_string(ops[i], chunked) + ';' + to_string(ops[i + 1], chunked) + ')';
+      ++i;  // a mark on the pair's second op starts no chain
+    } else {
+      out += to_string(ops[i], chunked);
+    }
+  }
+  return out;
+}
+
 /// The text listing of `pipesched generate --format text`: one line per stage,
 /// `stage 0: F0 F1 F2 F3 B0 W0 F4 ...`, micro-batches 0-based; with several chunks per stage
-/// each op carries its local chunk after a dot: `F0.1`.
+/// each op carries its local chunk after a dot: `F0.1`; overlapped pairs as format_stage_ops.
 inline std::string format_schedule_text(const schedule& s) {
   std::string out;
   const bool chunked = s.chunks() > 1;
   for (stage_index st = 0; st < s.stages(); ++st) {
     out += "stage " + std::to_string(st) + ":";
-    for (const op& o : s.ops(st)) {
-      out += ' ';
-      out += to_string(o, chunked);
+    if (!s.ops(st).empty()) {
+      out += ' ' + format_stage_ops(s.ops(st), chunked);
     }
     out += '\n';
   }

@@ -27,6 +27,15 @@
 
 namespace pipesched {
 
+/// Whether op i of a stage's timeline row and the op after it are an overlapped pair run as one
+/// slot (op i marked overlaps_next, both with the same start and end, as the timing engine
+/// times a pair: docs/model.md §3). The views draw such a pair as one slot holding both ops and
+/// count its time once; a measured run whose pair did not share its slot draws two ops.
+inline bool shares_slot_with_next(std::span<const timed_op> row, std::size_t i) noexcept {
+  return i + 1 < row.size() && overlaps_next(row[i].o) && row[i + 1].start == row[i].start &&
+         row[i + 1].end == row[i].end;
+}
+
 /// Per-stage summary of a timeline.
 struct stage_summary {
   double span = 0.0;  ///< end of the last op − start of the first op (0 for an empty stage)
@@ -59,10 +68,12 @@ struct timeline {
     }
     double first = st.front().start;
     double last = st.front().end;
-    for (const auto& t : st) {
+    for (std::size_t i = 0; i < st.size(); ++i) {
+      const timed_op& t = st[i];
       first = std::min(first, t.start);
       last = std::max(last, t.end);
-      r.busy += t.duration();
+      // An overlapped pair's slot counts once (its second op has the same interval).
+      r.busy += i > 0 && shares_slot_with_next(st, i - 1) ? 0.0 : t.duration();
     }
     r.span = last - first;
     r.idle = r.span - r.busy;
