@@ -1,0 +1,82 @@
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/op.hpp"
+#include "pipesched/model/transformer_costs.hpp"
+
+namespace pipesched {
+
+/// D data-parallel replicas of a pipeline and the gradient all-reduce that ends an iteration
+/// (docs/robustness.md §4): per stage, a ring all-reduce of that stage's gradients among its D
+/// peers, which can start only when every replica's stage has finished its last W (or BW).
+/// Times are in cost-model units: `bandwidth` in bytes per unit, `latency` in units.
+struct data_parallel_model {
+  std::uint32_t replicas = 1;  ///< D >= 1
+  /// Gradient bytes of each stage's slice (size p), or one value for every stage (size 1).
+  std::vector<double> gradient_bytes{0.0};
+  double bandwidth = 1.0;  ///< bytes per time unit of one ring link, > 0
+  double latency = 0.0;    ///< per ring step, >= 0
+
+  /// Gradient bytes of stage s.
+  double bytes(stage_index s) const noexcept {
+    return gradient_bytes.size() == 1 ? gradient_bytes[0]
+                                      : (s < gradient_bytes.size() ? gradient_bytes[s] : 0.0);
+  }
+
+  /// Throws invalid_argument (prefixed with `who`) for a value out of range or a per-stage
+  /// table of the wrong size.
+  void check(std::uint32_t stages, std::string_view who) const {
+    if (replicas == 0) {
+      detail::fail(who, ": data-parallel replicas (D=0) must be at least 1");
+    }
+    if (gradient_bytes.size() != 1 && gradient_bytes.size() != stages) {
+      detail::fail(who, ": gradient_bytes (", gradient_bytes.size(),
+                   " entries) must hold one value or one per stage (p=", stages, ")");
+    }
+    for (double b : gradient_bytes) {
+      if (!std::isfinite(b) || b < 0.0) {
+        detail::fail(who, ": gradient_bytes (", b, ") must be finite and >= 0");
+      }
+    }
+    if (!std::isfinite(bandwidth) || bandwidth <= 0.0) {
+      detail::fail(who, ": bandwidth (", bandwidth, ") must be finite and > 0");
+    }
+    if (!std::isfinite(latency) || latency < 0.0) {
+      detail::fail(who, ": latency (", latency, ") must be finite and >= 0");
+    }
+  }
+};
+
+/// Ring all-reduce of `bytes` among D peers: 2(D−1) steps (reduce-scatter, then all-gather),
+/// each moving bytes/D over one link: 2(D−1)·latency + 2(D−1)/D · bytes / bandwidth. 0 for D = 1.
+constexpr double ring_allreduce_time(std::uint32_t replicas,
+                                     double bytes,
+                                     double bandwidth,
+                                     double latency) noexcept {
+  if (replicas <= 1) {
+    return 0.0;
+  }
+  const double steps = 2.0 * (replicas - 1);
+  return steps * latency + steps / replicas * bytes / bandwidth;
+}
+
+/// Gradient bytes of a slice of `dims.layers` transformer layers: 12h² + 13h parameters per
+/// layer (attention 4h² + 4h, MLP 8h² + 5h, two layer norms 4h), `bytes_per_param` each (2 for
+/// bf16 gradients, 4 for fp32).
+inline double transformer_gradient_bytes(const transformer_dims& dims,
+                                         double bytes_per_param = 2.0) {
+  if (dims.hidden == 0 || dims.layers == 0) {
+    detail::fail("transformer_gradient_bytes: hidden (", dims.hidden, ") and layers (", dims.layers,
+                 ") must be >= 1");
+  }
+  const auto h = static_cast<double>(dims.hidden);
+  return static_cast<double>(dims.layers) * (12.0 * h * h + 13.0 * h) * bytes_per_param;
+}
+
+}  // namespace pipesched
