@@ -30,6 +30,7 @@
 #include <pipesched/io/timeline.hpp>
 #include <pipesched/model/cost_model.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
+#include <pipesched/transform/recompute.hpp>
 
 #include "mlp.hpp"
 
@@ -73,6 +74,7 @@ struct options {
   std::string trace;
   std::string trace_sim;
   std::string inject_failure;  // "S:I": stage S throws at op I of the first step
+  bool recompute = false;      // every chunk recomputed, R before its backward
 };
 
 /// The MLP with an optional injected failure (tests the abort path); the op_context's list
@@ -97,8 +99,8 @@ struct failing_mlp {
 /// schedule's `chunks` per stage (and split back by the simulator).
 pipesched::cost_model calibrated_costs(std::span<const pipesched::timed_op> timings,
                                        std::uint32_t chunks) {
-  double sum[4] = {0, 0, 0, 0};
-  double n[4] = {0, 0, 0, 0};
+  double sum[pipesched::op_kind_count] = {};
+  double n[pipesched::op_kind_count] = {};
   for (const auto& t : timings) {
     if (pipesched::is_compute(t.o.kind)) {
       const auto k = static_cast<std::size_t>(t.o.kind);
@@ -242,6 +244,8 @@ int run(int argc, char** argv, int rank, int size) {
                  "write the simulator's prediction (costs calibrated on the run) here");
   app.add_option("--inject-failure", opt.inject_failure,
                  "S:I: stage S throws at op I of the first step (tests the abort)");
+  app.add_flag("--recompute", opt.recompute,
+               "recompute every chunk's activations before its backward (with_recompute)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -264,6 +268,9 @@ int run(int argc, char** argv, int rank, int size) {
     params.chunks = entry.default_chunks;
     pipesched::schedule sched = entry.generate(params);
     sched.set_name(entry.name);
+    if (opt.recompute) {
+      sched = pipesched::with_recompute(sched, pipesched::all_chunks(sched));
+    }
     pipesched::lowering_options lo;
     lo.receives = opt.recv == "late" ? pipesched::receive_placement::late
                                      : pipesched::receive_placement::eager;

@@ -4,6 +4,9 @@
 //
 //   quality_table                       p = 4, 8, 16 and m = 2p, 4p, 8p (the docs' table)
 //   quality_table --stages 4 --microbatches 8 [--layers 32] [--comm 0.05]
+//   quality_table --recompute [--stages 4 --microbatches 8]
+//       every schedule with every chunk recomputed (with_recompute), R just before its
+//       backward against R in the earliest idle slot within the before-backward peak
 //
 // Model: h = 4096, a = 32, s = 2048, b = 1, `layers` transformer layers split evenly over the
 // p·v chunks. Time unit: the forward of one layer (so T_F = layers per chunk, T_B ≈ 1.08·T_F,
@@ -35,6 +38,7 @@
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/model/transformer_costs.hpp>
+#include <pipesched/transform/recompute.hpp>
 
 namespace {
 
@@ -141,6 +145,94 @@ row evaluate(const generator_entry& e, const setting& st) {
   return r;
 }
 
+/// Every chunk recomputed: R before its backward against R in idle slots (limit: each stage's
+/// before-backward peak), and the schedule without recomputation.
+struct recompute_row {
+  std::string name;
+  std::uint32_t v = 1;
+  double plain_makespan = 0.0;
+  double plain_peak = 0.0;
+  double before_makespan = 0.0;
+  double before_peak = 0.0;
+  double idle_makespan = 0.0;
+  double idle_peak = 0.0;
+  double loose_makespan = 0.0;  // idle slots within the peak without recomputation
+  double loose_peak = 0.0;
+  std::string error;
+};
+
+recompute_row evaluate_recompute(const generator_entry& e, const setting& st) {
+  recompute_row r;
+  r.name = e.name;
+  r.v = e.default_chunks;
+  const transformer_profile layer = layer_profile();
+  if (st.layers % (st.p * r.v) != 0) {
+    r.error = "layers not divisible by p*v";
+    return r;
+  }
+  const double per_stage = static_cast<double>(st.layers / st.p);
+  generator_params gp;
+  gp.stages = st.p;
+  gp.microbatches = st.m;
+  gp.costs =
+      cost_model(op_costs{layer.costs.forward * per_stage, layer.costs.backward_input * per_stage,
+                          layer.costs.backward_weight * per_stage},
+                 st.comm);
+  // M_in: the stage slice's input activation (one tensor, not per layer).
+  gp.memory = memory_model(chunk_memory{layer.memory.activation * per_stage,
+                                        layer.memory.weight_grad_input * per_stage, 0.0,
+                                        layer.memory.input});
+  memory_options mo;
+  mo.record_curve = false;
+  try {
+    const schedule s = e.generate(gp);
+    r.v = s.chunks();
+    r.plain_makespan = simulate(s, gp.costs, {false, false}).makespan;
+    r.plain_peak = check_memory(s, gp.memory, mo).max_peak();
+    recompute_options ro;
+    ro.costs = gp.costs;
+    ro.memory = gp.memory;
+    const schedule before = with_recompute(s, all_chunks(s), ro);
+    r.before_makespan = simulate(before, gp.costs, {false, false}).makespan;
+    r.before_peak = check_memory(before, gp.memory, mo).max_peak();
+    ro.placement = recompute_placement::idle_slot;
+    const schedule idle = with_recompute(s, all_chunks(s), ro);
+    r.idle_makespan = simulate(idle, gp.costs, {false, false}).makespan;
+    r.idle_peak = check_memory(idle, gp.memory, mo).max_peak();
+    ro.limits = {r.plain_peak};
+    const schedule loose = with_recompute(s, all_chunks(s), ro);
+    r.loose_makespan = simulate(loose, gp.costs, {false, false}).makespan;
+    r.loose_peak = check_memory(loose, gp.memory, mo).max_peak();
+  } catch (const std::exception& ex) {
+    r.error = ex.what();
+  }
+  return r;
+}
+
+void print_recompute_table(const setting& st) {
+  std::printf("### recompute all, p=%u, m=%u (%u layers, T_comm=%g)\n\n", st.p, st.m, st.layers,
+              st.comm);
+  std::printf(
+      "| schedule | v | makespan | peak (M_B) | R before B: makespan | peak | R in idle slots: "
+      "makespan | peak | gain | idle slots within the first peak: makespan | peak | gain |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const generator_entry& e : default_registry().entries()) {
+    const recompute_row r = evaluate_recompute(e, st);
+    if (!r.error.empty()) {
+      std::printf("| %s | %u | n/a (%s) | | | | | | | | | |\n", r.name.c_str(), r.v,
+                  r.error.c_str());
+      continue;
+    }
+    auto gain = [&](double t) { return 100.0 * (r.before_makespan - t) / r.before_makespan; };
+    std::printf(
+        "| %s | %u | %.1f | %.1f | %.1f | %.2f | %.1f | %.2f | %.2f%% | %.1f | %.2f | %.2f%% |\n",
+        r.name.c_str(), r.v, r.plain_makespan, r.plain_peak, r.before_makespan, r.before_peak,
+        r.idle_makespan, r.idle_peak, gain(r.idle_makespan), r.loose_makespan, r.loose_peak,
+        gain(r.loose_makespan));
+  }
+  std::printf("\n");
+}
+
 /// (value / bound − 1) in percent; rounding noise below the bound prints as 0.
 double gap_percent(double value, double bound) {
   return std::max(0.0, 100.0 * (value / bound - 1.0));
@@ -196,9 +288,12 @@ int main(int argc, char** argv) {
   std::uint32_t m = 0;
   std::uint32_t layers = 32;
   double comm = 0.0;
+  bool recompute = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if ((a == "--stages" || a == "-p") && i + 1 < argc) {
+    if (a == "--recompute") {
+      recompute = true;
+    } else if ((a == "--stages" || a == "-p") && i + 1 < argc) {
       p = parse_count("--stages", argv[++i]);
     } else if ((a == "--microbatches" || a == "-m") && i + 1 < argc) {
       m = parse_count("--microbatches", argv[++i]);
@@ -212,7 +307,8 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: quality_table [--stages P --microbatches M] [--layers L] [--comm T]\n");
+                   "usage: quality_table [--recompute] [--stages P --microbatches M] [--layers L] "
+                   "[--comm T]\n");
       return 2;
     }
   }
@@ -225,13 +321,14 @@ int main(int argc, char** argv) {
       "GPT-like model h=4096 a=32 s=2048 b=1; per layer T_F=1 T_B=%.3f T_W=%.3f, "
       "M_B=1 M_W=%.3f\n\n",
       layer.costs.backward_input, layer.costs.backward_weight, layer.memory.weight_grad_input);
+  auto table = recompute ? print_recompute_table : print_table;
   if (p != 0) {
-    print_table(setting{p, m, layers, comm});
+    table(setting{p, m, layers, comm});
     return 0;
   }
   for (std::uint32_t pp : {4u, 8u, 16u}) {
     for (std::uint32_t k : {2u, 4u, 8u}) {
-      print_table(setting{pp, k * pp, layers, comm});
+      table(setting{pp, k * pp, layers, comm});
     }
   }
   return 0;

@@ -100,6 +100,7 @@ class checking_executor {
         out = {true, g, o.mb, false};
         break;
       case op_kind::backward_weight:
+      case op_kind::recompute:
         expect(false, 0, true);
         break;
       case op_kind::send_forward:
@@ -119,7 +120,7 @@ class checking_executor {
         out = in;
         break;
     }
-    std::uint8_t ev = events_produced(o.kind);
+    std::uint8_t ev = events_produced(o);
     for (int e = 0; e < 8; ++e) {
       if (ev & (1u << e)) {
         done_.insert({g, o.mb, e});

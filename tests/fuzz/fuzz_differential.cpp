@@ -191,8 +191,8 @@ void check_timing(const schedule& s, const cost_model& costs, const simulation_r
     const auto ops = s.ops(st);
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const auto g = pl.global(st, ops[i].chunk);
-      for (int e = 0; e < 5; ++e) {
-        if ((events_produced(ops[i].kind) & (1u << e)) != 0) {
+      for (int e = 0; e < 6; ++e) {
+        if ((events_produced(ops[i]) & (1u << e)) != 0) {
           ends[{e, g, ops[i].mb}] = {r.ops[st][i].end, st};
         }
       }
@@ -255,8 +255,11 @@ std::vector<double> recompute_peaks(const schedule& s,
       const op& o = ops[i];
       const chunk_memory& c = mm.at(st, o.chunk);
       switch (o.kind) {
-        case op_kind::forward:
-          value += c.activation;
+        case op_kind::forward:  // a checkpointed F keeps only its input until its R
+          value += is_recomputed(o) ? c.input : c.activation;
+          break;
+        case op_kind::recompute:
+          value += c.activation - c.input;
           break;
         case op_kind::backward_input:
           value -= c.activation - c.weight_grad_input;

@@ -62,7 +62,7 @@ TEST_CASE("cost model json: errors name the JSON path", "[io][cost_model_json][m
   CHECK(cost_error(R"({"forward":1})") == "/version: missing required key");
   CHECK(cost_error(R"({"version":1,"fwd":1})") ==
         "/fwd: unknown key (expected one of: version, forward, backward_input, "
-        "backward_weight, comm, stages, chunks, links, overlapped)");
+        "backward_weight, comm, stages, chunks, links, overlapped, recompute)");
   CHECK(cost_error(R"({"version":1,"stages":[{"forward":1,"backward_input":1}]})") ==
         "/stages/0/backward_weight: missing required key");
   CHECK(cost_error(R"({"version":1,"links":[[0,1],[1]]})") ==

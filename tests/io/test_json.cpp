@@ -64,7 +64,7 @@ TEST_CASE("schedule JSON errors name the path and the rule", "[io][json][errors]
   };
   const std::string head = R"({"version": 1, "stages": 2, "microbatches": 2, )";
   CHECK(err(head + R"("ops": [[], [{"kind": "F", "mb": 0}, {"kind": "X", "mb": 0}]]})") ==
-        "/ops/1/1/kind: unknown op kind \"X\" (known: F B W BW SEND_F RECV_F SEND_B RECV_B)");
+        "/ops/1/1/kind: unknown op kind \"X\" (known: F B W BW R SEND_F RECV_F SEND_B RECV_B)");
   CHECK(err(head + R"("ops": [[]]})") == "/ops: must hold one list per stage (stages=2), not 1");
   CHECK(err(head + R"("ops": [[{"kind": "F"}], []]})") == "/ops/0/0/mb: missing required key");
   CHECK(err(head + R"("ops": [[{"kind": "F", "mb": -1}], []]})") ==

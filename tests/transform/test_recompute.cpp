@@ -7,6 +7,8 @@
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
 #include <pipesched/gen/registry.hpp>
+#include <pipesched/io/json.hpp>
+#include <pipesched/io/torch_csv.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/transform/recompute.hpp>
 
@@ -124,7 +126,7 @@ TEST_CASE("with_recompute never lengthens a generated schedule in idle slots",
           "[transform][recompute]") {
   const cost_model costs = cost_model::uniform(1.0, 1.2, 0.8, 0.05);
   const memory_model mem(chunk_memory{1.0, 0.5, 0.0, 0.1});
-  for (const char* name : {"1f1b", "zb-h1", "zb-v", "interleaved-1f1b"}) {
+  for (const char* name : {"1f1b", "zb-h1", "zb-v", "interleaved-1f1b", "v-min", "dualpipev"}) {
     generator_params gp;
     gp.stages = 4;
     gp.microbatches = 8;
@@ -172,4 +174,24 @@ TEST_CASE("with_recompute refuses what it cannot transform, naming the rule",
   bad.limits = {1.0, 2.0, 3.0};
   CHECK_THROWS_WITH(with_recompute(s, {0}, bad),
                     "with_recompute: limits (size 3) must hold one value or one per stage (p=2)");
+}
+
+TEST_CASE("a recomputed schedule: JSON round trip, PyTorch CSV refused", "[transform][recompute]") {
+  const schedule r = with_recompute(one_f_one_b_2x(2), {0});
+  const std::string text = write_schedule_json(r);
+  CHECK(text.find(R"({"kind":"F","mb":0,"recompute":true})") != std::string::npos);
+  CHECK(text.find(R"({"kind":"R","mb":0})") != std::string::npos);
+  CHECK(read_schedule_json(text) == r);
+  CHECK_THROWS_WITH(read_schedule_json(R"({"version":1,"stages":1,"microbatches":1,"ops":[[
+                      {"kind":"F","mb":0},{"kind":"BW","mb":0,"recompute":true}]]})"),
+                    "/ops/0/1/recompute: only an F can be marked recompute, not BW");
+  CHECK_THROWS_WITH(read_schedule_json(R"({"version":1,"stages":1,"microbatches":1,"ops":[[
+                      {"kind":"F","mb":0,"recompute":1},{"kind":"BW","mb":0}]]})"),
+                    "/ops/0/0/recompute: must be true or false, not number");
+  // PyTorch's actions have no recompute; the first offending op is named.
+  CHECK_THROWS_WITH(to_torch_csv(r),
+                    "to_torch_csv: stage 0, op 0 (F0.0): PyTorch pipelining has no recompute "
+                    "action (R, or an F marked recompute); checkpoint inside the stage module and "
+                    "export the schedule without with_recompute");
+  CHECK_NOTHROW(to_torch_csv(with_recompute(one_f_one_b_2x(2), {})));
 }

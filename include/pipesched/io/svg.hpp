@@ -88,6 +88,8 @@ inline rgb kind_colour(op_kind k) noexcept {
       return {0x6a, 0xa8, 0x4f};  // green
     case op_kind::backward_full:
       return {0xd9, 0x5f, 0x43};  // red-orange
+    case op_kind::recompute:
+      return {0xe0, 0xa8, 0x2e};  // amber: a forward run again
     default:
       return {0x8c, 0x8c, 0x8c};  // grey: communication
   }
@@ -259,7 +261,7 @@ inline std::string to_svg(const schedule& sched, const timeline& tl, const svg_o
   out += "</g>\n";
 
   // Legend: the kinds the schedule uses, in a fixed order.
-  std::array<bool, 5> used{};
+  std::array<bool, 6> used{};
   auto slot = [](op_kind k) -> std::size_t {
     switch (k) {
       case op_kind::forward:
@@ -270,6 +272,8 @@ inline std::string to_svg(const schedule& sched, const timeline& tl, const svg_o
         return 2;
       case op_kind::backward_full:
         return 3;
+      case op_kind::recompute:
+        return 5;
       default:
         return 4;
     }
@@ -281,11 +285,12 @@ inline std::string to_svg(const schedule& sched, const timeline& tl, const svg_o
       pairs = pairs || shares_slot_with_next(st, i);
     }
   }
-  static constexpr std::array<op_kind, 5> legend_kind = {
-      op_kind::forward, op_kind::backward_input, op_kind::backward_weight, op_kind::backward_full,
-      op_kind::send_forward};
-  static constexpr std::array<std::string_view, 5> legend_text = {
-      "F forward", "B input gradient", "W weight gradient", "BW full backward", "comm"};
+  static constexpr std::array<op_kind, 6> legend_kind = {
+      op_kind::forward,       op_kind::backward_input, op_kind::backward_weight,
+      op_kind::backward_full, op_kind::send_forward,   op_kind::recompute};
+  static constexpr std::array<std::string_view, 6> legend_text = {
+      "F forward", "B input gradient", "W weight gradient", "BW full backward",
+      "comm",      "R recompute"};
   out += "<g class=\"legend\">\n";
   double lx = left;
   for (std::size_t i = 0; i < used.size(); ++i) {

@@ -76,6 +76,8 @@ inline fmt::text_style kind_style(op_kind k) {
       return fmt::bg(fmt::terminal_color::green) | fmt::fg(fmt::terminal_color::black);
     case op_kind::backward_full:
       return fmt::bg(fmt::terminal_color::magenta) | fmt::fg(fmt::terminal_color::bright_white);
+    case op_kind::recompute:
+      return fmt::bg(fmt::terminal_color::bright_blue) | fmt::fg(fmt::terminal_color::black);
     default:
       return fmt::bg(fmt::terminal_color::white) | fmt::fg(fmt::terminal_color::black);
   }

@@ -152,6 +152,12 @@ inline std::vector<std::vector<std::string>> to_torch_actions(const schedule& sc
         detail::fail("to_torch_csv: stage ", s, ", op ", i, " (", to_string(o, true),
                      "): chunk must be < chunks (", pl.chunks(), ")");
       }
+      if (o.kind == op_kind::recompute || is_recomputed(o)) {
+        detail::fail("to_torch_csv: stage ", s, ", op ", i, " (", to_string(o, true),
+                     "): PyTorch pipelining has no recompute action (R, or an F marked "
+                     "recompute); checkpoint inside the stage module and export the schedule "
+                     "without with_recompute");
+      }
       const std::size_t col = tl ? static_cast<std::size_t>(tl->stages[s][i].start) : cells.size();
       if (cells.size() <= col) {
         cells.resize(col + 1);
