@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include <pipesched/analysis/data_parallel_timing.hpp>
 #include <pipesched/analysis/dynamic_policy.hpp>
 #include <pipesched/analysis/robustness.hpp>
 #include <pipesched/gen/registry.hpp>
@@ -128,6 +129,46 @@ int main(int argc, char** argv) try {
     std::printf("| %s |", names[i]);
     for (double x : sens[i]) {
       std::printf(" %.3f |", x);
+    }
+    std::printf("\n");
+  }
+
+  // Data parallelism: D replicas, each its own sample at cv 5 % (with the straggler), then per
+  // stage a ring all-reduce (bytes / bandwidth = 1 unit, 0.001 per ring step).
+  std::printf(
+      "\nData-parallel: D replicas at cv 5%% (stage %u at 1.05x), ring all-reduce per "
+      "stage (bytes/bandwidth 1, latency 0.001 per step); mean over %u iterations: "
+      "iteration time / share lost to the slowest replica\n\n",
+      slow, samples / 10 + 1);
+  const std::vector<std::uint32_t> ds = {1, 8, 64};
+  std::printf("| schedule |");
+  for (std::uint32_t d : ds) {
+    std::printf(" D=%u | lost |", d);
+  }
+  std::printf("\n|---|");
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    std::printf("---|---|");
+  }
+  std::printf("\n");
+  for (const char* name : {"1f1b", "zb-h1", "zb-h2", "zb-v"}) {
+    const schedule s = default_registry().generate(name, gp);
+    perturbation n;
+    n.set_cv(0.05).set_straggler(p, slow, 1.05).set_seed(seed);
+    std::printf("| %s |", name);
+    for (std::uint32_t d : ds) {
+      data_parallel_model dp;
+      dp.replicas = d;
+      dp.gradient_bytes = {1.0};
+      dp.latency = 0.001;
+      double it = 0.0;
+      double lost = 0.0;
+      const std::uint32_t iterations = samples / 10 + 1;
+      for (std::uint32_t k = 0; k < iterations; ++k) {
+        const data_parallel_result r = simulate_data_parallel(s, costs, n, dp, k);
+        it += r.iteration / iterations;
+        lost += r.slowest_replica_share / iterations;
+      }
+      std::printf(" %.2f | %.1f%% |", it, 100 * lost);
     }
     std::printf("\n");
   }
