@@ -1,11 +1,15 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
+#include "pipesched/analysis/timing_simulator.hpp"
 #include "pipesched/gen/detail/zb_search.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zb_search_types.hpp"
+#include "pipesched/ir/detail/recompute_order.hpp"
 
 namespace pipesched {
 
@@ -29,7 +33,9 @@ enum class zb_memory_preset : std::uint8_t {
 /// same limits. Never exceeds the limit; throws invalid_argument when the limit is below one
 /// micro-batch's activations plus static memory on some stage (the true minimum: a
 /// one-micro-batch-at-a-time order needs exactly that). With unit costs it reaches ZB-H1's
-/// span at p·M_B and zero bubble at 2p·M_B. Each greedy run is O(p·m·log p).
+/// span at p·M_B and zero bubble at 2p·M_B. Each greedy run is O(p·m·log p). With
+/// opts.recompute it also searches an order with every chunk recomputed (docs/model.md §7) and
+/// returns it (zb_auto_result::recomputed) when shorter.
 inline zb_auto_result zb_auto_search(const generator_params& given,
                                      const zb_auto_options& opts = {},
                                      zb_memory_preset preset = zb_memory_preset::given,
@@ -42,7 +48,56 @@ inline zb_auto_result zb_auto_search(const generator_params& given,
   }
   const placement pl = placement::sequential(params.stages);
   const double factor = preset == zb_memory_preset::two_p ? 2.0 : 1.0;
-  return detail::zb_search(who, params, pl, detail::stage_limits(who, params, pl, factor), opts);
+  const std::vector<double> limits = detail::stage_limits(who, params, pl, factor);
+  zb_auto_result plain = detail::zb_search(who, params, pl, limits, opts);
+  if (!opts.recompute) {
+    return plain;
+  }
+  // The recomputing order is searched as a plain one whose B lasts T_R + T_B (its R runs right
+  // before it) and whose F holds M_B' = max(M_in, M_W) until the B, under a limit lowered by the
+  // M_B − M_B' the R..B transient adds. Its real timing is no later (R may start before the
+  // gradient arrives) and its real memory no higher, so it fits the limit.
+  const std::uint32_t p = params.stages;
+  std::vector<op_costs> costs(p);
+  std::vector<chunk_memory> sizes(p);
+  std::vector<double> lowered(p);
+  double busy_with_r = 0.0;
+  for (stage_index s = 0; s < p; ++s) {
+    const op_costs t = params.costs.at(s, 0);
+    const double t_r = params.costs.duration(s, op_kind::recompute, 0);
+    costs[s] = op_costs{t.forward, t_r + t.backward_input, t.backward_weight};
+    busy_with_r = std::max(busy_with_r, params.microbatches * (t.forward + t_r + t.backward_input +
+                                                               t.backward_weight));
+    const chunk_memory c = params.memory.at(s, 0);
+    const double held = std::max(c.input, c.weight_grad_input);
+    sizes[s] = chunk_memory{held, c.weight_grad_input, c.received, c.input};
+    lowered[s] = limits[s] - (c.activation - held);
+  }
+  generator_params rp = params;
+  rp.costs.set_stage_costs(std::move(costs));
+  rp.memory.set_stage_memory(std::move(sizes));
+  zb_auto_options ro = opts;
+  ro.recompute = false;
+  zb_auto_result rc = detail::zb_search(who, rp, pl, lowered, ro);
+  rc.sched = detail::recompute_before_backward(rc.sched, std::vector<bool>(p, true));
+  const simulation_result sim = simulate(rc.sched, params.costs, {false, false});
+  double span = 0.0;
+  for (const stage_timing& st : sim.stages) {
+    span = std::max(span, st.span);
+  }
+  // Either kind of schedule within the limits: no shorter than the plain bound or than the
+  // work a recomputing one does.
+  const double bound = std::min(plain.lower_bound, busy_with_r);
+  if (!(span < plain.span - 1e-9 * std::max(1.0, plain.span))) {
+    plain.lower_bound = bound;
+    return plain;
+  }
+  rc.span = span;
+  rc.makespan = sim.makespan;
+  rc.lower_bound = bound;
+  rc.ideal = plain.ideal;
+  rc.recomputed = true;
+  return rc;
 }
 
 /// schedule_generator for zb_auto_search: "zb-auto", "zb-1p" or "zb-2p".

@@ -99,6 +99,12 @@ struct zb_auto_options {
   /// and winning choice are the same for any value (which other choices are reported cut
   /// rather than finished can differ). If a thread cannot be started, fewer are used.
   unsigned threads = 0;
+  /// zb_auto_search only: also search an order for activation recomputation of every chunk
+  /// (docs/model.md §1: each F keeps M_in, an R right before each B) and return it, with its R
+  /// ops, when its span is shorter. It pays T_R per micro-batch for memory: M_in instead of M_B
+  /// until the R, so more micro-batches fit in flight under a tight limit. It does not lower the
+  /// floor (an R holds the whole M_B until its B).
+  bool recompute = false;
 };
 
 /// The result of zb_auto_search / zb_v_search: the schedule, how good it is and how it won.
@@ -128,6 +134,8 @@ struct zb_auto_result {
   /// "greedy", or the seed that won: "zb-h1", "zb-h2", "zb-v-handcrafted" or "published"
   /// (before the improvement phase).
   std::string_view winner = "greedy";
+  /// zb_auto_options::recompute chose the recomputing order (its F marked, R before each B).
+  bool recomputed = false;
   zb_choices best;                       ///< the winning greedy choice
   std::vector<zb_choice_outcome> tried;  ///< every choice tried, in index order
   std::vector<double> limits;            ///< per stage, including static memory

@@ -10,6 +10,7 @@
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/analysis/timing_simulator.hpp"
 #include "pipesched/analysis/validator.hpp"
+#include "pipesched/ir/detail/recompute_order.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
@@ -98,35 +99,6 @@ inline void require_recomputable(const schedule& sched,
     fail("with_recompute: schedule \"", sched.name(),
          "\" is invalid: ", r.violations.front().message);
   }
-}
-
-// Every F of a chosen chunk marked, every R right before its backward.
-inline schedule recompute_before_backward(const schedule& sched, const std::vector<bool>& chosen) {
-  const placement& pl = sched.layout();
-  schedule out(sched.name(), sched.microbatches(), pl);
-  for (stage_index s = 0; s < sched.stages(); ++s) {
-    const auto ops = sched.ops(s);
-    std::vector<op>& list = out.stage_ops(s);
-    list.reserve(ops.size() * 2);
-    std::size_t pair_at = 0;  // where the current overlapped pair starts in `list`
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      op o = ops[i];
-      const bool second_of_pair = i > 0 && overlaps_next(ops[i - 1]);
-      if (!second_of_pair) {
-        pair_at = list.size();
-      }
-      const bool on = chosen[pl.global(s, o.chunk)];
-      if (on && o.kind == op_kind::forward) {
-        o = recomputing(o);
-      } else if (on && produces_input_grad(o.kind)) {
-        // Not between the two ops of a pair: before the pair instead.
-        const auto at = static_cast<std::ptrdiff_t>(second_of_pair ? pair_at : list.size());
-        list.insert(list.begin() + at, make_op(op_kind::recompute, o.mb, o.chunk));
-      }
-      list.push_back(o);
-    }
-  }
-  return out;
 }
 
 // One round of moving R into earlier idle gaps (recompute_placement::idle_slot), with the
