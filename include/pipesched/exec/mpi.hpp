@@ -349,8 +349,9 @@ class mpi_comm_dup {
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
-/// Six doubles per op: index, kind, local chunk, mb, start, end. Exact for indices < 2^53.
-inline constexpr int timing_fields = 6;
+/// Seven doubles per op: index, kind, local chunk, mb, flags, start, end (the flags too, so a
+/// gathered op equals the schedule's: an overlapped pair's first op). Exact for indices < 2^53.
+inline constexpr int timing_fields = 7;
 
 inline std::vector<timed_op> gather_timings(MPI_Comm comm,
                                             int root,
@@ -362,9 +363,9 @@ inline std::vector<timed_op> gather_timings(MPI_Comm comm,
   std::vector<double> packed;
   packed.reserve(mine.size() * timing_fields);
   for (const timed_op& t : mine) {
-    packed.insert(packed.end(),
-                  {static_cast<double>(t.index), static_cast<double>(t.o.kind),
-                   static_cast<double>(t.o.chunk), static_cast<double>(t.o.mb), t.start, t.end});
+    packed.insert(packed.end(), {static_cast<double>(t.index), static_cast<double>(t.o.kind),
+                                 static_cast<double>(t.o.chunk), static_cast<double>(t.o.mb),
+                                 static_cast<double>(t.o.flags), t.start, t.end});
   }
   if (packed.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
     throw std::length_error("run_mpi: too many timings to gather");
@@ -400,8 +401,9 @@ inline std::vector<timed_op> gather_timings(MPI_Comm comm,
       t.o =
           make_op(static_cast<op_kind>(static_cast<int>(all[i + 1])),
                   static_cast<microbatch_index>(all[i + 3]), static_cast<chunk_index>(all[i + 2]));
-      t.start = all[i + 4];
-      t.end = all[i + 5];
+      t.o.flags = static_cast<std::uint8_t>(all[i + 4]);
+      t.start = all[i + 5];
+      t.end = all[i + 6];
       out.push_back(t);
     }
   }
