@@ -43,15 +43,6 @@ std::vector<op> compute_ops(std::span<const op> ops) {
   return out;
 }
 
-/// `ops` without overlap marks: lower_communication drops them (tested below).
-std::vector<op> unmarked(std::span<const op> ops) {
-  std::vector<op> out(ops.begin(), ops.end());
-  for (op& o : out) {
-    o.flags = static_cast<std::uint8_t>(o.flags & ~op_flag::overlap_next);
-  }
-  return out;
-}
-
 /// Makespan from the timing simulator (a SEND/RECV pair is a blocking rendezvous); -1 when
 /// the schedule deadlocks.
 double blocking_makespan(const schedule& s, const cost_model& c) {
@@ -100,22 +91,37 @@ void check_lowering(const schedule& in, const schedule& out) {
   CHECK(out.size() == in.size() + 2 * transfers(in));
   for (stage_index s = 0; s < in.stages(); ++s) {
     const auto ops = out.ops(s);
-    CHECK(compute_ops(ops) == unmarked(in.ops(s)));
+    CHECK(compute_ops(ops) == std::vector<op>(in.ops(s).begin(), in.ops(s).end()));
     for (std::size_t i = 0; i < ops.size(); ++i) {
+      // An overlapped pair stays adjacent: no comm op between its two ops.
+      if (overlaps_next(ops[i])) {
+        REQUIRE(i + 1 < ops.size());
+        CHECK(is_compute(ops[i + 1].kind));
+      }
       if (ops[i].kind != op_kind::send_forward && ops[i].kind != op_kind::send_backward) {
         continue;
       }
-      std::size_t j = i;  // only receives may sit between a SEND and its producer
-      while (j > 0 && (ops[j - 1].kind == op_kind::recv_forward ||
-                       ops[j - 1].kind == op_kind::recv_backward)) {
+      // Only receives sit between a SEND and its producer, and, after a pair, the pair's
+      // second op and its SEND.
+      std::size_t j = i;
+      while (j > 0 && is_comm(ops[j - 1].kind)) {
         --j;
       }
       REQUIRE(j > 0);
-      const op& producer = ops[j - 1];
-      CHECK(producer.mb == ops[i].mb);
-      CHECK(producer.chunk == ops[i].chunk);
-      CHECK((ops[i].kind == op_kind::send_forward ? producer.kind == op_kind::forward
-                                                  : produces_input_grad(producer.kind)));
+      const auto produced = [&](const op& c) {
+        return c.mb == ops[i].mb && c.chunk == ops[i].chunk &&
+               (ops[i].kind == op_kind::send_forward ? c.kind == op_kind::forward
+                                                     : produces_input_grad(c.kind));
+      };
+      const bool by_last = produced(ops[j - 1]);
+      const bool by_pair = j >= 2 && overlaps_next(ops[j - 2]) && produced(ops[j - 2]);
+      CHECK((by_last || by_pair));
+      std::size_t sends = 0;  // at most the two SENDs of a pair in that stretch
+      for (std::size_t k = j; k <= i; ++k) {
+        sends +=
+            ops[k].kind == op_kind::send_forward || ops[k].kind == op_kind::send_backward ? 1U : 0U;
+      }
+      CHECK(sends <= (by_pair || (j >= 2 && overlaps_next(ops[j - 2])) ? 2U : 1U));
     }
   }
 }
@@ -505,7 +511,8 @@ TEST_CASE("memory checker: late receives lower the receive-buffer peak", "[gen][
   CHECK(late_peak >= 3.0);  // 1F1B stage 1 holds p-1 = 3 activations
 }
 
-TEST_CASE("lowering drops overlap marks: the lowered schedule is valid", "[gen][comm][overlap]") {
+TEST_CASE("lowering keeps overlapped pairs adjacent and marked, as PyTorch lowers OVERLAP_F_B",
+          "[gen][comm][overlap]") {
   // ZB-H1 with stage 0's F1 marked to overlap the B0 after it: a valid pair (no dependency).
   schedule s = generate(zb_h1{}, 2, 4);
   auto& ops1 = s.stage_ops(0);
@@ -518,13 +525,42 @@ TEST_CASE("lowering drops overlap marks: the lowered schedule is valid", "[gen][
       break;
     }
   }
-  REQUIRE(marked < ops1.size());
+  REQUIRE(marked == 1);  // F0 (F1;B0) W0 F2 ...
   REQUIRE(validate(s).ok());
-  const schedule low = lower_communication(s);
-  CHECK(validate(low).ok());
-  for (stage_index st = 0; st < low.stages(); ++st) {
-    for (const op& o : low.ops(st)) {
-      CHECK_FALSE(overlaps_next(o));
+  for (const auto& opts : {lowering_options{}, late}) {
+    const schedule low = lower_communication(s, opts);
+    CHECK(validate(low).ok());
+    check_lowering(s, low);
+    // Stage 0: the pair's receive (B0's gradient) before it, its send (F1's activation)
+    // after it, and the mark on F1.
+    const std::string l = listing(low.ops(0));
+    INFO(l);
+    const std::size_t pair = l.find("F1 B0");
+    REQUIRE(pair != std::string::npos);
+    CHECK(l.find("RECV_B0") < pair);
+    CHECK(l.find("SEND_F1") > pair);
+    std::size_t marks = 0;
+    for (const op& o : low.ops(0)) {
+      marks += overlaps_next(o) ? 1U : 0U;
+    }
+    CHECK(marks == 1);
+    // It runs under blocking transfers, the pair as one slot.
+    CHECK(blocking_makespan(low, cost_model::unit()) > 0.0);
+  }
+  // DualPipeV: every pair kept; PyTorch's golden order (p = 4, m = 10) lowers and runs.
+  for (auto [p, m] : {std::pair{4U, 10U}, {2U, 4U}, {3U, 7U}, {8U, 16U}}) {
+    INFO("dualpipev p=" << p << " m=" << m);
+    generator_params gp;
+    gp.stages = p;
+    gp.microbatches = m;
+    const schedule d = default_registry().generate("dualpipev", gp);
+    for (const auto& opts : {lowering_options{}, late}) {
+      const schedule low = lower_communication(d, opts);
+      const auto r = validate(low);
+      INFO((r.ok() ? std::string("ok") : r.violations.front().message));
+      REQUIRE(r.ok());
+      check_lowering(d, low);
+      CHECK(blocking_makespan(low, cost_model::unit()) >= blocking_makespan(d, cost_model::unit()));
     }
   }
 }

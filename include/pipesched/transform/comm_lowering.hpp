@@ -296,6 +296,15 @@ inline bool lower_ranked(const schedule& in, const cost_model& costs, bool eager
   std::uint64_t seq = 0;
   const traversal_plan plan(pl, false);
   const std::vector<op_cost> table = cost_table(plan, pl, costs);
+  auto record = [&](const transfer& x, double end) {
+    const std::uint64_t id = seq++;
+    comm[x.from].push_back({end, id, x.send});
+    comm[x.to].push_back({end, id, x.recv});
+  };
+  // An overlapped pair's first op may be visited before the producers of its partner's inputs:
+  // its transfer is ranked with the partner's (same end, later id), so every receive the pair
+  // needs ranks before the pair's sends, whatever the durations.
+  std::vector<std::optional<transfer>> held(p);
   const traversal_result tr = timed_traverse(
       in, plan, table.data(),
       [&](stage_index from, stage_index to) { return costs.comm(from, to); },
@@ -303,10 +312,17 @@ inline bool lower_ranked(const schedule& in, const cost_model& costs, bool eager
         if (eager) {
           starts[t.stage][t.index] = t.start;
         }
+        if (t.shares_slot && held[t.stage]) {
+          record(*held[t.stage], t.end);
+          held[t.stage].reset();
+        }
         if (const auto x = outgoing(pl, m, t.stage, t.o)) {
-          const std::uint64_t id = seq++;
-          comm[x->from].push_back({t.end, id, x->send});
-          comm[x->to].push_back({t.end, id, x->recv});
+          const auto ops = in.ops(t.stage);
+          if (pair_candidate(ops.data(), ops.size(), t.index, pl.chunks(), m)) {
+            held[t.stage] = *x;
+          } else {
+            record(*x, t.end);
+          }
         }
       });
   if (!tr.complete) {
@@ -337,28 +353,38 @@ inline bool lower_ranked(const schedule& in, const cost_model& costs, bool eager
       }
     };
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      const op& o = ops[i];
+      // An overlapped pair stays adjacent and marked: the receives of both ops before it, the
+      // sends of both after it (PyTorch's lowering of OVERLAP_F_B).
+      const std::size_t n = pair_candidate(ops.data(), ops.size(), i, pl.chunks(), m) ? 2 : 1;
       if (eager) {
         post_receives_until(starts[s][i]);
       }
-      if (const auto need = incoming(pl, m, s, o)) {
-        // The rank order puts no SEND of this or a later op before the op's own receive
-        // (see lower_communication), so this stops at it. Eager posted it already.
-        while (!(received[need->cell] & need->bit)) {
-          PIPESCHED_ASSERT(k < entries.size() && !is_send(entries[k].o.kind),
-                           "lower_communication: a receive is ranked after a later send");
+      for (std::size_t j = i; j < i + n; ++j) {
+        if (const auto need = incoming(pl, m, s, ops[j])) {
+          // The rank order puts no SEND of this or a later op before the op's own receive
+          // (see lower_communication), so this stops at it. Eager posted it already.
+          while (!(received[need->cell] & need->bit)) {
+            PIPESCHED_ASSERT(k < entries.size() && !is_send(entries[k].o.kind),
+                             "lower_communication: a receive is ranked after a later send");
+            post_next();
+          }
+        }
+      }
+      for (std::size_t j = i; j < i + n; ++j) {
+        dst.push_back(ops[j]);
+      }
+      for (std::size_t j = i; j < i + n; ++j) {
+        const op& o = ops[j];
+        if (outgoing(pl, m, s, o)) {
+          // Receives ranked before this SEND go before it (their data arrived during `o`).
+          post_receives_until(always);
+          PIPESCHED_ASSERT(k < entries.size() && entries[k].o.mb == o.mb &&
+                               entries[k].o.chunk == o.chunk && is_send(entries[k].o.kind),
+                           "lower_communication: sends out of producer order");
           post_next();
         }
       }
-      dst.push_back(o);
-      if (outgoing(pl, m, s, o)) {
-        // Receives ranked before this SEND go before it (their data arrived during `o`).
-        post_receives_until(always);
-        PIPESCHED_ASSERT(k < entries.size() && entries[k].o.mb == o.mb &&
-                             entries[k].o.chunk == o.chunk && is_send(entries[k].o.kind),
-                         "lower_communication: sends out of producer order");
-        post_next();
-      }
+      i += n - 1;
     }
     PIPESCHED_ASSERT(k == entries.size(), "lower_communication: a transfer was not placed");
     entries = {};
@@ -402,7 +428,10 @@ inline std::array<std::size_t, 3> receive_buffer_profile(const schedule& s) {
 /// together with its matching RECV, like MPI_Ssend; both block) without deadlock. Transfers
 /// between chunks on the same stage (the turn of a V, any same-stage neighbours) get no ops.
 /// Compute ops keep their order; each SEND follows its producer (only RECVs in between);
-/// each RECV precedes its consumer (where exactly: options.receives).
+/// each RECV precedes its consumer (where exactly: options.receives). An overlapped pair
+/// (op_flag::overlap_next) stays adjacent and marked, as PyTorch lowers OVERLAP_F_B: the RECVs
+/// of both its ops before it, the SENDs of both after it (so a pair's first SEND follows the
+/// pair's second op); with pairs, receive_placement::late places receives in rank order only.
 ///
 /// Why eager cannot deadlock: the transfers are ranked by one global key, the (end time,
 /// execution index) of their producer in a timed, dependency-respecting execution of the
@@ -415,6 +444,9 @@ inline std::array<std::size_t, 3> receive_buffer_profile(const schedule& s) {
 /// all compute ops. The placement rules fit the key order because a RECV's producer ends no
 /// later than its consumer starts and comes first in the execution, so the RECV's key is
 /// smaller than that of any SEND of the consumer or a later op of its stage.
+/// A pair runs as one slot once the inputs of both ops are there: its transfers are ranked at
+/// the pair's end (the first op's after the second's producers, ties included), so the RECVs
+/// it needs rank before its SENDs and the same induction holds with the pair as one op.
 /// The late placement either uses the same rank order (same argument) or is the record of a
 /// complete lazy execution; with fixed partners a rendezvous system is confluent (a SEND/RECV
 /// pair that can meet stays able to until it does), so every execution of the record
@@ -425,27 +457,9 @@ inline std::array<std::size_t, 3> receive_buffer_profile(const schedule& s) {
 /// one sort of each stage's transfers).
 inline schedule lower_communication(const schedule& compute_only,
                                     const lowering_options& options = {}) {
-  // Overlap marks (op_flag::overlap_next) are dropped: the lowered lists put SEND / RECV ops
-  // between ops, and keeping a pair adjacent (both RECVs before it, both SENDs after it, as
-  // PyTorch lowers OVERLAP_F_B) is not done yet. The pair's ops then run one after the other.
-  std::optional<schedule> unmarked;
-  for (stage_index s = 0; s < compute_only.stages() && !unmarked; ++s) {
-    for (const op& o : compute_only.ops(s)) {
-      if (overlaps_next(o)) {
-        unmarked = compute_only;
-        break;
-      }
-    }
-  }
-  if (unmarked) {
-    for (stage_index s = 0; s < unmarked->stages(); ++s) {
-      for (op& o : unmarked->stage_ops(s)) {
-        o.flags = static_cast<std::uint8_t>(o.flags & ~op_flag::overlap_next);
-      }
-    }
-  }
-  const schedule& in = unmarked ? *unmarked : compute_only;
+  const schedule& in = compute_only;
   const std::uint32_t p = in.stages();
+  bool pairs = false;
   for (stage_index s = 0; s < p; ++s) {
     const auto ops = in.ops(s);
     for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -454,6 +468,7 @@ inline schedule lower_communication(const schedule& compute_only,
                      "\" is already lowered (stage ", s, ", op ", i, " is ",
                      to_string(ops[i], in.chunks() > 1), "); pass a compute-only schedule");
       }
+      pairs = pairs || overlaps_next(ops[i]);
     }
   }
   validate_options vo;
@@ -473,7 +488,8 @@ inline schedule lower_communication(const schedule& compute_only,
     detail::fail("lower_communication: input schedule \"", in.name(),
                  "\" is invalid: ", tr.witness.describe());
   }
-  if (eager) {
+  // The lazy lowering records a one-op-at-a-time execution, which would split a pair.
+  if (eager || pairs) {
     return out;
   }
   schedule lazy(in.name(), in.microbatches(), in.layout());
