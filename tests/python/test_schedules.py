@@ -171,3 +171,16 @@ def test_with_comm_lowering():
     assert ps.lower_communication(ps.generate("1f1b", 2, 2)) == s
     late = ps.generate("1f1b", 2, 2, with_comm=True, recv="late")
     assert ps.validate(late).ok
+
+
+def test_transformer_costs_feed_the_models():
+    prof = ps.transformer_costs(2048, 16, 2048, 1, layers=4)  # T_F of one layer = 1
+    assert prof.costs.forward == 4
+    assert abs(prof.costs.backward_input + prof.costs.backward_weight - 8) < 1e-9
+    assert prof.memory.activation == 4
+    s = ps.generate("1f1b", 4, 8)
+    r = ps.simulate(s, cost=prof.cost_model())
+    assert r.makespan > ps.simulate(s).makespan
+    assert ps.check_memory(s, memory=prof.memory_model()).max_peak == 16
+    with pytest.raises(ValueError, match="units: must be 'absolute' or 'per_layer'"):
+        ps.transformer_costs(1, 1, 1, 1, units="flops")
