@@ -26,6 +26,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <pipesched/analysis/data_parallel_timing.hpp>
 #include <pipesched/analysis/dynamic_policy.hpp>
 #include <pipesched/analysis/robustness.hpp>
 #include <pipesched/analysis/schedule_report.hpp>
@@ -677,6 +678,10 @@ struct whatif_options_cli {
   std::uint64_t seed = 1;
   bool sensitivity = false;
   bool dynamic = false;
+  std::uint32_t replicas = 1;      // --replicas D: data-parallel pipelines
+  double gradient_bytes = 0.0;     // per stage
+  double bandwidth = 1.0;          // bytes per time unit
+  double allreduce_latency = 0.0;  // per ring step
   bool json = false;
 };
 
@@ -713,6 +718,34 @@ int cmd_whatif(const whatif_options_cli& o) {
   if (o.stalls) {
     const auto [prob, dur] = parse_pair(*o.stalls, "--stalls");
     noise.set_stalls({prob, dur});
+  }
+  if (o.replicas > 1) {
+    if (o.dynamic || o.sensitivity) {
+      usage_error("--replicas: not with --dynamic or --sensitivity");
+    }
+    data_parallel_model dp;
+    dp.replicas = o.replicas;
+    dp.gradient_bytes = {o.gradient_bytes};
+    dp.bandwidth = o.bandwidth;
+    dp.latency = o.allreduce_latency;
+    const data_parallel_stats d = monte_carlo_data_parallel(s, params.costs, noise, dp, o.samples);
+    if (o.json) {
+      const nlohmann::json j{
+          {"schedule", s.name()},         {"replicas", o.replicas},
+          {"samples", d.iteration.count}, {"mean", d.iteration.mean},
+          {"p50", d.iteration.p50},       {"p99", d.iteration.p99},
+          {"max", d.iteration.max},       {"slowest_replica_share", d.slowest_replica_share}};
+      fmt::print("{}\n", j.dump(2));
+      return 0;
+    }
+    fmt::print("{}  p={} m={} v={}  D={} replicas  {} iterations, seed {}\n", s.name(), s.stages(),
+               s.microbatches(), s.chunks(), o.replicas, d.iteration.count, o.seed);
+    fmt::print(
+        "iteration time (pipeline + ring all-reduce): mean {:.6g}  p50 {:.6g}  p99 {:.6g}  "
+        "max {:.6g}; lost to the slowest replica {:.2f}%\n",
+        d.iteration.mean, d.iteration.p50, d.iteration.p99, d.iteration.max,
+        100 * d.slowest_replica_share);
+    return 0;
   }
   robustness_options ro;
   ro.samples = o.samples;
@@ -899,6 +932,16 @@ int main(int argc, char** argv) {
   w->add_flag("--dynamic", wi.dynamic,
               "The dynamic policy (B, else F within --memory-limit, else W) on the schedule's "
               "placement instead of its order");
+  w->add_option("--replicas", wi.replicas,
+                "D data-parallel pipelines, each its own sample, then a ring all-reduce per stage")
+      ->check(CLI::PositiveNumber);
+  w->add_option("--gradient-bytes", wi.gradient_bytes, "With --replicas: gradient bytes per stage")
+      ->check(CLI::NonNegativeNumber);
+  w->add_option("--bandwidth", wi.bandwidth, "With --replicas: ring link bytes per time unit")
+      ->check(CLI::PositiveNumber);
+  w->add_option("--allreduce-latency", wi.allreduce_latency,
+                "With --replicas: latency per ring step")
+      ->check(CLI::NonNegativeNumber);
   w->add_flag("--json", wi.json, "Print one JSON object");
 
   analyze_options_cli an;

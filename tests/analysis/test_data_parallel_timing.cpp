@@ -54,3 +54,24 @@ TEST_CASE("simulate_data_parallel: noisy replicas wait for the slowest", "[data_
   CHECK_THROWS_WITH(simulate_data_parallel(s, cost_model{}, n, dp),
                     Catch::Matchers::Contains("replicas (D=0) must be at least 1"));
 }
+
+TEST_CASE("monte_carlo_data_parallel: iterations of D replicas", "[data_parallel]") {
+  const schedule s = generate(one_f_one_b{}, 4, 8);
+  data_parallel_model dp;
+  dp.replicas = 4;
+  dp.gradient_bytes = {1e6};
+  dp.bandwidth = 1e5;
+  dp.latency = 0.5;
+  const data_parallel_stats quiet =
+      monte_carlo_data_parallel(s, cost_model{}, perturbation{}, dp, 3);
+  CHECK(quiet.iteration.count == 3);
+  CHECK(quiet.iteration.max == Approx(51.0));
+  CHECK(quiet.slowest_replica_share == 0.0);
+  perturbation n;
+  n.set_cv(0.1).set_seed(1);
+  const data_parallel_stats noisy = monte_carlo_data_parallel(s, cost_model{}, n, dp, 5);
+  CHECK(noisy.iteration.mean > 51.0);
+  CHECK(noisy.slowest_replica_share > 0.0);
+  CHECK_THROWS_WITH(monte_carlo_data_parallel(s, cost_model{}, n, dp, 0),
+                    Catch::Matchers::Contains("samples (0) must be at least 1"));
+}

@@ -82,4 +82,34 @@ inline data_parallel_result simulate_data_parallel(const schedule& sched,
   return r;
 }
 
+/// N data-parallel iterations (simulate_data_parallel with iteration = first_sample .. + N − 1):
+/// the distribution of the iteration time and the mean share lost to the slowest replica.
+struct data_parallel_stats {
+  sample_stats iteration;
+  double slowest_replica_share = 0.0;  ///< mean over the iterations
+};
+
+inline data_parallel_stats monte_carlo_data_parallel(const schedule& sched,
+                                                     const cost_model& costs,
+                                                     const perturbation& noise,
+                                                     const data_parallel_model& dp,
+                                                     std::uint32_t samples,
+                                                     std::uint64_t first_sample = 0) {
+  if (samples == 0) {
+    detail::fail("monte_carlo_data_parallel: samples (0) must be at least 1");
+  }
+  std::vector<double> t;
+  double share = 0.0;
+  for (std::uint32_t i = 0; i < samples; ++i) {
+    const data_parallel_result r =
+        simulate_data_parallel(sched, costs, noise, dp, first_sample + i);
+    t.push_back(r.iteration);
+    share += r.slowest_replica_share;
+  }
+  data_parallel_stats out;
+  out.iteration = stats_of(std::move(t));
+  out.slowest_replica_share = share / samples;
+  return out;
+}
+
 }  // namespace pipesched
