@@ -311,7 +311,9 @@ inline void write_chrome_trace(std::ostream& os,
     // Who produced each (global chunk, mb, event): the op to start an arrow from; and in a
     // lowered schedule the first RECV of each (global chunk, mb, direction), the end of a
     // SEND's arrow (looked up, not searched for along the peer's list).
-    constexpr std::size_t nev = 5;
+    // One slot per event_kind: events_produced() is a byte, so 8 covers every kind there can
+    // be (5 was one short once activations_ready came: the lookup below read past the table).
+    constexpr std::size_t nev = 8;
     const std::size_t cells = std::size_t{pl.total_chunks()} * m;
     std::vector<const timed_op*> producer(cells * nev, nullptr);
     std::vector<const timed_op*> recv(lowered ? cells * 2 : 0, nullptr);
