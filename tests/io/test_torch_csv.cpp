@@ -407,6 +407,10 @@ TEST_CASE("torch csv: errors name row and column", "[io][torch_csv]") {
   CHECK(error_of("0F0,0X0\n") ==
         "from_torch_csv: row 1, column 2: unknown action \"X\" in cell \"0X0\" (expected F, I, B, "
         "W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
+  // Our recompute kind is not a PyTorch action: refused on import as on export.
+  CHECK(error_of("0F0,0R0,0B0\n") ==
+        "from_torch_csv: row 1, column 2: unknown action \"R\" in cell \"0R0\" (expected F, I, B, "
+        "W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
   CHECK(error_of("0F0\n1F0,F1\n") ==
         "from_torch_csv: row 2, column 2: malformed cell \"F1\" (expected "
         "<stage><kind><microbatch>, e.g. 0F3)");

@@ -252,8 +252,10 @@ inline schedule from_torch_csv(std::string_view text, std::string name = "torch-
         if (no_mb) {
           return false;
         }
-        if (c.kind != "F" && c.kind != "I" && c.kind != "B" && c.kind != "W" && c.kind != "BW" &&
-            !parse_op_kind(c.kind)) {
+        // R is ours, not PyTorch's (it has no recompute action; to_torch_csv refuses it too).
+        if ((c.kind != "F" && c.kind != "I" && c.kind != "B" && c.kind != "W" && c.kind != "BW" &&
+             !parse_op_kind(c.kind)) ||
+            c.kind == "R") {
           detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": unknown action \"", c.kind,
                        "\" in cell \"", cell,
                        "\" (expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
