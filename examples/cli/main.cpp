@@ -6,18 +6,24 @@
 // a picture or JSON), the same code in every format; 2 unusable input (bad options, malformed
 // files, unknown names, numbers that overflow), with a one-line `error: ...` on stderr.
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -34,6 +40,7 @@
 #include <pipesched/gen/replan.hpp>
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/cost_model_json.hpp>
+#include <pipesched/io/distribution_svg.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/memory_model_json.hpp>
 #include <pipesched/io/report_text.hpp>
@@ -683,7 +690,109 @@ struct whatif_options_cli {
   double bandwidth = 1.0;          // bytes per time unit
   double allreduce_latency = 0.0;  // per ring step
   bool json = false;
+  std::string format = "text";  // text, json, svg
+  std::string output;
 };
+
+/// Progress on stderr for commands that run longer than a second (whatif, analyze). A
+/// background thread prints the current status with the elapsed time, first after 1 s, then
+/// about 4 times a second on a terminal (one line rewritten in place, cleared at the end) or
+/// once a second otherwise (a line each). Never on stdout, so --json and pictures on stdout
+/// stay as they are.
+class progress_line {
+ public:
+  explicit progress_line(std::string status) : status_(std::move(status)) {
+    tty_ = ::isatty(STDERR_FILENO) == 1;
+    thread_ = std::jthread([this](std::stop_token stop) { loop(stop); });
+  }
+  progress_line(const progress_line&) = delete;
+  progress_line& operator=(const progress_line&) = delete;
+  ~progress_line() {
+    thread_.request_stop();
+    thread_.join();
+    if (printed_ && tty_) {
+      std::fputs("\r\033[K", stderr);  // the output that follows starts on a clean line
+      std::fflush(stderr);
+    }
+  }
+  void set(std::string status) {
+    const std::lock_guard<std::mutex> lock(m_);
+    status_ = std::move(status);
+  }
+
+ private:
+  void loop(const std::stop_token& stop) {
+    using namespace std::chrono;
+    const auto start = steady_clock::now();
+    std::unique_lock<std::mutex> lock(m_);
+    auto wait = milliseconds(1000);
+    while (!cv_.wait_for(lock, stop, wait, [&] { return stop.stop_requested(); })) {
+      const double s = duration<double>(steady_clock::now() - start).count();
+      std::fprintf(stderr, tty_ ? "\r\033[K%s, %.0f s" : "%s, %.0f s\n", status_.c_str(), s);
+      std::fflush(stderr);
+      printed_ = true;
+      wait = milliseconds(tty_ ? 250 : 1000);
+    }
+  }
+  std::mutex m_;
+  std::condition_variable_any cv_;
+  std::string status_;
+  bool tty_ = false;
+  bool printed_ = false;  // written by the thread, read after join
+  std::jthread thread_;   // last: started when the members above exist
+};
+
+/// "whatif: 120/1000 samples (12 %)".
+std::string sample_status(std::uint64_t done, std::uint64_t total) {
+  return fmt::format("whatif: {}/{} samples ({} %)", done, total, done * 100 / total);
+}
+
+/// monte_carlo (or monte_carlo_dynamic: `run`) in batches of consecutive sample indices
+/// (robustness_options::first_sample), so `progress` can count samples. The result is the one
+/// call's, bit for bit: the same samples in the same order (kept), their mean summed in sample
+/// order as monte_carlo does, the same stats_of. With --sensitivity the library runs once (it
+/// measures the stages under the same samples) and the progress line only shows the time.
+template <class Run>
+robustness_result sampled(const robustness_options& ro, progress_line& progress, Run&& run) {
+  if (ro.sensitivity) {
+    progress.set(fmt::format("whatif: {} samples, and {} per stage for the sensitivity", ro.samples,
+                             ro.samples));
+    robustness_options all = ro;
+    all.keep_samples = true;
+    return run(all);
+  }
+  using clock = std::chrono::steady_clock;
+  robustness_result r;
+  std::vector<double> samples;
+  samples.reserve(ro.samples);
+  std::uint32_t batch = 1;
+  while (samples.size() < ro.samples) {
+    robustness_options part = ro;
+    part.first_sample = ro.first_sample + samples.size();
+    part.samples =
+        std::min<std::uint32_t>(batch, ro.samples - static_cast<std::uint32_t>(samples.size()));
+    part.keep_samples = true;
+    const auto t0 = clock::now();
+    robustness_result b = run(part);
+    const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+    r.clean = b.clean;
+    samples.insert(samples.end(), b.samples.begin(), b.samples.end());
+    progress.set(sample_status(samples.size(), ro.samples));
+    // Batches of about 0.1 s: the progress moves and the clean run each batch repeats stays
+    // a small share of the work.
+    const double per_sample = secs / part.samples;
+    batch =
+        static_cast<std::uint32_t>(std::clamp(per_sample > 0.0 ? 0.1 / per_sample : 1e9, 1.0, 1e9));
+  }
+  double sum = 0.0;
+  for (double x : samples) {
+    sum += x;
+  }
+  r.iteration = stats_of(samples);
+  r.iteration.mean = sum / ro.samples;
+  r.samples = std::move(samples);
+  return r;
+}
 
 /// "A:B" as two numbers >= 0; errors name the option.
 std::pair<double, double> parse_pair(const std::string& text, const std::string& option) {
@@ -698,10 +807,30 @@ std::pair<double, double> parse_pair(const std::string& text, const std::string&
   return {*a, *b};
 }
 
+/// whatif --format svg: the histogram and CDF of the sampled iteration times.
+void write_distribution(const std::string& path,
+                        const std::string& name,
+                        std::vector<double> samples,
+                        std::uint64_t seed) {
+  distribution_svg_options so;
+  so.unit = "time units of --cost";
+  so.title =
+      fmt::format("{}: iteration time over {} samples (seed {})", name, samples.size(), seed);
+  write_output(path, to_distribution_svg({{name, std::move(samples)}}, so));
+}
+
 // The iteration-time distribution of a schedule (or of the dynamic policy on its placement)
 // under sampled noise: monte_carlo / monte_carlo_dynamic (docs/robustness.md). No noise option:
 // every sample equals simulate's makespan.
 int cmd_whatif(const whatif_options_cli& o) {
+  if (o.format != "text" && o.format != "json" && o.format != "svg") {
+    usage_error("--format: unknown format \"" + o.format + "\" (whatif knows: text, json, svg)");
+  }
+  if (o.json && o.format == "svg") {
+    usage_error("--json: conflicts with --format svg (use one)");
+  }
+  const bool json = o.json || o.format == "json";
+  const bool svg = o.format == "svg";
   const generator_params params = o.model.params();
   const schedule s = load_schedule(o.src, params).sched;
   perturbation noise;
@@ -728,23 +857,45 @@ int cmd_whatif(const whatif_options_cli& o) {
     dp.gradient_bytes = {o.gradient_bytes};
     dp.bandwidth = o.bandwidth;
     dp.latency = o.allreduce_latency;
-    const data_parallel_stats d = monte_carlo_data_parallel(s, params.costs, noise, dp, o.samples);
-    if (o.json) {
+    // monte_carlo_data_parallel's loop, which keeps no samples: the picture needs them and the
+    // progress line counts them. Same calls, same order, same aggregation.
+    std::vector<double> t;
+    double share = 0.0;
+    {
+      progress_line progress(sample_status(0, o.samples));
+      for (std::uint32_t i = 0; i < o.samples; ++i) {
+        const data_parallel_result r = simulate_data_parallel(s, params.costs, noise, dp, i);
+        t.push_back(r.iteration);
+        share += r.slowest_replica_share;
+        progress.set(sample_status(i + 1u, o.samples));
+      }
+    }
+    data_parallel_stats d;
+    d.iteration = stats_of(t);
+    d.slowest_replica_share = share / o.samples;
+    if (svg) {
+      write_distribution(o.output, fmt::format("{}, D={} replicas", s.name(), o.replicas),
+                         std::move(t), o.seed);
+      return 0;
+    }
+    if (json) {
       const nlohmann::json j{
           {"schedule", s.name()},         {"replicas", o.replicas},
           {"samples", d.iteration.count}, {"mean", d.iteration.mean},
           {"p50", d.iteration.p50},       {"p99", d.iteration.p99},
           {"max", d.iteration.max},       {"slowest_replica_share", d.slowest_replica_share}};
-      fmt::print("{}\n", j.dump(2));
+      write_output(o.output, j.dump(2) + "\n");
       return 0;
     }
-    fmt::print("{}  p={} m={} v={}  D={} replicas  {} iterations, seed {}\n", s.name(), s.stages(),
-               s.microbatches(), s.chunks(), o.replicas, d.iteration.count, o.seed);
-    fmt::print(
-        "iteration time (pipeline + ring all-reduce): mean {:.6g}  p50 {:.6g}  p99 {:.6g}  "
-        "max {:.6g}; lost to the slowest replica {:.2f}%\n",
-        d.iteration.mean, d.iteration.p50, d.iteration.p99, d.iteration.max,
-        100 * d.slowest_replica_share);
+    write_output(
+        o.output,
+        fmt::format("{}  p={} m={} v={}  D={} replicas  {} iterations, seed {}\n", s.name(),
+                    s.stages(), s.microbatches(), s.chunks(), o.replicas, d.iteration.count,
+                    o.seed) +
+            fmt::format("iteration time (pipeline + ring all-reduce): mean {:.6g}  p50 {:.6g}  "
+                        "p99 {:.6g}  max {:.6g}; lost to the slowest replica {:.2f}%\n",
+                        d.iteration.mean, d.iteration.p50, d.iteration.p99, d.iteration.max,
+                        100 * d.slowest_replica_share));
     return 0;
   }
   robustness_options ro;
@@ -753,11 +904,21 @@ int cmd_whatif(const whatif_options_cli& o) {
   dynamic_policy_options dyn;
   dyn.memory = params.memory;
   dyn.memory_limit = params.memory_limit;
-  const robustness_result r =
-      o.dynamic ? monte_carlo_dynamic(s.layout(), s.microbatches(), params.costs, noise, dyn, ro)
-                : monte_carlo(s, params.costs, noise, ro);
+  robustness_result r;
+  {
+    progress_line progress(sample_status(0, o.samples));
+    r = sampled(ro, progress, [&](const robustness_options& part) {
+      return o.dynamic
+                 ? monte_carlo_dynamic(s.layout(), s.microbatches(), params.costs, noise, dyn, part)
+                 : monte_carlo(s, params.costs, noise, part);
+    });
+  }
   const std::string name = o.dynamic ? "dynamic policy on " + s.name() + "'s placement" : s.name();
-  if (o.json) {
+  if (svg) {
+    write_distribution(o.output, name, std::move(r.samples), o.seed);
+    return 0;
+  }
+  if (json) {
     nlohmann::json j{{"schedule", name},         {"samples", r.iteration.count},
                      {"seed", o.seed},           {"clean", r.clean},
                      {"mean", r.iteration.mean}, {"stddev", r.iteration.stddev},
@@ -766,23 +927,25 @@ int cmd_whatif(const whatif_options_cli& o) {
     if (o.sensitivity) {
       j["sensitivity"] = r.sensitivity;
     }
-    fmt::print("{}\n", j.dump(2));
+    write_output(o.output, j.dump(2) + "\n");
     return 0;
   }
-  fmt::print("{}  p={} m={} v={}  {} samples, seed {}\n", name, s.stages(), s.microbatches(),
-             s.chunks(), r.iteration.count, o.seed);
-  fmt::print(
-      "iteration time: clean {:.6g}  mean {:.6g}  sd {:.3g}  min {:.6g}  p50 {:.6g}  "
-      "p99 {:.6g}  max {:.6g}\n",
-      r.clean, r.iteration.mean, r.iteration.stddev, r.iteration.min, r.iteration.p50,
-      r.iteration.p99, r.iteration.max);
+  std::string text =
+      fmt::format("{}  p={} m={} v={}  {} samples, seed {}\n", name, s.stages(), s.microbatches(),
+                  s.chunks(), r.iteration.count, o.seed) +
+      fmt::format(
+          "iteration time: clean {:.6g}  mean {:.6g}  sd {:.3g}  min {:.6g}  p50 {:.6g}  "
+          "p99 {:.6g}  max {:.6g}\n",
+          r.clean, r.iteration.mean, r.iteration.stddev, r.iteration.min, r.iteration.p50,
+          r.iteration.p99, r.iteration.max);
   if (o.sensitivity) {
-    fmt::print("sensitivity (mean increase per 1% slowdown of stage k):");
+    text += "sensitivity (mean increase per 1% slowdown of stage k):";
     for (double x : r.sensitivity) {
-      fmt::print(" {:.4g}", x);
+      text += fmt::format(" {:.4g}", x);
     }
-    fmt::print("\n");
+    text += "\n";
   }
+  write_output(o.output, text);
   return 0;
 }
 
@@ -799,22 +962,35 @@ struct analyze_options_cli {
 // Telemetry in, straggler out, plan back: estimate_costs, find_stragglers,
 // measured_cost_model and replan on a measured run (a pipesched Chrome trace or a timing CSV).
 int cmd_analyze(const analyze_options_cli& o) {
-  const std::string text = read_text_file(o.trace == "-" ? "/dev/stdin" : o.trace);
-  const std::size_t first = text.find_first_not_of(" \t\r\n");
   measured_run run;
-  try {
-    run = first != std::string::npos && text[first] == '{' ? read_chrome_trace_run(text)
-                                                           : read_timing_csv(text);
-  } catch (const pipesched::invalid_argument& e) {
-    usage_error(o.trace + ": " + e.what());
+  std::vector<stage_estimate> est;
+  std::vector<straggler> slow;
+  replan_result plan;
+  {
+    // No count to show here: the phases, with the elapsed time.
+    progress_line progress("analyze: reading " + o.trace);
+    const std::string text = read_text_file(o.trace == "-" ? "/dev/stdin" : o.trace);
+    const std::size_t first = text.find_first_not_of(" \t\r\n");
+    try {
+      run = first != std::string::npos && text[first] == '{' ? read_chrome_trace_run(text)
+                                                             : read_timing_csv(text);
+    } catch (const pipesched::invalid_argument& e) {
+      usage_error(o.trace + ": " + e.what());
+    }
+    progress.set(fmt::format("analyze: estimating the costs of {} ops", run.ops.size()));
+    est = estimate_costs(run);
+    slow = find_stragglers(est, {o.absolute, o.relative});
+    const cost_model measured = measured_cost_model(est, run.layout.chunks(), o.comm);
+    replan_options ro;
+    ro.generators = o.replan_with;
+    ro.memory_limit = o.memory_limit;
+    std::string names;
+    for (const std::string& g : o.replan_with) {
+      names += (names.empty() ? "" : ", ") + g;
+    }
+    progress.set("analyze: re-planning with " + names);
+    plan = replan(order_of(run), measured, ro);
   }
-  const std::vector<stage_estimate> est = estimate_costs(run);
-  const std::vector<straggler> slow = find_stragglers(est, {o.absolute, o.relative});
-  const cost_model measured = measured_cost_model(est, run.layout.chunks(), o.comm);
-  replan_options ro;
-  ro.generators = o.replan_with;
-  ro.memory_limit = o.memory_limit;
-  const replan_result plan = replan(order_of(run), measured, ro);
   auto med = [](const std::optional<duration_estimate>& d) {
     return d ? nlohmann::json{{"median", d->median}, {"mad", d->mad}, {"count", d->count}}
              : nlohmann::json(nullptr);
@@ -943,6 +1119,10 @@ int main(int argc, char** argv) {
                 "With --replicas: latency per ring step")
       ->check(CLI::NonNegativeNumber);
   w->add_flag("--json", wi.json, "Print one JSON object");
+  w->add_option("--format,-f", wi.format,
+                "Output: text, json, svg (histogram and CDF of the sampled iteration times)")
+      ->capture_default_str();
+  w->add_option("--output,-o", wi.output, "Write the report, JSON or picture to FILE");
 
   analyze_options_cli an;
   auto* a = app.add_subcommand(
