@@ -222,6 +222,23 @@ TEST_CASE("simulate_links: an uncontended bucket takes the ring formula", "[link
   }
   CHECK(r.iteration == Approx(51.0));
   CHECK(r.makespan == 33.0);
+
+  // Two buckets per chunk: the first is ready halfway through the last BW (its layers' weight
+  // gradients come one after the other), the second at its end, after the first's ring. Under
+  // priority, as the first bucket's ring now overlaps the BW's gradient send (FIFO makes that
+  // send wait for a ring step: 0.25 on stages 0-2).
+  l.bulk.buckets_per_chunk = 2;
+  l.discipline = link_discipline::priority;
+  const link_timing_result two = simulate_links(s, cost_model{}, l);
+  const double half = ring_allreduce_time(4, 5e5, 1e5, 0.5);
+  for (stage_index st = 0; st < 4; ++st) {
+    CHECK(two.links[st].allreduce_end == Approx(last[st] - 1.0 + 2 * half));
+    CHECK(two.links[st].bulk_messages == 12);
+  }
+  l.discipline = link_discipline::fifo;
+  const link_timing_result fifo = simulate_links(s, cost_model{}, l);
+  CHECK(fifo.stall_behind_bulk == Approx(0.75));
+  CHECK(fifo.makespan == 33.75);
 }
 
 TEST_CASE("simulate_links: priority is never slower than FIFO on the test scenarios",

@@ -275,7 +275,7 @@ inline link_timing_result simulate_links(const schedule& sched,
   std::vector<message_state> msgs;
 
   // Events in time order, ties in the order they were created.
-  enum class ev : std::uint8_t { op_end, link_check, ring_step };
+  enum class ev : std::uint8_t { op_end, link_check, ring_step, bucket_ready };
   struct event {
     double t;
     std::uint64_t seq;
@@ -436,6 +436,18 @@ inline link_timing_result simulate_links(const schedule& sched,
       ss.start = start;
       ss.end = end;
       push(end, ev::op_end, s);
+      // A chunk's last W (or BW) produces its gradients layer by layer: bucket j of K is
+      // ready when (j + 1) / K of the op (of the pair's slot) has run.
+      for (std::size_t j = 0; j < count && links.bulk.any(); ++j) {
+        const op& w = ops[i + j];
+        if (last_w[s][w.chunk] == static_cast<std::int64_t>(i + j)) {
+          const std::uint32_t n = links.bulk.buckets_per_chunk;
+          for (std::uint32_t b = 1; b <= n; ++b) {
+            const double t = b == n ? end : start + (end - start) * b / n;
+            push(t, ev::bucket_ready, s, pl.global(s, w.chunk));
+          }
+        }
+      }
     }
   };
 
@@ -471,13 +483,6 @@ inline link_timing_result simulate_links(const schedule& sched,
             msg.kind == message_kind::activation ? links.activation_bytes : links.gradient_bytes;
         send(s, t, msg, k);
       }
-      if (links.bulk.any() && last_w[s][o.chunk] == static_cast<std::int64_t>(i)) {
-        const std::uint32_t n = links.bulk.buckets_per_chunk;
-        for (std::uint32_t b = 0; b < n; ++b) {
-          ring[s].waiting.push_back(bucket{e.own, links.bulk.bytes(s) / v / n});
-        }
-        ring_next(s, t);
-      }
     }
     ss.pos += ss.count;
     ss.free_at = ss.end;
@@ -503,6 +508,12 @@ inline link_timing_result simulate_links(const schedule& sched,
         arm(e.stage);
         break;
       }
+      case ev::bucket_ready:
+        ring[e.stage].waiting.push_back(
+            bucket{static_cast<global_chunk>(e.version),
+                   links.bulk.bytes(e.stage) / v / links.bulk.buckets_per_chunk});
+        ring_next(e.stage, e.t);
+        break;
       case ev::ring_step: {
         ring_state& rs = ring[e.stage];
         if (++rs.step < links.bulk.steps()) {

@@ -46,9 +46,11 @@ inline link_discipline parse_link_discipline(std::string_view text,
 }
 
 /// Bulk traffic on the links: the data-parallel gradient all-reduce of D replicas, bucketed
-/// per chunk. A stage's gradients of local chunk c (gradient_bytes(s) / v, split into
-/// `buckets_per_chunk` buckets) are ready when the chunk's last W (or BW) on the stage ends;
-/// each bucket is a ring all-reduce of 2(D−1) steps, each step one message of bucket / D bytes
+/// per chunk. A stage's gradients of local chunk c (gradient_bytes(s) / v) are complete once
+/// the chunk's last W (or BW) on the stage has run: with K = `buckets_per_chunk` buckets (of
+/// layers), bucket j = 1..K is ready when j / K of that op has run (its layers' weight
+/// gradients come one after the other; K = 1: at its end, as DDP's hooks would fire). Each
+/// bucket is a ring all-reduce of 2(D−1) steps, each step one message of bucket / D bytes
 /// on the stage's link followed by `step_latency` (the next step needs the peer's message:
 /// replicas are assumed to run in lockstep, so the peer's arrives when ours does). A stage
 /// reduces one bucket at a time, in the order they become ready (one communication stream,
