@@ -182,8 +182,9 @@ class link_queue {
 /// left the sending stage's link (model/link.hpp), not T_comm after its producer ended.
 /// Durations, latencies, overlapped pairs and recompute ops are the timing engine's
 /// (docs/model.md §3, with the sampled costs of `options.noise` as simulate_perturbed takes
-/// them); the bulk all-reduce of each chunk's gradients (link_model::bulk) starts after the
-/// chunk's last W / BW on the stage and shares the link. With infinite bandwidth (or messages
+/// them); the bulk all-reduce of each chunk's gradients (link_model::bulk) becomes ready as the
+/// chunk's last W / BW on the stage runs (bucket j of K when j / K of it ran) and shares the
+/// link. With infinite bandwidth (or messages
 /// of 0 bytes) and no bulk traffic, every op's start and end equal simulate()'s exactly
 /// (tested on a grid of schedules).
 ///
