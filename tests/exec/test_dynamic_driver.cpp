@@ -2,8 +2,10 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -115,4 +117,44 @@ TEST_CASE("run_threaded_dynamic: a failing op stops every stage and is named",
   CHECK_THROWS_WITH(run_threaded_dynamic(n, placement::sequential(2), 2, o),
                     Catch::Matchers::Contains("run_threaded_dynamic: memory_limit (0.5) must be "
                                               "at least 1 on stage 0"));
+}
+
+TEST_CASE("dynamic_stage: the pick rule every dynamic driver shares", "[exec][dynamic_driver]") {
+  // Sequential p = 2, m = 3: stage 1 holds the last chunk (its B needs no gradient).
+  const placement pl = placement::sequential(2);
+  const memory_model mem = memory_model{}.for_shape(2, 1, "test");
+  auto all = [](const message_key&) { return true; };
+  auto none = [](const message_key&) { return false; };
+
+  detail::dynamic_stage last(pl, 1, 3, mem, std::nullopt);
+  CHECK_FALSE(last.pick(none).has_value());  // F0 waits for its activation
+  REQUIRE(last.pick(all) == op{op_kind::forward, 0});
+  CHECK(last.input_of(op{op_kind::forward, 0}) == message_key{1, 0, direction::forward});
+  CHECK(last.producer_of(message_key{1, 0, direction::forward}) == 0);
+  last.commit(op{op_kind::forward, 0});
+  CHECK(last.pick(all) == op{op_kind::backward_input, 0});  // B before F
+  CHECK_FALSE(last.input_of(op{op_kind::backward_input, 0}).has_value());
+  CHECK(last.output_of(op{op_kind::backward_input, 0}) ==
+        std::pair{stage_index{0}, message_key{0, 0, direction::backward}});
+  last.commit(op{op_kind::backward_input, 0});
+  CHECK(last.pick(all) == op{op_kind::forward, 1});  // F before the pending W
+  CHECK(last.pick(none) == op{op_kind::backward_weight, 0});
+  CHECK(last.total() == 9);
+
+  // With a limit of one activation (M_B = 1), F1 is not admitted while B0's W still holds
+  // its M_W: the pending W runs first.
+  detail::dynamic_stage tight(pl, 1, 3, mem, 1.0);
+  tight.commit(op{op_kind::forward, 0});
+  tight.commit(op{op_kind::backward_input, 0});
+  CHECK(tight.pick(all) == op{op_kind::backward_weight, 0});  // F1 not admitted (live 1)
+
+  // Stage 0: its F needs no input; its B waits for the gradient of chunk 1.
+  detail::dynamic_stage first(pl, 0, 3, mem, std::nullopt);
+  CHECK(first.pick(none) == op{op_kind::forward, 0});
+  CHECK(first.output_of(op{op_kind::forward, 0}) ==
+        std::pair{stage_index{1}, message_key{1, 0, direction::forward}});
+  first.commit(op{op_kind::forward, 0});
+  CHECK(first.pick(none) == op{op_kind::forward, 1});
+  CHECK(first.pick(all) == op{op_kind::backward_input, 0});
+  CHECK(first.producer_of(message_key{0, 0, direction::backward}) == 1);
 }
