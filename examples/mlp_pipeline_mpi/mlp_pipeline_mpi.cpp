@@ -4,6 +4,10 @@
 //   mpirun -np 4 mlp_pipeline_mpi --schedule zb-h1 --microbatches 8
 //   mpirun -np 4 mlp_pipeline_mpi --schedule 1f1b --microbatches 8 --trace run.json --trace-sim
 //   sim.json
+//   mpirun -np 4 mlp_pipeline_mpi --schedule zb-v --microbatches 8 --dynamic --memory-limit 4
+// With --dynamic the schedule only gives the placement: each rank picks its next op at run time
+// (run_mpi_dynamic: B, else an F the memory limit admits, else W, among the ops whose input has
+// arrived), and rank 0 checks that the order that ran validates and fits the limit.
 // Rank 0 prints, as its last line, max_grad_rel_diff=<x>; every rank exits with status 1 when
 // x > 1e-12 or the loss did not fall, 2 on bad arguments.
 
@@ -15,6 +19,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -24,6 +29,8 @@
 #include <CLI/CLI.hpp>
 #include <mpi.h>
 
+#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/validator.hpp>
 #include <pipesched/exec/mpi.hpp>
 #include <pipesched/gen/registry.hpp>
 #include <pipesched/io/chrome_trace.hpp>
@@ -73,8 +80,10 @@ struct options {
   std::string recv = "eager";
   std::string trace;
   std::string trace_sim;
-  std::string inject_failure;  // "S:I": stage S throws at op I of the first step
-  bool recompute = false;      // every chunk recomputed, R before its backward
+  std::string inject_failure;          // "S:I": stage S throws at op I of the first step
+  bool recompute = false;              // every chunk recomputed, R before its backward
+  bool dynamic = false;                // run_mpi_dynamic on the schedule's placement
+  std::optional<double> memory_limit;  // with --dynamic: per stage, in M_B units
 };
 
 /// The MLP with an optional injected failure (tests the abort path); the op_context's list
@@ -158,13 +167,47 @@ void write_traces(const pipesched::schedule& lowered,
       c.backward_weight * 1e6, real.size());
 }
 
+/// A number as %g.
+std::string fmt_number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+/// Rank 0, --dynamic: the order run_mpi_dynamic ran must be a valid schedule of every op that
+/// fits the memory limit (default memory model: M_B = 1, M_W = 0.5 per stage slice).
+bool check_dynamic_order(const pipesched::schedule& ran, const options& opt) {
+  const pipesched::validation_report v = pipesched::validate(ran);
+  pipesched::memory_options mo;
+  if (opt.memory_limit) {
+    mo = pipesched::memory_options::with_limit(*opt.memory_limit);
+  }
+  const pipesched::memory_report m = pipesched::check_memory(ran, pipesched::memory_model{}, mo);
+  const double peak = m.max_peak();
+  std::printf("  dynamic order: %zu ops, %s, peak memory %.3g (limit %s)%s\n", ran.size(),
+              v.ok() ? "valid" : "INVALID", peak,
+              opt.memory_limit ? fmt_number(*opt.memory_limit).c_str() : "none",
+              m.ok() ? "" : ", OVER THE LIMIT");
+  for (const auto& x : v.violations) {
+    std::printf("    %s\n", x.message.c_str());
+  }
+  return v.ok() && m.ok();
+}
+
 /// All ranks: trains for opt.steps steps. Returns rank 0's verdict (broadcast to every rank).
 bool train(const pipesched::schedule& lowered, const options& opt, int rank, double& worst) {
   const auto& pl = lowered.layout();
   const mlp::dataset data = mlp::make_dataset(lowered.microbatches(), opt.batch, opt.width);
   std::vector<mlp::layer> layers =
       mlp::make_layers(pl.total_chunks(), opt.layers_per_chunk, opt.width);
-  if (rank == 0) {
+  if (rank == 0 && opt.dynamic) {
+    std::printf(
+        "%s placement, dynamic order: %u ranks, m=%u chunks/rank=%u, %zu layers of %zux%zu, "
+        "batch %zu per micro-batch, memory limit %s\n",
+        lowered.name().c_str(), lowered.stages(), lowered.microbatches(), lowered.chunks(),
+        layers.size(), opt.width, opt.width, opt.batch,
+        opt.memory_limit ? fmt_number(*opt.memory_limit).c_str() : "none");
+  } else if (rank == 0) {
     std::printf(
         "%s: %u ranks, m=%u chunks/rank=%u, %zu layers of %zux%zu, batch %zu per micro-batch, "
         "%zu ops after lowering (%s receives)\n",
@@ -179,6 +222,7 @@ bool train(const pipesched::schedule& lowered, const options& opt, int rank, dou
   }
   std::vector<double> losses;
   worst = 0.0;
+  bool dynamic_ok = true;
   // As in mlp_pipeline: deeper models (several chunks per stage) need a smaller step.
   const double lr = opt.lr / static_cast<double>(lowered.chunks());
   pipesched::mpi_run_result last;
@@ -186,7 +230,16 @@ bool train(const pipesched::schedule& lowered, const options& opt, int rank, dou
     mlp::zero_grads(layers);
     mlp::pipelined_mlp model(layers, opt.layers_per_chunk, data);
     wrapper.inner = &model;
-    last = pipesched::run_mpi(wrapper, lowered);
+    if (opt.dynamic) {
+      pipesched::dynamic_run_options dyn;
+      dyn.memory_limit = opt.memory_limit;
+      last = pipesched::run_mpi_dynamic(wrapper, lowered.layout(), lowered.microbatches(), dyn);
+      if (rank == 0 && !check_dynamic_order(last.ran, opt)) {
+        dynamic_ok = false;
+      }
+    } else {
+      last = pipesched::run_mpi(wrapper, lowered);
+    }
     if (step == 0) {
       wrapper.fail_stage = -1;
     }
@@ -218,9 +271,9 @@ bool train(const pipesched::schedule& lowered, const options& opt, int rank, dou
     if (!(worst <= tolerance)) {
       std::printf("  FAIL: gradients differ from the reference by %.3g\n", worst);
     }
-    ok = fell && worst <= tolerance ? 1 : 0;
+    ok = fell && worst <= tolerance && dynamic_ok ? 1 : 0;
     if (!opt.trace.empty() || !opt.trace_sim.empty()) {
-      write_traces(lowered, last.timings, opt);
+      write_traces(opt.dynamic ? last.ran : lowered, last.timings, opt);
     }
   }
   MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -246,6 +299,12 @@ int run(int argc, char** argv, int rank, int size) {
                  "S:I: stage S throws at op I of the first step (tests the abort)");
   app.add_flag("--recompute", opt.recompute,
                "recompute every chunk's activations before its backward (with_recompute)");
+  app.add_flag("--dynamic", opt.dynamic,
+               "run_mpi_dynamic: the schedule gives the placement, each rank picks B, else an F "
+               "within --memory-limit, else W, among the ops whose input arrived");
+  app.add_option("--memory-limit", opt.memory_limit,
+                 "with --dynamic: per-stage activation memory limit, in M_B units")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -254,6 +313,21 @@ int run(int argc, char** argv, int rank, int size) {
   if (!opt.inject_failure.empty() && opt.inject_failure.find(':') == std::string::npos) {
     if (rank == 0) {
       std::fprintf(stderr, "mlp_pipeline_mpi: --inject-failure wants STAGE:OP\n");
+    }
+    return 2;
+  }
+
+  if (opt.dynamic && (opt.recompute || opt.recv != "eager")) {
+    if (rank == 0) {
+      std::fprintf(stderr,
+                   "mlp_pipeline_mpi: --dynamic runs F, B, W only, with no lowering "
+                   "(not with --recompute or --recv)\n");
+    }
+    return 2;
+  }
+  if (opt.memory_limit && !opt.dynamic) {
+    if (rank == 0) {
+      std::fprintf(stderr, "mlp_pipeline_mpi: --memory-limit is only meaningful with --dynamic\n");
     }
     return 2;
   }
@@ -274,7 +348,8 @@ int run(int argc, char** argv, int rank, int size) {
     pipesched::lowering_options lo;
     lo.receives = opt.recv == "late" ? pipesched::receive_placement::late
                                      : pipesched::receive_placement::eager;
-    lowered = pipesched::lower_communication(sched, lo);
+    // --dynamic: the compute-only schedule, whose placement the ranks run.
+    lowered = opt.dynamic ? sched : pipesched::lower_communication(sched, lo);
   } catch (const pipesched::invalid_argument& e) {
     if (rank == 0) {
       std::fprintf(stderr, "mlp_pipeline_mpi: %s\n", e.what());

@@ -12,21 +12,25 @@
 //   MPI_Finalize();
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <mpi.h>
 
+#include "pipesched/exec/dynamic_driver.hpp"
 #include "pipesched/exec/executor.hpp"
 #include "pipesched/exec/run_stage.hpp"
 #include "pipesched/exec/transport.hpp"
@@ -35,6 +39,7 @@
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/ir/timed_op.hpp"
+#include "pipesched/model/memory_model.hpp"
 #include "pipesched/transform/comm_lowering.hpp"
 
 namespace pipesched {
@@ -241,6 +246,15 @@ class mpi_transport {
     return mpi_codec<M>::decode(bytes);
   }
 
+  /// Whether the message of (peer, k) has arrived, without receiving it (MPI_Iprobe; drives
+  /// MPI's progress, so buffered sends move on too).
+  bool arrived(stage_index peer, const message_key& k) {
+    int flag = 0;
+    detail::mpi_check(MPI_Iprobe(rank_of(peer), tag_of(k), comm_, &flag, MPI_STATUS_IGNORE),
+                      "MPI_Iprobe");
+    return flag != 0;
+  }
+
   /// Completes every buffered send (a no-op in synchronous mode).
   void flush() {
     while (!pending_.empty()) {
@@ -316,6 +330,9 @@ struct mpi_options {
   /// otherwise wait forever for that rank's messages). When false the execution_error is
   /// rethrown on the failing rank only; the caller must then end the job itself.
   bool abort_on_error = true;
+  /// run_mpi_dynamic: how long a rank that has no op it may run sleeps between two MPI_Iprobe
+  /// polls for its inputs (a blocking probe would spin on the core its peers need).
+  double idle_poll_seconds = 50e-6;
 };
 
 /// What run_mpi() returns on each rank.
@@ -499,6 +516,135 @@ mpi_run_result run_mpi(E& e, const schedule& sched, const mpi_options& opts = {}
     if (opts.gather_timings) {
       std::vector<timed_op> all = detail::gather_timings(comm.get(), opts.root, mine);
       if (rank == opts.root) {
+        result.timings = std::move(all);
+      }
+    }
+    return result;
+  } else {
+    return mpi_run_result{};
+  }
+}
+
+/// run_mpi's dynamic mode, run_threaded_dynamic on ranks: no fixed order. Rank s runs stage s
+/// of placement `pl` with `microbatches` micro-batches and, whenever it is free, picks among
+/// the ops whose input message has arrived (MPI_Iprobe of the producer's rank and mpi_tag) by
+/// the rule of run_threaded_dynamic (detail::dynamic_stage, the same code: a B, else an F that
+/// memory admits within dyn.memory_limit, else the oldest pending W). Outputs leave with
+/// buffered sends (MPI_Isend), so a rank never waits for a peer to receive; a rank with
+/// nothing to run polls and sleeps opts.idle_poll_seconds in between instead of spinning. Split
+/// backward only (F, B, W). A collective call like run_mpi; of mpi_options it uses comm,
+/// gather_timings, root, abort_on_error and idle_poll_seconds.
+///
+/// Returns, on each rank, `ran`: the order that ran (name "dynamic"); on `root` with
+/// gather_timings every stage's list, which validates and fits the limit (check_memory),
+/// elsewhere only this rank's own list. `timings` and `elapsed` as run_mpi, with each op's
+/// index its position in `ran`. Throws (on every rank alike, before any op runs)
+/// invalid_argument when the communicator's size differs from the stages, when the tags don't
+/// fit MPI_TAG_UB, or for a limit below one activation of each chunk of a stage. An op that
+/// fails aborts the job (mpi_options::abort_on_error), named by its position in `ran`. Unlike
+/// the thread driver it cannot see that every rank waits: a limit that leaves the policy with
+/// nothing to run would hang, which the limit check above rules out for the placements here.
+template <class E>
+mpi_run_result run_mpi_dynamic(E& e,
+                               const placement& pl,
+                               std::uint32_t microbatches,
+                               const dynamic_run_options& dyn = {},
+                               const mpi_options& opts = {}) {
+  static_assert(detail::check_executor<E>());
+  if constexpr (executor<E>) {
+    static_assert(
+        mpi_message<typename E::message>,
+        "pipesched run_mpi_dynamic: E::message needs an mpi_codec (trivially copyable, "
+        "std::vector of trivially copyable, or a specialisation of pipesched::mpi_codec)");
+    using message = typename E::message;
+    const char* who = "run_mpi_dynamic";
+    int size = 0;
+    int rank = 0;
+    detail::mpi_check(MPI_Comm_size(opts.comm, &size), "MPI_Comm_size");
+    detail::mpi_check(MPI_Comm_rank(opts.comm, &rank), "MPI_Comm_rank");
+    if (static_cast<std::uint64_t>(size) != pl.stages()) {
+      detail::fail(who, ": communicator size (", size,
+                   " ranks) must equal the stages (p=", pl.stages(),
+                   ") of the placement: one rank per stage");
+    }
+    if (opts.root < 0 || opts.root >= size) {
+      detail::fail(who, ": root (", opts.root, ") must be a rank of the communicator (0..",
+                   size - 1, ")");
+    }
+    if (!(opts.idle_poll_seconds >= 0.0) || !(opts.idle_poll_seconds <= 1.0)) {
+      detail::fail(who, ": idle_poll_seconds (", opts.idle_poll_seconds,
+                   ") must be between 0 and 1");
+    }
+    mpi_run_result result;
+    result.ran = schedule("dynamic", microbatches, pl);  // checks m
+    const memory_model mem = dyn.memory.for_shape(pl.stages(), pl.chunks(), who);
+    detail::check_dynamic_limit(pl, mem, dyn.memory_limit, who);
+    const stage_index s = static_cast<stage_index>(rank);
+    detail::dynamic_stage policy(pl, s, microbatches, mem, dyn.memory_limit);
+
+    detail::mpi_comm_dup comm(opts.comm);
+    mpi_transport<message> t(comm.get(), result.ran, mpi_send_mode::buffered);
+    std::vector<op>& ran = result.ran.stage_ops(s);
+    std::vector<timed_op>& mine = result.timings;
+    const std::size_t total = policy.total();
+    ran.reserve(total);
+    mine.reserve(total);
+    auto arrived = [&](const message_key& k) { return t.arrived(policy.producer_of(k), k); };
+    const auto idle = std::chrono::duration<double>(opts.idle_poll_seconds);
+    const bool chunked = pl.chunks() > 1;
+
+    detail::mpi_check(MPI_Barrier(comm.get()), "MPI_Barrier");
+    const double t0 = MPI_Wtime();
+    // The op being started (its position in `ran`), for the error message.
+    std::size_t at = 0;
+    op at_op{};
+    try {
+      try {
+        while (ran.size() < total) {
+          const std::optional<op> next = policy.pick(arrived);
+          if (!next) {
+            std::this_thread::sleep_for(idle);
+            continue;
+          }
+          const op x = *next;
+          at = ran.size();
+          at_op = x;
+          const double a = MPI_Wtime() - t0;
+          message in{};
+          if (const std::optional<message_key> k = policy.input_of(x)) {
+            in = t.receive(policy.producer_of(*k), *k);  // it has arrived: no wait
+          }
+          policy.commit(x);
+          ran.push_back(x);
+          message out = detail::run_op(e, policy.context(x, at), std::move(in));
+          mine.push_back({s, at, x, a, MPI_Wtime() - t0});
+          if (const auto to = policy.output_of(x)) {
+            t.send(to->first, to->second, std::move(out));
+          }
+        }
+        t.flush();  // a buffered send that failed after its op returned: blamed on the last op
+      } catch (...) {
+        throw execution_error(s, at, at_op, chunked, detail::current_what());
+      }
+    } catch (const execution_error& err) {
+      if (!opts.abort_on_error) {
+        throw;
+      }
+      std::fprintf(stderr, "pipesched run_mpi_dynamic: rank %d, %s\n", rank, err.what());
+      std::fflush(stderr);
+      MPI_Abort(opts.comm, 1);
+      throw;  // MPI_Abort does not return on a working MPI
+    }
+    result.elapsed = mine.empty() ? 0.0 : mine.back().end;
+    if (opts.gather_timings) {
+      std::vector<timed_op> all = detail::gather_timings(comm.get(), opts.root, mine);
+      if (rank == opts.root) {
+        // Gathered by stage, each in the order it ran: that is the order.
+        schedule order("dynamic", microbatches, pl);
+        for (const timed_op& x : all) {
+          order.stage_ops(x.stage).push_back(x.o);
+        }
+        result.ran = std::move(order);
         result.timings = std::move(all);
       }
     }
