@@ -127,6 +127,15 @@ TEST_CASE("simulate_links: a message waits for the link, then T_comm", "[link_ti
   CHECK(r.messages[1].sent == 8.5);
   CHECK(r.links[0].busy == 2.0);
   CHECK(r.links[1].pipeline_bytes == 4.0);
+
+  // Per-stage links: stage 1's at bandwidth 4 sends the gradient in 1 (leaves 7.5, arrives 8).
+  l.bandwidth = {2.0, 4.0};
+  const link_timing_result two = simulate_links(s, cost_model::uniform(1, 1, 1, 0.5), l, o);
+  CHECK(two.ops[1][0].start == 3.5);
+  CHECK(two.messages[1].sent == 7.5);
+  CHECK(two.ops[0][1].start == 8.0);
+  CHECK(two.makespan == 10.0);
+  CHECK(two.links[1].busy == 1.0);
 }
 
 namespace {
