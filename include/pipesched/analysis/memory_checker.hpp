@@ -202,7 +202,10 @@ inline memory_report check_memory_impl(const schedule& sched,
   memory_report report;
   report.stages.resize(p);
   // Sparse when p*v*m dwarfs the op count (see key_table).
-  key_table<buffer_bits> state(std::uint64_t{pl.total_chunks()} * m, sched.size());
+  const std::uint64_t keys = std::uint64_t{pl.total_chunks()} * m;
+  key_table<buffer_bits> state(keys, sched.size());
+  buffer_bits* const dense = state.dense() && keys > 0 ? &state.slot(0) : nullptr;
+  constexpr buffer_effect_table effects{};
 
   for (stage_index s = 0; s < p; ++s) {
     const auto ops = sched.ops(s);
@@ -210,16 +213,28 @@ inline memory_report check_memory_impl(const schedule& sched,
     st.static_memory = model.static_memory(s);
     st.peak = st.static_memory;
     if (options.record_curve) {
-      st.curve.reserve(ops.size());
+      st.curve.resize(ops.size());
     }
     const bool limited = !options.limits.empty();
     const double limit = !limited ? 0.0 : options.limits[options.limits.size() == 1 ? 0 : s];
     const double threshold = limit + options.tolerance * limit;
     bool over = false;
 
-    auto size_of = [&](buffer_kind k, chunk_index c) { return buffer_size(k, model.at(s, c)); };
+    // Sizes of each buffer kind per local chunk, read once per stage.
+    std::vector<double> sizes(std::size_t{pl.chunks()} * buffer_kind_count);
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      const chunk_memory cm = model.at(s, c);
+      for (std::size_t b = 0; b < buffer_kind_count; ++b) {
+        sizes[c * buffer_kind_count + b] = buffer_size(static_cast<buffer_kind>(b), cm);
+      }
+    }
+    const double* const size_at = sizes.data();
+    auto size_of = [size_at](buffer_kind k, chunk_index c) {
+      return size_at[std::size_t{c} * buffer_kind_count + static_cast<std::size_t>(k)];
+    };
     auto bits = [&](const op& o) -> buffer_bits& {
-      return state.slot(std::uint64_t{pl.global(s, o.chunk)} * m + o.mb);
+      const std::uint64_t key = std::uint64_t{pl.global(s, o.chunk)} * m + o.mb;
+      return dense != nullptr ? dense[key] : state.slot(key);
     };
     auto error = [&](lifetime_error_kind k, std::size_t i, const op& o, buffer_kind b,
                      std::string_view what) {
@@ -234,8 +249,8 @@ inline memory_report check_memory_impl(const schedule& sched,
     };
 
     double value = st.static_memory;
-    auto create = [&](std::size_t i, const op& o, buffer_kind b) {
-      buffer_bits& st_bits = bits(o);
+    // The lifetime rules on one buffer's bits; the error paths are out of the hot loop.
+    auto create = [&](buffer_bits& st_bits, std::size_t i, const op& o, buffer_kind b) {
       if ((st_bits & (buffer_live(b) | buffer_freed(b))) != 0) {
         error(lifetime_error_kind::double_create, i, o, b, "creates again");
         return;
@@ -243,8 +258,7 @@ inline memory_report check_memory_impl(const schedule& sched,
       st_bits = static_cast<buffer_bits>(st_bits | buffer_live(b));
       value += size_of(b, o.chunk);
     };
-    auto release = [&](std::size_t i, const op& o, buffer_kind b) {
-      buffer_bits& st_bits = bits(o);
+    auto release = [&](buffer_bits& st_bits, std::size_t i, const op& o, buffer_kind b) {
       if ((st_bits & buffer_live(b)) == 0) {
         if ((st_bits & buffer_freed(b)) != 0) {
           error(lifetime_error_kind::double_free, i, o, b, "frees again");
@@ -258,14 +272,11 @@ inline memory_report check_memory_impl(const schedule& sched,
     };
     // Lowered schedules: an F / B / BW whose input came from another stage consumes the RECV.
     auto consume_received = [&](std::size_t i, const op& o) {
-      if (!lowered) {
-        return;
-      }
       for (const requirement& r : requirements_of(pl, s, o, true)) {
         if (r.what == event_kind::received_forward) {
-          release(i, o, buffer_kind::received_forward);
+          release(bits(o), i, o, buffer_kind::received_forward);
         } else if (r.what == event_kind::received_backward) {
-          release(i, o, buffer_kind::received_backward);
+          release(bits(o), i, o, buffer_kind::received_backward);
         }
       }
     };
@@ -278,7 +289,7 @@ inline memory_report check_memory_impl(const schedule& sched,
         if (o.chunk >= pl.chunks() || o.mb >= m) {
           continue;
         }
-        const auto created = buffer_effect_of(o).creates;
+        const auto& created = effects(o).creates;
         if (!created) {
           continue;
         }
@@ -292,38 +303,47 @@ inline memory_report check_memory_impl(const schedule& sched,
       return live;
     };
 
+    double* const curve = options.record_curve ? st.curve.data() : nullptr;
+    double peak = st.peak;
+    std::size_t peak_at = stage_memory::no_index;
+    const std::uint32_t chunks = pl.chunks();
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const op& o = ops[i];
-      if (o.chunk < pl.chunks() && o.mb < m) {  // out-of-range ops: the validator's business
-        const buffer_effect e = buffer_effect_of(o);
-        if (e.consumes_received) {
+      if (o.chunk < chunks && o.mb < m) {  // out-of-range ops: the validator's business
+        const buffer_effect& e = effects(o);
+        if (lowered && e.consumes_received) {
           consume_received(i, o);
         }
-        if (e.frees) {
-          release(i, o, *e.frees);
-        }
-        if (e.creates) {
-          create(i, o, *e.creates);
+        if (e.frees || e.creates) {
+          buffer_bits& b = bits(o);
+          if (e.frees) {
+            release(b, i, o, *e.frees);
+          }
+          if (e.creates) {
+            create(b, i, o, *e.creates);
+          }
         }
       }
-      if (options.record_curve) {
-        st.curve.push_back(value);
+      if (curve != nullptr) {
+        curve[i] = value;
       }
-      if (st.peak_op_index == stage_memory::no_index || value > st.peak) {
-        st.peak = value;  // never below static: values are static + live sizes
-        st.peak_op_index = i;
+      if (peak_at == stage_memory::no_index || value > peak) {
+        peak = value;  // never below static: values are static + live sizes
+        peak_at = i;
       }
       if (limited && !over && value > threshold) {
         over = true;
-        budget_violation v;
-        v.stage = s;
-        v.limit = limit;
-        v.op_index = i;
-        v.value = value;
-        v.live = live_now(i);
-        report.violations.push_back(std::move(v));
+        budget_violation bv;
+        bv.stage = s;
+        bv.limit = limit;
+        bv.op_index = i;
+        bv.value = value;
+        bv.live = live_now(i);
+        report.violations.push_back(std::move(bv));
       }
     }
+    st.peak = peak;
+    st.peak_op_index = peak_at;
     st.final_value = value;
     if (times != nullptr) {
       const auto& stamps = (*times)[s];
@@ -363,7 +383,7 @@ inline memory_report check_memory_impl(const schedule& sched,
       if (o.chunk >= pl.chunks() || o.mb >= m) {
         continue;
       }
-      const auto created = buffer_effect_of(o).creates;
+      const auto& created = effects(o).creates;
       if (!created) {
         continue;
       }

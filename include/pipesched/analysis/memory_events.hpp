@@ -1,5 +1,7 @@
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -81,6 +83,31 @@ constexpr buffer_effect buffer_effect_of(const op& o) noexcept {
   }
   return buffer_effect_of(o.kind);
 }
+
+/// buffer_effect_of(o) for every (kind, recompute mark), computed once: a loop over many ops
+/// indexes this table instead of calling buffer_effect_of per op (check_memory's hot loop).
+class buffer_effect_table {
+ public:
+  constexpr buffer_effect_table() noexcept {
+    for (std::size_t k = 0; k < op_kind_count; ++k) {
+      const op plain = make_op(static_cast<op_kind>(k), 0, 0);
+      effects_[2 * k] = buffer_effect_of(plain);
+      effects_[2 * k + 1] = buffer_effect_of(recomputing(plain));
+    }
+  }
+  /// buffer_effect_of(o), flags included.
+  constexpr const buffer_effect& operator()(const op& o) const noexcept {
+    const auto k = static_cast<std::size_t>(o.kind);
+    if (k >= op_kind_count) {
+      return none_;
+    }
+    return effects_[2 * k + ((o.flags & op_flag::recompute) != 0 ? 1 : 0)];
+  }
+
+ private:
+  std::array<buffer_effect, 2 * op_kind_count> effects_{};
+  buffer_effect none_{};
+};
 
 /// Size of a buffer of kind `b` of a chunk, in the memory model's units.
 constexpr double buffer_size(buffer_kind b, const chunk_memory& c) noexcept {
