@@ -1,9 +1,11 @@
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/data_parallel_timing.hpp>
+#include <pipesched/analysis/perturbed_timing.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 
@@ -74,4 +76,57 @@ TEST_CASE("monte_carlo_data_parallel: iterations of D replicas", "[data_parallel
   CHECK(noisy.slowest_replica_share > 0.0);
   CHECK_THROWS_WITH(monte_carlo_data_parallel(s, cost_model{}, n, dp, 0),
                     Catch::Matchers::Contains("samples (0) must be at least 1"));
+}
+
+TEST_CASE("simulate_data_parallel: each replica is simulate_perturbed of its own sample",
+          "[data_parallel]") {
+  // The data-parallel path samples only the plan entries the schedule uses and reuses its
+  // buffers; the numbers must be those of the full sample.
+  const cost_model costs = cost_model::uniform(1.0, 1.2, 0.8, 0.1);
+  perturbation n;
+  n.set_cv(0.05).set_straggler(4, 2, 1.05).set_stalls({0.01, 3.0}).set_link_cv(0.1).set_seed(7);
+  data_parallel_model dp;
+  dp.replicas = 5;
+  for (const schedule& s : {generate(zb_h1{}, 4, 8), generate(one_f_one_b{}, 4, 8)}) {
+    const data_parallel_result r = simulate_data_parallel(s, costs, n, dp, 3);
+    for (std::uint32_t k = 0; k < dp.replicas; ++k) {
+      simulate_options so;
+      so.record_ops = false;
+      const simulation_result one = simulate_perturbed(s, costs, n, 3 * dp.replicas + k, so);
+      CHECK(r.replica_makespan[k] == one.makespan);
+    }
+  }
+}
+
+TEST_CASE("monte_carlo_data_parallel: a fixed seed gives fixed numbers on any thread count",
+          "[data_parallel]") {
+  const schedule s = generate(zb_h1{}, 4, 8);
+  const cost_model costs = cost_model::uniform(1.0, 1.2, 0.8, 0.1);
+  perturbation n;
+  n.set_cv(0.05).set_straggler(4, 2, 1.05).set_stalls({0.01, 3.0}).set_link_cv(0.1).set_seed(7);
+  data_parallel_model dp;
+  dp.replicas = 5;
+  dp.gradient_bytes = {100.0};
+  dp.bandwidth = 50;
+  dp.latency = 0.01;
+  const data_parallel_stats one = monte_carlo_data_parallel(s, costs, n, dp, 7, 3, 1);
+  // Measured with the first implementation (one thread, every plan entry sampled).
+  CHECK(one.iteration.mean == Approx(38.828373849919977).epsilon(1e-12));
+  CHECK(one.iteration.p50 == Approx(38.663388952271937).epsilon(1e-12));
+  CHECK(one.iteration.max == Approx(41.781467409273738).epsilon(1e-12));
+  CHECK(one.slowest_replica_share == Approx(0.073183370843057219).epsilon(1e-12));
+  for (unsigned threads : {0u, 2u, 3u, 7u, 16u}) {
+    const data_parallel_stats t = monte_carlo_data_parallel(s, costs, n, dp, 7, 3, threads);
+    CHECK(t.iteration.mean == one.iteration.mean);
+    CHECK(t.iteration.stddev == one.iteration.stddev);
+    CHECK(t.iteration.min == one.iteration.min);
+    CHECK(t.iteration.p50 == one.iteration.p50);
+    CHECK(t.iteration.p99 == one.iteration.p99);
+    CHECK(t.iteration.max == one.iteration.max);
+    CHECK(t.slowest_replica_share == one.slowest_replica_share);
+  }
+  // An invalid model is refused before any thread starts.
+  const schedule bad = generate(zb_h1{}, 3, 8);
+  CHECK_THROWS_WITH(monte_carlo_data_parallel(bad, costs, n, dp, 4, 0, 2),
+                    Catch::Matchers::Contains("stage_slowdown (4 entries)"));
 }

@@ -44,24 +44,127 @@ constexpr double unit_open(std::uint64_t h) noexcept {
 struct noise_key {
   std::uint64_t base;
   noise_key(std::uint64_t seed, std::uint64_t sample, std::size_t plan_index, microbatch_index mb)
-      : base(mix64(mix64(mix64(seed) ^ sample) ^ ((std::uint64_t{plan_index} << 32) | mb))) {}
+      : noise_key(from_sample(sample_hash(seed, sample), plan_index, mb)) {}
+  /// The part of a key that every op of one sample shares (computed once per sample).
+  static constexpr std::uint64_t sample_hash(std::uint64_t seed, std::uint64_t sample) noexcept {
+    return mix64(mix64(seed) ^ sample);
+  }
+  /// The key of (plan entry, micro-batch) in the sample whose sample_hash is `h`.
+  static constexpr noise_key from_sample(std::uint64_t h,
+                                         std::size_t plan_index,
+                                         microbatch_index mb) noexcept {
+    return noise_key{mix64(h ^ ((std::uint64_t{plan_index} << 32) | mb))};
+  }
   std::uint64_t draw(std::uint64_t stream, std::uint64_t k = 0) const noexcept {
     return mix64(base ^ mix64((stream << 8) | k));
   }
+
+ private:
+  explicit constexpr noise_key(std::uint64_t b) noexcept : base(b) {}
 };
 
 /// Log-normal with mean 1 and coefficient of variation `cv`: exp(σZ − σ²/2), σ² = ln(1+cv²),
 /// Z standard normal by Box-Muller from two draws. Exactly 1 for cv = 0. Our own transform:
-/// std distributions differ between standard libraries.
-inline double lognormal_unit_mean(double cv, std::uint64_t h1, std::uint64_t h2) {
-  if (cv == 0.0) {
-    return 1.0;
+/// std distributions differ between standard libraries. σ and σ²/2 are computed once.
+class lognormal_unit_mean_of {
+ public:
+  explicit lognormal_unit_mean_of(double cv = 0.0) : cv_(cv) {
+    if (cv != 0.0) {
+      const double sigma2 = std::log1p(cv * cv);
+      sigma_ = std::sqrt(sigma2);
+      half_sigma2_ = 0.5 * sigma2;
+    }
   }
-  const double sigma2 = std::log1p(cv * cv);
-  const double z =
-      std::sqrt(-2.0 * std::log(unit_open(h1))) * std::cos(2.0 * std::numbers::pi * unit_open(h2));
-  return std::exp(std::sqrt(sigma2) * z - 0.5 * sigma2);
+  double operator()(std::uint64_t h1, std::uint64_t h2) const {
+    if (cv_ == 0.0) {
+      return 1.0;
+    }
+    const double z = std::sqrt(-2.0 * std::log(unit_open(h1))) *
+                     std::cos(2.0 * std::numbers::pi * unit_open(h2));
+    return std::exp(sigma_ * z - half_sigma2_);
+  }
+  bool is_one() const noexcept { return cv_ == 0.0; }
+
+ private:
+  double cv_ = 0.0;
+  double sigma_ = 0.0;
+  double half_sigma2_ = 0.0;
+};
+
+/// lognormal_unit_mean_of(cv)(h1, h2).
+inline double lognormal_unit_mean(double cv, std::uint64_t h1, std::uint64_t h2) {
+  return lognormal_unit_mean_of(cv)(h1, h2);
 }
+
+/// The sampling rule, written once (perturbed_costs and the data-parallel replicas use it): the
+/// costs of plan entry i for micro-batch mb in one sample (docs/robustness.md §1). A compute op
+/// lasts T · slowdown(s) · X (+ the stall), X log-normal; each cross-stage latency is
+/// multiplied by its own log-normal factor. The per-entry constants are computed once.
+class cost_sampler {
+ public:
+  /// `costs` already read for the placement's shape.
+  cost_sampler(const traversal_plan& plan,
+               const placement& pl,
+               const cost_model& costs,
+               const perturbation& noise)
+      : base_(cost_table(plan, pl, costs)),
+        entries_(plan.size()),
+        stalls_(noise.stalls()),
+        link_(noise.link_cv()),
+        seed_(noise.seed()) {
+    for (stage_index s = 0; s < pl.stages(); ++s) {
+      for (chunk_index c = 0; c < pl.chunks(); ++c) {
+        for (op_kind k : all_op_kinds) {
+          const op o = make_op(k, 0, c);
+          entry& e = entries_[plan.index(s, o)];
+          e.compute = is_compute(k);
+          e.latencies = plan.at(s, o).count;
+          e.slow = noise.slowdown(s);
+          e.noise = lognormal_unit_mean_of(noise.cv(k));
+        }
+      }
+    }
+  }
+
+  /// What every op of sample `sample` shares (noise_key::sample_hash).
+  std::uint64_t sample_hash(std::uint64_t sample) const noexcept {
+    return noise_key::sample_hash(seed_, sample);
+  }
+  /// The costs of plan entry `i` for micro-batch `mb` in the sample whose hash is `h`.
+  op_cost operator()(std::uint64_t h, std::size_t i, microbatch_index mb) const {
+    op_cost oc = base_[i];
+    const entry& e = entries_[i];
+    const noise_key key = noise_key::from_sample(h, i, mb);
+    if (e.compute) {
+      oc.duration *= e.slow * e.noise(key.draw(0, 0), key.draw(0, 1));
+      if (stalls_.probability > 0.0 && unit_open(key.draw(1)) <= stalls_.probability) {
+        oc.duration += stalls_.duration;
+      }
+      oc.overlap_gain *= e.slow;
+    }
+    if (!link_.is_one()) {  // a factor of exactly 1 otherwise
+      for (std::uint8_t j = 0; j < e.latencies; ++j) {
+        if (oc.latency[j] != 0.0) {  // a same-stage input: 0 times any factor stays 0
+          oc.latency[j] *= link_(key.draw(2 + j, 0), key.draw(2 + j, 1));
+        }
+      }
+    }
+    return oc;
+  }
+
+ private:
+  struct entry {
+    bool compute = false;
+    std::uint8_t latencies = 0;
+    double slow = 1.0;
+    lognormal_unit_mean_of noise;
+  };
+  std::vector<op_cost> base_;
+  std::vector<entry> entries_;
+  stall_model stalls_;
+  lognormal_unit_mean_of link_;
+  std::uint64_t seed_;
+};
 
 }  // namespace detail
 
@@ -83,35 +186,13 @@ class perturbed_costs {
         plan_(pl, lowered),
         m_(microbatches) {
     noise.check_shape(pl.stages(), who);
-    const std::vector<detail::op_cost> base = detail::cost_table(plan_, pl, costs_);
+    const detail::cost_sampler sampler(plan_, pl, costs_, noise);
+    const std::uint64_t h = sampler.sample_hash(sample);
     const std::size_t n = plan_.size();
     table_.resize(n * m_);
-    const stall_model& st = noise.stalls();
-    for (stage_index s = 0; s < pl.stages(); ++s) {
-      const double slow = noise.slowdown(s);
-      for (chunk_index c = 0; c < pl.chunks(); ++c) {
-        for (op_kind k : all_op_kinds) {
-          const op o = make_op(k, 0, c);
-          const std::size_t i = plan_.index(s, o);
-          const detail::op_plan& e = plan_.at(s, o);
-          const double cv = noise.cv(k);
-          for (microbatch_index mb = 0; mb < m_; ++mb) {
-            detail::op_cost oc = base[i];
-            const detail::noise_key key(noise.seed(), sample, i, mb);
-            if (is_compute(k)) {
-              oc.duration *= slow * detail::lognormal_unit_mean(cv, key.draw(0, 0), key.draw(0, 1));
-              if (st.probability > 0.0 && detail::unit_open(key.draw(1)) <= st.probability) {
-                oc.duration += st.duration;
-              }
-              oc.overlap_gain *= slow;
-            }
-            for (std::uint8_t j = 0; j < e.count; ++j) {
-              oc.latency[j] *= detail::lognormal_unit_mean(noise.link_cv(), key.draw(2 + j, 0),
-                                                           key.draw(2 + j, 1));
-            }
-            table_[std::size_t{mb} * n + i] = oc;
-          }
-        }
+    for (microbatch_index mb = 0; mb < m_; ++mb) {
+      for (std::size_t i = 0; i < n; ++i) {
+        table_[std::size_t{mb} * n + i] = sampler(h, i, mb);
       }
     }
   }
