@@ -282,8 +282,9 @@ TEST_CASE("recomputation: one R per F marked recompute, after it, before its bac
     CHECK(r2.count(violation_kind::missing) == 1);
     bool said = false;
     for (const auto& v : r2.violations) {
-      said = said || v.message == "stage 0: R0 of chunk 0 is missing (F0 of chunk 0 is marked "
-                                  "recompute)";
+      said = said || v.message ==
+                         "stage 0: R0 of chunk 0 is missing (F0 of chunk 0 is marked "
+                         "recompute)";
     }
     CHECK(said);
   }

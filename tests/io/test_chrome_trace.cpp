@@ -163,7 +163,7 @@ json reference_trace(const schedule& sched, const timeline& tl, const chrome_tra
     }
   }
   if (opts.flows) {
-    constexpr std::size_t nev = 5;
+    constexpr std::size_t nev = event_kind_count;
     std::vector<const timed_op*> producer(std::size_t{pl.total_chunks()} * m * nev, nullptr);
     for (stage_index s = 0; s < sched.stages(); ++s) {
       for (const timed_op& t : tl.stages[s]) {
@@ -172,7 +172,7 @@ json reference_trace(const schedule& sched, const timeline& tl, const chrome_tra
         }
         const std::size_t base = (std::size_t{pl.global(s, t.o.chunk)} * m + t.o.mb) * nev;
         for (std::size_t e = 0; e < nev; ++e) {
-          if ((events_produced(t.o.kind) & (1u << e)) != 0) {
+          if ((events_produced(t.o) & (1u << e)) != 0) {
             producer[base + e] = &t;
           }
         }

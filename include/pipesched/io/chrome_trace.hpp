@@ -311,9 +311,7 @@ inline void write_chrome_trace(std::ostream& os,
     // Who produced each (global chunk, mb, event): the op to start an arrow from; and in a
     // lowered schedule the first RECV of each (global chunk, mb, direction), the end of a
     // SEND's arrow (looked up, not searched for along the peer's list).
-    // One slot per event_kind: events_produced() is a byte, so 8 covers every kind there can
-    // be (5 was one short once activations_ready came: the lookup below read past the table).
-    constexpr std::size_t nev = 8;
+    constexpr std::size_t nev = event_kind_count;
     const std::size_t cells = std::size_t{pl.total_chunks()} * m;
     std::vector<const timed_op*> producer(cells * nev, nullptr);
     std::vector<const timed_op*> recv(lowered ? cells * 2 : 0, nullptr);
@@ -324,7 +322,7 @@ inline void write_chrome_trace(std::ostream& os,
         }
         const std::size_t cell = std::size_t{pl.global(s, t.o.chunk)} * m + t.o.mb;
         for (std::size_t e = 0; e < nev; ++e) {
-          if ((events_produced(t.o.kind) & (1u << e)) != 0) {
+          if ((events_produced(t.o) & (1u << e)) != 0) {
             producer[cell * nev + e] = &t;
           }
         }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -21,6 +22,11 @@ enum class event_kind : std::uint8_t {
   /// marked recompute (that F keeps only its input).
   activations_ready,
 };
+
+/// How many event kinds there are: the size of a table indexed by event_kind (keep it next to
+/// the enum, so a new kind grows every such table).
+inline constexpr std::size_t event_kind_count =
+    static_cast<std::size_t>(event_kind::activations_ready) + 1;
 
 struct requirement {
   stage_index stage = 0;  ///< the stage on which the event happens
