@@ -18,7 +18,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/ir/schedule.hpp>
 
 namespace pipesched_bench {

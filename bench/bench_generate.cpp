@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 
 #include "bench_common.hpp"
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include <pipesched/analysis/data_parallel_timing.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/model/data_parallel.hpp>
 #include <pipesched/model/perturbation.hpp>
 #include <pipesched/model/transformer_costs.hpp>

@@ -18,7 +18,7 @@
 #include <pipesched/exec/instrumented_executor.hpp>
 #include <pipesched/exec/sleep_executor.hpp>
 #include <pipesched/exec/thread_driver.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 
 int main(int argc, char** argv) {
   std::string name = "all";

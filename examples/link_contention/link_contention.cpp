@@ -20,7 +20,7 @@
 
 #include <pipesched/analysis/link_timing.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/model/link.hpp>
 #include <pipesched/model/transformer_costs.hpp>
 

@@ -16,7 +16,7 @@
 
 #include <pipesched/exec/serial_driver.hpp>
 #include <pipesched/exec/thread_driver.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/transform/recompute.hpp>
 
 #include "mlp.hpp"

@@ -32,7 +32,7 @@
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/validator.hpp>
 #include <pipesched/exec/mpi.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/timeline.hpp>
 #include <pipesched/model/cost_model.hpp>

@@ -35,7 +35,7 @@
 
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/model/transformer_costs.hpp>
 #include <pipesched/transform/recompute.hpp>

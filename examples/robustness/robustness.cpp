@@ -18,7 +18,7 @@
 #include <pipesched/analysis/data_parallel_timing.hpp>
 #include <pipesched/analysis/dynamic_policy.hpp>
 #include <pipesched/analysis/robustness.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 
 namespace {
 

@@ -33,7 +33,7 @@
 #include <pipesched/exec/executor.hpp>
 #include <pipesched/exec/instrumented_executor.hpp>
 #include <pipesched/exec/thread_driver.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #if __has_include(<pipesched/io/cost_model_json.hpp>)
 #include <pipesched/io/cost_model_json.hpp>
 #else

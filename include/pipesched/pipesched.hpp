@@ -16,6 +16,7 @@
 #include "pipesched/exec/serial_driver.hpp"
 #include "pipesched/exec/sleep_executor.hpp"
 #include "pipesched/exec/thread_driver.hpp"
+#include "pipesched/gen/builtin_registry.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/gpipe.hpp"
 #include "pipesched/gen/interleaved.hpp"

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/model/transformer_costs.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 

@@ -2,7 +2,7 @@
 
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/memory_events.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 
 using namespace pipesched;

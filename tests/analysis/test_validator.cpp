@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/validator.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 
 #include "support/ops.hpp"
 #include "support/registry_shapes.hpp"

@@ -6,8 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/exec/serial_driver.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/gpipe.hpp>
-#include <pipesched/gen/registry.hpp>
 #include <pipesched/ir/traversal.hpp>
 
 #include "exec/exec_helpers.hpp"

@@ -14,8 +14,8 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/exec/thread_driver.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/gpipe.hpp>
-#include <pipesched/gen/registry.hpp>
 
 #include "exec/exec_helpers.hpp"
 #include "support/registry_shapes.hpp"

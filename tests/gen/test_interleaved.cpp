@@ -9,9 +9,9 @@
 
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
-#include <pipesched/gen/registry.hpp>
 
 using namespace pipesched;
 

@@ -10,7 +10,7 @@
 
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/validator.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 
 #include "support/registry_shapes.hpp"
 
@@ -93,6 +93,40 @@ struct counting_generator {
 };
 
 }  // namespace
+
+namespace {
+
+/// A user's searching generator: a search() member is all the registry looks for.
+struct wrapped_search {
+  std::shared_ptr<zb_auto_options> seen = std::make_shared<zb_auto_options>();
+  std::string_view name() const noexcept { return "wrapped"; }
+  schedule generate(const generator_params& p) const { return search(p, {}).sched; }
+  zb_auto_result search(const generator_params& p, const zb_auto_options& o) const {
+    *seen = o;
+    return zb_auto{}.search(p, o);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a generator with a search() member registers as searching, with its options",
+          "[gen][registry]") {
+  static_assert(detail::searching_generator<zb_auto> && detail::searching_generator<zb_v>);
+  static_assert(!detail::searching_generator<zb_h1>);
+  static_assert(detail::searching_generator<wrapped_search>);
+  generator_registry r;
+  wrapped_search g;
+  r.add(g, "zb-auto behind a user's type");
+  REQUIRE(r.at("wrapped").searches);
+  zb_auto_options o;
+  o.search_evaluations = 7;
+  generation_options go;
+  go.search = o;
+  const generator_params gp = zb_params(4, 8);
+  const generation_result res = r.generate_result("wrapped", gp, go);
+  CHECK(g.seen->search_evaluations == 7);
+  check_same(res, zb_auto{}.search(gp, o));
+}
 
 TEST_CASE("generate_result returns the search's bound with the schedule", "[gen][registry]") {
   const auto& r = default_registry();

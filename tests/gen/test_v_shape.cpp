@@ -15,8 +15,8 @@
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
-#include <pipesched/gen/registry.hpp>
 #include <pipesched/gen/v_shape.hpp>
 
 using namespace pipesched;

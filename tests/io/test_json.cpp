@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/io/json.hpp>
 
 #include "support/registry_shapes.hpp"

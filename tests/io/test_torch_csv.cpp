@@ -9,8 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
-#include <pipesched/gen/registry.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/torch_csv.hpp>
 #include <pipesched/transform/comm_lowering.hpp>

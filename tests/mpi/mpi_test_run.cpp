@@ -23,7 +23,7 @@
 #include <mpi.h>
 
 #include <pipesched/exec/mpi.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/ir/placement.hpp>
 #include <pipesched/ir/schedule.hpp>
 #include <pipesched/transform/comm_lowering.hpp>

@@ -13,7 +13,7 @@
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/torch_csv.hpp>
 #include <pipesched/transform/comm_lowering.hpp>

@@ -21,7 +21,7 @@
 
 #include <pipesched/exec/serial_driver.hpp>
 #include <pipesched/exec/thread_driver.hpp>
-#include <pipesched/gen/registry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
 #include "support/registry_shapes.hpp"

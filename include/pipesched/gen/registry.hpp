@@ -13,15 +13,8 @@
 #include <vector>
 
 #include "pipesched/analysis/memory_checker.hpp"
-#include "pipesched/gen/dualpipev.hpp"
 #include "pipesched/gen/generator.hpp"
-#include "pipesched/gen/gpipe.hpp"
-#include "pipesched/gen/interleaved.hpp"
-#include "pipesched/gen/one_f_one_b.hpp"
-#include "pipesched/gen/v_shape.hpp"
-#include "pipesched/gen/zb_auto.hpp"
-#include "pipesched/gen/zb_v.hpp"
-#include "pipesched/gen/zero_bubble.hpp"
+#include "pipesched/gen/zb_search_types.hpp"
 
 namespace pipesched {
 
@@ -69,22 +62,13 @@ inline generation_result to_generation_result(zb_auto_result&& r) {
   return out;
 }
 
-/// The searching generators' entry points with options (their generate() takes none).
-inline zb_auto_result run_search(const zb_auto& g,
-                                 const generator_params& p,
-                                 const zb_auto_options& o) {
-  return zb_auto_search(p, o, g.preset, g.name());
-}
-inline zb_auto_result run_search(const zb_v&, const generator_params& p, const zb_auto_options& o) {
-  return zb_v_search(p, o);
-}
-
-/// Generators the registry runs through run_search(), so it can pass options and keep the bound.
+/// Generators the registry runs through their search(), so it can pass options and keep the
+/// bound (zb_auto, zb_v): a member, so this header needs the search's types, not the search.
 template <class G>
 concept searching_generator = requires(const G& g,
                                        const generator_params& p,
                                        const zb_auto_options& o) {
-  { run_search(g, p, o) } -> std::same_as<zb_auto_result>;
+  { g.search(p, o) } -> std::same_as<zb_auto_result>;
 };
 
 }  // namespace detail
@@ -136,10 +120,15 @@ struct generator_entry {
   }
 };
 
-/// Name -> generator. Holds type-erased copies of schedule_generator models.
+/// Name -> generator. Holds type-erased copies of schedule_generator models. The built-in
+/// generators are in gen/builtin_registry.hpp (builtin_registry(), default_registry()): this
+/// header holds only the registry, so it stays cheap to include (no generator, no search).
 class generator_registry {
  public:
-  /// Registers a generator under g.name(). Replaces an entry of the same name.
+  /// Registers a generator under g.name(). Replaces an entry of the same name. A generator with
+  /// a member `search(const generator_params&, const zb_auto_options&) -> zb_auto_result`
+  /// (zb_auto, zb_v, or a user's) is registered as searching: generate_result() passes it the
+  /// search options and keeps its bound.
   template <schedule_generator G>
   generator_registry& add(G g, std::string description, std::uint32_t default_chunks = 1) {
     return add_as(std::string(g.name()), std::move(g), std::move(description), default_chunks);
@@ -154,8 +143,7 @@ class generator_registry {
     generator_entry e{std::move(name), std::move(description), default_chunks, {}};
     if constexpr (detail::searching_generator<G>) {
       e.generate_full = [g](const generator_params& p, const generation_options& o) {
-        return detail::to_generation_result(
-            detail::run_search(g, p, o.search.value_or(zb_auto_options{})));
+        return detail::to_generation_result(g.search(p, o.search.value_or(zb_auto_options{})));
       };
       e.searches = true;
     }
@@ -210,39 +198,5 @@ class generator_registry {
  private:
   std::vector<generator_entry> entries_;
 };
-
-/// A new registry holding the built-in generators, to extend with your own
-/// (`auto r = builtin_registry(); r.add(my_generator{}, "one line");`) or to replace one of
-/// them under its name. default_registry() is an immutable one of these, safe to share.
-inline generator_registry builtin_registry() {
-  generator_registry r;
-  r.add(gpipe{}, "GPipe: all forwards, then all fused backwards; peak memory m*M_B");
-  r.add(gpipe{true}, "GPipe with split backward (B then W at once), for comparison");
-  r.add(one_f_one_b{}, "1F1B: warm-up forwards, then one forward one backward; peak p*M_B");
-  r.add(one_f_one_b{true}, "1F1B with split backward (B then W at once), for comparison");
-  r.add(zb_h1{}, "ZB-H1: zero-bubble handcrafted, 1F1B memory, bubble (p-1)(TF+TB-TW)");
-  r.add(zb_h2{}, "ZB-H2: zero-bubble handcrafted, (2p-1)*M_B memory, no bubble at equal costs");
-  r.add(interleaved_1f1b{},
-        "Interleaved 1F1B (Megatron virtual pipeline): v chunks per stage, bubble 1/v of 1F1B's",
-        2);
-  r.add(zb_v{}, "ZB-V: V placement, 2 chunks, cost-aware greedy; 1F1B memory, zero bubble", 2);
-  r.add(v_half{}, "V-Half: V placement, 2 chunks; (p+2)//2 stage activations, bubble ~p/(2m)", 2);
-  r.add(v_min{}, "V-Min: V placement, 2 chunks; (p+4)//3 stage activations, bubble ~2p/(3m)", 2);
-  r.add(dualpipev{},
-        "DualPipeV (PyTorch ScheduleDualPipeV): V placement, 2 chunks, overlapped F&B pairs; "
-        "m >= 2p",
-        2);
-  r.add(zb_auto{},
-        "ZB automatic: memory-bounded greedy search (memory_limit, default p*M_B) + bound");
-  r.add(zb_auto{zb_memory_preset::one_p}, "ZB-1p: automatic zero-bubble with limit p*M_B");
-  r.add(zb_auto{zb_memory_preset::two_p}, "ZB-2p: automatic zero-bubble with limit 2p*M_B");
-  return r;
-}
-
-/// The built-in generators, by name (read-only; builtin_registry() gives a copy to extend).
-inline const generator_registry& default_registry() {
-  static const generator_registry r = builtin_registry();
-  return r;
-}
 
 }  // namespace pipesched

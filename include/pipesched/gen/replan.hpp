@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/gen/builtin_registry.hpp"
 #include "pipesched/gen/generator.hpp"
-#include "pipesched/gen/registry.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/model/cost_model.hpp"

@@ -114,8 +114,10 @@ struct zb_auto {
         return "zb-auto";
     }
   }
-  schedule generate(const generator_params& params) const {
-    return zb_auto_search(params, {}, preset, name()).sched;
+  schedule generate(const generator_params& params) const { return search(params).sched; }
+  /// zb_auto_search with this preset: the schedule with its bound (what the registry keeps).
+  zb_auto_result search(const generator_params& params, const zb_auto_options& opts = {}) const {
+    return zb_auto_search(params, opts, preset, name());
   }
 };
 

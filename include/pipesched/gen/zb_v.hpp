@@ -32,7 +32,11 @@ inline zb_auto_result zb_v_search(const generator_params& given, const zb_auto_o
 /// schedule_generator for zb_v_search.
 struct zb_v {
   std::string_view name() const noexcept { return "zb-v"; }
-  schedule generate(const generator_params& params) const { return zb_v_search(params).sched; }
+  schedule generate(const generator_params& params) const { return search(params).sched; }
+  /// zb_v_search: the schedule with its bound (what the registry keeps).
+  zb_auto_result search(const generator_params& params, const zb_auto_options& opts = {}) const {
+    return zb_v_search(params, opts);
+  }
 };
 
 }  // namespace pipesched

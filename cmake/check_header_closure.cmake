@@ -1,0 +1,24 @@
+cmake_policy(SET CMP0007 NEW)
+# Fails when HEADER (relative to INCLUDE) pulls in, directly or through other headers, a file
+# whose path matches FORBID (a regex): keeps a header cheap to include (issue 15: the registry
+# type without the generators, the search and <thread>). Uses the compiler's own include
+# closure (-M), so it sees what a user's build would compile.
+file(WRITE ${WORK}/closure.cpp "#include <${HEADER}>\n")
+execute_process(COMMAND ${CXX} -std=c++20 -M -I${INCLUDE} ${WORK}/closure.cpp
+                OUTPUT_VARIABLE deps ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${HEADER} does not compile on its own:\n${err}")
+endif()
+string(REGEX REPLACE "[ \t\r\n\\\\]+" ";" deps "${deps}")
+set(bad "")
+foreach(d IN LISTS deps)
+  if(d MATCHES "${FORBID}")
+    list(APPEND bad "${d}")
+  endif()
+endforeach()
+if(bad)
+  string(REPLACE ";" "\n  " bad "${bad}")
+  message(FATAL_ERROR "${HEADER} pulls in what it must not (${FORBID}):\n  ${bad}")
+endif()
+list(LENGTH deps n)
+message(STATUS "${HEADER}: ${n} files in its include closure, none matching ${FORBID}")
