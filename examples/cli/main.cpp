@@ -323,36 +323,30 @@ void write_output(const std::string& path, const std::string& text) {
   write_output_with(path, [&](std::ostream& os) { os << text; });
 }
 
-/// Writes a schedule timed by the simulator (`r`, record_ops on) as torch-csv, chrome or svg
-/// to `path`; the Chrome trace streams event by event (a few dozen bytes per op in memory).
+/// Writes a schedule with its report (report_schedule: timing and memory curves) as torch-csv,
+/// chrome or svg to `path`; the Chrome trace streams event by event (a few dozen bytes per op
+/// in memory).
 void write_picture(const std::string& path,
                    const std::string& format,
                    const schedule& s,
-                   const simulation_result& r,
-                   const memory_model& memory,
+                   const schedule_report& rep,
                    const torch_csv_options& csv) {
   if (format == "torch-csv") {
     write_output(path, to_torch_csv(s, csv));
     return;
   }
-  if (r.deadlock) {
+  if (rep.simulation.deadlock) {
     usage_error("--format " + format + ": the schedule cannot run to the end (" +
-                r.deadlock->describe() + ")");
+                rep.simulation.deadlock->describe() + ")");
   }
-  const timeline tl = to_timeline(s, r);
-  const auto curves = memory_curves(check_memory(s, memory, memory_options{}, r));
   if (format == "chrome") {
-    chrome_trace_options co;
-    co.memory = &curves;
     write_output_with(path, [&](std::ostream& os) {
-      write_chrome_trace(os, s, tl, co);
+      write_chrome_trace(os, s, rep);
       os << '\n';
     });
     return;
   }
-  svg_options so;
-  so.memory = &curves;
-  write_output(path, to_svg(s, tl, so));
+  write_output(path, to_svg(s, rep));
 }
 
 /// Rule violations, one per line: on stdout, or on stderr when stdout already carries the
@@ -581,11 +575,14 @@ int cmd_generate(const generate_options& o) {
   } else {
     // Every view times the schedule the same way: the simulator under --cost (default T_F =
     // T_B = T_W = 1 per stage, BW = T_B + T_W), so generate and simulate show one makespan.
-    const simulation_result r = simulate(s, params.costs);
     if (o.format != "text") {
-      write_picture(o.output, o.format, s, r, params.memory, csv);
+      report_options ro;
+      ro.costs = params.costs;
+      ro.memory = params.memory;
+      write_picture(o.output, o.format, s, report_schedule(s, ro), csv);
       return 0;
     }
+    const simulation_result r = simulate(s, params.costs);
     terminal_options to;
     to.color = is_stdout(o.output) && stdout_is_terminal();
     text = format_schedule_text(s) + "\n" + render_timeline(s, to_timeline(s, r), to);
@@ -669,7 +666,7 @@ int cmd_simulate(const simulate_options_cli& o) {
     }
     return code;
   }
-  write_picture(o.output, o.format, s, rep.simulation, params.memory, csv);
+  write_picture(o.output, o.format, s, rep, csv);
   print_violations(violation_lines(rep.memory.violations), to_stdout);
   return code;
 }

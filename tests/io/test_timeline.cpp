@@ -1,5 +1,6 @@
 // timeline.hpp: the io/ views fed by the real simulator and memory checker (to_timeline,
 // memory_curves of a memory_report, simulation_to_json of a simulation_result, formatters).
+#include <sstream>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -109,6 +110,45 @@ TEST_CASE("timeline: a deadlocked simulation", "[io][timeline]") {
   CHECK(simulation_from_json(j).deadlock == j["deadlock"].get<std::string>());
   CHECK(fmt::format("{}", r).find("\ndeadlock:") != std::string::npos);
   CHECK_NOTHROW(chrome_trace_json(s, tl));
+}
+
+TEST_CASE("timeline: a report's picture is its simulation and memory curves, drawn once",
+          "[io][timeline]") {
+  const schedule s = generate(zb_h1{}, 4, 8);
+  report_options ro;
+  ro.costs = cost_model::uniform(1, 1.5, 0.5);
+  ro.memory = memory_model::uniform(1, 0.25);
+  const schedule_report rep = report_schedule(s, ro);
+  const report_picture pic = picture_of(s, rep);
+  const simulation_result r = simulate(s, ro.costs);
+  const timeline tl = to_timeline(s, r);
+  const auto curves = memory_curves(s, tl, ro.memory);
+  CHECK(pic.tl.makespan() == tl.makespan());
+  CHECK(pic.memory.size() == curves.size());
+  for (std::size_t st = 0; st < curves.size(); ++st) {
+    REQUIRE(pic.memory[st].size() == curves[st].size());
+    for (std::size_t i = 0; i < curves[st].size(); ++i) {
+      CHECK(pic.memory[st][i].time == curves[st][i].time);
+      CHECK(pic.memory[st][i].live == curves[st][i].live);
+    }
+  }
+  CHECK(to_svg(s, rep) == to_svg(s, tl, {.memory = &curves}));
+  chrome_trace_options co;
+  co.memory = &curves;
+  std::ostringstream from_report;
+  write_chrome_trace(from_report, s, rep);
+  CHECK(from_report.str() == to_chrome_trace(s, tl, co));
+
+  schedule bad("bad", 2, 1);
+  bad.stage_ops(0) = {make_op(op_kind::backward_full, 0), make_op(op_kind::forward, 0)};
+  bad.stage_ops(1) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
+  const schedule_report dead = report_schedule(bad);
+  CHECK_THROWS_WITH(to_svg(bad, dead),
+                    Catch::Matchers::StartsWith("to_svg: the schedule cannot run to the end ("));
+  std::ostringstream none;
+  CHECK_THROWS_WITH(write_chrome_trace(none, bad, dead),
+                    Catch::Matchers::StartsWith("chrome_trace: the schedule cannot run"));
+  CHECK(none.str().empty());
 }
 
 TEST_CASE("timeline: unit steps and the stand-alone memory curve", "[io][timeline]") {

@@ -325,4 +325,16 @@ inline std::string to_svg(const schedule& sched, const timeline& tl, const svg_o
   return out;
 }
 
+/// A report_schedule() result as SVG: its simulated timeline with the memory checker's curve
+/// under each stage (opts.memory is replaced by it). Throws invalid_argument when the schedule
+/// did not run to the end (picture_of).
+inline std::string to_svg(const schedule& sched,
+                          const schedule_report& rep,
+                          const svg_options& opts = {}) {
+  const report_picture pic = picture_of(sched, rep, "to_svg");
+  svg_options o = opts;
+  o.memory = &pic.memory;
+  return to_svg(sched, pic.tl, o);
+}
+
 }  // namespace pipesched

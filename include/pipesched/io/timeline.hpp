@@ -6,11 +6,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/memory_checker.hpp"
 #include "pipesched/analysis/metrics.hpp"
+#include "pipesched/analysis/schedule_report.hpp"
 #include "pipesched/analysis/timing_simulator.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
@@ -266,6 +268,29 @@ inline std::vector<std::vector<memory_sample>> memory_curves(const schedule& sch
   memory_options o;
   o.record_curve = true;
   return memory_curves(detail::check_memory_impl(sched, model, o, &tl.stages));
+}
+
+/// What a picture of a report_schedule() result draws: the simulated timeline and the memory
+/// checker's curves, both from the report (no second simulation or memory check).
+struct report_picture {
+  timeline tl;
+  std::vector<std::vector<memory_sample>> memory;
+};
+
+/// The timeline and memory curves of `rep` (report_schedule(sched, ...)). Throws
+/// invalid_argument when the schedule did not run to the end (`who`: the caller, for the
+/// message): a picture of the ops that ran would look like the whole schedule.
+inline report_picture picture_of(const schedule& sched,
+                                 const schedule_report& rep,
+                                 std::string_view who = "picture_of") {
+  if (rep.not_simulated) {
+    detail::fail(who, ": the schedule was not simulated (", *rep.not_simulated, ")");
+  }
+  if (rep.simulation.deadlock) {
+    detail::fail(who, ": the schedule cannot run to the end (", rep.simulation.deadlock->describe(),
+                 ")");
+  }
+  return {to_timeline(sched, rep.simulation), memory_curves(rep.memory)};
 }
 
 /// Highest value of a memory curve (0 for an empty one).
