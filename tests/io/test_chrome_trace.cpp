@@ -152,14 +152,15 @@ json reference_trace(const schedule& sched, const timeline& tl, const chrome_tra
       if (in_range(t.o)) {
         args["global_chunk"] = pl.global(s, t.o.chunk);
       }
-      ev.push_back({{"name", to_string(t.o, chunked)},
-                    {"cat", std::string(detail::trace_category(t.o.kind))},
-                    {"ph", "X"},
-                    {"ts", t.start * k},
-                    {"dur", t.duration() * k},
-                    {"pid", 0},
-                    {"tid", s},
-                    {"args", std::move(args)}});
+      ev.push_back(
+          {{"name", to_string(t.o, chunked)},
+           {"cat", is_comm(t.o.kind) ? std::string("comm") : std::string(to_string(t.o.kind))},
+           {"ph", "X"},
+           {"ts", t.start * k},
+           {"dur", t.duration() * k},
+           {"pid", 0},
+           {"tid", s},
+           {"args", std::move(args)}});
     }
   }
   if (opts.flows) {
@@ -290,53 +291,6 @@ TEST_CASE("chrome trace: a timeline prefix and out-of-range ops stream like the 
   tl.stages[1].push_back({1, s.ops(1).size() - 1, make_op(op_kind::forward, 7), 20.0, 21.0});
   const std::string text = streamed(s, tl);
   CHECK(json::parse(text) == reference_trace(s, tl, {}));
-}
-
-TEST_CASE("chrome trace: numbers and strings as nlohmann writes them", "[io][chrome_trace]") {
-  // The same text as nlohmann for these; where two digit strings are both shortest enough
-  // (7e22: nlohmann's Grisu2 writes 7.0000000000000004e+22) the value read back is the same.
-  const std::vector<double> same_text = {
-      0.0,   -0.0,   1.0,     4000.0, -12.5,   0.1,
-      1e-4,  1.5e-5, 1e15,    1e16,   1.5e15,  999999999999999.0,
-      1e300, 5e-324, 1.0 / 3, 2.5e-7, 123.456, -1e15,
-      1e14,  2e-300, 6.02e23, 1e21,   0.5,     1234567890123456.5};
-  for (const double x : same_text) {
-    INFO(x);
-    std::ostringstream os;
-    {
-      detail::trace_sink out(os);
-      out.number(x);
-      out.flush();
-    }
-    CHECK(os.str() == json(x).dump());
-  }
-  for (const double x : {7e22, 1.0 / 7, 2.0 / 3 * 1e15, 9.999999999999999e15}) {
-    INFO(x);
-    std::ostringstream os;
-    {
-      detail::trace_sink out(os);
-      out.number(x);
-      out.flush();
-    }
-    CHECK(json::parse(os.str()).get<double>() == x);
-  }
-  for (const double x :
-       {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
-    std::ostringstream os;
-    detail::trace_sink out(os);
-    out.number(x);
-    out.flush();
-    CHECK(os.str() == "null");
-  }
-  for (const std::string& text :
-       {std::string("plain"), std::string("q\"b\\s/"), std::string("\x01\x1f\b\f\n\r\t"),
-        std::string("\xc3\xa4\xe2\x82\xac")}) {
-    std::ostringstream os;
-    detail::trace_sink out(os);
-    out.string(text);
-    out.flush();
-    CHECK(os.str() == json(text).dump());
-  }
 }
 
 TEST_CASE("chrome trace: bad input throws before anything is written", "[io][chrome_trace]") {

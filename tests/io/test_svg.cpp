@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/gen/interleaved.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/svg.hpp>
@@ -73,11 +74,20 @@ TEST_CASE("svg: memory curves, chunk shades and escaping", "[io][svg]") {
   CHECK(svg.find("a&lt;b &amp; &quot;c&quot;") != std::string::npos);
   CHECK(svg.find(">peak 2<") != std::string::npos);
   CHECK(count(svg, "<rect class=\"legend\"") == 2);  // F, BW
-  CHECK(detail::shade(op_kind::forward, 0, 2) == "#3b75af");
-  CHECK(detail::shade(op_kind::forward, 1, 2) == "#93b3d3");
-  CHECK(detail::svg_num(2.0) == "2");
-  CHECK(detail::svg_num(35.5555) == "35.56");
-  CHECK(detail::svg_num(-0.001) == "0");
+  // A higher chunk is a lighter shade of its kind: interleaved p=2 m=2 v=2 has 4 forwards of
+  // each local chunk.
+  const schedule il = generate(interleaved_1f1b{}, 2, 2, 2);
+  const std::string isvg = to_svg(il, cost_timeline(il));
+  CHECK(count(isvg, "class=\"op\"") == il.size());
+  CHECK(count(isvg, "fill=\"#3b75af\" stroke") == 4);  // F, chunk 0
+  CHECK(count(isvg, "fill=\"#93b3d3\" stroke") == 4);  // F, chunk 1
+  // Numbers: whole ones bare, others to two decimals (ZB-H1 p=4 m=8: 960/27 px per op), no -0.
+  const schedule h1 = generate(zb_h1{}, 4, 8);
+  const std::string hsvg = to_svg(h1, cost_timeline(h1));
+  CHECK(hsvg.find("x=\"72\" y=\"44\"") != std::string::npos);
+  CHECK(hsvg.find("width=\"35.56\"") != std::string::npos);
+  CHECK(hsvg.find("=\"-0") == std::string::npos);
+  CHECK(hsvg.find(".00\"") == std::string::npos);
 }
 
 TEST_CASE("svg: narrow blocks drop their labels", "[io][svg]") {

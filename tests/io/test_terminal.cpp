@@ -1,5 +1,7 @@
 #include <algorithm>
+#include <cctype>
 #include <cstddef>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <regex>
@@ -152,8 +154,9 @@ reading read_picture(const std::string& out, std::size_t stages, bool title = tr
         } else if (std::regex_search(rest, l, label_re)) {
           r.ops.emplace_back(stage, l[0].str());
           c += l[0].str().size();
-        } else if (std::string_view(detail::terminal_keys).find(body[c]) != std::string::npos) {
-          // A key is one character; none starts a label, so "abF2.0" is a, b and F2.0.
+        } else if (std::isalpha(static_cast<unsigned char>(body[c])) != 0 &&
+                   std::string_view("BFRSW").find(body[c]) == std::string_view::npos) {
+          // A key is one letter, never one a label starts with, so "abF2.0" is a, b and F2.0.
           ++used[{stage, body[c]}];
           ++c;
         } else {
@@ -252,7 +255,26 @@ TEST_CASE("terminal: colours and $COLUMNS", "[io][terminal]") {
   const std::string out = render_schedule(s, {.width = 80, .color = true});
   CHECK(count(out, "\x1b[") > 0);
   CHECK(out.find("F0") != std::string::npos);
-  CHECK(detail::terminal_width(37) == 37);
+  // width 0: $COLUMNS when it is a number >= 20, else 100 characters.
+  const schedule wide = generate(one_f_one_b{}, 4, 16);
+  const auto longest = [](const std::string& text) {
+    std::size_t n = 0;
+    std::size_t start = 0;
+    for (std::size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', start)) {
+      n = std::max(n, nl - start);
+      start = nl + 1;
+    }
+    return n;
+  };
+  ::setenv("COLUMNS", "37", 1);
+  CHECK(longest(render_schedule(wide, {.width = 0})) <= 37);
+  CHECK(longest(render_schedule(wide, {.width = 0})) > 30);
+  ::setenv("COLUMNS", "12", 1);  // too narrow: the default
+  CHECK(longest(render_schedule(wide, {.width = 0})) ==
+        longest(render_schedule(wide, {.width = 100})));
+  ::unsetenv("COLUMNS");
+  CHECK(longest(render_schedule(wide, {.width = 0})) ==
+        longest(render_schedule(wide, {.width = 100})));
 }
 
 TEST_CASE("terminal: golden, wrapped by time window", "[io][terminal]") {
