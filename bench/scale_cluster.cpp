@@ -34,39 +34,17 @@
 #include <pipesched/model/perturbation.hpp>
 #include <pipesched/model/transformer_costs.hpp>
 
+#include "program_support.hpp"
+
 namespace {
 
 using namespace pipesched;
 
-double peak_rss_mb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux reports KiB
-}
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-struct timer {
-  std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
-  double cpu = cpu_seconds();
-  double wall_s() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
-  }
-  double cpu_s() const { return cpu_seconds() - cpu; }
-};
+using program_support::peak_rss_mb;
+using program_support::timer;
 
 std::uint32_t parse_count(const char* flag, const char* v, bool zero_ok = false) {
-  char* end = nullptr;
-  const unsigned long n = std::strtoul(v, &end, 10);
-  if (end == v || *end != '\0' || (n == 0 && !zero_ok) || n > 0xffffffffUL) {
-    std::fprintf(stderr, "scale_cluster: %s needs a positive integer, got \"%s\"\n", flag, v);
-    std::exit(2);
-  }
-  return static_cast<std::uint32_t>(n);
+  return program_support::parse_count("scale_cluster", flag, v, zero_ok ? 0 : 1);
 }
 
 bool same(const data_parallel_stats& a, const data_parallel_stats& b) {

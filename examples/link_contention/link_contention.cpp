@@ -24,18 +24,14 @@
 #include <pipesched/model/link.hpp>
 #include <pipesched/model/transformer_costs.hpp>
 
+#include "program_support.hpp"
+
 namespace {
 
 using namespace pipesched;
 
 std::uint32_t parse_count(const char* flag, const char* text) {
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(text, &end, 10);
-  if (end == text || *end != '\0' || v == 0 || v > 100000) {
-    std::fprintf(stderr, "link_contention: %s needs a whole number >= 1, got \"%s\"\n", flag, text);
-    std::exit(2);
-  }
-  return static_cast<std::uint32_t>(v);
+  return program_support::parse_count("link_contention", flag, text, 1, 100000);
 }
 
 }  // namespace

@@ -20,18 +20,14 @@
 #include <pipesched/analysis/robustness.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 
+#include "program_support.hpp"
+
 namespace {
 
 using namespace pipesched;
 
 std::uint32_t parse_count(const char* flag, const char* text) {
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(text, &end, 10);
-  if (end == text || *end != '\0' || v > 1000000) {
-    std::fprintf(stderr, "robustness: %s needs a whole number, got \"%s\"\n", flag, text);
-    std::exit(2);
-  }
-  return static_cast<std::uint32_t>(v);
+  return program_support::parse_count("robustness", flag, text, 0, 1000000);
 }
 
 }  // namespace

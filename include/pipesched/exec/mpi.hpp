@@ -427,6 +427,21 @@ inline std::vector<timed_op> gather_timings(MPI_Comm comm,
   return out;
 }
 
+/// In a catch block for `err`: with opts.abort_on_error, says it on stderr and aborts the job
+/// (the other ranks would wait for this one forever); else rethrows it. `who`: the driver.
+[[noreturn]] inline void abort_or_rethrow(const mpi_options& opts,
+                                          int rank,
+                                          const char* who,
+                                          const execution_error& err) {
+  if (!opts.abort_on_error) {
+    throw;
+  }
+  std::fprintf(stderr, "pipesched %s: rank %d, %s\n", who, rank, err.what());
+  std::fflush(stderr);
+  MPI_Abort(opts.comm, 1);
+  throw;  // MPI_Abort does not return on a working MPI
+}
+
 }  // namespace detail
 
 /// Runs one stage of `sched` on each rank of opts.comm: rank s executes stage s's op list in
@@ -504,13 +519,7 @@ mpi_run_result run_mpi(E& e, const schedule& sched, const mpi_options& opts = {}
         throw execution_error(s, ops.size() - 1, ops.back(), chunked, detail::current_what());
       }
     } catch (const execution_error& err) {
-      if (!opts.abort_on_error) {
-        throw;
-      }
-      std::fprintf(stderr, "pipesched run_mpi: rank %d, %s\n", rank, err.what());
-      std::fflush(stderr);
-      MPI_Abort(opts.comm, 1);
-      throw;  // MPI_Abort does not return on a working MPI
+      detail::abort_or_rethrow(opts, rank, "run_mpi", err);
     }
     result.elapsed = mine.empty() ? 0.0 : mine.back().end;
     if (opts.gather_timings) {
@@ -627,13 +636,7 @@ mpi_run_result run_mpi_dynamic(E& e,
         throw execution_error(s, at, at_op, chunked, detail::current_what());
       }
     } catch (const execution_error& err) {
-      if (!opts.abort_on_error) {
-        throw;
-      }
-      std::fprintf(stderr, "pipesched run_mpi_dynamic: rank %d, %s\n", rank, err.what());
-      std::fflush(stderr);
-      MPI_Abort(opts.comm, 1);
-      throw;  // MPI_Abort does not return on a working MPI
+      detail::abort_or_rethrow(opts, rank, "run_mpi_dynamic", err);
     }
     result.elapsed = mine.empty() ? 0.0 : mine.back().end;
     if (opts.gather_timings) {

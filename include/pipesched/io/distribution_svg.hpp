@@ -141,12 +141,7 @@ inline std::string to_distribution_svg(const std::vector<distribution_series>& s
   auto x_of = [&](double t) { return left + (t - lo) * xscale; };
 
   std::string out;
-  out += fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} "
-      "{}\" font-family=\"sans-serif\" font-size=\"11\">\n",
-      svg_num(width), svg_num(height), svg_num(width), svg_num(height));
-  out += fmt::format("<rect x=\"0\" y=\"0\" width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n",
-                     svg_num(width), svg_num(height));
+  out += detail::svg_open(width, height);
   std::size_t total = 0;
   for (const auto& s : series) {
     total += s.samples.size();

@@ -103,6 +103,15 @@ inline std::string shade(op_kind k, std::uint32_t chunk, std::uint32_t chunks) {
   return fmt::format("#{:02x}{:02x}{:02x}", mix(c.r), mix(c.g), mix(c.b));
 }
 
+/// The document's opening tag and white background, `width` × `height` px (every pipesched SVG).
+inline std::string svg_open(double width, double height) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
+      "{1}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect x=\"0\" y=\"0\" width=\"{0}\" "
+      "height=\"{1}\" fill=\"#ffffff\"/>\n",
+      svg_num(width), svg_num(height));
+}
+
 }  // namespace detail
 
 /// Renders `tl` (the timing of `sched`) as a standalone SVG document.
@@ -130,12 +139,7 @@ inline std::string to_svg(const schedule& sched, const timeline& tl, const svg_o
   const double height = legend_y + 28.0;
 
   std::string out;
-  out += fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} "
-      "{}\" font-family=\"sans-serif\" font-size=\"11\">\n",
-      svg_num(width), svg_num(height), svg_num(width), svg_num(height));
-  out += fmt::format("<rect x=\"0\" y=\"0\" width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n",
-                     svg_num(width), svg_num(height));
+  out += detail::svg_open(width, height);
   const std::string title =
       opts.title.empty()
           ? fmt::format("{}: p={} m={} v={}, makespan {}, bubble rate {:.1f}%", sched.name(), p,
