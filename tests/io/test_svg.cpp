@@ -9,44 +9,11 @@
 #include <pipesched/io/svg.hpp>
 
 #include "support/pair_schedule.hpp"
+#include "support/text.hpp"
 
 using namespace pipesched;
-
-namespace {
-std::size_t count(const std::string& s, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t pos = s.find(what); pos != std::string::npos; pos = s.find(what, pos + 1)) {
-    ++n;
-  }
-  return n;
-}
-
-// Tag balance: every <x ...> closed by </x> in order, self-closing tags ignored; returns "" or
-// the first problem.
-std::string check_xml(const std::string& s) {
-  std::vector<std::string> stack;
-  for (std::size_t i = s.find('<'); i != std::string::npos; i = s.find('<', i + 1)) {
-    const std::size_t j = s.find('>', i);
-    if (j == std::string::npos) {
-      return "unterminated tag";
-    }
-    const std::string tag = s.substr(i + 1, j - i - 1);
-    if (tag.find('<') != std::string::npos) {
-      return "'<' inside a tag";
-    }
-    if (tag.front() == '/') {
-      if (stack.empty() || stack.back() != tag.substr(1)) {
-        return "unbalanced </" + tag.substr(1) + ">";
-      }
-      stack.pop_back();
-    } else if (tag.back() != '/') {
-      stack.push_back(tag.substr(0, tag.find(' ')));
-    }
-    i = j;
-  }
-  return stack.empty() ? "" : "unclosed <" + stack.back() + ">";
-}
-}  // namespace
+using test_text::check_xml;
+using test_text::count;
 
 TEST_CASE("svg: one rect per op, legend, title, well-formed", "[io][svg]") {
   const schedule s = generate(zb_h1{}, 4, 8);

@@ -21,17 +21,12 @@
 #include <pipesched/transform/comm_lowering.hpp>
 
 #include "support/pair_schedule.hpp"
+#include "support/text.hpp"
 
 using namespace pipesched;
+using test_text::count;
 
 namespace {
-std::size_t count(const std::string& s, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t pos = s.find(what); pos != std::string::npos; pos = s.find(what, pos + 1)) {
-    ++n;
-  }
-  return n;
-}
 
 std::vector<std::string> lines_of(const std::string& s) {
   std::vector<std::string> out;
