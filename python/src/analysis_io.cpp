@@ -172,8 +172,9 @@ void bind_analysis_types(py::module_& m) {
       .def_readonly("utilization", &simulation_result::utilization)
       .def_readonly("max_span_stage", &simulation_result::max_span_stage)
       .def_readonly("stages", &simulation_result::stages)
-      .def_readonly("ops", &simulation_result::ops,
-                    "ops[s][i]: TimedOp of op i of stage s (empty without record_ops).")
+      .def_property_readonly(
+          "ops", [](const simulation_result& r) { return r.ops.to_vectors(); },
+          "ops[s][i]: TimedOp of op i of stage s (empty without record_ops).")
       .def_property_readonly(
           "starts", [](const simulation_result& r) { return per_stage_times(r, &timed_op::start); },
           "Start times per stage: numpy arrays when numpy is installed, else lists.")

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -19,7 +20,7 @@ namespace {
 
 // The (start, end) of each timed op: what the timing tests pin.
 using spans = std::vector<std::pair<double, double>>;
-spans intervals(const std::vector<timed_op>& ops) {
+spans intervals(std::span<const timed_op> ops) {
   spans out;
   for (const timed_op& t : ops) {
     out.emplace_back(t.start, t.end);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -172,10 +173,22 @@ constexpr buffer_bits buffer_freed(buffer_kind k) noexcept {
   return static_cast<buffer_bits>(2u << (2u * static_cast<unsigned>(k)));
 }
 
+/// Each stage's timed ops as a span, from per-stage lists of timed_op of any kind
+/// (simulation_result::ops, timeline::stages).
+template <class Lists>
+std::vector<std::span<const timed_op>> stage_spans(const Lists& lists) {
+  std::vector<std::span<const timed_op>> out;
+  out.reserve(lists.size());
+  for (const auto& l : lists) {
+    out.emplace_back(l.data(), l.size());
+  }
+  return out;
+}
+
 inline memory_report check_memory_impl(const schedule& sched,
                                        const memory_model& model_in,
                                        const memory_options& options,
-                                       const std::vector<std::vector<timed_op>>* times) {
+                                       const std::vector<std::span<const timed_op>>* times) {
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
   const memory_model model = model_in.for_shape(p, pl.chunks(), "check_memory");
@@ -421,13 +434,14 @@ inline memory_report check_memory(const schedule& sched,
 /// checker does not need the simulator; anything with per-stage `ops` of timed_op works).
 template <class Simulation>
   requires requires(const Simulation& r) {
-    { r.ops } -> std::convertible_to<const std::vector<std::vector<timed_op>>&>;
+    detail::stage_spans(r.ops);
   }
 memory_report check_memory(const schedule& sched,
                            const memory_model& model,
                            const memory_options& options,
                            const Simulation& sim) {
-  return detail::check_memory_impl(sched, model, options, &sim.ops);
+  const std::vector<std::span<const timed_op>> times = detail::stage_spans(sim.ops);
+  return detail::check_memory_impl(sched, model, options, &times);
 }
 
 }  // namespace pipesched

@@ -170,7 +170,7 @@ inline timeline to_timeline(const schedule& sched, const simulation_result& r) {
       detail::fail("to_timeline: stage ", s, " has ", r.ops[s].size(),
                    " timed ops, the schedule's list ", ops.size());
     }
-    out.stages[s] = r.ops[s];
+    out.stages[s].assign(r.ops[s].begin(), r.ops[s].end());
   }
   out.reported_bubble_rate = r.bubble_rate;
   return out;
@@ -267,7 +267,8 @@ inline std::vector<std::vector<memory_sample>> memory_curves(const schedule& sch
   }
   memory_options o;
   o.record_curve = true;
-  return memory_curves(detail::check_memory_impl(sched, model, o, &tl.stages));
+  const std::vector<std::span<const timed_op>> times = detail::stage_spans(tl.stages);
+  return memory_curves(detail::check_memory_impl(sched, model, o, &times));
 }
 
 /// What a picture of a report_schedule() result draws: the simulated timeline and the memory
