@@ -293,26 +293,31 @@ inline memory_report check_memory_impl(const schedule& sched,
         }
       }
     };
-    // Buffers alive now, in creation order: scan the creators among ops [0, i].
-    auto live_now = [&](std::size_t i) {
-      std::vector<live_buffer> live;
-      std::unordered_set<std::uint64_t> seen;
-      for (std::size_t j = 0; j <= i; ++j) {
+    // Calls f(j, o, b) for each op among [0, n) that created buffer b still alive when it is
+    // reached, in list order (the budget report's live set and the leak scan).
+    auto for_each_live_creator = [&](std::size_t n, auto&& f) {
+      for (std::size_t j = 0; j < n; ++j) {
         const op& o = ops[j];
         if (o.chunk >= pl.chunks() || o.mb >= m) {
           continue;
         }
         const auto& created = effects(o).creates;
-        if (!created) {
-          continue;
-        }
-        const buffer_kind b = *created;
-        const std::uint64_t key =
-            (std::uint64_t{o.chunk} * m + o.mb) * buffer_kind_count + static_cast<std::uint64_t>(b);
-        if ((bits(o) & buffer_live(b)) != 0 && seen.insert(key).second) {
-          live.push_back(live_buffer{buffer_id{b, s, o.chunk, o.mb}, size_of(b, o.chunk)});
+        if (created && (bits(o) & buffer_live(*created)) != 0) {
+          f(j, o, *created);
         }
       }
+    };
+    // Buffers alive after op i, in creation order (a buffer created twice listed once).
+    auto live_now = [&](std::size_t i) {
+      std::vector<live_buffer> live;
+      std::unordered_set<std::uint64_t> seen;
+      for_each_live_creator(i + 1, [&](std::size_t, const op& o, buffer_kind b) {
+        const std::uint64_t key =
+            (std::uint64_t{o.chunk} * m + o.mb) * buffer_kind_count + static_cast<std::uint64_t>(b);
+        if (seen.insert(key).second) {
+          live.push_back(live_buffer{buffer_id{b, s, o.chunk, o.mb}, size_of(b, o.chunk)});
+        }
+      });
       return live;
     };
 
@@ -391,22 +396,11 @@ inline memory_report check_memory_impl(const schedule& sched,
     }
 
     // Leaks: every buffer still alive, reported at the op that created it.
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      const op& o = ops[i];
-      if (o.chunk >= pl.chunks() || o.mb >= m) {
-        continue;
-      }
-      const auto& created = effects(o).creates;
-      if (!created) {
-        continue;
-      }
-      const buffer_kind b = *created;
+    for_each_live_creator(ops.size(), [&](std::size_t i, const op& o, buffer_kind b) {
       buffer_bits& st_bits = bits(o);
-      if ((st_bits & buffer_live(b)) != 0) {
-        st_bits = static_cast<buffer_bits>(st_bits & ~buffer_live(b));  // report it once
-        error(lifetime_error_kind::leak, i, o, b, "never frees");
-      }
-    }
+      st_bits = static_cast<buffer_bits>(st_bits & ~buffer_live(b));  // report it once
+      error(lifetime_error_kind::leak, i, o, b, "never frees");
+    });
   }
   return report;
 }
