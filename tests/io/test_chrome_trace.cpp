@@ -288,7 +288,8 @@ TEST_CASE("chrome trace: a timeline prefix and out-of-range ops stream like the 
   s.stage_ops(1).push_back(make_op(op_kind::forward, 7));
   timeline tl = cost_timeline(generate(one_f_one_b{}, 2, 3));
   tl.stages[0].resize(4);
-  tl.stages[1].push_back({1, s.ops(1).size() - 1, make_op(op_kind::forward, 7), 20.0, 21.0});
+  tl.stages[1].push_back({1, static_cast<std::uint32_t>(s.ops(1).size() - 1),
+                          make_op(op_kind::forward, 7), 20.0, 21.0});
   const std::string text = streamed(s, tl);
   CHECK(json::parse(text) == reference_trace(s, tl, {}));
 }

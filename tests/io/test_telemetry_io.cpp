@@ -43,6 +43,12 @@ TEST_CASE("read_chrome_trace_run: reads back what simulate --format chrome write
       read_chrome_trace_run(
           R"({"otherData":{"p":2,"m":1,"v":1},"traceEvents":[{"ph":"X","cat":"Q","tid":0}]})"),
       Contains("/traceEvents/0/cat: unknown op kind \"Q\""));
+  // Positions are 32-bit (timed_op::index): a larger one is refused, not cut.
+  CHECK_THROWS_WITH(
+      read_chrome_trace_run(
+          R"({"otherData":{"p":1,"m":1,"v":1},"traceEvents":[{"ph":"X","cat":"F","tid":0,)"
+          R"("ts":0,"dur":1,"args":{"mb":0,"chunk":0,"index":8589934592}}]})"),
+      Contains("/traceEvents/0/args: index (8589934592) is beyond max_stage_ops (4294967295)"));
 }
 
 TEST_CASE("read_timing_csv: the plain format, and its errors", "[telemetry]") {

@@ -28,7 +28,7 @@ TEST_CASE("timeline: to_timeline carries the simulator's times", "[io][timeline]
     REQUIRE(a.stages.size() == s.stages());
     for (stage_index st = 0; st < s.stages(); ++st) {
       REQUIRE(a.stages[st].size() == s.ops(st).size());
-      for (std::size_t i = 0; i < a.stages[st].size(); ++i) {
+      for (std::uint32_t i = 0; i < a.stages[st].size(); ++i) {
         CHECK(a.stages[st][i] ==
               timed_op{st, i, s.ops(st)[i], r.ops[st][i].start, r.ops[st][i].end});
       }

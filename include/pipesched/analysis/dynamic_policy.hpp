@@ -244,7 +244,8 @@ inline dynamic_result simulate_dynamic(const placement& pl,
         break;
     }
     order.stage_ops(s).push_back(x);
-    out.decided[s].push_back(timed_op{s, out.decided[s].size(), x, start, end});
+    out.decided[s].push_back(
+        timed_op{s, static_cast<std::uint32_t>(out.decided[s].size()), x, start, end});
     --remaining;
   }
   out.timing = detail::simulate_with(order, pc.shaped_costs(), plan, pc.view(), simulate_options{});

@@ -396,7 +396,7 @@ inline link_timing_result simulate_links(const schedule& sched,
   auto in_range = [&](const op& o) { return o.chunk < v && o.mb < m; };
   auto record = [&](stage_index s, std::size_t i, const op& o, double start, double end) {
     if (options.record_ops) {
-      r.ops[s].push_back(timed_op{s, i, o, start, end});
+      r.ops[s].push_back(timed_op{s, static_cast<std::uint32_t>(i), o, start, end});
     }
   };
 

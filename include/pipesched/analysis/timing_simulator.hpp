@@ -51,7 +51,7 @@ struct stage_timing {
 };
 
 struct simulate_options {
-  /// Keep every op with its start and end (a timed_op, 40 bytes per op). Switch off for huge
+  /// Keep every op with its start and end (a timed_op, 32 bytes per op). Switch off for huge
   /// schedules: the statistics, makespan, bubble rate and critical path are still computed.
   bool record_ops = true;
   /// Compute the critical path (costs one byte per op during the run).
@@ -235,7 +235,7 @@ inline std::vector<op_location> critical_path(const schedule& sched,
 /// infinity throw invalid_argument rather than return numbers that are not finite.
 ///
 /// Never hangs: a schedule that cannot complete returns with `deadlock` set. Linear time;
-/// memory 2 doubles per (global chunk, micro-batch) (4 when lowered), plus 40 bytes per op with
+/// memory 2 doubles per (global chunk, micro-batch) (4 when lowered), plus 32 bytes per op with
 /// record_ops and 1 byte per op with critical_path.
 inline simulation_result simulate(const schedule& sched,
                                   const cost_model& model = {},
@@ -256,17 +256,18 @@ simulation_result simulate_with(const schedule& sched,
 
   simulation_result result;
   result.stages.resize(p);
-  // Records are written in place by (stage, index) into one block sized up front (one fast
-  // fill; stage_table: one allocation, not one per stage), the hot loop then stores through a
-  // pointer instead of an out-of-line push_back (measured: 18 % of simulate's time at p = 64,
-  // m = 1024).
+  // Records are written in place by (stage, index) into one block sized up front and not
+  // filled (stage_table: one allocation, not one per stage; reset_for_overwrite: the hot loop
+  // writes every record of the prefix each stage ran, a deadlock truncates the rest), through
+  // a pointer instead of an out-of-line push_back (measured: 18 % of simulate's time at
+  // p = 64, m = 1024).
   std::vector<timed_op*> records;
   if (options.record_ops) {
     std::vector<std::size_t> sizes(p);
     for (stage_index s = 0; s < p; ++s) {
       sizes[s] = sched.ops(s).size();
     }
-    result.ops.reset(sizes);
+    result.ops.reset_for_overwrite(sizes);
     records.resize(p);
     for (stage_index s = 0; s < p; ++s) {
       records[s] = result.ops[s].data();
@@ -292,7 +293,7 @@ simulation_result simulate_with(const schedule& sched,
             st.ops_run = t.index + 1;
             st.last_end = t.end;
             if (record) {
-              rec[t.stage][t.index] = timed_op{t.stage, t.index, t.o, t.start, t.end};
+              rec[t.stage][t.index] = t.record();
             }
             if (critical) {
               why_of(t.stage, t.index) = t.why;

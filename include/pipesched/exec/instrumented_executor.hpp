@@ -85,10 +85,11 @@ class instrumented_executor {
       detail::fail("instrumented_executor: stage (", s,
                    ") must be less than stages (p=", records_.size(), ")");
     }
+    const std::uint32_t at = detail::op_position(index, s, "instrumented_executor");
     const auto t0 = clock::now();
     message out = std::forward<F>(call)();
     const auto t1 = clock::now();
-    records_[s].push_back({s, index, o, seconds(t0), seconds(t1)});
+    records_[s].push_back({s, at, o, seconds(t0), seconds(t1)});
     return out;
   }
 

@@ -414,7 +414,7 @@ inline std::vector<timed_op> gather_timings(MPI_Comm comm,
     for (std::size_t i = begin; i + timing_fields <= end; i += timing_fields) {
       timed_op t;
       t.stage = static_cast<stage_index>(r);
-      t.index = static_cast<std::size_t>(all[i]);
+      t.index = static_cast<std::uint32_t>(all[i]);
       t.o =
           make_op(static_cast<op_kind>(static_cast<int>(all[i + 1])),
                   static_cast<microbatch_index>(all[i + 3]), static_cast<chunk_index>(all[i + 2]));
@@ -504,7 +504,7 @@ mpi_run_result run_mpi(E& e, const schedule& sched, const mpi_options& opts = {}
           const std::size_t i = runner.position();
           const double a = MPI_Wtime() - t0;
           runner.step(e, t);  // throws execution_error naming this stage and op
-          mine.push_back({s, i, ops[i], a, MPI_Wtime() - t0});
+          mine.push_back({s, detail::op_position(i, s, "run_mpi"), ops[i], a, MPI_Wtime() - t0});
         }
       } catch (const execution_error&) {
         throw;
@@ -626,7 +626,8 @@ mpi_run_result run_mpi_dynamic(E& e,
           policy.commit(x);
           ran.push_back(x);
           message out = detail::run_op(e, policy.context(x, at), std::move(in));
-          mine.push_back({s, at, x, a, MPI_Wtime() - t0});
+          mine.push_back(
+              {s, detail::op_position(at, s, "run_mpi_dynamic"), x, a, MPI_Wtime() - t0});
           if (const auto to = policy.output_of(x)) {
             t.send(to->first, to->second, std::move(out));
           }

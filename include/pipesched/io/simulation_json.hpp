@@ -17,6 +17,7 @@
 #include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/timed_op.hpp"
 
 // Simulation result JSON, schema v1 (docs/formats.md): what `pipesched simulate --json`
 // prints. Reading is strict like the model readers: unknown keys are errors naming the JSON
@@ -191,7 +192,10 @@ inline simulation_record simulation_from_json(const nlohmann::json& j) {
     ++with_ops;
     const detail::json_reader ops = e["ops"];
     const std::size_t n = ops.array();
-    for (std::size_t i = 0; i < n; ++i) {
+    if (n > max_stage_ops) {
+      ops.error("holds ", n, " ops, more than max_stage_ops (", max_stage_ops, ")");
+    }
+    for (std::uint32_t i = 0; i < n; ++i) {
       const detail::json_reader o = ops[i];
       o.object({"kind", "mb", "chunk", "start", "end"});
       const op_kind kind = o["kind"].kind();

@@ -150,7 +150,12 @@ inline measured_run read_chrome_trace_run(std::string_view text) {
       globals[{s, chunk}] = args["global_chunk"].get<global_chunk>();
     }
     const double ts = e["ts"].get<double>();
-    run.ops.push_back(timed_op{s, args.value("index", std::size_t{0}), op{*kind, mb, chunk}, ts,
+    const std::uint64_t index = args.value("index", std::uint64_t{0});
+    if (index > max_stage_ops) {
+      detail::fail(who, ": ", path, "/args: index (", index, ") is beyond max_stage_ops (",
+                   max_stage_ops, ")");
+    }
+    run.ops.push_back(timed_op{s, static_cast<std::uint32_t>(index), op{*kind, mb, chunk}, ts,
                                ts + e["dur"].get<double>()});
   }
   run.layout = detail::placement_from_pairs(p, v, globals, who);

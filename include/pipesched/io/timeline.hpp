@@ -136,9 +136,7 @@ inline timeline unit_step_timeline(const schedule& sched, const char* who) {
   }
   const traversal_result res = timed_traverse(
       sched, plan, steps.data(), [](stage_index, stage_index) { return 1.0; },
-      [&](const timed_step& t) {
-        out.stages[t.stage].push_back(timed_op{t.stage, t.index, t.o, t.start, t.end});
-      });
+      [&](const timed_step& t) { out.stages[t.stage].push_back(t.record()); });
   if (!res.complete) {
     fail(who, ": the schedule cannot run to the end (", res.witness.describe(), ")");
   }

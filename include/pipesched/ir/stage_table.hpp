@@ -3,12 +3,41 @@
 #include <algorithm>
 #include <cstddef>
 #include <iterator>
+#include <memory>
 #include <span>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "pipesched/ir/error.hpp"
 
 namespace pipesched {
+
+namespace detail {
+
+/// std::allocator whose element construction without arguments does nothing, so
+/// stage_table::reset_for_overwrite sizes its block without the pass that value-initialises
+/// it. Only for implicit-lifetime T (allocation creates the objects; C++20 [intro.object]):
+/// stage_table checks that T is trivially copyable and destructible before using it.
+template <class T>
+struct overwrite_allocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = overwrite_allocator<U>;
+  };
+  overwrite_allocator() noexcept = default;
+  template <class U>
+  overwrite_allocator(const overwrite_allocator<U>&) noexcept {}  // NOLINT: as std::allocator
+
+  template <class U>
+  void construct(U*) noexcept {}
+  template <class U, class... Args>
+  void construct(U* at, Args&&... args) {
+    ::new (static_cast<void*>(at)) U(std::forward<Args>(args)...);
+  }
+};
+
+}  // namespace detail
 
 /// Per-stage lists of T kept in one block: `t[s]` is stage s's list (a span), `t[s][i]` its
 /// element i, `t.size()` the number of stages; iterating gives the stages' lists in order.
@@ -69,19 +98,34 @@ class stage_table {
 
   /// Makes it `sizes.size()` stages of `sizes[s]` value-initialised elements, in one block.
   void reset(std::span<const std::size_t> sizes) {
-    start_.assign(sizes.size() + 1, 0);
-    for (std::size_t s = 0; s < sizes.size(); ++s) {
-      start_[s + 1] = start_[s] + sizes[s];
-    }
-    size_.assign(sizes.begin(), sizes.end());
+    set_shape(sizes);
     data_.assign(start_.back(), T{});
   }
+  /// The same shape as reset(sizes), but the elements are left unwritten: the caller writes
+  /// every one of them (or truncates the lists it did not write) before the table is read or
+  /// copied. For a producer that fills the whole table anyway (simulate's per-op records):
+  /// one pass over the block instead of two (docs/benchmarks.md §6).
+  void reset_for_overwrite(std::span<const std::size_t> sizes) {
+    static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
+                  "stage_table::reset_for_overwrite needs an implicit-lifetime element type");
+    set_shape(sizes);
+    data_.clear();
+    data_.resize(start_.back());
+    for (std::size_t s = 0; s < size_.size(); ++s) {  // the gaps: written here, once
+      std::fill(data_.begin() + static_cast<std::ptrdiff_t>(start_[s] + size_[s]),
+                data_.begin() + static_cast<std::ptrdiff_t>(start_[s + 1]), T{});
+    }
+  }
   /// Keeps the first `n` elements of stage s (a deadlocked run's prefix); no reallocation.
+  /// The dropped elements are reset to T{}, so no unwritten element is left behind after
+  /// reset_for_overwrite.
   void truncate(std::size_t s, std::size_t n) {
     if (s >= size_.size() || n > size_[s]) {
       detail::fail("stage_table: truncate(", s, ", ", n, ") past stage ", s, "'s ",
                    s < size_.size() ? size_[s] : 0, " elements");
     }
+    std::fill(data_.begin() + static_cast<std::ptrdiff_t>(start_[s] + n),
+              data_.begin() + static_cast<std::ptrdiff_t>(start_[s] + size_[s]), T{});
     size_[s] = n;
   }
 
@@ -128,8 +172,22 @@ class stage_table {
   }
 
  private:
-  std::vector<T> data_;
-  std::vector<std::size_t> start_;  ///< stage s begins at data_[start_[s]]
+  // One cache line between two stages' lists. Stage lists of 2^k bytes (p = 64, m = 1024:
+  // 64 KB to 128 KB of records each) would otherwise start at a power-of-two stride, and the
+  // p write streams of a simulation, one per stage, would share a few cache sets (measured:
+  // 5 % of an interleaved-1f1b simulate at p = 64, m = 1024; docs/benchmarks.md §6).
+  static constexpr std::size_t gap = (64 + sizeof(T) - 1) / sizeof(T);
+
+  void set_shape(std::span<const std::size_t> sizes) {
+    start_.assign(sizes.size() + 1, 0);
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+      start_[s + 1] = start_[s] + sizes[s] + gap;
+    }
+    size_.assign(sizes.begin(), sizes.end());
+  }
+
+  std::vector<T, detail::overwrite_allocator<T>> data_;
+  std::vector<std::size_t> start_;  ///< stage s begins at data_[start_[s]], then its room, a gap
   std::vector<std::size_t> size_;   ///< stage s's elements (<= its room after truncate)
 };
 

@@ -13,6 +13,7 @@
 #include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/timed_op.hpp"
 
 namespace pipesched {
 
@@ -151,6 +152,12 @@ inline bool traversable(const schedule& s) noexcept {
 }
 /// Refuses, instead of allocating, a schedule that is not traversable().
 inline void require_traversable(const schedule& s, const char* who) {
+  for (stage_index t = 0; t < s.stages(); ++t) {
+    if (s.ops(t).size() > max_stage_ops) {
+      fail(who, ": stage ", t, " holds ", s.ops(t).size(), " ops, more than max_stage_ops (",
+           max_stage_ops, ")");
+    }
+  }
   if (!traversable(s)) {
     fail(who, ": stages*chunks*microbatches (",
          std::uint64_t{s.layout().total_chunks()} * s.microbatches(),

@@ -10,6 +10,7 @@
 
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/op.hpp"
+#include "pipesched/ir/timed_op.hpp"
 #include "pipesched/ir/traversal.hpp"
 #include "pipesched/model/cost_model.hpp"
 
@@ -104,6 +105,12 @@ struct timed_step {
   /// The second op of an overlapped pair: it runs in the slot of the op before it (same start
   /// and end), so a sum of durations counts that slot once by skipping this op.
   bool shares_slot = false;
+
+  /// The record of this op (timed_traverse's callers passed require_traversable, so the
+  /// index fits timed_op's 32 bits).
+  timed_op record() const noexcept {
+    return timed_op{stage, static_cast<std::uint32_t>(index), o, start, end};
+  }
 };
 
 /// True when ops[i] and ops[i+1] of a stage with v chunks and m micro-batches form a pair the
