@@ -2,7 +2,7 @@
 
 // The core of pipesched: IR, generators, validation, simulation, memory, executors.
 // Standard library only; the fmt / JSON layers are in <pipesched/io/...>, included explicitly.
-// Layers bottom-up (docs/model.md, "Layers"): ir, model, analysis, gen, transform, exec, io.
+// Layers bottom-up (docs/model.md, "Layers"): ir, model, analysis, gen, transform, plan, exec, io.
 
 #include "pipesched/analysis/memory_checker.hpp"
 #include "pipesched/analysis/metrics.hpp"
