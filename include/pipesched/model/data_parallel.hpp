@@ -66,6 +66,15 @@ constexpr double ring_allreduce_time(std::uint32_t replicas,
   return steps * latency + steps / replicas * bytes / bandwidth;
 }
 
+/// Ring reduce-scatter (or all-gather) of `bytes` among D peers: half an all-reduce, (D−1)
+/// steps of bytes/D: (D−1)·latency + (D−1)/D · bytes / bandwidth. 0 for D = 1.
+constexpr double ring_reduce_scatter_time(std::uint32_t replicas,
+                                          double bytes,
+                                          double bandwidth,
+                                          double latency) noexcept {
+  return ring_allreduce_time(replicas, bytes, bandwidth, latency) / 2.0;
+}
+
 /// Gradient bytes of a slice of `dims.layers` transformer layers: 12h² + 13h parameters per
 /// layer (attention 4h² + 4h, MLP 8h² + 5h, two layer norms 4h), `bytes_per_param` each (2 for
 /// bf16 gradients, 4 for fp32).

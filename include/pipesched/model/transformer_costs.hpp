@@ -6,6 +6,7 @@
 #include "pipesched/ir/error.hpp"
 #include "pipesched/model/cost_model.hpp"
 #include "pipesched/model/memory_model.hpp"
+#include "pipesched/model/transformer_spec.hpp"
 
 namespace pipesched {
 
@@ -63,19 +64,25 @@ inline transformer_profile transformer_costs(
   need(dims.microbatch, "microbatch (b=0)");
   need(dims.layers, "layers (0)");
   need(dims.activation_bytes, "activation_bytes (0)");
-  const auto h = static_cast<double>(dims.hidden);
-  const auto a = static_cast<double>(dims.heads);
-  const auto s = static_cast<double>(dims.sequence);
-  const auto b = static_cast<double>(dims.microbatch);
+  // The zero-bubble paper's layer (docs/model.md §10): GELU MLP with f = 4h, multi-head
+  // attention, no tensor parallelism, the attention core unmasked.
+  transformer_spec layer;
+  layer.layers = 1;
+  layer.hidden = dims.hidden;
+  layer.ffn = 4 * dims.hidden;
+  layer.heads = static_cast<std::uint32_t>(dims.heads);
+  layer.vocab = 1;
+  layer.activation_bytes = dims.activation_bytes;
+  const layer_flops work = flops_of_layer(layer, dims.sequence, dims.microbatch, false);
+  const layer_activation_bytes kept =
+      activation_bytes_of_layer(layer, dims.sequence, dims.microbatch, 1, false);
   const auto l = static_cast<double>(dims.layers);
-  const auto e = static_cast<double>(dims.activation_bytes);
-
-  const double f = s * b * h * (24.0 * h + 4.0 * s);
-  const double bi = s * b * h * (24.0 * h + 8.0 * s);
-  const double w = 24.0 * s * b * h * h;
-  const double mb = s * b * (16.0 * e * h + 2.0 * h + 2.0 * e * a * s + a * s);
-  const double mw = 16.0 * e * s * b * h;
-  const double recv = e * s * b * h;
+  const double f = work.forward();
+  const double bi = work.backward_input();
+  const double w = work.backward_weight();
+  const double mb = kept.full;
+  const double mw = kept.weight_grad;
+  const double recv = kept.input;
 
   const double cost_unit = units == transformer_units::per_layer ? f : 1.0;
   const double mem_unit = units == transformer_units::per_layer ? mb : 1.0;

@@ -1,0 +1,238 @@
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "pipesched/ir/error.hpp"
+
+// A dense decoder-only transformer, and what one of its layers weighs, costs and holds
+// (docs/model.md §10). The formulas are written here once: the planner (plan/), the
+// transformer-derived costs (model/transformer_costs.hpp) and the tests call them.
+
+namespace pipesched {
+
+/// The MLP of a layer: GELU (two matrices, h×f and f×h) or SwiGLU (three: gate and up h×f,
+/// down f×h).
+enum class mlp_kind : std::uint8_t { gelu, swiglu };
+/// The normalisation: LayerNorm (weight and bias) or RMSNorm (weight only).
+enum class norm_kind : std::uint8_t { layernorm, rmsnorm };
+
+constexpr std::string_view to_string(mlp_kind k) noexcept {
+  return k == mlp_kind::gelu ? "gelu" : "swiglu";
+}
+constexpr std::string_view to_string(norm_kind k) noexcept {
+  return k == norm_kind::layernorm ? "layernorm" : "rmsnorm";
+}
+
+/// Activation recomputation of a layer (Korthikanti et al., arXiv 2205.05198): none (every
+/// activation kept from the forward to the backward), selective (the attention core's
+/// s×s tensors are not kept but recomputed in the backward, as flash attention does), full
+/// (only each layer's input is kept; the whole forward runs again before the backward).
+enum class recompute_kind : std::uint8_t { none, selective, full };
+
+constexpr std::string_view to_string(recompute_kind k) noexcept {
+  switch (k) {
+    case recompute_kind::none:
+      return "none";
+    case recompute_kind::selective:
+      return "selective";
+    case recompute_kind::full:
+      break;
+  }
+  return "full";
+}
+
+/// A dense decoder transformer (docs/model.md §10). Sizes are counts, not bytes.
+struct transformer_spec {
+  std::string name;            ///< e.g. "llama3-405b" (free text; presets are in plan/)
+  std::uint32_t layers = 0;    ///< L, transformer layers
+  std::uint64_t hidden = 0;    ///< h
+  std::uint64_t ffn = 0;       ///< f, the MLP's inner size
+  std::uint32_t heads = 0;     ///< a, query heads
+  std::uint32_t kv_heads = 0;  ///< k, key / value heads (GQA); 0 = heads (multi-head)
+  std::uint64_t head_dim = 0;  ///< d, size of one head; 0 = h / a
+  std::uint64_t vocab = 0;     ///< V, vocabulary (before padding: padded_vocab())
+  mlp_kind mlp = mlp_kind::gelu;
+  norm_kind norm = norm_kind::layernorm;
+  bool tied_embeddings = false;  ///< the LM head reuses the input embedding's weights
+  /// Bytes per activation element: 2 (bf16 / fp16), 1 (fp8) or 4 (fp32); dropout masks stay 1.
+  std::uint32_t activation_bytes = 2;
+
+  std::uint32_t kv() const noexcept { return kv_heads == 0 ? heads : kv_heads; }
+  /// a·d: h unless head_dim is given.
+  double query_size() const noexcept {
+    return head_dim == 0 ? static_cast<double>(hidden)
+                         : static_cast<double>(heads) * static_cast<double>(head_dim);
+  }
+  /// k·d: h·k/a unless head_dim is given.
+  double kv_size() const noexcept {
+    return query_size() * static_cast<double>(kv()) / static_cast<double>(heads);
+  }
+
+  /// Throws invalid_argument naming the field and the rule.
+  void check(std::string_view who = "transformer_spec") const {
+    auto need = [&](bool ok, const char* what) {
+      if (!ok) {
+        detail::fail(who, ": ", what);
+      }
+    };
+    need(layers >= 1, "layers must be at least 1");
+    need(hidden >= 1, "hidden must be at least 1");
+    need(ffn >= 1, "ffn must be at least 1");
+    need(heads >= 1, "heads must be at least 1");
+    need(vocab >= 1, "vocab must be at least 1");
+    if (kv_heads != 0 && heads % kv_heads != 0) {
+      detail::fail(who, ": kv_heads (", kv_heads, ") must divide heads (", heads, ")");
+    }
+    if (activation_bytes != 1 && activation_bytes != 2 && activation_bytes != 4) {
+      detail::fail(who, ": activation_bytes (", activation_bytes, ") must be 1, 2 or 4");
+    }
+    // Every count below is a double computed from products of these: keep them exact.
+    const double largest = static_cast<double>(hidden) * static_cast<double>(ffn);
+    need(largest < 9.0e15 && static_cast<double>(hidden) * static_cast<double>(vocab) < 9.0e15,
+         "sizes are too large (hidden·ffn and hidden·vocab must stay below 2^53)");
+  }
+};
+
+/// The vocabulary as Megatron-LM pads it: rounded up to a multiple of multiple·tp (multiple
+/// 128 by default, `--make-vocab-size-divisible-by`), so every tensor-parallel rank holds an
+/// equal slice of the embedding and the LM head.
+constexpr std::uint64_t padded_vocab(std::uint64_t vocab,
+                                     std::uint32_t tp,
+                                     std::uint32_t multiple = 128) noexcept {
+  const std::uint64_t step = std::uint64_t{multiple} * (tp == 0 ? 1 : tp);
+  return step == 0 ? vocab : (vocab + step - 1) / step * step;
+}
+
+/// Parameters of one transformer layer, split by how tensor parallelism holds them.
+struct layer_parameters {
+  double sharded = 0.0;     ///< attention and MLP matrices: a 1/t slice on each TP rank
+  double replicated = 0.0;  ///< the two norms: whole on every TP rank
+  double total() const noexcept { return sharded + replicated; }
+};
+
+/// One norm: h weights (RMSNorm) or h weights and h biases (LayerNorm).
+inline double norm_parameters(const transformer_spec& t) {
+  return static_cast<double>(t.hidden) * (t.norm == norm_kind::rmsnorm ? 1.0 : 2.0);
+}
+
+/// Q (h×a·d), K and V (h×k·d each), O (a·d×h); MLP h·f·(2 or 3); two norms of h·(1 or 2).
+/// No biases (as Megatron-LM's own estimator counts them).
+inline layer_parameters parameters_of_layer(const transformer_spec& t) {
+  const auto h = static_cast<double>(t.hidden);
+  const auto f = static_cast<double>(t.ffn);
+  const double q = t.query_size();
+  const double kv = t.kv_size();
+  const double attention = h * (q + 2.0 * kv) + q * h;
+  const double mlp = h * f * (t.mlp == mlp_kind::swiglu ? 3.0 : 2.0);
+  return {attention + mlp, 2.0 * norm_parameters(t)};
+}
+
+/// The input embedding, or an untied LM head: V_padded × h (split over TP by vocabulary).
+inline double embedding_parameters(const transformer_spec& t, std::uint64_t vocab_padded) {
+  return static_cast<double>(t.hidden) * static_cast<double>(vocab_padded);
+}
+
+/// FLOPs of one op of one layer for one micro-batch (docs/model.md §10), as Megatron-LM's
+/// model-FLOPs count has them: a multiply-add is 2 FLOPs; the forward is 2 FLOPs per matrix
+/// weight per token (`linear`) plus the attention core (QKᵀ and softmax·V, 2·s·(a·d) each per
+/// token, halved by the causal mask: `core`). The backward splits into B, the input
+/// gradients (the same GEMMs as the forward again, and the attention core's backward, twice
+/// its forward), and W, the weight gradients (the same GEMMs once more, nothing for the core):
+/// F = linear + core, B = linear + 2·core, W = linear, so F + B + W = 3·F.
+struct layer_flops {
+  double linear = 0.0;  ///< matrix FLOPs of the forward: 2·tokens·(sharded parameters)
+  double core = 0.0;    ///< attention core FLOPs of the forward
+  double forward() const noexcept { return linear + core; }
+  double backward_input() const noexcept { return linear + 2.0 * core; }
+  double backward_weight() const noexcept { return linear; }
+};
+
+/// `causal` false gives the full (unmasked) attention core, 4·s²·b·(a·d): the zero-bubble
+/// paper's convention (model/transformer_costs.hpp).
+inline layer_flops flops_of_layer(const transformer_spec& t,
+                                  std::uint64_t sequence,
+                                  std::uint64_t micro_batch,
+                                  bool causal = true) {
+  const auto s = static_cast<double>(sequence);
+  const auto b = static_cast<double>(micro_batch);
+  const double q = t.query_size();
+  layer_flops out;
+  out.linear = 2.0 * s * b * parameters_of_layer(t).sharded;
+  out.core = (causal ? 2.0 : 4.0) * s * s * b * q;
+  return out;
+}
+
+/// FLOPs of the LM head (the logits) for one micro-batch: 2·s·b·h·V_padded in each of F, B
+/// (input gradient) and W (weight gradient). The embedding lookup, the final norm and the loss
+/// count nothing, as in Megatron-LM's model FLOPs.
+inline double head_flops(const transformer_spec& t,
+                         std::uint64_t sequence,
+                         std::uint64_t micro_batch,
+                         std::uint64_t vocab_padded) {
+  return 2.0 * static_cast<double>(sequence) * static_cast<double>(micro_batch) *
+         static_cast<double>(t.hidden) * static_cast<double>(vocab_padded);
+}
+
+/// What one layer keeps for its backward, in bytes, for one micro-batch on one
+/// tensor-parallel rank (docs/model.md §10; Korthikanti et al., arXiv 2205.05198, Table 2,
+/// with the MLP generalised to f as Megatron-LM's estimator does: its two f-wide tensors
+/// whatever the MLP kind). At 2-byte activations, tp = t, sequence parallel off: s·b·h·(10 +
+/// (8 + 4f/h)/t) + 5·a·s²·b/t; with sequence parallelism all of it / t. Tensors scale with
+/// activation_bytes / 2, the 1-byte dropout masks do not.
+struct layer_activation_bytes {
+  /// Kept from F to B with no recomputation: everything, the attention core's s×s tensors
+  /// (softmax output, its dropout mask and output: (2e + 1)·a·s²·b / t) included.
+  double full = 0.0;
+  /// Kept with the attention core recomputed (selective recompute): `full` without the core.
+  double without_core = 0.0;
+  /// The layer's input alone (e·s·b·h, / t with sequence parallelism): what full recompute
+  /// keeps.
+  double input = 0.0;
+  /// Kept from B to W: each matrix's input and output gradient (docs/model.md §10), the
+  /// weight-gradient GEMMs' operands; 32·s·b·h at 2 bytes for f = 4h, k = a, t = 1 (the
+  /// zero-bubble paper's M_W). Never above without_core.
+  double weight_grad = 0.0;
+};
+
+inline layer_activation_bytes activation_bytes_of_layer(const transformer_spec& t,
+                                                        std::uint64_t sequence,
+                                                        std::uint64_t micro_batch,
+                                                        std::uint32_t tp,
+                                                        bool sequence_parallel) {
+  const double tpd = tp == 0 ? 1.0 : static_cast<double>(tp);
+  const auto s = static_cast<double>(sequence);
+  const auto b = static_cast<double>(micro_batch);
+  const auto h = static_cast<double>(t.hidden);
+  const auto f = static_cast<double>(t.ffn);
+  const auto a = static_cast<double>(t.heads);
+  const double q = t.query_size();
+  const double kv = t.kv_size();
+  const auto e = static_cast<double>(t.activation_bytes);
+  const double sbh = s * b * h;
+  // Tensors every TP rank holds whole unless the sequence is split too: the two norms' inputs,
+  // the QKV and first MLP matrices' inputs (4 tensors), and the two 1-byte dropout masks.
+  const double whole = 4.0 * e * sbh + 2.0 * sbh;
+  // Tensors split over TP: Q, K, V, the attention output, the MLP's two f-wide tensors.
+  const double split = e * sbh * (4.0 + 2.0 * f / h);
+  const double core = (2.0 * e + 1.0) * a * s * s * b;
+  const double whole_div = sequence_parallel ? tpd : 1.0;
+  layer_activation_bytes out;
+  out.without_core = whole / whole_div + split / tpd;
+  out.full = out.without_core + core / tpd;
+  out.input = e * sbh / whole_div;
+  // W's operands: the inputs of QKV and the first MLP matrix and the output gradients of O and
+  // the second MLP matrix are h-wide and whole on each rank without sequence parallelism; the
+  // output gradients of QKV and the first MLP matrix and the inputs of O and the second are
+  // split.
+  const double w_whole = 4.0 * e * sbh;
+  const double w_split = e * s * b * (q + 2.0 * kv + q + 2.0 * f);
+  // Megatron's activation terms take a·d = h; only a·d > h could put W's operands above them.
+  out.weight_grad = std::min(w_whole / whole_div + w_split / tpd, out.without_core);
+  return out;
+}
+
+}  // namespace pipesched

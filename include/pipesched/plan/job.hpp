@@ -1,0 +1,239 @@
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipesched/ir/error.hpp"
+#include "pipesched/model/transformer_spec.hpp"
+
+// What a training job is, in the user's terms (docs/model.md §10): the model, the GPUs, the
+// batch, and how a layout cuts them (tensor, pipeline and data parallelism, micro-batches).
+
+namespace pipesched {
+
+/// The built-in models (`pipesched plan --model NAME`): Llama 3 8B / 70B / 405B (arXiv
+/// 2407.21783, Table 3), GPT-3 175B (arXiv 2005.14165, Table 2.1).
+inline std::span<const transformer_spec> model_presets() {
+  static const std::array<transformer_spec, 4> presets = [] {
+    std::array<transformer_spec, 4> p{};
+    auto llama = [](std::string name, std::uint32_t layers, std::uint64_t hidden, std::uint64_t ffn,
+                    std::uint32_t heads) {
+      transformer_spec t;
+      t.name = std::move(name);
+      t.layers = layers;
+      t.hidden = hidden;
+      t.ffn = ffn;
+      t.heads = heads;
+      t.kv_heads = 8;
+      t.vocab = 128256;
+      t.mlp = mlp_kind::swiglu;
+      t.norm = norm_kind::rmsnorm;
+      t.tied_embeddings = false;
+      return t;
+    };
+    p[0] = llama("llama3-8b", 32, 4096, 14336, 32);
+    p[1] = llama("llama3-70b", 80, 8192, 28672, 64);
+    p[2] = llama("llama3-405b", 126, 16384, 53248, 128);
+    transformer_spec gpt;
+    gpt.name = "gpt3-175b";
+    gpt.layers = 96;
+    gpt.hidden = 12288;
+    gpt.ffn = 4 * 12288;
+    gpt.heads = 96;
+    gpt.vocab = 51200;
+    gpt.mlp = mlp_kind::gelu;
+    gpt.norm = norm_kind::layernorm;
+    gpt.tied_embeddings = true;
+    p[3] = gpt;
+    return p;
+  }();
+  return presets;
+}
+
+/// A preset by name; throws invalid_argument listing the known names.
+inline const transformer_spec& model_preset(std::string_view name) {
+  std::string known;
+  for (const transformer_spec& t : model_presets()) {
+    if (t.name == name) {
+      return t;
+    }
+    known += (known.empty() ? "" : ", ") + t.name;
+  }
+  detail::fail("unknown model \"", name, "\" (presets: ", known, ", or a model JSON file)");
+}
+
+/// One kind of GPU and how the cluster connects them (docs/model.md §10). Bandwidths are per
+/// GPU and direction, in bytes/s, as a ring collective's link sees them; latencies per ring step.
+struct cluster_spec {
+  std::string name;
+  double memory_bytes = 0.0;  ///< HBM per GPU
+  /// Share of memory_bytes a job can fill: the rest is the CUDA context, the communication
+  /// library's buffers and the caching allocator's fragmentation.
+  double usable_fraction = 0.9;
+  double peak_flops_bf16 = 0.0;  ///< dense, per GPU
+  double peak_flops_fp8 = 0.0;   ///< dense, per GPU; 0 when the GPU has no fp8
+  /// Share of the peak the layers' work achieves (GEMM and attention kernels at their shapes):
+  /// an input, measured on the user's own kernels (`pipesched analyze` of a trace gives it).
+  double achieved_fraction = 0.5;
+  std::uint32_t gpus_per_node = 8;
+  double intra_node_bandwidth = 0.0;  ///< bytes/s (NVLink)
+  double intra_node_latency = 0.0;    ///< s
+  double inter_node_bandwidth = 0.0;  ///< bytes/s (the network, per GPU)
+  double inter_node_latency = 0.0;    ///< s
+
+  double usable_memory() const noexcept { return memory_bytes * usable_fraction; }
+  /// The dense peak for activations of `activation_bytes` (1: fp8, else bf16).
+  double peak_flops(std::uint32_t activation_bytes) const noexcept {
+    return activation_bytes == 1 ? peak_flops_fp8 : peak_flops_bf16;
+  }
+
+  void check(std::string_view who = "cluster_spec") const {
+    auto positive = [&](double v, const char* field) {
+      if (!std::isfinite(v) || v <= 0.0) {
+        detail::fail(who, ": ", field, " (", v, ") must be finite and > 0");
+      }
+    };
+    auto non_negative = [&](double v, const char* field) {
+      if (!std::isfinite(v) || v < 0.0) {
+        detail::fail(who, ": ", field, " (", v, ") must be finite and >= 0");
+      }
+    };
+    positive(memory_bytes, "memory_bytes");
+    positive(usable_fraction, "usable_fraction");
+    if (usable_fraction > 1.0) {
+      detail::fail(who, ": usable_fraction (", usable_fraction, ") must be at most 1");
+    }
+    positive(peak_flops_bf16, "peak_flops_bf16");
+    non_negative(peak_flops_fp8, "peak_flops_fp8");
+    positive(achieved_fraction, "achieved_fraction");
+    if (achieved_fraction > 1.0) {
+      detail::fail(who, ": achieved_fraction (", achieved_fraction, ") must be at most 1");
+    }
+    if (gpus_per_node == 0) {
+      detail::fail(who, ": gpus_per_node must be at least 1");
+    }
+    positive(intra_node_bandwidth, "intra_node_bandwidth");
+    non_negative(intra_node_latency, "intra_node_latency");
+    positive(inter_node_bandwidth, "inter_node_bandwidth");
+    non_negative(inter_node_latency, "inter_node_latency");
+  }
+};
+
+/// The built-in GPUs (`pipesched plan --gpu NAME`), from the vendor's data sheets: dense bf16
+/// and fp8 peaks, HBM size (80 GiB), NVLink per direction (H100 900 GB/s and A100 600 GB/s both
+/// directions together), one 400 Gb/s (H100) or 200 Gb/s (A100) network port per GPU.
+inline std::span<const cluster_spec> cluster_presets() {
+  static const std::array<cluster_spec, 2> presets = [] {
+    std::array<cluster_spec, 2> p{};
+    cluster_spec h100;
+    h100.name = "h100-sxm-80gb";
+    h100.memory_bytes = 80.0 * 1024 * 1024 * 1024;
+    h100.peak_flops_bf16 = 989.4e12;
+    h100.peak_flops_fp8 = 1978.9e12;
+    h100.intra_node_bandwidth = 450e9;
+    h100.intra_node_latency = 3e-6;
+    h100.inter_node_bandwidth = 50e9;
+    h100.inter_node_latency = 10e-6;
+    p[0] = h100;
+    cluster_spec a100;
+    a100.name = "a100-sxm-80gb";
+    a100.memory_bytes = 80.0 * 1024 * 1024 * 1024;
+    a100.peak_flops_bf16 = 312e12;
+    a100.peak_flops_fp8 = 0.0;
+    a100.intra_node_bandwidth = 300e9;
+    a100.intra_node_latency = 3e-6;
+    a100.inter_node_bandwidth = 25e9;
+    a100.inter_node_latency = 10e-6;
+    p[1] = a100;
+    return p;
+  }();
+  return presets;
+}
+
+inline const cluster_spec& cluster_preset(std::string_view name) {
+  std::string known;
+  for (const cluster_spec& c : cluster_presets()) {
+    if (c.name == name) {
+      return c;
+    }
+    known += (known.empty() ? "" : ", ") + c.name;
+  }
+  detail::fail("unknown GPU \"", name, "\" (presets: ", known, ", or a cluster JSON file)");
+}
+
+/// How the data-parallel ranks share the training state (ZeRO, arXiv 1910.02054): bf16
+/// weights 2 bytes, fp32 main gradients 4, fp32 main weights + Adam m and v 12 per parameter.
+enum class optimizer_sharding : std::uint8_t {
+  none,       ///< 18 bytes per parameter on every rank
+  optimizer,  ///< the 12 optimizer bytes / DP (Megatron's distributed optimizer, ZeRO-1)
+  gradients,  ///< also the gradients / DP (ZeRO-2)
+  weights,    ///< also the weights / DP, gathered layer by layer (ZeRO-3, FSDP)
+};
+
+constexpr std::string_view to_string(optimizer_sharding s) noexcept {
+  switch (s) {
+    case optimizer_sharding::none:
+      return "none";
+    case optimizer_sharding::optimizer:
+      return "optimizer";
+    case optimizer_sharding::gradients:
+      return "gradients";
+    case optimizer_sharding::weights:
+      break;
+  }
+  return "weights";
+}
+
+/// A training job: a model on `gpus` GPUs of one kind, sequences of `sequence` tokens.
+struct training_job {
+  transformer_spec model;
+  cluster_spec cluster;
+  std::uint64_t gpus = 0;
+  std::uint64_t sequence = 0;  ///< s, tokens per sequence
+  /// Sequences per optimizer step over all data-parallel ranks (0: not given; then
+  /// plan_options::microbatches fixes it).
+  std::uint64_t global_batch = 0;
+  optimizer_sharding sharding = optimizer_sharding::optimizer;
+  /// Megatron's vocabulary padding multiple (padded to multiple·TP); 1: pad only to TP.
+  std::uint32_t vocab_multiple = 128;
+
+  void check(std::string_view who = "plan") const {
+    model.check(who);
+    cluster.check(who);
+    if (gpus == 0) {
+      detail::fail(who, ": gpus must be at least 1");
+    }
+    if (sequence == 0) {
+      detail::fail(who, ": sequence (tokens per sequence) must be at least 1");
+    }
+    if (vocab_multiple == 0) {
+      detail::fail(who, ": vocab_multiple must be at least 1");
+    }
+    if (model.activation_bytes == 1 && cluster.peak_flops_fp8 <= 0.0) {
+      detail::fail(who, ": the model computes in fp8 (activation_bytes 1) but the GPU \"",
+                   cluster.name, "\" has no fp8 peak (peak_flops_fp8)");
+    }
+  }
+};
+
+/// One way to cut a job over its GPUs (docs/model.md §10): TP × PP × DP = GPUs; each of the
+/// DP pipelines runs `microbatches` micro-batches of `micro_batch` sequences per step.
+struct plan_layout {
+  std::uint32_t tp = 1;            ///< tensor parallelism, inside a node
+  std::uint32_t pp = 1;            ///< pipeline stages p
+  std::uint64_t dp = 1;            ///< data-parallel pipelines
+  std::uint32_t chunks = 1;        ///< v, model chunks per stage
+  std::uint32_t micro_batch = 1;   ///< b, sequences per micro-batch
+  std::uint32_t microbatches = 1;  ///< m per pipeline
+  bool sequence_parallel = false;  ///< activations split over TP along the sequence too
+
+  friend bool operator==(const plan_layout&, const plan_layout&) = default;
+};
+
+}  // namespace pipesched

@@ -1,0 +1,320 @@
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/placement.hpp"
+#include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/data_parallel.hpp"
+#include "pipesched/model/memory_model.hpp"
+#include "pipesched/model/transformer_spec.hpp"
+#include "pipesched/plan/job.hpp"
+
+// From a job and a layout to what the schedulers read: per-chunk op times in seconds, per-chunk
+// activation bytes, static bytes per stage, and the data-parallel gradient traffic
+// (docs/model.md §10). Every rule of the plan's memory and time is here, once.
+
+namespace pipesched {
+
+/// Parameters on one rank of a stage, by where they come from.
+struct stage_parameters {
+  double layers = 0.0;     ///< its transformer layers (the 1/TP slice, norms whole)
+  double embedding = 0.0;  ///< the input embedding's 1/TP slice (stage of global chunk 0)
+  /// The LM head's 1/TP slice (untied, or a tied copy on another stage than the embedding's, as
+  /// Megatron-LM keeps one) and the final norm (stage of the last global chunk).
+  double head = 0.0;
+  double largest_chunk = 0.0;  ///< the largest chunk's parameters (ZeRO-3's gather buffer)
+  double total() const noexcept { return layers + embedding + head; }
+};
+
+/// Bytes a rank of a stage holds whatever the schedule does (docs/model.md §10).
+struct static_bytes {
+  double weights = 0.0;    ///< bf16 weights (+ ZeRO-3's gather buffer)
+  double gradients = 0.0;  ///< fp32 main gradients
+  double optimizer = 0.0;  ///< fp32 main weights, Adam m and v
+  double total() const noexcept { return weights + gradients + optimizer; }
+};
+
+/// What one chunk of the model is: its layers and whether it holds the embedding or the head.
+struct chunk_content {
+  std::uint32_t layers = 0;
+  bool embedding = false;  ///< global chunk 0
+  bool head = false;       ///< the last global chunk: final norm, LM head, loss
+};
+
+/// The schedulers' inputs for one job, layout, recompute choice, partition and placement.
+struct job_costs {
+  cost_model costs;                          ///< per chunk, seconds; T_comm the pipeline transfer
+  memory_model memory;                       ///< per chunk, bytes; static bytes per stage
+  std::vector<chunk_content> chunks;         ///< per global chunk
+  std::vector<stage_parameters> parameters;  ///< per stage
+  std::vector<static_bytes> static_memory;   ///< per stage
+  std::vector<double> gradient_bytes;        ///< per global chunk: what DP reduces
+  /// Data-parallel reduction of one bucket of `bytes`: reduce-scatter with a sharded optimizer,
+  /// else all-reduce, over the DP ranks (ring formula, model/data_parallel.hpp), seconds.
+  double dp_bandwidth = 0.0;
+  double dp_latency = 0.0;
+  std::uint64_t dp = 1;
+  bool dp_reduce_scatter = false;
+  double pipeline_transfer_s = 0.0;  ///< T_comm
+  double usable_memory = 0.0;        ///< bytes per GPU
+
+  double dp_reduce_time(double bytes) const noexcept {
+    const auto d = static_cast<std::uint32_t>(std::min<std::uint64_t>(dp, 0xffffffffu));
+    return dp_reduce_scatter ? ring_reduce_scatter_time(d, bytes, dp_bandwidth, dp_latency)
+                             : ring_allreduce_time(d, bytes, dp_bandwidth, dp_latency);
+  }
+  /// All-gather of `bytes` over the DP ranks (ZeRO-3's weight gather), seconds.
+  double dp_gather_time(double bytes) const noexcept {
+    const auto d = static_cast<std::uint32_t>(std::min<std::uint64_t>(dp, 0xffffffffu));
+    return ring_reduce_scatter_time(d, bytes, dp_bandwidth, dp_latency);
+  }
+};
+
+/// The Megatron-style rank order, tensor parallelism fastest, then data, then pipeline: rank =
+/// t + TP·(d + DP·s). A group of `stride`-spaced ranks of size `size` fits in one node when
+/// stride·size <= GPUs per node and the node boundaries align (GPUs per node a multiple of
+/// stride·size); pipeline neighbours are TP·DP ranks apart.
+inline bool in_one_node(std::uint64_t stride, std::uint64_t size, std::uint32_t gpus_per_node) {
+  const std::uint64_t span = stride * size;
+  return span <= gpus_per_node && gpus_per_node % span == 0;
+}
+
+/// Ring time of the collectives tensor parallelism adds to one layer's forward (or to its input
+/// gradient): two all-reduces of the layer's s·b·h activation, or with sequence parallelism
+/// two all-gathers and two reduce-scatters, the same volume (Megatron-LM).
+inline double tensor_parallel_comm_per_layer(const training_job& job, const plan_layout& lay) {
+  if (lay.tp <= 1) {
+    return 0.0;
+  }
+  const double bytes = static_cast<double>(job.model.activation_bytes) *
+                       static_cast<double>(job.sequence) * lay.micro_batch *
+                       static_cast<double>(job.model.hidden);
+  return 2.0 * ring_allreduce_time(lay.tp, bytes, job.cluster.intra_node_bandwidth,
+                                   job.cluster.intra_node_latency);
+}
+
+/// Seconds of one micro-batch's ops: per layer (its FLOPs / TP at the achieved share of the
+/// peak, plus tensor parallelism's collectives in F, B and a full recompute's R), and at the
+/// ends of the model.
+struct job_op_times {
+  op_costs layer;                  ///< one layer's F, B, W
+  double layer_recompute = 0.0;    ///< one layer's R (0 without recompute)
+  double embedding_forward = 0.0;  ///< the vocabulary-parallel embedding's all-reduce
+  double head = 0.0;               ///< the LM head's F, and again its B and its W
+  /// One micro-batch's F + B + W (+ R) of a layer, and of the ends: what a stage's work adds up.
+  double layer_total() const noexcept {
+    return layer.forward + layer.backward_input + layer.backward_weight + layer_recompute;
+  }
+};
+
+inline job_op_times op_times_of(const training_job& job,
+                                const plan_layout& lay,
+                                recompute_kind recompute) {
+  const transformer_spec& t = job.model;
+  const double tp = lay.tp;
+  const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
+  const double rate = job.cluster.peak_flops(t.activation_bytes) * job.cluster.achieved_fraction;
+  const layer_flops lf = flops_of_layer(t, job.sequence, lay.micro_batch);
+  const double tp_comm = tensor_parallel_comm_per_layer(job, lay);
+  job_op_times out;
+  out.layer.forward = lf.forward() / tp / rate + tp_comm;
+  out.layer.backward_input = lf.backward_input() / tp / rate + tp_comm;
+  out.layer.backward_weight = lf.backward_weight() / tp / rate;
+  out.layer_recompute = recompute == recompute_kind::full        ? out.layer.forward
+                        : recompute == recompute_kind::selective ? lf.core / tp / rate
+                                                                 : 0.0;
+  out.head = head_flops(t, job.sequence, lay.micro_batch, vocab) / tp / rate;
+  // The vocabulary-parallel embedding sums its TP slices: one all-reduce of s·b·h.
+  const double sbh =
+      static_cast<double>(job.sequence) * lay.micro_batch * static_cast<double>(t.hidden);
+  out.embedding_forward =
+      ring_allreduce_time(lay.tp, static_cast<double>(t.activation_bytes) * sbh,
+                          job.cluster.intra_node_bandwidth, job.cluster.intra_node_latency);
+  return out;
+}
+
+/// job_costs for `job` cut by `lay`, with `layers_per_chunk` layers on each global chunk (in
+/// model order, p·v entries summing to L) on placement `pl`, and `recompute` on every chunk.
+/// Throws invalid_argument naming the field for shapes that do not match.
+inline job_costs make_job_costs(const training_job& job,
+                                const plan_layout& lay,
+                                recompute_kind recompute,
+                                const std::vector<std::uint32_t>& layers_per_chunk,
+                                const placement& pl) {
+  const std::uint32_t p = lay.pp;
+  const std::uint32_t v = lay.chunks;
+  const std::size_t n = std::size_t{p} * v;
+  if (pl.stages() != p || pl.chunks() != v) {
+    detail::fail("plan: placement (p=", pl.stages(), ", v=", pl.chunks(),
+                 ") must match the layout (p=", p, ", v=", v, ")");
+  }
+  if (layers_per_chunk.size() != n) {
+    detail::fail("plan: partition (", layers_per_chunk.size(),
+                 " values) must give the layers of each of the p·v = ", n, " chunks");
+  }
+  std::uint64_t sum = 0;
+  for (std::uint32_t l : layers_per_chunk) {
+    sum += l;
+  }
+  if (sum != job.model.layers) {
+    detail::fail("plan: partition gives ", sum, " layers, the model has ", job.model.layers);
+  }
+  const transformer_spec& t = job.model;
+  const double tp = lay.tp;
+  const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
+  const double e = t.activation_bytes;
+  const double s = static_cast<double>(job.sequence);
+  const double b = lay.micro_batch;
+  const double h = static_cast<double>(t.hidden);
+  const double sbh = s * b * h;
+
+  const job_op_times ot = op_times_of(job, lay, recompute);
+
+  // Memory per layer and at the ends of the model (Megatron-LM's estimator's terms).
+  const layer_activation_bytes la =
+      activation_bytes_of_layer(t, job.sequence, lay.micro_batch, lay.tp, lay.sequence_parallel);
+  const double layer_kept = recompute == recompute_kind::none ? la.full : la.without_core;
+  // Token ids (8 bytes each) and the embedding's dropout mask, per micro-batch in flight; the
+  // last chunk: the final norm's output and the fp32 logits (4·s·b·(h + V)), all over TP.
+  const double embed_bytes = (8.0 * s * b + sbh) / tp;
+  const double head_bytes = 4.0 * s * b * (h + static_cast<double>(vocab)) / tp;
+  // The LM head's weight gradient needs its input and the logits' gradient.
+  const double head_w_bytes = e * s * b * (h + static_cast<double>(vocab)) / tp;
+  const double received = la.input;
+
+  // Parameters.
+  const layer_parameters lp = parameters_of_layer(t);
+  const double per_layer = lp.sharded / tp + lp.replicated;
+  const double embedding = embedding_parameters(t, vocab) / tp;
+
+  job_costs out;
+  out.chunks.resize(n);
+  out.gradient_bytes.resize(n);
+  out.parameters.resize(p);
+  std::vector<op_costs> chunk_costs(n);
+  std::vector<chunk_memory> chunk_mem(n);
+  const stage_index embed_stage = pl.stage_of(0);
+  for (global_chunk g = 0; g < n; ++g) {
+    const stage_index st = pl.stage_of(g);
+    const chunk_index c = pl.local_of(g);
+    chunk_content cc{layers_per_chunk[g], g == 0, g + 1 == n};
+    out.chunks[g] = cc;
+    const double l = cc.layers;
+    op_costs oc;
+    oc.forward = l * ot.layer.forward + (cc.embedding ? ot.embedding_forward : 0.0) +
+                 (cc.head ? ot.head : 0.0);
+    oc.backward_input = l * ot.layer.backward_input + (cc.head ? ot.head : 0.0);
+    oc.backward_weight = l * ot.layer.backward_weight + (cc.head ? ot.head : 0.0);
+    if (recompute != recompute_kind::none) {
+      oc.recompute = l * ot.layer_recompute;
+    }
+    chunk_memory cm;
+    const double ends = (cc.embedding ? embed_bytes : 0.0) + (cc.head ? head_bytes : 0.0);
+    const double w_bytes = l * la.weight_grad + (cc.head ? head_w_bytes : 0.0);
+    cm.weight_grad_input = w_bytes;
+    cm.received = received;
+    switch (recompute) {
+      case recompute_kind::none:
+        cm.activation = l * layer_kept + ends;
+        break;
+      case recompute_kind::selective:
+        // The F keeps what the backward needs but the core; its R rebuilds the core tile by
+        // tile inside the backward (flash attention): time, no memory.
+        cm.activation = l * layer_kept + ends;
+        cm.input = cm.activation;
+        break;
+      case recompute_kind::full:
+        // The F keeps each layer's input; the backward then recomputes one layer at a time,
+        // so the R..B transient is every input, one layer's activations and the W operands.
+        cm.input = l * la.input + ends;
+        cm.activation = cm.input + (l > 0.0 ? la.without_core : 0.0) + w_bytes;
+        break;
+    }
+    cm.activation = std::max(cm.activation, cm.weight_grad_input);
+    chunk_costs[std::size_t{st} * v + c] = oc;
+    chunk_mem[std::size_t{st} * v + c] = cm;
+
+    stage_parameters& sp = out.parameters[st];
+    double chunk_params = l * per_layer;
+    sp.layers += l * per_layer;
+    if (cc.embedding) {
+      sp.embedding += embedding;
+      chunk_params += embedding;
+    }
+    if (cc.head) {
+      double head_params = norm_parameters(t);
+      if (!t.tied_embeddings || st != embed_stage) {
+        head_params += embedding;
+      }
+      sp.head += head_params;
+      chunk_params += head_params;
+    }
+    sp.largest_chunk = std::max(sp.largest_chunk, chunk_params);
+    out.gradient_bytes[g] = 4.0 * chunk_params;
+  }
+
+  // Static bytes (ZeRO's 2 + 4 + 12 per parameter, sharded as asked).
+  const double d = static_cast<double>(lay.dp);
+  out.static_memory.resize(p);
+  std::vector<double> static_total(p);
+  for (stage_index st = 0; st < p; ++st) {
+    const double params = out.parameters[st].total();
+    static_bytes& sb = out.static_memory[st];
+    const optimizer_sharding sh = job.sharding;
+    sb.optimizer = sh == optimizer_sharding::none ? 12.0 * params : 12.0 * params / d;
+    sb.gradients = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights
+                       ? 4.0 * params / d
+                       : 4.0 * params;
+    // ZeRO-3 gathers a chunk's weights before using them, the next one prefetched: two chunks'
+    // bf16 weights whole.
+    sb.weights =
+        sh == optimizer_sharding::weights
+            ? 2.0 * params / d + (lay.dp > 1 ? 2.0 * 2.0 * out.parameters[st].largest_chunk : 0.0)
+            : 2.0 * params;
+    static_total[st] = sb.total();
+  }
+
+  // Pipeline transfer: one s·b·h activation, a 1/TP share per rank (sequence parallelism, or
+  // Megatron's scatter-gather of the pipeline send).
+  const bool pp_in_node = in_one_node(std::uint64_t{lay.tp} * lay.dp, 2, job.cluster.gpus_per_node);
+  const double pp_bw =
+      pp_in_node ? job.cluster.intra_node_bandwidth : job.cluster.inter_node_bandwidth;
+  const double pp_lat =
+      pp_in_node ? job.cluster.intra_node_latency : job.cluster.inter_node_latency;
+  out.pipeline_transfer_s = p > 1 ? e * sbh / tp / pp_bw + pp_lat : 0.0;
+
+  const bool dp_in_node = in_one_node(lay.tp, lay.dp, job.cluster.gpus_per_node);
+  out.dp = lay.dp;
+  out.dp_bandwidth =
+      dp_in_node ? job.cluster.intra_node_bandwidth : job.cluster.inter_node_bandwidth;
+  out.dp_latency = dp_in_node ? job.cluster.intra_node_latency : job.cluster.inter_node_latency;
+  out.dp_reduce_scatter = job.sharding != optimizer_sharding::none;
+  out.usable_memory = job.cluster.usable_memory();
+
+  if (job.sharding == optimizer_sharding::weights && lay.dp > 1) {
+    // Each F and B first gathers its chunk's bf16 weights over DP; prefetched, the op lasts the
+    // longer of its compute and that gather.
+    for (global_chunk g = 0; g < n; ++g) {
+      const stage_index st = pl.stage_of(g);
+      const chunk_index c = pl.local_of(g);
+      op_costs& oc = chunk_costs[std::size_t{st} * v + c];
+      const double gather = out.dp_gather_time(2.0 * out.gradient_bytes[g] / 4.0);
+      oc.forward = std::max(oc.forward, gather);
+      oc.backward_input = std::max(oc.backward_input, gather);
+    }
+  }
+
+  out.costs = cost_model{};
+  out.costs.set_chunk_costs(v, chunk_costs);
+  out.costs.set_comm(out.pipeline_transfer_s);
+  out.memory.set_chunk_memory(v, chunk_mem);
+  out.memory.set_static_memory(static_total);
+  return out;
+}
+
+}  // namespace pipesched

@@ -1,0 +1,880 @@
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/gen/builtin_registry.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/plan/job.hpp"
+#include "pipesched/plan/job_costs.hpp"
+#include "pipesched/plan/partition.hpp"
+#include "pipesched/plan/request.hpp"
+
+// The planner (docs/model.md §10): from a model, a cluster and a batch to the fastest layout
+// and schedule that fit in GPU memory, by generating, simulating and checking every candidate
+// with real op times (seconds) and real sizes (bytes).
+
+namespace pipesched {
+
+/// One point of the space: a layout, a schedule generator, recomputation and a partition.
+struct plan_choice {
+  plan_layout layout;
+  std::string schedule;
+  recompute_kind recompute = recompute_kind::selective;
+  std::vector<std::uint32_t> partition;  ///< layers per global chunk, model order
+
+  friend bool operator==(const plan_choice&, const plan_choice&) = default;
+};
+
+/// One pipeline stage of a plan: what it holds and how its memory adds up, per GPU.
+struct plan_stage {
+  std::vector<global_chunk> chunks;  ///< its global chunks, local chunk order
+  std::uint32_t layers = 0;
+  bool embedding = false;
+  bool head = false;
+  static_bytes statics;          ///< weights, gradients, optimizer states
+  double activations = 0.0;      ///< the schedule's activation peak (check_memory)
+  double total = 0.0;            ///< statics + activations: the stage's peak, bytes
+  double busy_s = 0.0;           ///< compute per step
+  double dp_reduce_end_s = 0.0;  ///< when its gradient reduction ends
+};
+
+/// A plan: the choice and what it costs (docs/model.md §10).
+struct plan_entry {
+  plan_choice choice;
+  bool fits = false;          ///< every stage's total <= usable memory
+  double step_time_s = 0.0;   ///< makespan + exposed data-parallel time
+  double makespan_s = 0.0;    ///< the pipeline's (simulate)
+  double dp_exposed_s = 0.0;  ///< gradient reduction not hidden behind the pipeline
+  double tokens_per_s = 0.0;
+  double tflops_per_gpu = 0.0;       ///< model FLOPs / (step time · GPUs), in TFLOP/s
+  double mfu = 0.0;                  ///< model FLOPs / (step time · GPUs · peak)
+  double bubble_rate = 0.0;          ///< the simulator's (analysis/metrics.hpp)
+  double flops_per_iteration = 0.0;  ///< model FLOPs of one global batch
+  double peak_memory_bytes = 0.0;    ///< the largest stage total
+  double usable_memory_bytes = 0.0;
+  std::vector<plan_stage> stages;
+  schedule sched;       ///< the evaluated schedule (compute ops, R for recompute)
+  cost_model costs;     ///< its op times in seconds
+  memory_model memory;  ///< its sizes in bytes
+};
+
+/// What the search did.
+struct plan_search_stats {
+  std::size_t candidates = 0;     ///< points of the space enumerated
+  std::size_t evaluated = 0;      ///< generated, simulated and checked
+  std::size_t pruned_memory = 0;  ///< skipped: cannot fit whatever the schedule
+  std::size_t pruned_time = 0;    ///< skipped: cannot beat the plans kept
+  std::size_t failed = 0;         ///< the generator refused the shape or found no fit
+  double seconds = 0.0;
+};
+
+/// A point of the Pareto frontier of step time against peak memory among evaluated plans.
+struct plan_frontier_point {
+  double step_time_s = 0.0;
+  double peak_memory_bytes = 0.0;
+  bool fits = false;
+  std::string label;  ///< "TP8 PP16 v2 b1 interleaved-1f1b selective"
+};
+
+struct plan_result {
+  /// Best first: fitting plans by step time (the top K). When every option of a layout is
+  /// fixed (plan_options::evaluates_one), the one plan, fitting or not.
+  std::vector<plan_entry> plans;
+  std::optional<plan_entry> baseline;  ///< plan_options::baseline, evaluated by the same model
+  std::vector<plan_frontier_point> frontier;  ///< by step time
+  plan_search_stats stats;
+  /// The smallest per-GPU need found (the lowest largest-stage peak, or its lower bound for a
+  /// candidate never generated) when nothing fits; 0 otherwise.
+  double smallest_need_bytes = 0.0;
+  std::uint64_t global_batch = 0;  ///< sequences per step
+};
+
+/// Choices a user fixes (set) or leaves to the search (unset).
+struct plan_fixed {
+  std::optional<std::uint32_t> tp, pp, chunks, micro_batch, microbatches;
+  std::optional<std::uint64_t> dp;
+  std::optional<std::string> schedule;
+  std::optional<recompute_kind> recompute;
+  std::optional<bool> sequence_parallel;
+  partition_spec partition{};
+
+  /// True when the layout and the schedule are given: plan() evaluates that layout (the
+  /// choices left unset are searched and the best kept).
+  bool evaluates_one() const noexcept { return tp && pp && schedule && micro_batch; }
+};
+
+struct plan_options {
+  plan_fixed fixed{};
+  /// Another layout to evaluate by the same model and compare against (its unset choices are
+  /// searched: it is compared at its best).
+  std::optional<plan_fixed> baseline{};
+  std::size_t top = 5;  ///< plans kept
+  /// zb-auto / zb-v local search budget per candidate, in candidate orders timed.
+  std::size_t search_evaluations = 64;
+  /// Threads evaluating candidates; 0: the machine's hardware threads.
+  unsigned threads = 0;
+  /// Generators by name; nullptr: default_registry().
+  const generator_registry* registry = nullptr;
+};
+
+namespace detail {
+
+/// "TP8 PP16 v2 b1 m16 interleaved-1f1b selective SP".
+inline std::string plan_label(const plan_choice& c) {
+  std::string out = "TP" + std::to_string(c.layout.tp) + " PP" + std::to_string(c.layout.pp);
+  if (c.layout.chunks > 1) {
+    out += " v" + std::to_string(c.layout.chunks);
+  }
+  out += " b" + std::to_string(c.layout.micro_batch) + " m" +
+         std::to_string(c.layout.microbatches) + " " + c.schedule + " " +
+         std::string(to_string(c.recompute));
+  if (c.layout.sequence_parallel) {
+    out += " SP";
+  }
+  return out;
+}
+
+/// The problem a searching generator solves for an order that recomputes every chunk, R right
+/// before each backward: B lasts T_R + T_B, F holds max(M_in, M_W), and each stage's static
+/// memory grows by the largest R..B transient M_B − max(M_in, M_W) of its chunks. Its orders,
+/// with the R ops added, are no later and no higher (docs/model.md §7: zb_auto_search applies
+/// the same rule per stage for zb_auto_options::recompute).
+inline std::pair<cost_model, memory_model> recompute_as_plain(const cost_model& costs,
+                                                              const memory_model& memory,
+                                                              std::uint32_t p,
+                                                              std::uint32_t v) {
+  const cost_model c = costs.for_shape(p, v, "plan");
+  const memory_model m = memory.for_shape(p, v, "plan");
+  std::vector<op_costs> oc(std::size_t{p} * v);
+  std::vector<chunk_memory> cm(std::size_t{p} * v);
+  std::vector<double> statics(p);
+  for (stage_index s = 0; s < p; ++s) {
+    double transient = 0.0;
+    for (chunk_index k = 0; k < v; ++k) {
+      const std::size_t i = std::size_t{s} * v + k;
+      const op_costs t = c.at(s, k);
+      oc[i] = op_costs{t.forward, c.duration(s, op_kind::recompute, k) + t.backward_input,
+                       t.backward_weight};
+      const chunk_memory x = m.at(s, k);
+      const double held = std::max(x.input, x.weight_grad_input);
+      cm[i] = chunk_memory{held, x.weight_grad_input, x.received, 0.0};
+      transient = std::max(transient, x.activation - held);
+    }
+    statics[s] = m.static_memory(s) + transient;
+  }
+  cost_model out_c = costs;
+  out_c.set_chunk_costs(v, std::move(oc));
+  memory_model out_m;
+  out_m.set_chunk_memory(v, std::move(cm));
+  out_m.set_static_memory(std::move(statics));
+  return {std::move(out_c), std::move(out_m)};
+}
+
+/// Model FLOPs of one micro-batch over the whole model (Megatron-LM's count: F + B + W = 3·F,
+/// the causal attention core halved, the logits included).
+inline double model_flops_per_microbatch(const training_job& job, const plan_layout& lay) {
+  const layer_flops lf = flops_of_layer(job.model, job.sequence, lay.micro_batch);
+  const std::uint64_t vocab = padded_vocab(job.model.vocab, lay.tp, job.vocab_multiple);
+  return 3.0 * (static_cast<double>(job.model.layers) * lf.forward() +
+                head_flops(job.model, job.sequence, lay.micro_batch, vocab));
+}
+
+/// When each stage's gradient reduction ends: each chunk's gradients reduce in buckets (one
+/// per layer, and one for the embedding or head) that are final when the part of the chunk's
+/// last W (or BW) computing them ends (j/K of it for bucket j of K, the backward running
+/// through a chunk's layers in turn, docs/robustness.md §8), one bucket after another on the
+/// stage's data-parallel ring.
+inline std::vector<double> dp_reduce_ends(const schedule& sched,
+                                          const simulation_result& sim,
+                                          const job_costs& jc) {
+  const placement& pl = sched.layout();
+  const std::uint32_t p = sched.stages();
+  const std::uint32_t v = pl.chunks();
+  std::vector<double> ends(p, 0.0);
+  for (stage_index s = 0; s < p; ++s) {
+    // The last gradient op of each local chunk.
+    std::vector<std::pair<double, double>> last(v, {-1.0, -1.0});  // start, end
+    const auto ops = sched.ops(s);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const op& o = ops[i];
+      if ((o.kind == op_kind::backward_weight || o.kind == op_kind::backward_full) && o.chunk < v &&
+          sim.ops[s][i].end > last[o.chunk].second) {
+        last[o.chunk] = {sim.ops[s][i].start, sim.ops[s][i].end};
+      }
+    }
+    struct bucket {
+      double ready;
+      double bytes;
+    };
+    std::vector<bucket> buckets;
+    for (chunk_index c = 0; c < v; ++c) {
+      const global_chunk g = pl.global(s, c);
+      const chunk_content& cc = jc.chunks[g];
+      const std::uint32_t k = cc.layers + ((cc.embedding || cc.head) ? 1u : 0u);
+      const double bytes = jc.gradient_bytes[g] / std::max(1u, k);
+      const auto [start, end] = last[c];
+      for (std::uint32_t j = 1; j <= k; ++j) {
+        buckets.push_back({start + (end - start) * j / k, bytes});
+      }
+    }
+    std::sort(buckets.begin(), buckets.end(),
+              [](const bucket& a, const bucket& b) { return a.ready < b.ready; });
+    double t = 0.0;
+    for (const bucket& b : buckets) {
+      t = std::max(t, b.ready) + jc.dp_reduce_time(b.bytes);
+    }
+    ends[s] = t;
+  }
+  return ends;
+}
+
+/// The placement a registered generator uses for p stages and v chunks (it decides: loop,
+/// V-shape, ...), from a one-micro-batch schedule; nullopt when it refuses the shape.
+inline std::optional<placement> placement_for(const generator_entry& g,
+                                              std::uint32_t p,
+                                              std::uint32_t v) {
+  generator_params gp;
+  gp.stages = p;
+  gp.microbatches = std::max<std::uint32_t>(1, 2 * p);
+  gp.chunks = v;
+  try {
+    generation_options o;
+    if (g.searches) {
+      zb_auto_options z;
+      z.search_evaluations = 0;
+      z.threads = 1;
+      z.published = false;
+      o.search = z;
+    }
+    return g.generate_result(gp, o).sched.layout();
+  } catch (const invalid_argument&) {
+    return std::nullopt;
+  }
+}
+
+/// Evaluates one candidate whose job_costs are built: generates (searching generators get
+/// the byte limit; recomputation through recompute_as_plain), simulates, checks memory and
+/// reduces gradients. Throws invalid_argument when the generator refuses.
+inline plan_entry evaluate_choice(const training_job& job,
+                                  const plan_choice& choice,
+                                  const job_costs& jc,
+                                  const generator_registry& registry,
+                                  const generator_entry& gen,
+                                  std::size_t search_evaluations) {
+  const plan_layout& lay = choice.layout;
+  schedule_request req;
+  generated_source src{gen.name, {}};
+  if (gen.searches) {
+    zb_auto_options z;
+    z.search_evaluations = search_evaluations;
+    z.threads = 1;
+    src.options.search = z;
+  }
+  req.source = src;
+  req.params.stages = lay.pp;
+  req.params.microbatches = lay.microbatches;
+  req.params.chunks = lay.chunks;
+  req.params.costs = jc.costs;
+  req.params.memory = jc.memory;
+  if (gen.searches) {
+    req.params.memory_limit = jc.usable_memory;
+    if (choice.recompute != recompute_kind::none) {
+      auto [c, m] = recompute_as_plain(jc.costs, jc.memory, lay.pp, lay.chunks);
+      req.params.costs = std::move(c);
+      req.params.memory = std::move(m);
+    }
+  }
+  generation_result g = build_schedule(req, registry);
+  if (choice.recompute != recompute_kind::none) {
+    schedule_request rr;
+    rr.source = given_source{std::move(g.sched)};
+    rr.params.costs = jc.costs;
+    rr.params.memory = jc.memory;
+    rr.recompute = recompute_request{true, {}, recompute_placement::before_backward};
+    g = build_schedule(rr, registry);
+  }
+  plan_entry e;
+  e.choice = choice;
+  e.sched = std::move(g.sched);
+  e.costs = jc.costs;
+  e.memory = jc.memory;
+  const simulation_result sim = simulate(e.sched, jc.costs, {true, false});
+  if (!sim.completed()) {
+    fail("plan: ", gen.name, " gave an order that deadlocks");
+  }
+  memory_options mo = memory_options::with_limit(jc.usable_memory);
+  mo.record_curve = false;
+  const memory_report mem = check_memory(e.sched, jc.memory, mo);
+  const std::vector<double> ends = dp_reduce_ends(e.sched, sim, jc);
+  const placement& pl = e.sched.layout();
+  e.makespan_s = sim.makespan;
+  double step = sim.makespan;
+  e.stages.resize(lay.pp);
+  for (stage_index s = 0; s < lay.pp; ++s) {
+    plan_stage& st = e.stages[s];
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      const global_chunk gc = pl.global(s, c);
+      st.chunks.push_back(gc);
+      st.layers += jc.chunks[gc].layers;
+      st.embedding = st.embedding || jc.chunks[gc].embedding;
+      st.head = st.head || jc.chunks[gc].head;
+    }
+    st.statics = jc.static_memory[s];
+    st.total = mem.stages[s].peak;
+    st.activations = std::max(0.0, st.total - st.statics.total());
+    st.busy_s = sim.stages[s].busy;
+    st.dp_reduce_end_s = ends[s];
+    step = std::max(step, ends[s]);
+    e.peak_memory_bytes = std::max(e.peak_memory_bytes, st.total);
+  }
+  e.fits = mem.within_budget();
+  e.usable_memory_bytes = jc.usable_memory;
+  e.step_time_s = step;
+  e.dp_exposed_s = step - sim.makespan;
+  const double global_batch = static_cast<double>(lay.dp) * lay.microbatches * lay.micro_batch;
+  e.flops_per_iteration =
+      static_cast<double>(lay.dp) * lay.microbatches * model_flops_per_microbatch(job, lay);
+  const double gpus = static_cast<double>(job.gpus);
+  e.tokens_per_s = global_batch * static_cast<double>(job.sequence) / step;
+  e.tflops_per_gpu = e.flops_per_iteration / (step * gpus) / 1e12;
+  e.mfu =
+      e.flops_per_iteration / (step * gpus * job.cluster.peak_flops(job.model.activation_bytes));
+  e.bubble_rate = sim.bubble_rate;
+  return e;
+}
+
+/// Divisors of n in increasing order.
+inline std::vector<std::uint64_t> divisors_of(std::uint64_t n) {
+  std::vector<std::uint64_t> lo, hi;
+  for (std::uint64_t d = 1; d * d <= n; ++d) {
+    if (n % d == 0) {
+      lo.push_back(d);
+      if (d != n / d) {
+        hi.push_back(n / d);
+      }
+    }
+  }
+  lo.insert(lo.end(), hi.rbegin(), hi.rend());
+  return lo;
+}
+
+/// The data-parallel degree a layout gets, checking a fixed one; throws with the values.
+inline std::uint64_t data_parallel_of(const training_job& job,
+                                      std::uint32_t tp,
+                                      std::uint32_t pp,
+                                      const std::optional<std::uint64_t>& fixed) {
+  const std::uint64_t per = std::uint64_t{tp} * pp;
+  if (job.gpus % per != 0) {
+    fail("plan: TP·PP (", tp, "·", pp, " = ", per, ") must divide the GPUs (", job.gpus, ")");
+  }
+  const std::uint64_t dp = job.gpus / per;
+  if (fixed && *fixed != dp) {
+    fail("plan: --dp ", *fixed, " with --tp ", tp, " --pp ", pp, " needs ", per * *fixed,
+         " GPUs, not ", job.gpus, " (TP·PP·DP = GPUs)");
+  }
+  return dp;
+}
+
+/// Checks the fixed choices against the model and the cluster (exit 2 in the CLI): a fixed TP
+/// dividing the heads, KV heads and the GPUs of a node, a PP not above the layers.
+inline void check_fixed(const training_job& job, const plan_fixed& f, std::string_view who) {
+  if (f.tp) {
+    const std::uint32_t t = *f.tp;
+    if (t == 0 || job.model.heads % t != 0 || job.model.kv() % t != 0) {
+      fail(who, ": --tp ", t, " must divide the heads (", job.model.heads, ") and the KV heads (",
+           job.model.kv(), ")");
+    }
+    if (job.cluster.gpus_per_node % t != 0) {
+      fail(who, ": --tp ", t, " must divide the GPUs per node (", job.cluster.gpus_per_node,
+           "): tensor parallelism stays inside a node");
+    }
+  }
+  if (f.pp && (*f.pp == 0 || *f.pp > job.model.layers)) {
+    fail(who, ": --pp ", *f.pp, " must be between 1 and the layers (", job.model.layers, ")");
+  }
+  if (f.chunks && *f.chunks == 0) {
+    fail(who, ": -v must be at least 1");
+  }
+  if (f.micro_batch && *f.micro_batch == 0) {
+    fail(who, ": --micro-batch must be at least 1");
+  }
+  if (f.microbatches && *f.microbatches == 0) {
+    fail(who, ": --microbatches must be at least 1");
+  }
+  if (f.sequence_parallel && *f.sequence_parallel && f.tp && *f.tp == 1) {
+    fail(who, ": --sequence-parallel needs --tp > 1");
+  }
+  if (!job.global_batch && !f.microbatches) {
+    fail(who, ": give the batch: --global-batch, --global-batch-tokens or --microbatches");
+  }
+  if (!job.global_batch && f.microbatches && !(f.tp && f.pp && f.micro_batch)) {
+    fail(who,
+         ": --microbatches alone fixes the batch only for a given --tp, --pp and "
+         "--micro-batch; to search layouts give --global-batch or --global-batch-tokens");
+  }
+}
+
+/// A group of candidates sharing their job costs: one layout, recomputation and placement.
+struct plan_group {
+  plan_layout layout;
+  recompute_kind recompute = recompute_kind::none;
+  placement pl;
+  std::vector<std::uint32_t> partition;
+  std::shared_ptr<const job_costs> costs;
+  double time_bound = 0.0;    ///< no schedule of the group takes less (seconds)
+  double memory_bound = 0.0;  ///< no schedule of the group needs less on its fullest stage
+};
+
+/// The group's partition: given, even, or balanced by the op times of the layout.
+inline std::optional<std::vector<std::uint32_t>> partition_for(
+    const training_job& job,
+    const plan_layout& lay,
+    recompute_kind recompute,
+    const placement& pl,
+    const partition_spec& spec,
+    const std::vector<std::uint32_t>& caps = {}) {
+  const std::uint32_t n = lay.pp * lay.chunks;
+  if (spec.kind == partition_kind::given) {
+    check_given_partition(spec.layers, job.model.layers, n);
+    return spec.layers;
+  }
+  if (job.model.layers < n) {
+    return std::nullopt;
+  }
+  if (spec.kind == partition_kind::even) {
+    return even_partition(job.model.layers, n);
+  }
+  const job_op_times ot = op_times_of(job, lay, recompute);
+  partition_weights w;
+  w.layer_time = ot.layer_total();
+  w.fixed_time.assign(n, 0.0);
+  w.fixed_time[0] += ot.embedding_forward;
+  w.fixed_time[n - 1] += 3.0 * ot.head;
+  w.max_stage_layers = caps;
+  return balanced_partition(job.model.layers, pl, w);
+}
+
+/// Fills a group's costs and bounds from its partition.
+inline void finish_group(const training_job& job, plan_group& g) {
+  g.costs = std::make_shared<const job_costs>(
+      make_job_costs(job, g.layout, g.recompute, g.partition, g.pl));
+  const job_costs& jc = *g.costs;
+  const std::uint32_t p = g.layout.pp;
+  const std::uint32_t v = g.layout.chunks;
+  const cost_model c = jc.costs.for_shape(p, v, "plan");
+  const memory_model m = jc.memory.for_shape(p, v, "plan");
+  g.time_bound = 0.0;
+  g.memory_bound = 0.0;
+  for (stage_index s = 0; s < p; ++s) {
+    double work = 0.0;
+    double largest = 0.0;
+    for (chunk_index k = 0; k < v; ++k) {
+      const op_costs t = c.at(s, k);
+      work += t.forward + t.backward_input + t.backward_weight +
+              (g.recompute != recompute_kind::none ? c.duration(s, op_kind::recompute, k) : 0.0);
+      largest = std::max(largest, m.at(s, k).activation);
+    }
+    // Every stage runs m micro-batches of its chunks' work; every chunk's activations are live
+    // at least once (from its F, or R, to its B).
+    g.time_bound = std::max(g.time_bound, g.layout.microbatches * work);
+    g.memory_bound = std::max(g.memory_bound, m.static_memory(s) + largest);
+  }
+}
+
+/// Per-stage layer caps after a balanced partition did not fit: each stage over the limit
+/// gives up the layers its excess is worth at its bytes per layer.
+inline std::vector<std::uint32_t> memory_caps(const plan_entry& e, double usable) {
+  std::vector<std::uint32_t> caps;
+  for (const plan_stage& st : e.stages) {
+    std::uint32_t cap = st.layers;
+    if (st.total > usable && st.layers > 0) {
+      const double per_layer = st.total / st.layers;
+      const auto over = static_cast<std::uint32_t>(std::ceil((st.total - usable) / per_layer));
+      cap = over >= st.layers ? 0 : st.layers - over;
+    }
+    caps.push_back(cap);
+  }
+  return caps;
+}
+
+/// Orders plans: fitting first, then by step time, then by peak memory, then by label (so the
+/// order never depends on the evaluation order).
+inline bool better_plan(const plan_entry& a, const plan_entry& b) {
+  if (a.fits != b.fits) {
+    return a.fits;
+  }
+  if (a.step_time_s != b.step_time_s) {
+    return a.step_time_s < b.step_time_s;
+  }
+  if (a.peak_memory_bytes != b.peak_memory_bytes) {
+    return a.peak_memory_bytes < b.peak_memory_bytes;
+  }
+  return plan_label(a.choice) < plan_label(b.choice);
+}
+
+/// The space of `f` for `job`: every group and generator, best bound first.
+struct plan_space {
+  std::vector<plan_group> groups;
+  std::vector<std::pair<std::size_t, const generator_entry*>> candidates;  // (group, generator)
+  std::size_t layouts_refused = 0;
+};
+
+inline plan_space enumerate_space(const training_job& job,
+                                  const plan_fixed& f,
+                                  const generator_registry& registry) {
+  plan_space space;
+  std::vector<std::uint32_t> tps;
+  if (f.tp) {
+    tps.push_back(*f.tp);
+  } else {
+    for (std::uint64_t t : divisors_of(job.cluster.gpus_per_node)) {
+      if (job.model.heads % t == 0 && job.model.kv() % t == 0 && job.gpus % t == 0) {
+        tps.push_back(static_cast<std::uint32_t>(t));
+      }
+    }
+  }
+  std::vector<const generator_entry*> gens;
+  if (f.schedule) {
+    gens.push_back(&registry.at(*f.schedule));
+  } else {
+    for (const generator_entry& e : registry.entries()) {
+      gens.push_back(&e);
+    }
+  }
+  std::map<std::tuple<std::string, std::uint32_t, std::uint32_t>, std::optional<placement>> places;
+  auto place = [&](const generator_entry& g, std::uint32_t p, std::uint32_t v) {
+    const auto key = std::make_tuple(g.name, p, v);
+    auto it = places.find(key);
+    if (it == places.end()) {
+      it = places.emplace(key, placement_for(g, p, v)).first;
+    }
+    return it->second;
+  };
+  for (std::uint32_t tp : tps) {
+    std::vector<std::uint32_t> pps;
+    if (f.pp) {
+      pps.push_back(*f.pp);
+    } else {
+      for (std::uint64_t p : divisors_of(job.gpus / tp)) {
+        if (p <= job.model.layers) {
+          pps.push_back(static_cast<std::uint32_t>(p));
+        }
+      }
+    }
+    for (std::uint32_t pp : pps) {
+      if (job.gpus % (std::uint64_t{tp} * pp) != 0) {
+        if (f.tp && f.pp) {
+          data_parallel_of(job, tp, pp, f.dp);  // throws, naming the values
+        }
+        continue;
+      }
+      const std::uint64_t dp = job.gpus / (std::uint64_t{tp} * pp);
+      const std::size_t first_group = space.groups.size();
+      if (f.dp && *f.dp != dp) {
+        if (f.tp && f.pp) {
+          data_parallel_of(job, tp, pp, f.dp);
+        }
+        continue;
+      }
+      // Micro-batch sizes and counts.
+      std::vector<std::pair<std::uint32_t, std::uint32_t>> batches;  // (b, m)
+      if (job.global_batch) {
+        if (job.global_batch % dp != 0) {
+          if (f.tp && f.pp) {
+            fail("plan: the global batch (", job.global_batch,
+                 " sequences) must be a multiple of DP (", dp, ")");
+          }
+          ++space.layouts_refused;
+          continue;
+        }
+        const std::uint64_t per = job.global_batch / dp;
+        for (std::uint64_t b : divisors_of(per)) {
+          if ((f.micro_batch && b != *f.micro_batch) || (!f.micro_batch && b > 16)) {
+            continue;
+          }
+          const std::uint64_t m = per / b;
+          if (f.microbatches && m != *f.microbatches) {
+            continue;
+          }
+          if (m <= max_microbatches) {
+            batches.emplace_back(static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(m));
+          }
+        }
+        if (batches.empty() && f.tp && f.pp && f.micro_batch) {
+          fail("plan: the global batch (", job.global_batch, " sequences) over DP (", dp, ") is ",
+               per, " sequences per pipeline: not a multiple of --micro-batch ", *f.micro_batch,
+               f.microbatches ? " times --microbatches" : "");
+        }
+      } else {
+        batches.emplace_back(*f.micro_batch, *f.microbatches);
+      }
+      std::vector<bool> sps;
+      if (f.sequence_parallel) {
+        sps.push_back(*f.sequence_parallel && tp > 1);
+      } else {
+        sps.push_back(false);
+        if (tp > 1) {
+          sps.push_back(true);
+        }
+      }
+      std::vector<recompute_kind> rcs;
+      if (f.recompute) {
+        rcs.push_back(*f.recompute);
+      } else {
+        rcs = {recompute_kind::none, recompute_kind::selective, recompute_kind::full};
+      }
+      for (const generator_entry* gen : gens) {
+        std::vector<std::uint32_t> vs;
+        if (f.chunks) {
+          vs.push_back(*f.chunks);
+        } else if (gen->default_chunks == 1) {
+          vs.push_back(1);
+        } else {
+          for (std::uint32_t v : {2u, 3u, 4u, 6u, 8u}) {
+            if (std::uint64_t{pp} * v <= job.model.layers) {
+              vs.push_back(v);
+            }
+          }
+        }
+        for (std::uint32_t v : vs) {
+          const std::optional<placement> pl = place(*gen, pp, v);
+          if (!pl) {
+            continue;
+          }
+          for (const auto& [b, m] : batches) {
+            for (bool sp : sps) {
+              for (recompute_kind rc : rcs) {
+                plan_layout lay{tp, pp, dp, v, b, m, sp};
+                // Groups share costs: same layout, recompute and placement.
+                std::size_t gi = space.groups.size();
+                for (std::size_t i = first_group; i < space.groups.size(); ++i) {
+                  const plan_group& g = space.groups[i];
+                  if (g.layout == lay && g.recompute == rc && g.pl == *pl) {
+                    gi = i;
+                    break;
+                  }
+                }
+                if (gi == space.groups.size()) {
+                  plan_group g;
+                  g.layout = lay;
+                  g.recompute = rc;
+                  g.pl = *pl;
+                  const auto part = partition_for(job, lay, rc, *pl, f.partition);
+                  if (!part) {
+                    continue;
+                  }
+                  g.partition = *part;
+                  finish_group(job, g);
+                  space.groups.push_back(std::move(g));
+                }
+                space.candidates.emplace_back(gi, gen);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // Best bound first; ties in a fixed order (group, then registry order).
+  std::stable_sort(space.candidates.begin(), space.candidates.end(),
+                   [&](const auto& a, const auto& b) {
+                     return space.groups[a.first].time_bound < space.groups[b.first].time_bound;
+                   });
+  return space;
+}
+
+/// Evaluates one candidate of `space`, re-partitioning a balanced partition that did not fit
+/// within the caps its memory gives (twice at most). nullopt when the generator refuses.
+inline std::optional<plan_entry> evaluate_candidate(const training_job& job,
+                                                    const plan_space& space,
+                                                    std::size_t index,
+                                                    const plan_fixed& f,
+                                                    const generator_registry& registry,
+                                                    std::size_t evaluations) {
+  const auto [gi, gen] = space.candidates[index];
+  const plan_group& g = space.groups[gi];
+  plan_choice choice{g.layout, gen->name, g.recompute, g.partition};
+  std::optional<plan_entry> best;
+  try {
+    best = evaluate_choice(job, choice, *g.costs, registry, *gen, evaluations);
+  } catch (const invalid_argument&) {
+    return std::nullopt;
+  }
+  for (int round = 0; round < 2 && !best->fits && f.partition.kind == partition_kind::balanced;
+       ++round) {
+    const auto part = partition_for(job, g.layout, g.recompute, g.pl, f.partition,
+                                    memory_caps(*best, g.costs->usable_memory));
+    if (!part || *part == best->choice.partition) {
+      break;
+    }
+    choice.partition = *part;
+    const job_costs jc = make_job_costs(job, g.layout, g.recompute, *part, g.pl);
+    try {
+      plan_entry e = evaluate_choice(job, choice, jc, registry, *gen, evaluations);
+      if (e.fits || e.peak_memory_bytes < best->peak_memory_bytes) {
+        best = std::move(e);
+      }
+    } catch (const invalid_argument&) {
+      break;
+    }
+  }
+  return best;
+}
+
+/// The plans of `f`: search (or, evaluates_one(), the one layout at its best).
+inline plan_result run_plan(const training_job& job,
+                            const plan_fixed& f,
+                            const plan_options& opts,
+                            const generator_registry& registry) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_fixed(job, f, "plan");
+  plan_space space = enumerate_space(job, f, registry);
+  plan_result res;
+  res.stats.candidates = space.candidates.size();
+  const bool one = f.evaluates_one();
+  const std::size_t keep = one ? 1 : std::max<std::size_t>(1, opts.top);
+  const double usable = job.cluster.usable_memory();
+  std::vector<plan_entry> evaluated;
+  double smallest_need = std::numeric_limits<double>::infinity();
+  // The K-th best fitting step time so far: a candidate whose bound is above it cannot enter.
+  auto threshold = [&] {
+    std::vector<double> times;
+    for (const plan_entry& e : evaluated) {
+      if (e.fits) {
+        times.push_back(e.step_time_s);
+      }
+    }
+    if (times.size() < keep) {
+      return std::numeric_limits<double>::infinity();
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(keep - 1),
+                     times.end());
+    return times[keep - 1];
+  };
+  unsigned threads = opts.threads != 0 ? opts.threads : std::thread::hardware_concurrency();
+  threads = std::max(1u, threads);
+  // Batches of candidates, in bound order; the threshold moves between batches only, so which
+  // candidates run never depends on the threads' timing.
+  std::size_t next = 0;
+  const std::size_t n = space.candidates.size();
+  while (next < n) {
+    const double limit = threshold();
+    std::vector<std::size_t> batch;
+    while (next < n && batch.size() < std::max<std::size_t>(threads, 2)) {
+      const plan_group& g = space.groups[space.candidates[next].first];
+      if (!one && g.memory_bound > usable * (1.0 + 1e-9)) {
+        ++res.stats.pruned_memory;
+        smallest_need = std::min(smallest_need, g.memory_bound);
+      } else if (!one && g.time_bound > limit * (1.0 + 1e-12)) {
+        ++res.stats.pruned_time;
+      } else {
+        batch.push_back(next);
+      }
+      ++next;
+    }
+    std::vector<std::optional<plan_entry>> out(batch.size());
+    std::atomic<std::size_t> cursor{0};
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto work = [&] {
+      for (std::size_t i = cursor++; i < batch.size(); i = cursor++) {
+        try {
+          out[i] = evaluate_candidate(job, space, batch[i], f, registry, opts.search_evaluations);
+        } catch (...) {
+          const std::lock_guard<std::mutex> lock(error_mutex);
+          error = std::current_exception();
+        }
+      }
+    };
+    {
+      std::vector<std::jthread> pool;
+      for (unsigned t = 1; t < std::min<std::size_t>(threads, batch.size()); ++t) {
+        pool.emplace_back(work);
+      }
+      work();
+    }
+    if (error) {
+      std::rethrow_exception(error);
+    }
+    for (auto& e : out) {
+      if (!e) {
+        ++res.stats.failed;
+        continue;
+      }
+      ++res.stats.evaluated;
+      if (!e->fits) {
+        smallest_need = std::min(smallest_need, e->peak_memory_bytes);
+      }
+      evaluated.push_back(std::move(*e));
+    }
+  }
+  std::sort(evaluated.begin(), evaluated.end(), better_plan);
+  // The frontier: no evaluated plan is both faster and smaller.
+  double smallest = std::numeric_limits<double>::infinity();
+  for (const plan_entry& e : evaluated) {
+    if (e.peak_memory_bytes < smallest) {
+      smallest = e.peak_memory_bytes;
+      res.frontier.push_back({e.step_time_s, e.peak_memory_bytes, e.fits, plan_label(e.choice)});
+    }
+  }
+  for (plan_entry& e : evaluated) {
+    if (res.plans.size() == keep || (!e.fits && !one)) {
+      break;
+    }
+    res.plans.push_back(std::move(e));
+  }
+  if (res.plans.empty() || !res.plans.front().fits) {
+    res.smallest_need_bytes = std::isfinite(smallest_need) ? smallest_need : 0.0;
+  }
+  if (!space.candidates.empty()) {
+    const plan_group& g0 = space.groups[space.candidates.front().first];
+    res.global_batch = g0.layout.dp * g0.layout.microbatches * g0.layout.micro_batch;
+  }
+  res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace detail
+
+/// The fastest plans for `job` that fit in its GPUs' usable memory (docs/model.md §10): every
+/// layout (TP dividing a node's GPUs, the heads and the KV heads; PP dividing the rest; DP =
+/// GPUs / (TP·PP) dividing the global batch), micro-batch size, chunks per stage, sequence
+/// parallelism, recomputation and registered schedule that opts.fixed leaves open, each
+/// generated (zb-auto and zb-v with the real byte limit), simulated with op times in seconds
+/// and checked in bytes; candidates that cannot fit or cannot beat the plans kept are skipped
+/// by bounds. Ranked by predicted step time (never by bubble rate). With opts.baseline, that
+/// layout too, by the same model. Throws invalid_argument naming the values for fixed choices
+/// that cannot be (TP not dividing the heads, PP above the layers, a batch that does not divide).
+inline plan_result plan(const training_job& job, const plan_options& opts = {}) {
+  job.check("plan");
+  const generator_registry& registry = opts.registry ? *opts.registry : default_registry();
+  plan_result res = detail::run_plan(job, opts.fixed, opts, registry);
+  if (opts.baseline) {
+    plan_result base = detail::run_plan(job, *opts.baseline, opts, registry);
+    if (!base.plans.empty()) {
+      res.baseline = std::move(base.plans.front());
+    }
+  }
+  return res;
+}
+
+}  // namespace pipesched
