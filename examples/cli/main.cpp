@@ -54,6 +54,8 @@
 #include <pipesched/io/torch_csv.hpp>
 #include <pipesched/pipesched.hpp>
 
+#include "cmd_plan.hpp"
+
 namespace {
 
 using namespace pipesched;
@@ -1143,6 +1145,9 @@ int main(int argc, char** argv) {
   a->add_option("--memory-limit", an.memory_limit, "Per-stage limit for the re-plan (M_B units)");
   a->add_flag("--json", an.json, "Print one JSON object");
 
+  pipesched::cli::plan_cli pl;
+  pipesched::cli::add_plan_command(app, pl);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -1174,6 +1179,9 @@ int main(int argc, char** argv) {
     }
     if (app.got_subcommand("analyze")) {
       return cmd_analyze(an);
+    }
+    if (app.got_subcommand("plan")) {
+      return pipesched::cli::run_plan_command(pl);
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -23,6 +23,7 @@
 #include "pipesched/analysis/timing_simulator.hpp"
 #include "pipesched/gen/builtin_registry.hpp"
 #include "pipesched/ir/error.hpp"
+#include "pipesched/model/inline_recompute.hpp"
 #include "pipesched/plan/job.hpp"
 #include "pipesched/plan/job_costs.hpp"
 #include "pipesched/plan/partition.hpp"
@@ -153,42 +154,6 @@ inline std::string plan_label(const plan_choice& c) {
   return out;
 }
 
-/// The problem a searching generator solves for an order that recomputes every chunk, R right
-/// before each backward: B lasts T_R + T_B, F holds max(M_in, M_W), and each stage's static
-/// memory grows by the largest R..B transient M_B − max(M_in, M_W) of its chunks. Its orders,
-/// with the R ops added, are no later and no higher (docs/model.md §7: zb_auto_search applies
-/// the same rule per stage for zb_auto_options::recompute).
-inline std::pair<cost_model, memory_model> recompute_as_plain(const cost_model& costs,
-                                                              const memory_model& memory,
-                                                              std::uint32_t p,
-                                                              std::uint32_t v) {
-  const cost_model c = costs.for_shape(p, v, "plan");
-  const memory_model m = memory.for_shape(p, v, "plan");
-  std::vector<op_costs> oc(std::size_t{p} * v);
-  std::vector<chunk_memory> cm(std::size_t{p} * v);
-  std::vector<double> statics(p);
-  for (stage_index s = 0; s < p; ++s) {
-    double transient = 0.0;
-    for (chunk_index k = 0; k < v; ++k) {
-      const std::size_t i = std::size_t{s} * v + k;
-      const op_costs t = c.at(s, k);
-      oc[i] = op_costs{t.forward, c.duration(s, op_kind::recompute, k) + t.backward_input,
-                       t.backward_weight};
-      const chunk_memory x = m.at(s, k);
-      const double held = std::max(x.input, x.weight_grad_input);
-      cm[i] = chunk_memory{held, x.weight_grad_input, x.received, 0.0};
-      transient = std::max(transient, x.activation - held);
-    }
-    statics[s] = m.static_memory(s) + transient;
-  }
-  cost_model out_c = costs;
-  out_c.set_chunk_costs(v, std::move(oc));
-  memory_model out_m;
-  out_m.set_chunk_memory(v, std::move(cm));
-  out_m.set_static_memory(std::move(statics));
-  return {std::move(out_c), std::move(out_m)};
-}
-
 /// Model FLOPs of one micro-batch over the whole model (Megatron-LM's count: F + B + W = 3·F,
 /// the causal attention core halved, the logits included).
 inline double model_flops_per_microbatch(const training_job& job, const plan_layout& lay) {
@@ -272,7 +237,7 @@ inline std::optional<placement> placement_for(const generator_entry& g,
 }
 
 /// Evaluates one candidate whose job_costs are built: generates (searching generators get
-/// the byte limit; recomputation through recompute_as_plain), simulates, checks memory and
+/// the byte limit; recomputation inside the backward), simulates, checks memory and
 /// reduces gradients. Throws invalid_argument when the generator refuses.
 inline plan_entry evaluate_choice(const training_job& job,
                                   const plan_choice& choice,
@@ -281,6 +246,13 @@ inline plan_entry evaluate_choice(const training_job& job,
                                   const generator_entry& gen,
                                   std::size_t search_evaluations) {
   const plan_layout& lay = choice.layout;
+  // Recomputation runs inside the backward, as PyTorch and Megatron-LM run it: every
+  // generator and the simulator see its costs and sizes (model/inline_recompute.hpp).
+  cost_model costs = jc.costs;
+  memory_model memory = jc.memory;
+  if (choice.recompute != recompute_kind::none) {
+    std::tie(costs, memory) = inline_recompute(jc.costs, jc.memory, lay.pp, lay.chunks);
+  }
   schedule_request req;
   generated_source src{gen.name, {}};
   if (gen.searches) {
@@ -293,37 +265,35 @@ inline plan_entry evaluate_choice(const training_job& job,
   req.params.stages = lay.pp;
   req.params.microbatches = lay.microbatches;
   req.params.chunks = lay.chunks;
-  req.params.costs = jc.costs;
-  req.params.memory = jc.memory;
+  req.params.costs = costs;
+  req.params.memory = memory;
   if (gen.searches) {
-    req.params.memory_limit = jc.usable_memory;
-    if (choice.recompute != recompute_kind::none) {
-      auto [c, m] = recompute_as_plain(jc.costs, jc.memory, lay.pp, lay.chunks);
-      req.params.costs = std::move(c);
-      req.params.memory = std::move(m);
-    }
+    req.params.memory_limit = jc.usable_memory;  // the others are checked below
   }
-  generation_result g = build_schedule(req, registry);
-  if (choice.recompute != recompute_kind::none) {
-    schedule_request rr;
-    rr.source = given_source{std::move(g.sched)};
-    rr.params.costs = jc.costs;
-    rr.params.memory = jc.memory;
-    rr.recompute = recompute_request{true, {}, recompute_placement::before_backward};
-    g = build_schedule(rr, registry);
+  generation_result g;
+  try {
+    g = build_schedule(req, registry);
+  } catch (const invalid_argument&) {
+    if (!req.params.memory_limit) {
+      throw;
+    }
+    // A searching generator that fixes its own limit (zb-1p, zb-2p: p·M_B, 2p·M_B), or finds
+    // none within this one: generated without it, then checked like the others.
+    req.params.memory_limit.reset();
+    g = build_schedule(req, registry);
   }
   plan_entry e;
   e.choice = choice;
   e.sched = std::move(g.sched);
-  e.costs = jc.costs;
-  e.memory = jc.memory;
-  const simulation_result sim = simulate(e.sched, jc.costs, {true, false});
+  e.costs = std::move(costs);
+  e.memory = std::move(memory);
+  const simulation_result sim = simulate(e.sched, e.costs, {true, false});
   if (!sim.completed()) {
     fail("plan: ", gen.name, " gave an order that deadlocks");
   }
   memory_options mo = memory_options::with_limit(jc.usable_memory);
   mo.record_curve = false;
-  const memory_report mem = check_memory(e.sched, jc.memory, mo);
+  const memory_report mem = check_memory(e.sched, e.memory, mo);
   const std::vector<double> ends = dp_reduce_ends(e.sched, sim, jc);
   const placement& pl = e.sched.layout();
   e.makespan_s = sim.makespan;
@@ -480,22 +450,39 @@ inline void finish_group(const training_job& job, plan_group& g) {
   const job_costs& jc = *g.costs;
   const std::uint32_t p = g.layout.pp;
   const std::uint32_t v = g.layout.chunks;
-  const cost_model c = jc.costs.for_shape(p, v, "plan");
-  const memory_model m = jc.memory.for_shape(p, v, "plan");
+  cost_model c = jc.costs.for_shape(p, v, "plan");
+  memory_model m = jc.memory.for_shape(p, v, "plan");
+  if (g.recompute != recompute_kind::none) {
+    std::tie(c, m) = inline_recompute(jc.costs, jc.memory, p, v);
+    c = c.for_shape(p, v, "plan");
+    m = m.for_shape(p, v, "plan");
+  }
+  // The first micro-batch's forward reaches global chunk k no earlier than the forwards of
+  // the chunks before it and a transfer per stage change.
+  const std::uint32_t n = p * v;
+  std::vector<double> reach(n, 0.0);
+  for (global_chunk k = 1; k < n; ++k) {
+    const stage_index from = g.pl.stage_of(k - 1);
+    reach[k] =
+        reach[k - 1] + c.at(from, g.pl.local_of(k - 1)).forward + c.comm(from, g.pl.stage_of(k));
+  }
   g.time_bound = 0.0;
   g.memory_bound = 0.0;
   for (stage_index s = 0; s < p; ++s) {
+    double start = std::numeric_limits<double>::infinity();
+    for (chunk_index k = 0; k < v; ++k) {
+      start = std::min(start, reach[g.pl.global(s, k)]);
+    }
     double work = 0.0;
     double largest = 0.0;
     for (chunk_index k = 0; k < v; ++k) {
       const op_costs t = c.at(s, k);
-      work += t.forward + t.backward_input + t.backward_weight +
-              (g.recompute != recompute_kind::none ? c.duration(s, op_kind::recompute, k) : 0.0);
+      work += t.forward + t.backward_input + t.backward_weight;
       largest = std::max(largest, m.at(s, k).activation);
     }
-    // Every stage runs m micro-batches of its chunks' work; every chunk's activations are live
-    // at least once (from its F, or R, to its B).
-    g.time_bound = std::max(g.time_bound, g.layout.microbatches * work);
+    // Every stage runs m micro-batches of its chunks' work, starting when the first forward
+    // reaches it; every chunk's activations are live at least once (from its F to its B).
+    g.time_bound = std::max(g.time_bound, start + g.layout.microbatches * work);
     g.memory_bound = std::max(g.memory_bound, m.static_memory(s) + largest);
   }
 }
@@ -516,9 +503,12 @@ inline std::vector<std::uint32_t> memory_caps(const plan_entry& e, double usable
   return caps;
 }
 
-/// Orders plans: fitting first, then by step time, then by peak memory, then by label (so the
-/// order never depends on the evaluation order).
-inline bool better_plan(const plan_entry& a, const plan_entry& b) {
+/// Orders plans: fitting first, then by step time, then by peak memory, then by the
+/// generator's place in the registry and the label (so the order never depends on the
+/// evaluation order).
+inline bool better_plan(const plan_entry& a,
+                        const plan_entry& b,
+                        const generator_registry& registry) {
   if (a.fits != b.fits) {
     return a.fits;
   }
@@ -527,6 +517,12 @@ inline bool better_plan(const plan_entry& a, const plan_entry& b) {
   }
   if (a.peak_memory_bytes != b.peak_memory_bytes) {
     return a.peak_memory_bytes < b.peak_memory_bytes;
+  }
+  const auto rank = [&](const std::string& name) {
+    return registry.find(name) - registry.entries().data();
+  };
+  if (a.choice.schedule != b.choice.schedule) {
+    return rank(a.choice.schedule) < rank(b.choice.schedule);
   }
   return plan_label(a.choice) < plan_label(b.choice);
 }
@@ -649,8 +645,9 @@ inline plan_space enumerate_space(const training_job& job,
         } else if (gen->default_chunks == 1) {
           vs.push_back(1);
         } else {
+          // One stage gains nothing from several chunks: only the default is tried there.
           for (std::uint32_t v : {2u, 3u, 4u, 6u, 8u}) {
-            if (std::uint64_t{pp} * v <= job.model.layers) {
+            if (std::uint64_t{pp} * v <= job.model.layers && (pp > 1 || v == gen->default_chunks)) {
               vs.push_back(v);
             }
           }
@@ -827,7 +824,20 @@ inline plan_result run_plan(const training_job& job,
       evaluated.push_back(std::move(*e));
     }
   }
-  std::sort(evaluated.begin(), evaluated.end(), better_plan);
+  std::sort(evaluated.begin(), evaluated.end(),
+            [&](const plan_entry& a, const plan_entry& b) { return better_plan(a, b, registry); });
+  // The same order under two names (zb-1p and zb-auto when their limits agree) is one plan.
+  std::vector<plan_entry> distinct;
+  for (plan_entry& e : evaluated) {
+    const bool seen = std::any_of(distinct.begin(), distinct.end(), [&](const plan_entry& d) {
+      return d.choice.layout == e.choice.layout && d.choice.recompute == e.choice.recompute &&
+             d.choice.partition == e.choice.partition && d.sched == e.sched;
+    });
+    if (!seen) {
+      distinct.push_back(std::move(e));
+    }
+  }
+  evaluated = std::move(distinct);
   // The frontier: no evaluated plan is both faster and smaller.
   double smallest = std::numeric_limits<double>::infinity();
   for (const plan_entry& e : evaluated) {
@@ -854,6 +864,23 @@ inline plan_result run_plan(const training_job& job,
 }
 
 }  // namespace detail
+
+/// How a plan compares with a baseline at the same job size.
+struct plan_comparison {
+  double speedup = 1.0;         ///< baseline step time / plan step time
+  double time_saved = 0.0;      ///< (T_base − T_plan) / T_base: the share of each step saved
+  double gpus_recovered = 0.0;  ///< time_saved × GPUs: GPUs' worth of time freed
+};
+
+inline plan_comparison compare_plans(const plan_entry& plan,
+                                     const plan_entry& baseline,
+                                     std::uint64_t gpus) {
+  plan_comparison c;
+  c.speedup = baseline.step_time_s / plan.step_time_s;
+  c.time_saved = (baseline.step_time_s - plan.step_time_s) / baseline.step_time_s;
+  c.gpus_recovered = c.time_saved * static_cast<double>(gpus);
+  return c;
+}
 
 /// The fastest plans for `job` that fit in its GPUs' usable memory (docs/model.md §10): every
 /// layout (TP dividing a node's GPUs, the heads and the KV heads; PP dividing the rest; DP =

@@ -1,0 +1,407 @@
+#include "cmd_plan.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <pipesched/io/cost_model_json.hpp>
+#include <pipesched/io/json.hpp>
+#include <pipesched/io/memory_model_json.hpp>
+#include <pipesched/io/plan_json.hpp>
+#include <pipesched/io/plan_svg.hpp>
+#include <pipesched/io/plan_text.hpp>
+#include <pipesched/io/torch_csv.hpp>
+#include <pipesched/plan/planner.hpp>
+
+namespace pipesched::cli {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& msg) {
+  throw pipesched::invalid_argument(msg);
+}
+
+/// A fraction in (0, 1], the whole text a finite number.
+double parse_fraction(const std::string& text, const char* option) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v <= 0.0 ||
+      v > 1.0) {
+    bad(std::string(option) + ": must be a number in (0, 1], got \"" + text + "\"");
+  }
+  return v;
+}
+
+/// A model: a preset's name, else a model JSON file.
+transformer_spec load_model(const std::string& name) {
+  for (const transformer_spec& t : model_presets()) {
+    if (t.name == name) {
+      return t;
+    }
+  }
+  std::ifstream probe(name);
+  if (!probe) {
+    model_preset(name);  // throws: unknown, listing the presets
+  }
+  try {
+    return read_transformer_spec(read_text_file(name));
+  } catch (const pipesched::invalid_argument& e) {
+    bad("--model " + name + ": " + e.what());
+  }
+}
+
+cluster_spec load_cluster(const std::string& name) {
+  for (const cluster_spec& c : cluster_presets()) {
+    if (c.name == name) {
+      return c;
+    }
+  }
+  std::ifstream probe(name);
+  if (!probe) {
+    cluster_preset(name);
+  }
+  try {
+    return read_cluster_spec(read_text_file(name));
+  } catch (const pipesched::invalid_argument& e) {
+    bad("--gpu " + name + ": " + e.what());
+  }
+}
+
+recompute_kind parse_recompute(const std::string& s, const char* option) {
+  if (s == "none") {
+    return recompute_kind::none;
+  }
+  if (s == "selective") {
+    return recompute_kind::selective;
+  }
+  if (s == "full") {
+    return recompute_kind::full;
+  }
+  bad(std::string(option) + ": must be none, selective or full, not \"" + s + "\"");
+}
+
+optimizer_sharding parse_sharding(const std::string& s) {
+  for (optimizer_sharding k : {optimizer_sharding::none, optimizer_sharding::optimizer,
+                               optimizer_sharding::gradients, optimizer_sharding::weights}) {
+    if (to_string(k) == s) {
+      return k;
+    }
+  }
+  bad("--optimizer-sharding: must be none, optimizer, gradients or weights, not \"" + s + "\"");
+}
+
+/// even | balanced | L1,L2,... (layers per global chunk, model order).
+partition_spec parse_partition(const std::string& s, const char* option) {
+  partition_spec p;
+  if (s == "even") {
+    p.kind = partition_kind::even;
+    return p;
+  }
+  if (s == "balanced") {
+    return p;
+  }
+  p.kind = partition_kind::given;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    const std::size_t comma = s.find(',', pos);
+    const std::string piece = s.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    if (piece.empty() || piece.find_first_not_of("0123456789") != std::string::npos ||
+        piece.size() > 9) {
+      bad(std::string(option) + ": must be even, balanced or layers per chunk L1,L2,..., not \"" +
+          s + "\"");
+    }
+    p.layers.push_back(static_cast<std::uint32_t>(std::stoul(piece)));
+    if (comma == std::string::npos) {
+      break;
+    }
+    pos = comma + 1;
+  }
+  return p;
+}
+
+std::uint64_t parse_count(const std::string& v, const std::string& key) {
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 15) {
+    bad("--baseline: " + key + " must be a whole number, not \"" + v + "\"");
+  }
+  return std::stoull(v);
+}
+
+/// --baseline "tp=8,pp=16,dp=128,schedule=interleaved-1f1b[,v=..,micro-batch=..,recompute=..,
+/// sp=on|off,partition=even|balanced]": choices left out are searched.
+plan_fixed parse_baseline(const std::string& text) {
+  plan_fixed f;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find(',', pos);
+    if (end == std::string::npos) {
+      end = text.size();
+    }
+    const std::string item = text.substr(pos, end - pos);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      bad("--baseline: expected key=value items separated by commas, got \"" + item + "\"");
+    }
+    const std::string key = item.substr(0, eq);
+    const std::string val = item.substr(eq + 1);
+    if (key == "tp") {
+      f.tp = static_cast<std::uint32_t>(parse_count(val, key));
+    } else if (key == "pp") {
+      f.pp = static_cast<std::uint32_t>(parse_count(val, key));
+    } else if (key == "dp") {
+      f.dp = parse_count(val, key);
+    } else if (key == "v") {
+      f.chunks = static_cast<std::uint32_t>(parse_count(val, key));
+    } else if (key == "micro-batch") {
+      f.micro_batch = static_cast<std::uint32_t>(parse_count(val, key));
+    } else if (key == "schedule") {
+      f.schedule = val;
+    } else if (key == "recompute") {
+      f.recompute = parse_recompute(val, "--baseline: recompute");
+    } else if (key == "sp") {
+      if (val != "on" && val != "off") {
+        bad("--baseline: sp must be on or off, not \"" + val + "\"");
+      }
+      f.sequence_parallel = val == "on";
+    } else if (key == "partition") {
+      f.partition = parse_partition(val, "--baseline: partition");
+    } else {
+      bad("--baseline: unknown key \"" + key +
+          "\" (known: tp, pp, dp, v, micro-batch, schedule, recompute, sp, partition)");
+    }
+    pos = end + 1;
+  }
+  return f;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    std::cout.flush();
+    if (!std::cout) {
+      bad("standard output: write failed");
+    }
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) {
+    bad(path + ": cannot open for writing");
+  }
+  out << text;
+  out.flush();
+  if (!out) {
+    bad(path + ": write failed");
+  }
+}
+
+/// PREFIX.csv (PyTorch compute_comms CSV, the runtime's SEND/RECV in list order), PREFIX
+/// .compute.csv (compute actions only, PyTorch's own lowering adds the transfers),
+/// PREFIX.map.json (stage -> ranks and layers), PREFIX.costs.json and PREFIX.memory.json (the
+/// op times in seconds and sizes in bytes the plan was timed and checked with).
+std::vector<std::string> export_plan(const std::string& prefix,
+                                     const training_job& job,
+                                     const plan_entry& e) {
+  lowering_options lo;
+  lo.costs = e.costs;
+  const schedule lowered = lower_communication(e.sched, lo);
+  torch_csv_options list;
+  list.alignment = torch_alignment::list_order;
+  std::vector<std::string> files = {prefix + ".csv", prefix + ".compute.csv", prefix + ".map.json",
+                                    prefix + ".costs.json", prefix + ".memory.json"};
+  write_file(files[0], to_torch_csv(lowered, list));
+  write_file(files[1], to_torch_csv(e.sched));
+  write_file(files[2], plan_map_to_json(job, e).dump(2) + "\n");
+  write_file(files[3], write_cost_model(e.costs) + "\n");
+  write_file(files[4], write_memory_model(e.memory) + "\n");
+  return files;
+}
+
+}  // namespace
+
+CLI::App* add_plan_command(CLI::App& app, plan_cli& o) {
+  CLI::App* c = app.add_subcommand(
+      "plan", "Model + cluster + batch in: the fastest layout and schedule that fit in memory");
+  c->add_option("--model", o.model,
+                "llama3-8b, llama3-70b, llama3-405b, gpt3-175b, or a model "
+                "JSON file (docs/formats.md)")
+      ->required();
+  c->add_option("--gpu", o.gpu, "h100-sxm-80gb, a100-sxm-80gb, or a cluster JSON file")->required();
+  c->add_option("--gpus", o.gpus, "GPUs in the job (default TP*PP*DP when all three are given)");
+  c->add_option("--tp", o.tp, "Tensor parallelism (default: searched)");
+  c->add_option("--pp", o.pp, "Pipeline stages (default: searched)");
+  c->add_option("--dp", o.dp, "Data parallelism (default: GPUs / (TP*PP))");
+  c->add_option("--chunks,-v", o.chunks, "Model chunks per stage (default: searched)");
+  c->add_option("--schedule,-s", o.schedule, "A schedule of `pipesched list` (default: all)");
+  c->add_option("--seq", o.sequence, "Tokens per sequence")->required();
+  c->add_option("--micro-batch", o.micro_batch, "Sequences per micro-batch (default: searched)");
+  auto* m = c->add_option("--microbatches,-m", o.microbatches,
+                          "Micro-batches per pipeline (with --tp --pp --micro-batch)");
+  auto* g = c->add_option("--global-batch", o.global_batch, "Sequences per optimizer step");
+  auto* k = c->add_option("--global-batch-tokens", o.global_batch_tokens,
+                          "Tokens per optimizer step (a multiple of --seq)");
+  g->excludes(k);
+  (void)m;
+  auto* sp = c->add_flag("--sequence-parallel", o.sequence_parallel,
+                         "Sequence parallelism on (default: searched when TP > 1)");
+  auto* nsp =
+      c->add_flag("--no-sequence-parallel", o.no_sequence_parallel, "Sequence parallelism off");
+  sp->excludes(nsp);
+  c->add_option("--recompute", o.recompute, "none, selective or full (default: searched)");
+  c->add_option("--optimizer-sharding", o.optimizer_sharding,
+                "none (18 bytes/parameter), optimizer (Megatron's distributed optimizer), "
+                "gradients (ZeRO-2), weights (ZeRO-3 / FSDP)")
+      ->capture_default_str();
+  c->add_option("--partition", o.partition,
+                "Layers to chunks: even, balanced, or L1,L2,... per global chunk")
+      ->capture_default_str();
+  c->add_option("--top", o.top, "Plans shown")->capture_default_str();
+  c->add_flag("--json", o.json, "Print the plan JSON (docs/formats.md)");
+  c->add_option("--format,-f", o.format, "text, json, or svg (the Pareto frontier)")
+      ->capture_default_str();
+  c->add_option("--output,-o", o.output, "Write the report, JSON or picture to FILE");
+  c->add_option("--baseline", o.baseline,
+                "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "
+                "(also v, micro-batch, recompute, sp=on|off, partition; others searched)");
+  c->add_option("--export", o.export_prefix,
+                "Write the best plan as PREFIX.csv (PyTorch compute_comms), PREFIX.compute.csv, "
+                "PREFIX.map.json (stage -> ranks, layers), PREFIX.costs.json, PREFIX.memory.json");
+  c->add_option("--vocab-multiple", o.vocab_multiple,
+                "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP only)");
+  c->add_option("--achieved-fraction", o.achieved_fraction,
+                "Share of the GPU's peak the layers achieve (default the --gpu's)");
+  c->add_option("--usable-fraction", o.usable_fraction,
+                "Share of GPU memory a job can fill (default the --gpu's)");
+  c->add_option("--search-evaluations", o.search_evaluations,
+                "zb-auto / zb-v local search budget per candidate (candidate orders timed)");
+  c->add_option("--threads", o.threads, "Threads evaluating candidates (default: all cores)");
+  return c;
+}
+
+int run_plan_command(const plan_cli& o) {
+  if (o.format != "text" && o.format != "json" && o.format != "svg") {
+    bad("--format: unknown format \"" + o.format + "\" (plan knows: text, json, svg)");
+  }
+  if (o.json && o.format == "svg") {
+    bad("--json: conflicts with --format svg (use one)");
+  }
+  const bool json = o.json || o.format == "json";
+  training_job job;
+  job.model = load_model(o.model);
+  job.cluster = load_cluster(o.gpu);
+  if (o.achieved_fraction) {
+    job.cluster.achieved_fraction = parse_fraction(*o.achieved_fraction, "--achieved-fraction");
+  }
+  if (o.usable_fraction) {
+    job.cluster.usable_fraction = parse_fraction(*o.usable_fraction, "--usable-fraction");
+  }
+  if (o.gpus) {
+    job.gpus = *o.gpus;
+  } else if (o.tp && o.pp && o.dp) {
+    job.gpus = std::uint64_t{*o.tp} * *o.pp * *o.dp;
+  } else {
+    bad("--gpus: required unless --tp, --pp and --dp are all given");
+  }
+  if (job.gpus == 0) {
+    bad("--gpus: must be at least 1");
+  }
+  job.sequence = *o.sequence;
+  if (job.sequence == 0) {
+    bad("--seq: must be at least 1");
+  }
+  if (o.global_batch) {
+    if (*o.global_batch == 0) {
+      bad("--global-batch: must be at least 1");
+    }
+    job.global_batch = *o.global_batch;
+  }
+  if (o.global_batch_tokens) {
+    if (*o.global_batch_tokens == 0 || *o.global_batch_tokens % job.sequence != 0) {
+      bad("--global-batch-tokens: " + std::to_string(*o.global_batch_tokens) +
+          " must be a positive multiple of --seq (" + std::to_string(job.sequence) + ")");
+    }
+    job.global_batch = *o.global_batch_tokens / job.sequence;
+  }
+  job.sharding = parse_sharding(o.optimizer_sharding);
+  if (o.vocab_multiple) {
+    if (*o.vocab_multiple == 0) {
+      bad("--vocab-multiple: must be at least 1");
+    }
+    job.vocab_multiple = *o.vocab_multiple;
+  }
+  plan_options opts;
+  plan_fixed& f = opts.fixed;
+  f.tp = o.tp;
+  f.pp = o.pp;
+  f.dp = o.dp;
+  f.chunks = o.chunks;
+  f.micro_batch = o.micro_batch;
+  f.microbatches = o.microbatches;
+  f.schedule = o.schedule;
+  if (o.recompute) {
+    f.recompute = parse_recompute(*o.recompute, "--recompute");
+  }
+  if (o.sequence_parallel) {
+    f.sequence_parallel = true;
+  } else if (o.no_sequence_parallel) {
+    f.sequence_parallel = false;
+  }
+  f.partition = parse_partition(o.partition, "--partition");
+  if (o.top == 0) {
+    bad("--top: must be at least 1");
+  }
+  opts.top = o.top;
+  if (o.baseline) {
+    opts.baseline = parse_baseline(*o.baseline);
+  }
+  if (o.search_evaluations) {
+    opts.search_evaluations = *o.search_evaluations;
+  }
+  if (o.threads) {
+    opts.threads = *o.threads;
+  }
+  const plan_result r = plan(job, opts);
+  const bool fits = !r.plans.empty() && r.plans.front().fits;
+  if (o.export_prefix) {
+    if (!fits) {
+      bad("--export: no plan fits, nothing to export");
+    }
+    for (const std::string& file : export_plan(*o.export_prefix, job, r.plans.front())) {
+      std::fprintf(stderr, "wrote %s\n", file.c_str());
+    }
+  }
+  if (json) {
+    write_file(o.output, plan_to_json(job, r).dump(2) + "\n");
+  } else if (o.format == "svg") {
+    write_file(o.output, plan_frontier_svg(job, r));
+  } else {
+    write_file(o.output, plan_text(job, r));
+  }
+  if (!fits) {
+    // The reason on stderr too, so a script reading the JSON on stdout still sees it.
+    if (r.plans.empty()) {
+      std::fprintf(stderr,
+                   "error: no plan fits: the smallest need found is %.4g GiB per GPU, %.4g GiB "
+                   "usable\n",
+                   r.smallest_need_bytes / (1024.0 * 1024.0 * 1024.0),
+                   job.cluster.usable_memory() / (1024.0 * 1024.0 * 1024.0));
+    } else {
+      std::fprintf(stderr,
+                   "error: the plan does not fit: it needs %.4g GiB per GPU, %.4g GiB "
+                   "usable\n",
+                   r.plans.front().peak_memory_bytes / (1024.0 * 1024.0 * 1024.0),
+                   job.cluster.usable_memory() / (1024.0 * 1024.0 * 1024.0));
+    }
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace pipesched::cli

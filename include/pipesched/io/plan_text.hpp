@@ -1,0 +1,116 @@
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include <fmt/core.h>
+
+#include "pipesched/plan/planner.hpp"
+
+// The planner's report for a reader (`pipesched plan` without --json): the job, the plans
+// table, the best plan's memory per stage and the comparison with a baseline. Every number
+// carries its unit.
+
+namespace pipesched {
+
+namespace detail {
+
+inline std::string gib(double bytes) {
+  return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+/// 2.28 M, 16.8 k: three significant digits and a decimal prefix.
+inline std::string si_count(double v) {
+  const char* prefix[] = {"", " k", " M", " G", " T", " P"};
+  int i = 0;
+  while (std::fabs(v) >= 999.5 && i < 5) {
+    v /= 1000.0;
+    ++i;
+  }
+  return fmt::format("{:.3g}{}", v, prefix[i]);
+}
+
+inline std::string plan_row_text(const std::string& rank, const plan_entry& e) {
+  const plan_layout& l = e.choice.layout;
+  return fmt::format(
+      "{:>4}  {:>2} {:>3} {:>5} {:>2} {:>2} {:>4}  {:<16} {:<9} {:<3} {:>9} {:>11} {:>8.1f} "
+      "{:>6.1f} % {:>6.1f} % {:>10}{}\n",
+      rank, l.tp, l.pp, l.dp, l.chunks, l.micro_batch, l.microbatches, e.choice.schedule,
+      to_string(e.choice.recompute), l.sequence_parallel ? "on" : "off",
+      fmt::format("{:.3f} s", e.step_time_s), si_count(e.tokens_per_s) + " tok/s", e.tflops_per_gpu,
+      100.0 * e.mfu, 100.0 * e.bubble_rate, gib(e.peak_memory_bytes),
+      e.fits ? "" : "  (does not fit)");
+}
+
+inline std::string plan_header_text() {
+  return fmt::format(
+      "{:>4}  {:>2} {:>3} {:>5} {:>2} {:>2} {:>4}  {:<16} {:<9} {:<3} {:>9} {:>11} {:>8} {:>8} "
+      "{:>8} {:>10}\n",
+      "#", "TP", "PP", "DP", "v", "b", "m", "schedule", "recompute", "SP", "step", "throughput",
+      "TFLOP/s", "MFU", "bubble", "peak/GPU");
+}
+
+}  // namespace detail
+
+/// The plan report: the job and the search, the plans (best first) with step time, tokens/s,
+/// TFLOP/s per GPU, MFU, bubble and peak memory per GPU, the first plan's memory per stage,
+/// and with a baseline the speedup and the GPUs' worth of time it recovers.
+inline std::string plan_text(const training_job& job, const plan_result& r) {
+  std::string out =
+      fmt::format("{} on {} x {}, {}-token sequences, {} sequences ({} tokens) per step\n",
+                  job.model.name, job.gpus, job.cluster.name, job.sequence, r.global_batch,
+                  detail::si_count(static_cast<double>(r.global_batch * job.sequence)));
+  out += fmt::format(
+      "usable memory {} per GPU ({:.0f} % of {}); optimizer sharding: {}; achieved {:.0f} % of "
+      "the {:.0f} TFLOP/s peak\n",
+      detail::gib(job.cluster.usable_memory()), 100.0 * job.cluster.usable_fraction,
+      detail::gib(job.cluster.memory_bytes), to_string(job.sharding),
+      100.0 * job.cluster.achieved_fraction,
+      job.cluster.peak_flops(job.model.activation_bytes) / 1e12);
+  out += fmt::format(
+      "search: {} candidates, {} evaluated, {} cannot fit, {} cannot beat the plans kept, {} "
+      "refused by their generator, in {:.2f} s\n\n",
+      r.stats.candidates, r.stats.evaluated, r.stats.pruned_memory, r.stats.pruned_time,
+      r.stats.failed, r.stats.seconds);
+  if (r.plans.empty()) {
+    out +=
+        fmt::format("no plan fits: the smallest need found is {} per GPU, {} usable\n",
+                    detail::gib(r.smallest_need_bytes), detail::gib(job.cluster.usable_memory()));
+    return out;
+  }
+  out += detail::plan_header_text();
+  for (std::size_t i = 0; i < r.plans.size(); ++i) {
+    out += detail::plan_row_text(std::to_string(i + 1), r.plans[i]);
+  }
+  const plan_entry& best = r.plans.front();
+  if (r.baseline) {
+    const plan_comparison c = compare_plans(best, *r.baseline, job.gpus);
+    out += detail::plan_row_text("base", *r.baseline);
+    out += fmt::format(
+        "\nplan 1 is {:.3f}x the baseline's speed: {:.1f} % of each step, {:.0f} GPUs' worth of "
+        "time recovered at {} GPUs\n",
+        c.speedup, 100.0 * c.time_saved, c.gpus_recovered, job.gpus);
+  }
+  out += fmt::format(
+      "\nplan 1 per stage (per GPU; step {:.3f} s = pipeline {:.3f} s + data-parallel reduction "
+      "{:.3f} s not hidden):\n",
+      best.step_time_s, best.makespan_s, best.dp_exposed_s);
+  out += fmt::format("{:>5} {:>6}  {:<14} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9}\n", "stage",
+                     "layers", "holds", "weights", "gradients", "optimizer", "activations", "total",
+                     "busy");
+  for (std::size_t s = 0; s < best.stages.size(); ++s) {
+    const plan_stage& st = best.stages[s];
+    std::string holds = st.embedding ? "embedding" : "";
+    if (st.head) {
+      holds += holds.empty() ? "head" : "+head";
+    }
+    out +=
+        fmt::format("{:>5} {:>6}  {:<14} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9}\n", s, st.layers,
+                    holds, detail::gib(st.statics.weights), detail::gib(st.statics.gradients),
+                    detail::gib(st.statics.optimizer), detail::gib(st.activations),
+                    detail::gib(st.total), fmt::format("{:.3f} s", st.busy_s));
+  }
+  return out;
+}
+
+}  // namespace pipesched
