@@ -19,7 +19,9 @@
 #include <pipesched/io/plan_svg.hpp>
 #include <pipesched/io/plan_text.hpp>
 #include <pipesched/io/torch_csv.hpp>
-#include <pipesched/plan/planner.hpp>
+#include <pipesched/plan/plan_request.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
+#include <pipesched/transform/recompute.hpp>
 
 namespace pipesched::cli {
 
@@ -29,51 +31,15 @@ namespace {
   throw pipesched::invalid_argument(msg);
 }
 
-/// A fraction in (0, 1], the whole text a finite number.
+/// A number in (0, 1] (the library checks the range), the whole text a finite number.
 double parse_fraction(const std::string& text, const char* option) {
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v <= 0.0 ||
-      v > 1.0) {
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v)) {
     bad(std::string(option) + ": must be a number in (0, 1], got \"" + text + "\"");
   }
   return v;
-}
-
-/// A model: a preset's name, else a model JSON file.
-transformer_spec load_model(const std::string& name) {
-  for (const transformer_spec& t : model_presets()) {
-    if (t.name == name) {
-      return t;
-    }
-  }
-  std::ifstream probe(name);
-  if (!probe) {
-    model_preset(name);  // throws: unknown, listing the presets
-  }
-  try {
-    return read_transformer_spec(read_text_file(name));
-  } catch (const pipesched::invalid_argument& e) {
-    bad("--model " + name + ": " + e.what());
-  }
-}
-
-cluster_spec load_cluster(const std::string& name) {
-  for (const cluster_spec& c : cluster_presets()) {
-    if (c.name == name) {
-      return c;
-    }
-  }
-  std::ifstream probe(name);
-  if (!probe) {
-    cluster_preset(name);
-  }
-  try {
-    return read_cluster_spec(read_text_file(name));
-  } catch (const pipesched::invalid_argument& e) {
-    bad("--gpu " + name + ": " + e.what());
-  }
 }
 
 recompute_kind parse_recompute(const std::string& s, const char* option) {
@@ -202,25 +168,30 @@ void write_file(const std::string& path, const std::string& text) {
   }
 }
 
-/// PREFIX.csv (PyTorch compute_comms CSV, the runtime's SEND/RECV in list order), PREFIX
-/// .compute.csv (compute actions only, PyTorch's own lowering adds the transfers),
-/// PREFIX.map.json (stage -> ranks and layers), PREFIX.costs.json and PREFIX.memory.json (the
-/// op times in seconds and sizes in bytes the plan was timed and checked with).
+/// PREFIX.csv (PyTorch compute_comms CSV, the runtime's SEND/RECV in list order) and
+/// PREFIX.compute.csv (compute actions only; PyTorch's loader adds the transfers), both without
+/// R ops (PyTorch recomputes inside the stage module); PREFIX.schedule.json (pipesched's JSON,
+/// R ops included), PREFIX.costs.json and PREFIX.memory.json (the op times in seconds and the
+/// sizes in bytes the plan was timed and checked with); PREFIX.map.json (stage -> ranks and
+/// layers).
 std::vector<std::string> export_plan(const std::string& prefix,
                                      const training_job& job,
                                      const plan_entry& e) {
+  const schedule torch_order = without_recompute(e.sched);
   lowering_options lo;
   lo.costs = e.costs;
-  const schedule lowered = lower_communication(e.sched, lo);
+  const schedule lowered = lower_communication(torch_order, lo);
   torch_csv_options list;
   list.alignment = torch_alignment::list_order;
-  std::vector<std::string> files = {prefix + ".csv", prefix + ".compute.csv", prefix + ".map.json",
-                                    prefix + ".costs.json", prefix + ".memory.json"};
+  std::vector<std::string> files = {prefix + ".csv",           prefix + ".compute.csv",
+                                    prefix + ".schedule.json", prefix + ".costs.json",
+                                    prefix + ".memory.json",   prefix + ".map.json"};
   write_file(files[0], to_torch_csv(lowered, list));
-  write_file(files[1], to_torch_csv(e.sched));
-  write_file(files[2], plan_map_to_json(job, e).dump(2) + "\n");
+  write_file(files[1], to_torch_csv(torch_order));
+  write_file(files[2], write_schedule_json(e.sched) + "\n");
   write_file(files[3], write_cost_model(e.costs) + "\n");
   write_file(files[4], write_memory_model(e.memory) + "\n");
+  write_file(files[5], plan_map_to_json(job, e).dump(2) + "\n");
   return files;
 }
 
@@ -272,7 +243,8 @@ CLI::App* add_plan_command(CLI::App& app, plan_cli& o) {
                 "(also v, micro-batch, recompute, sp=on|off, partition; others searched)");
   c->add_option("--export", o.export_prefix,
                 "Write the best plan as PREFIX.csv (PyTorch compute_comms), PREFIX.compute.csv, "
-                "PREFIX.map.json (stage -> ranks, layers), PREFIX.costs.json, PREFIX.memory.json");
+                "PREFIX.schedule.json, PREFIX.costs.json, PREFIX.memory.json and PREFIX.map.json "
+                "(stage -> ranks, layers)");
   c->add_option("--vocab-multiple", o.vocab_multiple,
                 "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP only)");
   c->add_option("--achieved-fraction", o.achieved_fraction,
@@ -293,50 +265,30 @@ int run_plan_command(const plan_cli& o) {
     bad("--json: conflicts with --format svg (use one)");
   }
   const bool json = o.json || o.format == "json";
-  training_job job;
-  job.model = load_model(o.model);
-  job.cluster = load_cluster(o.gpu);
+  plan_request req;
+  try {
+    req.model = load_transformer_spec(o.model);
+  } catch (const pipesched::invalid_argument& e) {
+    bad(std::string("--model: ") + e.what());
+  }
+  try {
+    req.cluster = load_cluster_spec(o.gpu);
+  } catch (const pipesched::invalid_argument& e) {
+    bad(std::string("--gpu: ") + e.what());
+  }
   if (o.achieved_fraction) {
-    job.cluster.achieved_fraction = parse_fraction(*o.achieved_fraction, "--achieved-fraction");
+    req.achieved_fraction = parse_fraction(*o.achieved_fraction, "--achieved-fraction");
   }
   if (o.usable_fraction) {
-    job.cluster.usable_fraction = parse_fraction(*o.usable_fraction, "--usable-fraction");
+    req.usable_fraction = parse_fraction(*o.usable_fraction, "--usable-fraction");
   }
-  if (o.gpus) {
-    job.gpus = *o.gpus;
-  } else if (o.tp && o.pp && o.dp) {
-    job.gpus = std::uint64_t{*o.tp} * *o.pp * *o.dp;
-  } else {
-    bad("--gpus: required unless --tp, --pp and --dp are all given");
-  }
-  if (job.gpus == 0) {
-    bad("--gpus: must be at least 1");
-  }
-  job.sequence = *o.sequence;
-  if (job.sequence == 0) {
-    bad("--seq: must be at least 1");
-  }
-  if (o.global_batch) {
-    if (*o.global_batch == 0) {
-      bad("--global-batch: must be at least 1");
-    }
-    job.global_batch = *o.global_batch;
-  }
-  if (o.global_batch_tokens) {
-    if (*o.global_batch_tokens == 0 || *o.global_batch_tokens % job.sequence != 0) {
-      bad("--global-batch-tokens: " + std::to_string(*o.global_batch_tokens) +
-          " must be a positive multiple of --seq (" + std::to_string(job.sequence) + ")");
-    }
-    job.global_batch = *o.global_batch_tokens / job.sequence;
-  }
-  job.sharding = parse_sharding(o.optimizer_sharding);
-  if (o.vocab_multiple) {
-    if (*o.vocab_multiple == 0) {
-      bad("--vocab-multiple: must be at least 1");
-    }
-    job.vocab_multiple = *o.vocab_multiple;
-  }
-  plan_options opts;
+  req.gpus = o.gpus;
+  req.sequence = *o.sequence;
+  req.global_batch = o.global_batch;
+  req.global_batch_tokens = o.global_batch_tokens;
+  req.sharding = parse_sharding(o.optimizer_sharding);
+  req.vocab_multiple = o.vocab_multiple;
+  plan_options& opts = req.options;
   plan_fixed& f = opts.fixed;
   f.tp = o.tp;
   f.pp = o.pp;
@@ -354,9 +306,6 @@ int run_plan_command(const plan_cli& o) {
     f.sequence_parallel = false;
   }
   f.partition = parse_partition(o.partition, "--partition");
-  if (o.top == 0) {
-    bad("--top: must be at least 1");
-  }
   opts.top = o.top;
   if (o.baseline) {
     opts.baseline = parse_baseline(*o.baseline);
@@ -367,6 +316,7 @@ int run_plan_command(const plan_cli& o) {
   if (o.threads) {
     opts.threads = *o.threads;
   }
+  const training_job job = job_of(req);
   const plan_result r = plan(job, opts);
   const bool fits = !r.plans.empty() && r.plans.front().fits;
   if (o.export_prefix) {

@@ -150,3 +150,168 @@ TEST_CASE("plan: weights, optimizer, FLOPs and activations equal Megatron-LM's e
   CHECK(activation_rows == 49);
   CHECK(interleaved_rows == 11);
 }
+
+namespace {
+
+training_job job_70b(std::uint64_t gpus = 1024) {
+  training_job job;
+  job.model = model_preset("llama3-70b");
+  job.cluster = cluster_preset("h100-sxm-80gb");
+  job.gpus = gpus;
+  job.sequence = 8192;
+  job.global_batch = 512;
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("plan: every plan is what the simulator and the memory checker say of it",
+          "[plan][search]") {
+  const training_job job = job_70b();
+  plan_options o;
+  o.top = 6;
+  o.threads = 1;
+  const plan_result r = plan(job, o);
+  REQUIRE(r.plans.size() == 6);
+  CHECK(r.stats.evaluated > 0);
+  CHECK(r.stats.candidates ==
+        r.stats.evaluated + r.stats.pruned_memory + r.stats.pruned_time + r.stats.failed);
+  double last = 0.0;
+  for (const plan_entry& e : r.plans) {
+    INFO(detail::plan_label(e.choice));
+    CHECK(e.fits);
+    CHECK(e.step_time_s >= last);  // ranked by step time
+    last = e.step_time_s;
+    CHECK(validate(e.sched).ok());
+    const simulation_result sim = simulate(e.sched, e.costs);
+    CHECK(sim.makespan == e.makespan_s);
+    CHECK(e.step_time_s == Approx(e.makespan_s + e.dp_exposed_s));
+    CHECK(e.dp_exposed_s >= 0.0);
+    const memory_report mem = check_memory(e.sched, e.memory);
+    double peak = 0.0;
+    for (stage_index s = 0; s < e.stages.size(); ++s) {
+      CHECK(mem.peak_memory(s) == e.stages[s].total);
+      CHECK(e.stages[s].total == Approx(e.stages[s].statics.total() + e.stages[s].activations));
+      peak = std::max(peak, e.stages[s].total);
+    }
+    CHECK(peak == e.peak_memory_bytes);
+    CHECK(peak <= job.cluster.usable_memory());
+    const plan_layout& l = e.choice.layout;
+    CHECK(std::uint64_t{l.tp} * l.pp * l.dp == job.gpus);
+    CHECK(l.dp * l.micro_batch * l.microbatches == job.global_batch);
+    CHECK(e.tokens_per_s == Approx(512.0 * 8192 / e.step_time_s));
+    CHECK(e.mfu == Approx(e.tflops_per_gpu * 1e12 / 989.4e12));
+  }
+  // The same order under two names counts once.
+  for (std::size_t i = 0; i < r.plans.size(); ++i) {
+    for (std::size_t j = i + 1; j < r.plans.size(); ++j) {
+      CHECK_FALSE((r.plans[i].choice.layout == r.plans[j].choice.layout &&
+                   r.plans[i].sched == r.plans[j].sched));
+    }
+  }
+  // The frontier: faster means more memory.
+  for (std::size_t i = 1; i < r.frontier.size(); ++i) {
+    CHECK(r.frontier[i].step_time_s >= r.frontier[i - 1].step_time_s);
+    CHECK(r.frontier[i].peak_memory_bytes < r.frontier[i - 1].peak_memory_bytes);
+  }
+}
+
+TEST_CASE("plan: the result does not depend on the threads", "[plan][search]") {
+  const training_job job = job_70b(512);
+  plan_options o;
+  o.threads = 1;
+  const plan_result one = plan(job, o);
+  o.threads = 2;
+  const plan_result two = plan(job, o);
+  REQUIRE(one.plans.size() == two.plans.size());
+  for (std::size_t i = 0; i < one.plans.size(); ++i) {
+    CHECK(one.plans[i].choice == two.plans[i].choice);
+    CHECK(one.plans[i].step_time_s == two.plans[i].step_time_s);
+  }
+  CHECK(one.stats.evaluated == two.stats.evaluated);
+  CHECK(one.frontier.size() == two.frontier.size());
+}
+
+TEST_CASE("plan: never slower than a baseline evaluated by the same model", "[plan][search]") {
+  const training_job job = job_70b();
+  plan_options o;
+  o.threads = 1;
+  plan_fixed base;
+  base.tp = 8;
+  base.pp = 4;
+  base.schedule = "1f1b";
+  base.micro_batch = 1;
+  o.baseline = base;
+  const plan_result r = plan(job, o);
+  REQUIRE(r.baseline);
+  CHECK(r.baseline->choice.schedule == "1f1b");
+  CHECK(r.baseline->choice.layout.pp == 4);
+  REQUIRE(r.baseline->fits);
+  CHECK(r.plans.front().step_time_s <= r.baseline->step_time_s);
+  const plan_comparison c = compare_plans(r.plans.front(), *r.baseline, job.gpus);
+  CHECK(c.speedup == Approx(r.baseline->step_time_s / r.plans.front().step_time_s));
+  CHECK(c.gpus_recovered == Approx(c.time_saved * 1024));
+}
+
+TEST_CASE("plan: one layout is evaluated, fitting or not", "[plan][search]") {
+  training_job job = job_70b(64);
+  job.global_batch = 32;
+  plan_options o;
+  o.threads = 1;
+  o.fixed.tp = 8;
+  o.fixed.pp = 4;
+  o.fixed.schedule = "1f1b";
+  o.fixed.micro_batch = 2;
+  o.fixed.recompute = recompute_kind::none;
+  o.fixed.sequence_parallel = false;
+  const plan_result r = plan(job, o);
+  REQUIRE(r.plans.size() == 1);
+  const plan_entry& e = r.plans.front();
+  CHECK(e.choice.schedule == "1f1b");
+  CHECK(e.choice.layout.dp == 2);
+  CHECK(e.choice.layout.microbatches == 8);
+  CHECK_FALSE(e.fits);  // the s×s attention tensors of 8k sequences do not fit
+  CHECK(e.peak_memory_bytes > job.cluster.usable_memory());
+  CHECK(r.smallest_need_bytes > 0.0);
+  // Left open, recompute and sequence parallelism are searched and a fitting choice kept.
+  o.fixed.recompute.reset();
+  o.fixed.sequence_parallel.reset();
+  const plan_result open = plan(job, o);
+  REQUIRE(open.plans.size() == 1);
+  CHECK(open.plans.front().fits);
+  CHECK(open.plans.front().choice.recompute != recompute_kind::none);
+}
+
+TEST_CASE("plan: impossible fixed choices name the values", "[plan][search]") {
+  const training_job job = job_70b();
+  plan_options o;
+  o.fixed.tp = 3;
+  CHECK_THROWS_WITH(plan(job, o), "plan: --tp 3 must divide the heads (64) and the KV heads (8)");
+  o.fixed.tp = 8;
+  o.fixed.pp = 81;
+  CHECK_THROWS_WITH(plan(job, o), "plan: --pp 81 must be between 1 and the layers (80)");
+  o.fixed.pp = 4;
+  o.fixed.dp = 64;
+  CHECK_THROWS_WITH(plan(job, o), Catch::Contains("needs 2048 GPUs, not 1024"));
+  o.fixed.dp.reset();
+  training_job odd = job;
+  odd.global_batch = 100;
+  CHECK_THROWS_WITH(plan(odd, o),
+                    "plan: the global batch (100 sequences) must be a multiple of DP (32)");
+  training_job none = job;
+  none.global_batch = 0;
+  plan_options m;
+  m.fixed.microbatches = 8;
+  CHECK_THROWS_WITH(plan(none, m), Catch::Contains("--microbatches alone fixes the batch"));
+}
+
+TEST_CASE("plan: nothing fits names the smallest need", "[plan][search]") {
+  training_job job = job_70b(8);
+  job.global_batch = 8;
+  plan_options o;
+  o.threads = 1;
+  const plan_result r = plan(job, o);
+  CHECK(r.plans.empty());
+  // At least the 70B weights, gradients and optimizer states over 8 GPUs.
+  CHECK(r.smallest_need_bytes > 70e9 * 6 / 8);
+}

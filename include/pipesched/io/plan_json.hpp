@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesched/io/detail/json_reader.hpp"
+#include "pipesched/io/json.hpp"
 #include "pipesched/plan/planner.hpp"
 
 // The planner's files (docs/formats.md, "Plans"): the model and cluster JSON it reads, the plan
@@ -130,6 +131,55 @@ inline nlohmann::json cluster_spec_to_json(const cluster_spec& k) {
           {"intra_node_latency", k.intra_node_latency},
           {"inter_node_bandwidth", k.inter_node_bandwidth},
           {"inter_node_latency", k.inter_node_latency}};
+}
+
+/// A model by preset name (model_presets()), else read from the model JSON file of that path.
+/// Errors name the path; an unknown name that is no file lists the presets.
+inline transformer_spec load_transformer_spec(const std::string& name_or_path) {
+  for (const transformer_spec& t : model_presets()) {
+    if (t.name == name_or_path) {
+      return t;
+    }
+  }
+  std::string text;
+  try {
+    text = read_text_file(name_or_path);
+  } catch (const invalid_argument&) {
+    if (name_or_path.find('/') != std::string::npos ||
+        name_or_path.find(".json") != std::string::npos) {
+      throw;  // meant as a file: say why it cannot be read
+    }
+    model_preset(name_or_path);  // throws: unknown model, listing the presets
+  }
+  try {
+    return read_transformer_spec(text);
+  } catch (const invalid_argument& e) {
+    detail::fail(name_or_path, ": ", e.what());
+  }
+}
+
+/// A cluster by preset name (cluster_presets()), else read from that cluster JSON file.
+inline cluster_spec load_cluster_spec(const std::string& name_or_path) {
+  for (const cluster_spec& c : cluster_presets()) {
+    if (c.name == name_or_path) {
+      return c;
+    }
+  }
+  std::string text;
+  try {
+    text = read_text_file(name_or_path);
+  } catch (const invalid_argument&) {
+    if (name_or_path.find('/') != std::string::npos ||
+        name_or_path.find(".json") != std::string::npos) {
+      throw;  // meant as a file: say why it cannot be read
+    }
+    cluster_preset(name_or_path);
+  }
+  try {
+    return read_cluster_spec(text);
+  } catch (const invalid_argument& e) {
+    detail::fail(name_or_path, ": ", e.what());
+  }
 }
 
 /// One plan as JSON: its layout, schedule, recompute, whether it fits, its time and rates (SI

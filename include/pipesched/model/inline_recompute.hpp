@@ -21,7 +21,9 @@ namespace pipesched {
 /// the activations the backward rebuilds while it runs. Any order timed and checked with
 /// these is the same order recomputing inside its backward, as long and no higher; with explicit
 /// R ops right before each backward (transform/recompute.hpp) it is never longer either (an R
-/// there may start before the gradient arrives). Tables come out per chunk (p × v).
+/// there may start before the gradient arrives). R ops timed with these costs take no time (their
+/// work is in the backward), so such an order times exactly as the plain one. Tables come out
+/// per chunk (p × v).
 inline std::pair<cost_model, memory_model> inline_recompute(const cost_model& costs,
                                                             const memory_model& memory,
                                                             std::uint32_t stages,
@@ -38,6 +40,7 @@ inline std::pair<cost_model, memory_model> inline_recompute(const cost_model& co
       const op_costs t = c.at(s, k);
       oc[i] = op_costs{t.forward, c.duration(s, op_kind::recompute, k) + t.backward_input,
                        t.backward_weight};
+      oc[i].recompute = 0.0;  // an R op, if the order has them, is the backward's first part
       const chunk_memory x = m.at(s, k);
       const double held = std::max(x.input, x.weight_grad_input);
       cm[i] = chunk_memory{held, x.weight_grad_input, x.received, 0.0};

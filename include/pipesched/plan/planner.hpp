@@ -28,6 +28,7 @@
 #include "pipesched/plan/job_costs.hpp"
 #include "pipesched/plan/partition.hpp"
 #include "pipesched/plan/request.hpp"
+#include "pipesched/transform/recompute.hpp"
 
 // The planner (docs/model.md §10): from a model, a cluster and a batch to the fastest layout
 // and schedule that fit in GPU memory, by generating, simulating and checking every candidate
@@ -246,12 +247,15 @@ inline plan_entry evaluate_choice(const training_job& job,
                                   const generator_entry& gen,
                                   std::size_t search_evaluations) {
   const plan_layout& lay = choice.layout;
-  // Recomputation runs inside the backward, as PyTorch and Megatron-LM run it: every
-  // generator and the simulator see its costs and sizes (model/inline_recompute.hpp).
+  // Recomputation runs inside the backward, as PyTorch and Megatron-LM run it: the order is
+  // timed with the recompute in the backward's cost (model/inline_recompute.hpp); the
+  // searching generators keep within the limit under that model's sizes, which never fall
+  // below the real ones; the memory is checked on the order with its R ops, right before each
+  // backward, against the real sizes (an input kept from F, the activations rebuilt by R).
   cost_model costs = jc.costs;
-  memory_model memory = jc.memory;
+  memory_model plain_memory = jc.memory;
   if (choice.recompute != recompute_kind::none) {
-    std::tie(costs, memory) = inline_recompute(jc.costs, jc.memory, lay.pp, lay.chunks);
+    std::tie(costs, plain_memory) = inline_recompute(jc.costs, jc.memory, lay.pp, lay.chunks);
   }
   schedule_request req;
   generated_source src{gen.name, {}};
@@ -266,7 +270,7 @@ inline plan_entry evaluate_choice(const training_job& job,
   req.params.microbatches = lay.microbatches;
   req.params.chunks = lay.chunks;
   req.params.costs = costs;
-  req.params.memory = memory;
+  req.params.memory = plain_memory;
   if (gen.searches) {
     req.params.memory_limit = jc.usable_memory;  // the others are checked below
   }
@@ -282,11 +286,17 @@ inline plan_entry evaluate_choice(const training_job& job,
     req.params.memory_limit.reset();
     g = build_schedule(req, registry);
   }
+  if (choice.recompute != recompute_kind::none) {
+    schedule_request rr;
+    rr.source = given_source{std::move(g.sched)};
+    rr.recompute = recompute_request{true, {}, recompute_placement::before_backward};
+    g = build_schedule(rr, registry);
+  }
   plan_entry e;
   e.choice = choice;
   e.sched = std::move(g.sched);
   e.costs = std::move(costs);
-  e.memory = std::move(memory);
+  e.memory = jc.memory;
   const simulation_result sim = simulate(e.sched, e.costs, {true, false});
   if (!sim.completed()) {
     fail("plan: ", gen.name, " gave an order that deadlocks");
@@ -451,11 +461,9 @@ inline void finish_group(const training_job& job, plan_group& g) {
   const std::uint32_t p = g.layout.pp;
   const std::uint32_t v = g.layout.chunks;
   cost_model c = jc.costs.for_shape(p, v, "plan");
-  memory_model m = jc.memory.for_shape(p, v, "plan");
+  const memory_model m = jc.memory.for_shape(p, v, "plan");
   if (g.recompute != recompute_kind::none) {
-    std::tie(c, m) = inline_recompute(jc.costs, jc.memory, p, v);
-    c = c.for_shape(p, v, "plan");
-    m = m.for_shape(p, v, "plan");
+    c = inline_recompute(jc.costs, jc.memory, p, v).first.for_shape(p, v, "plan");
   }
   // The first micro-batch's forward reaches global chunk k no earlier than the forwards of
   // the chunks before it and a transfer per stage change.
@@ -481,7 +489,8 @@ inline void finish_group(const training_job& job, plan_group& g) {
       largest = std::max(largest, m.at(s, k).activation);
     }
     // Every stage runs m micro-batches of its chunks' work, starting when the first forward
-    // reaches it; every chunk's activations are live at least once (from its F to its B).
+    // reaches it; every chunk's activations are live at least once (from its F, or its R, to
+    // its B).
     g.time_bound = std::max(g.time_bound, start + g.layout.microbatches * work);
     g.memory_bound = std::max(g.memory_bound, m.static_memory(s) + largest);
   }
@@ -503,20 +512,24 @@ inline std::vector<std::uint32_t> memory_caps(const plan_entry& e, double usable
   return caps;
 }
 
-/// Orders plans: fitting first, then by step time, then by peak memory, then by the
-/// generator's place in the registry and the label (so the order never depends on the
-/// evaluation order).
+/// Orders plans: fitting first, by step time, then by peak memory; then those that do not
+/// fit, by peak memory, then step time; then by the generator's place in the registry and the label
+/// (so the order never depends on the evaluation order).
 inline bool better_plan(const plan_entry& a,
                         const plan_entry& b,
                         const generator_registry& registry) {
   if (a.fits != b.fits) {
     return a.fits;
   }
-  if (a.step_time_s != b.step_time_s) {
+  // Plans that fit by step time; those that do not, nearest to fitting first.
+  if (a.fits && a.step_time_s != b.step_time_s) {
     return a.step_time_s < b.step_time_s;
   }
   if (a.peak_memory_bytes != b.peak_memory_bytes) {
     return a.peak_memory_bytes < b.peak_memory_bytes;
+  }
+  if (a.step_time_s != b.step_time_s) {
+    return a.step_time_s < b.step_time_s;
   }
   const auto rank = [&](const std::string& name) {
     return registry.find(name) - registry.entries().data();

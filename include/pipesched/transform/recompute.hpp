@@ -231,4 +231,19 @@ inline schedule with_recompute(const schedule& sched,
   return out;
 }
 
+/// `sched` without its recomputation: the R ops dropped and the F marks cleared, the order of
+/// the other ops kept. What a runtime that recomputes inside the backward is given (PyTorch's
+/// schedule CSV has no recompute action: the stage module checkpoints its own layers).
+inline schedule without_recompute(const schedule& sched) {
+  schedule out = sched;
+  for (stage_index s = 0; s < out.stages(); ++s) {
+    std::vector<op>& ops = out.stage_ops(s);
+    std::erase_if(ops, [](const op& o) { return o.kind == op_kind::recompute; });
+    for (op& o : ops) {
+      o.flags = static_cast<std::uint8_t>(o.flags & ~op_flag::recompute);
+    }
+  }
+  return out;
+}
+
 }  // namespace pipesched

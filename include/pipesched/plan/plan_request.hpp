@@ -1,0 +1,100 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "pipesched/ir/error.hpp"
+#include "pipesched/plan/planner.hpp"
+
+// What a front end asks the planner, as the user gave it (`pipesched plan`, pipesched.plan()):
+// the job with its optional parts, and the choices fixed or left to the search. One place
+// turns it into a training_job and plan_options, with the rules and the messages, so the CLI
+// and Python say the same thing.
+
+namespace pipesched {
+
+struct plan_request {
+  transformer_spec model;
+  cluster_spec cluster;
+  std::optional<std::uint64_t> gpus;  ///< default: tp·pp·dp when all three are fixed
+  std::uint64_t sequence = 0;
+  std::optional<std::uint64_t> global_batch;         ///< sequences per step
+  std::optional<std::uint64_t> global_batch_tokens;  ///< tokens per step, a multiple of sequence
+  optimizer_sharding sharding = optimizer_sharding::optimizer;
+  std::optional<std::uint32_t> vocab_multiple;
+  std::optional<double> achieved_fraction;  ///< overrides the cluster's
+  std::optional<double> usable_fraction;    ///< overrides the cluster's
+  plan_options options;
+};
+
+/// The job `r` describes. Throws invalid_argument naming the field: gpus missing (and not
+/// tp·pp·dp), zero sizes, both batch forms or a token count that is not whole sequences, a
+/// fraction outside (0, 1].
+inline training_job job_of(const plan_request& r) {
+  training_job job;
+  job.model = r.model;
+  job.cluster = r.cluster;
+  auto fraction = [](std::optional<double> v, const char* field, double& out) {
+    if (!v) {
+      return;
+    }
+    if (!(*v > 0.0 && *v <= 1.0)) {
+      detail::fail("plan: ", field, " must be in (0, 1], got ", *v);
+    }
+    out = *v;
+  };
+  fraction(r.achieved_fraction, "achieved_fraction", job.cluster.achieved_fraction);
+  fraction(r.usable_fraction, "usable_fraction", job.cluster.usable_fraction);
+  const plan_fixed& f = r.options.fixed;
+  if (r.gpus) {
+    job.gpus = *r.gpus;
+  } else if (f.tp && f.pp && f.dp) {
+    job.gpus = std::uint64_t{*f.tp} * *f.pp * *f.dp;
+  } else {
+    detail::fail("plan: gpus must be given unless tp, pp and dp all are");
+  }
+  if (job.gpus == 0) {
+    detail::fail("plan: gpus must be at least 1");
+  }
+  if (r.sequence == 0) {
+    detail::fail("plan: seq (tokens per sequence) must be at least 1");
+  }
+  job.sequence = r.sequence;
+  if (r.global_batch && r.global_batch_tokens) {
+    detail::fail("plan: give global_batch or global_batch_tokens, not both");
+  }
+  if (r.global_batch) {
+    if (*r.global_batch == 0) {
+      detail::fail("plan: global_batch must be at least 1");
+    }
+    job.global_batch = *r.global_batch;
+  }
+  if (r.global_batch_tokens) {
+    const std::uint64_t k = *r.global_batch_tokens;
+    if (k == 0 || k % r.sequence != 0) {
+      detail::fail("plan: global_batch_tokens (", k, ") must be a positive multiple of seq (",
+                   r.sequence, ")");
+    }
+    job.global_batch = k / r.sequence;
+  }
+  job.sharding = r.sharding;
+  if (r.vocab_multiple) {
+    if (*r.vocab_multiple == 0) {
+      detail::fail("plan: vocab_multiple must be at least 1");
+    }
+    job.vocab_multiple = *r.vocab_multiple;
+  }
+  if (r.options.top == 0) {
+    detail::fail("plan: top must be at least 1");
+  }
+  job.check("plan");
+  return job;
+}
+
+/// plan(job_of(r), r.options).
+inline plan_result plan(const plan_request& r) {
+  return plan(job_of(r), r.options);
+}
+
+}  // namespace pipesched

@@ -1,0 +1,149 @@
+#include <cstdint>
+#include <random>
+
+#include <catch2/catch.hpp>
+
+#include <pipesched/model/transformer_spec.hpp>
+
+using namespace pipesched;
+
+namespace {
+
+transformer_spec spec_405b() {
+  transformer_spec t;
+  t.name = "llama3-405b";
+  t.layers = 126;
+  t.hidden = 16384;
+  t.ffn = 53248;
+  t.heads = 128;
+  t.kv_heads = 8;
+  t.vocab = 128256;
+  t.mlp = mlp_kind::swiglu;
+  t.norm = norm_kind::rmsnorm;
+  return t;
+}
+
+transformer_spec gpt_layer(std::uint64_t h, std::uint32_t a) {
+  transformer_spec t;
+  t.layers = 1;
+  t.hidden = h;
+  t.ffn = 4 * h;
+  t.heads = a;
+  t.vocab = 1;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("transformer_spec: Llama 3 405B has 405.85 billion parameters", "[model][transformer]") {
+  const transformer_spec t = spec_405b();
+  const layer_parameters lp = parameters_of_layer(t);
+  // Q and O 16384², K and V 16384 x 1024 each; SwiGLU 3 x 16384 x 53248; two RMSNorms.
+  CHECK(lp.sharded == 16384.0 * 16384 * 2 + 16384.0 * 1024 * 2 + 3.0 * 16384 * 53248);
+  CHECK(lp.replicated == 2.0 * 16384);
+  const double total =
+      t.layers * lp.total() + 2 * embedding_parameters(t, t.vocab) + norm_parameters(t);
+  CHECK(total == 405853388800.0);  // Hugging Face's count of Meta-Llama-3.1-405B
+  transformer_spec ln = t;
+  ln.norm = norm_kind::layernorm;
+  CHECK(norm_parameters(ln) == 2.0 * 16384);
+}
+
+TEST_CASE("transformer_spec: FLOPs split F, B, W with F + B + W = 3F", "[model][transformer]") {
+  const transformer_spec t = spec_405b();
+  const layer_flops f = flops_of_layer(t, 8192, 2);
+  CHECK(f.linear == 2.0 * 8192 * 2 * parameters_of_layer(t).sharded);
+  // Causal: QK^T and softmax·V, 2·s·(a·d) each per token, halved.
+  CHECK(f.core == 2.0 * 8192.0 * 8192 * 2 * 16384);
+  CHECK(f.forward() + f.backward_input() + f.backward_weight() == 3 * f.forward());
+  CHECK(f.backward_weight() < f.forward());
+  CHECK(f.forward() < f.backward_input());
+  // The zero-bubble paper's layer, unmasked: F = sbh(24h + 4s), B = sbh(24h + 8s), W = 24sbh².
+  const transformer_spec g = gpt_layer(1024, 16);
+  const layer_flops z = flops_of_layer(g, 512, 3, false);
+  const double sbh = 512.0 * 3 * 1024;
+  CHECK(z.forward() == sbh * (24 * 1024 + 4 * 512));
+  CHECK(z.backward_input() == sbh * (24 * 1024 + 8 * 512));
+  CHECK(z.backward_weight() == 24 * sbh * 1024);
+  CHECK(head_flops(t, 8192, 1, 128256) == 2.0 * 8192 * 16384 * 128256);
+}
+
+TEST_CASE("transformer_spec: activation bytes follow Korthikanti et al., Table 2",
+          "[model][transformer]") {
+  const transformer_spec g = gpt_layer(4096, 32);
+  const double s = 2048, b = 2, h = 4096, a = 32;
+  const double sbh = s * b * h;
+  // No parallelism: 34sbh + 5as²b; M_W 32sbh (the zero-bubble paper's).
+  const layer_activation_bytes one = activation_bytes_of_layer(g, 2048, 2, 1, false);
+  CHECK(one.full == 34 * sbh + 5 * a * s * s * b);
+  CHECK(one.without_core == 34 * sbh);
+  CHECK(one.weight_grad == 32 * sbh);
+  CHECK(one.input == 2 * sbh);
+  // Tensor parallel t: sbh(10 + 24/t + 5as/(ht)); with sequence parallelism all / t.
+  const layer_activation_bytes tp = activation_bytes_of_layer(g, 2048, 2, 8, false);
+  CHECK(tp.full == Approx(sbh * (10 + 24.0 / 8 + 5 * a * s / (h * 8))).epsilon(1e-15));
+  CHECK(tp.without_core == Approx(sbh * (10 + 24.0 / 8)).epsilon(1e-15));
+  const layer_activation_bytes sp = activation_bytes_of_layer(g, 2048, 2, 8, true);
+  CHECK(sp.full == Approx((34 * sbh + 5 * a * s * s * b) / 8).epsilon(1e-15));
+  CHECK(sp.without_core == Approx(34 * sbh / 8).epsilon(1e-15));
+  CHECK(sp.input == Approx(2 * sbh / 8).epsilon(1e-15));
+  // Megatron's generalisation to any f: s·b·h·(18 + 4f/h)/t with SP and selective recompute.
+  const transformer_spec big = spec_405b();
+  const layer_activation_bytes m = activation_bytes_of_layer(big, 8192, 1, 8, true);
+  CHECK(m.without_core == Approx(8192.0 * 16384 * (18 + 4.0 * 53248 / 16384) / 8).epsilon(1e-15));
+  // fp8 activations: tensors halve, the two 1-byte masks do not.
+  transformer_spec f8 = g;
+  f8.activation_bytes = 1;
+  CHECK(activation_bytes_of_layer(f8, 2048, 2, 1, false).without_core == 16 * sbh + 2 * sbh);
+}
+
+TEST_CASE("transformer_spec: W's operands never exceed what the backward keeps",
+          "[model][transformer]") {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 500; ++i) {
+    transformer_spec t;
+    t.layers = 1;
+    t.heads = 1u << (rng() % 8);
+    t.kv_heads = t.heads >> (rng() % 4);
+    if (t.kv_heads == 0) {
+      t.kv_heads = 1;
+    }
+    t.hidden = t.heads * (16 + rng() % 256);
+    t.ffn = t.hidden * (1 + rng() % 6);
+    t.vocab = 1000;
+    t.mlp = rng() % 2 ? mlp_kind::swiglu : mlp_kind::gelu;
+    t.activation_bytes = rng() % 2 ? 1 : 2;
+    const auto tp = static_cast<std::uint32_t>(1u << (rng() % 4));
+    const layer_activation_bytes a =
+        activation_bytes_of_layer(t, 64 + rng() % 4096, 1 + rng() % 4, tp, rng() % 2 == 0);
+    CHECK(a.weight_grad <= a.without_core);
+    CHECK(a.without_core <= a.full);
+    CHECK(a.input <= a.without_core);
+  }
+}
+
+TEST_CASE("transformer_spec: Megatron's vocabulary padding", "[model][transformer]") {
+  CHECK(padded_vocab(128256, 8) == 129024);
+  CHECK(padded_vocab(128256, 4) == 128512);
+  CHECK(padded_vocab(128256, 2) == 128256);
+  CHECK(padded_vocab(51200, 8) == 51200);
+  CHECK(padded_vocab(50257, 1) == 50304);
+  CHECK(padded_vocab(50257, 8, 1) == 50264);
+}
+
+TEST_CASE("transformer_spec: check names the field and the rule", "[model][transformer]") {
+  transformer_spec t = spec_405b();
+  CHECK_NOTHROW(t.check());
+  t.kv_heads = 7;
+  CHECK_THROWS_WITH(t.check("m"), "m: kv_heads (7) must divide heads (128)");
+  t = spec_405b();
+  t.layers = 0;
+  CHECK_THROWS_WITH(t.check("m"), "m: layers must be at least 1");
+  t = spec_405b();
+  t.activation_bytes = 3;
+  CHECK_THROWS_WITH(t.check("m"), "m: activation_bytes (3) must be 1, 2 or 4");
+  t = spec_405b();
+  t.hidden = std::uint64_t{1} << 40;
+  t.ffn = std::uint64_t{1} << 40;
+  CHECK_THROWS_WITH(t.check("m"), Catch::Contains("too large"));
+}

@@ -1,0 +1,156 @@
+#include <numeric>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <pipesched/plan/job_costs.hpp>
+
+using namespace pipesched;
+
+namespace {
+
+training_job small_job(optimizer_sharding sharding = optimizer_sharding::optimizer) {
+  training_job job;
+  job.model = model_preset("llama3-8b");
+  job.cluster = cluster_preset("h100-sxm-80gb");
+  job.gpus = 64;
+  job.sequence = 4096;
+  job.global_batch = 64;
+  job.sharding = sharding;
+  return job;
+}
+
+plan_layout layout(std::uint32_t tp, std::uint32_t pp, std::uint32_t v = 1) {
+  plan_layout l;
+  l.tp = tp;
+  l.pp = pp;
+  l.dp = 64 / (tp * pp);
+  l.chunks = v;
+  l.micro_batch = 1;
+  l.microbatches = 8;
+  l.sequence_parallel = tp > 1;
+  return l;
+}
+
+std::vector<std::uint32_t> even(std::uint32_t layers, std::uint32_t chunks) {
+  return std::vector<std::uint32_t>(chunks, layers / chunks);
+}
+
+}  // namespace
+
+TEST_CASE("job_costs: static bytes are 2 + 4 + 12 per parameter, sharded as asked",
+          "[plan][job_costs]") {
+  const plan_layout l = layout(2, 4);
+  const placement pl = placement::sequential(4);
+  const double d = 8.0;
+  for (optimizer_sharding sh : {optimizer_sharding::none, optimizer_sharding::optimizer,
+                                optimizer_sharding::gradients, optimizer_sharding::weights}) {
+    const job_costs jc =
+        make_job_costs(small_job(sh), l, recompute_kind::selective, even(32, 4), pl);
+    for (stage_index s = 0; s < 4; ++s) {
+      const double p = jc.parameters[s].total();
+      const static_bytes& b = jc.static_memory[s];
+      INFO(to_string(sh) << " stage " << s);
+      CHECK(b.optimizer == Approx(sh == optimizer_sharding::none ? 12 * p : 12 * p / d));
+      const bool grads = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights;
+      CHECK(b.gradients == Approx(grads ? 4 * p / d : 4 * p));
+      if (sh == optimizer_sharding::weights) {
+        // Its slice, and two chunks' weights whole: the one in use and the next, prefetched.
+        CHECK(b.weights == Approx(2 * p / d + 4 * jc.parameters[s].largest_chunk));
+      } else {
+        CHECK(b.weights == Approx(2 * p));
+      }
+    }
+  }
+}
+
+TEST_CASE("job_costs: the embedding on chunk 0's stage, the head and final norm on the last's",
+          "[plan][job_costs]") {
+  const training_job job = small_job();
+  const double vh = 4096.0 * padded_vocab(128256, 2) / 2;  // a TP rank's slice
+  const layer_parameters lp = parameters_of_layer(job.model);
+  const double layer = lp.sharded / 2 + lp.replicated;
+  // Sequential, untied: stage 0 has the embedding, stage 3 the head and the final norm.
+  job_costs jc = make_job_costs(job, layout(2, 4), recompute_kind::none, even(32, 4),
+                                placement::sequential(4));
+  CHECK(jc.parameters[0].embedding == vh);
+  CHECK(jc.parameters[0].head == 0.0);
+  CHECK(jc.parameters[3].head == vh + 4096);
+  CHECK(jc.parameters[1].total() == Approx(8 * layer));
+  CHECK(jc.chunks[0].embedding);
+  CHECK(jc.chunks[3].head);
+  // V shape: chunk 0 and chunk 7 both on stage 0; a tied head needs no second copy there.
+  training_job tied = job;
+  tied.model.tied_embeddings = true;
+  jc = make_job_costs(tied, layout(2, 4, 2), recompute_kind::none, even(32, 8),
+                      placement::v_shape(4));
+  CHECK(jc.parameters[0].embedding == vh);
+  CHECK(jc.parameters[0].head == 4096);
+  // Sequential with a tied head: the last stage keeps its own copy, as Megatron-LM does.
+  jc = make_job_costs(tied, layout(2, 4), recompute_kind::none, even(32, 4),
+                      placement::sequential(4));
+  CHECK(jc.parameters[3].head == vh + 4096);
+}
+
+TEST_CASE("job_costs: op times are FLOPs at the achieved rate plus TP collectives",
+          "[plan][job_costs]") {
+  const training_job job = small_job();
+  const plan_layout l = layout(2, 4);
+  const job_op_times ot = op_times_of(job, l, recompute_kind::selective);
+  const double rate = 989.4e12 * 0.5;
+  const layer_flops f = flops_of_layer(job.model, 4096, 1);
+  const double bytes = 2.0 * 4096 * 4096;  // s·b·h bf16
+  const double ar = ring_allreduce_time(2, bytes, 450e9, 3e-6);
+  CHECK(ot.layer.forward == Approx(f.forward() / 2 / rate + 2 * ar));
+  CHECK(ot.layer.backward_input == Approx(f.backward_input() / 2 / rate + 2 * ar));
+  CHECK(ot.layer.backward_weight == Approx(f.backward_weight() / 2 / rate));
+  CHECK(ot.layer_recompute == Approx(f.core / 2 / rate));
+  CHECK(op_times_of(job, l, recompute_kind::full).layer_recompute == ot.layer.forward);
+  CHECK(op_times_of(job, l, recompute_kind::none).layer_recompute == 0.0);
+  // T_comm: one s·b·h activation, a TP share, between nodes (TP·DP = 16 GPUs per stage).
+  const job_costs jc =
+      make_job_costs(job, l, recompute_kind::selective, even(32, 4), placement::sequential(4));
+  CHECK(jc.pipeline_transfer_s == Approx(bytes / 2 / 50e9 + 10e-6));
+  CHECK(in_one_node(2, 4, 8));
+  CHECK_FALSE(in_one_node(2, 8, 8));
+  CHECK_FALSE(in_one_node(3, 2, 8));
+  // The per-chunk model carries them.
+  const cost_model c = jc.costs.for_shape(4, 1, "t");
+  CHECK(c.at(1).forward == Approx(8 * ot.layer.forward));
+  CHECK(c.at(3).backward_weight == Approx(8 * ot.layer.backward_weight + ot.head));
+  CHECK(c.comm(0, 1) == jc.pipeline_transfer_s);
+}
+
+TEST_CASE("job_costs: activation sizes per chunk", "[plan][job_costs]") {
+  const training_job job = small_job();
+  const plan_layout l = layout(2, 4);
+  const layer_activation_bytes la = activation_bytes_of_layer(job.model, 4096, 1, 2, true);
+  const double s = 4096, b = 1, h = 4096;
+  const double embed = (8 * s * b + s * b * h) / 2;
+  const double head = 4 * s * b * (h + static_cast<double>(padded_vocab(128256, 2))) / 2;
+  const placement pl = placement::sequential(4);
+  const memory_model none =
+      make_job_costs(job, l, recompute_kind::none, even(32, 4), pl).memory.for_shape(4, 1, "t");
+  CHECK(none.at(0).activation == Approx(8 * la.full + embed));
+  CHECK(none.at(1).activation == Approx(8 * la.full));
+  CHECK(none.at(3).activation == Approx(8 * la.full + head));
+  CHECK(none.at(1).weight_grad_input == Approx(8 * la.weight_grad));
+  const memory_model sel = make_job_costs(job, l, recompute_kind::selective, even(32, 4), pl)
+                               .memory.for_shape(4, 1, "t");
+  CHECK(sel.at(1).activation == Approx(8 * la.without_core));
+  CHECK(sel.at(1).input == sel.at(1).activation);
+  const memory_model full =
+      make_job_costs(job, l, recompute_kind::full, even(32, 4), pl).memory.for_shape(4, 1, "t");
+  CHECK(full.at(1).input == Approx(8 * la.input));
+  CHECK(full.at(1).activation == Approx(8 * la.input + la.without_core + 8 * la.weight_grad));
+}
+
+TEST_CASE("job_costs: shapes are checked", "[plan][job_costs]") {
+  const training_job job = small_job();
+  CHECK_THROWS_WITH(make_job_costs(job, layout(2, 4), recompute_kind::none, even(32, 2),
+                                   placement::sequential(4)),
+                    Catch::Contains("must give the layers of each of the p·v = 4 chunks"));
+  CHECK_THROWS_WITH(make_job_costs(job, layout(2, 4), recompute_kind::none, {8, 8, 8, 7},
+                                   placement::sequential(4)),
+                    "plan: partition gives 31 layers, the model has 32");
+}
