@@ -43,62 +43,27 @@ double parse_fraction(const std::string& text, const char* option) {
 }
 
 recompute_kind parse_recompute(const std::string& s, const char* option) {
-  if (s == "none") {
-    return recompute_kind::none;
+  const auto k = parse_recompute_kind(s);
+  if (!k) {
+    bad(std::string(option) + ": must be none, selective or full, not \"" + s + "\"");
   }
-  if (s == "selective") {
-    return recompute_kind::selective;
-  }
-  if (s == "full") {
-    return recompute_kind::full;
-  }
-  bad(std::string(option) + ": must be none, selective or full, not \"" + s + "\"");
+  return *k;
 }
 
 optimizer_sharding parse_sharding(const std::string& s) {
-  for (optimizer_sharding k : {optimizer_sharding::none, optimizer_sharding::optimizer,
-                               optimizer_sharding::gradients, optimizer_sharding::weights}) {
-    if (to_string(k) == s) {
-      return k;
-    }
+  const auto k = parse_optimizer_sharding(s);
+  if (!k) {
+    bad("--optimizer-sharding: must be none, optimizer, gradients or weights, not \"" + s + "\"");
   }
-  bad("--optimizer-sharding: must be none, optimizer, gradients or weights, not \"" + s + "\"");
+  return *k;
 }
 
-/// even | balanced | L1,L2,... (layers per global chunk, model order).
-partition_spec parse_partition(const std::string& s, const char* option) {
-  partition_spec p;
-  if (s == "even") {
-    p.kind = partition_kind::even;
-    return p;
+partition_spec parse_partition_option(const std::string& s) {
+  const auto p = parse_partition(s);
+  if (!p) {
+    bad("--partition: must be even, balanced or layers per chunk L1,L2,..., not \"" + s + "\"");
   }
-  if (s == "balanced") {
-    return p;
-  }
-  p.kind = partition_kind::given;
-  std::size_t pos = 0;
-  while (pos <= s.size()) {
-    const std::size_t comma = s.find(',', pos);
-    const std::string piece = s.substr(pos, comma == std::string::npos ? comma : comma - pos);
-    if (piece.empty() || piece.find_first_not_of("0123456789") != std::string::npos ||
-        piece.size() > 9) {
-      bad(std::string(option) + ": must be even, balanced or layers per chunk L1,L2,..., not \"" +
-          s + "\"");
-    }
-    p.layers.push_back(static_cast<std::uint32_t>(std::stoul(piece)));
-    if (comma == std::string::npos) {
-      break;
-    }
-    pos = comma + 1;
-  }
-  return p;
-}
-
-std::uint64_t parse_count(const std::string& v, const std::string& key) {
-  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 15) {
-    bad("--baseline: " + key + " must be a whole number, not \"" + v + "\"");
-  }
-  return std::stoull(v);
+  return *p;
 }
 
 /// --baseline "tp=8,pp=16,dp=128,schedule=interleaved-1f1b[,v=..,micro-batch=..,recompute=..,
@@ -108,6 +73,10 @@ plan_fixed parse_baseline(const std::string& text) {
   std::size_t pos = 0;
   while (pos < text.size()) {
     std::size_t end = text.find(',', pos);
+    // A partition list is the last item: its commas are its own.
+    if (text.compare(pos, 10, "partition=") == 0) {
+      end = text.size();
+    }
     if (end == std::string::npos) {
       end = text.size();
     }
@@ -116,33 +85,7 @@ plan_fixed parse_baseline(const std::string& text) {
     if (eq == std::string::npos) {
       bad("--baseline: expected key=value items separated by commas, got \"" + item + "\"");
     }
-    const std::string key = item.substr(0, eq);
-    const std::string val = item.substr(eq + 1);
-    if (key == "tp") {
-      f.tp = static_cast<std::uint32_t>(parse_count(val, key));
-    } else if (key == "pp") {
-      f.pp = static_cast<std::uint32_t>(parse_count(val, key));
-    } else if (key == "dp") {
-      f.dp = parse_count(val, key);
-    } else if (key == "v") {
-      f.chunks = static_cast<std::uint32_t>(parse_count(val, key));
-    } else if (key == "micro-batch") {
-      f.micro_batch = static_cast<std::uint32_t>(parse_count(val, key));
-    } else if (key == "schedule") {
-      f.schedule = val;
-    } else if (key == "recompute") {
-      f.recompute = parse_recompute(val, "--baseline: recompute");
-    } else if (key == "sp") {
-      if (val != "on" && val != "off") {
-        bad("--baseline: sp must be on or off, not \"" + val + "\"");
-      }
-      f.sequence_parallel = val == "on";
-    } else if (key == "partition") {
-      f.partition = parse_partition(val, "--baseline: partition");
-    } else {
-      bad("--baseline: unknown key \"" + key +
-          "\" (known: tp, pp, dp, v, micro-batch, schedule, recompute, sp, partition)");
-    }
+    set_plan_choice(f, item.substr(0, eq), item.substr(eq + 1), "--baseline");
     pos = end + 1;
   }
   return f;
@@ -305,7 +248,7 @@ int run_plan_command(const plan_cli& o) {
   } else if (o.no_sequence_parallel) {
     f.sequence_parallel = false;
   }
-  f.partition = parse_partition(o.partition, "--partition");
+  f.partition = parse_partition_option(o.partition);
   opts.top = o.top;
   if (o.baseline) {
     opts.baseline = parse_baseline(*o.baseline);

@@ -1,5 +1,5 @@
 # Type stubs for the pipesched extension module (pipesched._pipesched, re-exported here).
-from typing import Any, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, overload
 
 __version__: str
 HAS_NUMPY: bool
@@ -304,3 +304,16 @@ def from_torch_csv(text: str, name: str = "torch-csv") -> Schedule: ...
 def to_torch_actions(schedule: Schedule, *, csv_layout: Optional[str] = None,
                      csv_spelling: Optional[str] = None) -> list[list[Optional[str]]]: ...
 def read_schedule(path: str, *, input_format: Optional[str] = None) -> Schedule: ...
+def model_presets() -> List[str]: ...
+def gpu_presets() -> List[str]: ...
+def plan(model: str, gpu: str, *, gpus: Optional[int] = None, seq: Optional[int] = None,
+         tp: Optional[int] = None, pp: Optional[int] = None, dp: Optional[int] = None,
+         chunks: Optional[int] = None, schedule: Optional[str] = None,
+         micro_batch: Optional[int] = None, microbatches: Optional[int] = None,
+         global_batch: Optional[int] = None, global_batch_tokens: Optional[int] = None,
+         sequence_parallel: Optional[bool] = None, recompute: Optional[str] = None,
+         optimizer_sharding: str = "optimizer", partition: str = "balanced", top: int = 5,
+         baseline: Union[None, str, Dict[str, Any]] = None,
+         vocab_multiple: Optional[int] = None, achieved_fraction: Optional[float] = None,
+         usable_fraction: Optional[float] = None, search_evaluations: Optional[int] = None,
+         threads: Optional[int] = None, format: str = "json") -> Any: ...

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -43,6 +44,16 @@ constexpr std::string_view to_string(recompute_kind k) noexcept {
       break;
   }
   return "full";
+}
+
+/// "none", "selective" or "full"; nullopt for any other text.
+constexpr std::optional<recompute_kind> parse_recompute_kind(std::string_view s) noexcept {
+  for (recompute_kind k : {recompute_kind::none, recompute_kind::selective, recompute_kind::full}) {
+    if (to_string(k) == s) {
+      return k;
+    }
+  }
+  return std::nullopt;
 }
 
 /// A dense decoder transformer (docs/model.md §10). Sizes are counts, not bytes.

@@ -190,6 +190,17 @@ constexpr std::string_view to_string(optimizer_sharding s) noexcept {
   return "weights";
 }
 
+/// "none", "optimizer", "gradients" or "weights"; nullopt for any other text.
+constexpr std::optional<optimizer_sharding> parse_optimizer_sharding(std::string_view s) noexcept {
+  for (optimizer_sharding k : {optimizer_sharding::none, optimizer_sharding::optimizer,
+                               optimizer_sharding::gradients, optimizer_sharding::weights}) {
+    if (to_string(k) == s) {
+      return k;
+    }
+  }
+  return std::nullopt;
+}
+
 /// A training job: a model on `gpus` GPUs of one kind, sequences of `sequence` tokens.
 struct training_job {
   transformer_spec model;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipesched/ir/error.hpp"
@@ -25,6 +26,39 @@ struct partition_spec {
   partition_kind kind = partition_kind::balanced;
   std::vector<std::uint32_t> layers{};
 };
+
+/// "even", "balanced", or layers per global chunk "L1,L2,..." (whole numbers); nullopt for any
+/// other text.
+inline std::optional<partition_spec> parse_partition(std::string_view s) {
+  partition_spec p;
+  if (s == "even") {
+    p.kind = partition_kind::even;
+    return p;
+  }
+  if (s == "balanced") {
+    return p;
+  }
+  p.kind = partition_kind::given;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = s.find(',', pos);
+    const std::string_view piece =
+        s.substr(pos, comma == std::string_view::npos ? comma : comma - pos);
+    if (piece.empty() || piece.size() > 9 ||
+        piece.find_first_not_of("0123456789") != std::string_view::npos) {
+      return std::nullopt;
+    }
+    std::uint32_t v = 0;
+    for (char c : piece) {
+      v = v * 10 + static_cast<std::uint32_t>(c - '0');
+    }
+    p.layers.push_back(v);
+    if (comma == std::string_view::npos) {
+      return p;
+    }
+    pos = comma + 1;
+  }
+}
 
 /// `layers` layers over `chunks` chunks as evenly as possible; the chunks that get one layer
 /// more are those furthest from the ends (the first carries the embedding, the last the head).

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "pipesched/ir/error.hpp"
 #include "pipesched/plan/planner.hpp"
@@ -27,6 +28,66 @@ struct plan_request {
   std::optional<double> usable_fraction;    ///< overrides the cluster's
   plan_options options;
 };
+
+/// Sets one choice of `f` by name, from text (the CLI's --baseline items, the keys of
+/// Python's baseline dict): tp, pp, dp, v, micro-batch, microbatches, schedule, recompute,
+/// sp (on / off), partition. Throws invalid_argument naming `who`, the key and the rule.
+inline void set_plan_choice(plan_fixed& f,
+                            std::string_view key,
+                            std::string_view value,
+                            std::string_view who) {
+  auto count = [&]() -> std::uint64_t {
+    if (value.empty() || value.size() > 15 ||
+        value.find_first_not_of("0123456789") != std::string_view::npos) {
+      detail::fail(who, ": ", key, " must be a whole number, not \"", value, "\"");
+    }
+    std::uint64_t n = 0;
+    for (char c : value) {
+      n = n * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (n == 0 || n > 0xffffffffu) {
+      detail::fail(who, ": ", key, " must be between 1 and 4294967295, not ", n);
+    }
+    return n;
+  };
+  if (key == "tp") {
+    f.tp = static_cast<std::uint32_t>(count());
+  } else if (key == "pp") {
+    f.pp = static_cast<std::uint32_t>(count());
+  } else if (key == "dp") {
+    f.dp = count();
+  } else if (key == "v") {
+    f.chunks = static_cast<std::uint32_t>(count());
+  } else if (key == "micro-batch" || key == "micro_batch") {
+    f.micro_batch = static_cast<std::uint32_t>(count());
+  } else if (key == "microbatches") {
+    f.microbatches = static_cast<std::uint32_t>(count());
+  } else if (key == "schedule") {
+    f.schedule = std::string(value);
+  } else if (key == "recompute") {
+    const auto k = parse_recompute_kind(value);
+    if (!k) {
+      detail::fail(who, ": recompute must be none, selective or full, not \"", value, "\"");
+    }
+    f.recompute = *k;
+  } else if (key == "sp") {
+    if (value != "on" && value != "off") {
+      detail::fail(who, ": sp must be on or off, not \"", value, "\"");
+    }
+    f.sequence_parallel = value == "on";
+  } else if (key == "partition") {
+    const auto p = parse_partition(value);
+    if (!p) {
+      detail::fail(who, ": partition must be even, balanced or layers per chunk L1,L2,..., not \"",
+                   value, "\"");
+    }
+    f.partition = *p;
+  } else {
+    detail::fail(who, ": unknown key \"", key,
+                 "\" (known: tp, pp, dp, v, micro-batch, microbatches, schedule, recompute, sp, "
+                 "partition)");
+  }
+}
 
 /// The job `r` describes. Throws invalid_argument naming the field: gpus missing (and not
 /// tp·pp·dp), zero sizes, both batch forms or a token count that is not whole sequences, a

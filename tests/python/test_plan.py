@@ -1,0 +1,77 @@
+"""pipesched.plan: the planner from Python gives what `pipesched plan` gives (one library call
+behind both), takes a baseline as a dict, and raises ValueError with the library's message."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import pipesched as ps
+
+from test_cli import CLI
+
+REQUEST = dict(gpus=64, seq=8192, global_batch=64, top=3)
+CLI_REQUEST = ["--gpus", "64", "--seq", "8192", "--global-batch", "64", "--top", "3"]
+
+
+def without_timing(d):
+    d = dict(d)
+    d["search"] = {k: v for k, v in d["search"].items() if k != "seconds"}
+    return d
+
+
+def test_presets():
+    assert "llama3-405b" in ps.model_presets()
+    assert "h100-sxm-80gb" in ps.gpu_presets()
+
+
+@pytest.mark.skipif(CLI is None, reason="no pipesched CLI built (set PIPESCHED_CLI)")
+@pytest.mark.parametrize("extra,kw", [
+    ([], {}),
+    (["--recompute", "full", "--partition", "even"], {"recompute": "full", "partition": "even"}),
+    (["--tp", "8", "--pp", "2", "--schedule", "zb-h1", "--micro-batch", "1"],
+     {"tp": 8, "pp": 2, "schedule": "zb-h1", "micro_batch": 1}),
+    (["--baseline", "tp=8,pp=2,schedule=1f1b"], {"baseline": {"tp": 8, "pp": 2,
+                                                                  "schedule": "1f1b"}}),
+])
+def test_plan_equals_the_cli(extra, kw):
+    out = subprocess.run([CLI, "plan", "--model", "llama3-8b", "--gpu", "h100-sxm-80gb",
+                          *CLI_REQUEST, *extra, "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    ours = ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, **kw)
+    assert without_timing(ours) == without_timing(json.loads(out.stdout))
+
+
+def test_plan_formats_and_baseline_forms():
+    as_dict = ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST,
+                      baseline={"tp": 8, "pp": 2, "schedule": "1f1b", "sp": True})
+    as_text = ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST,
+                      baseline="tp=8,pp=2,schedule=1f1b,sp=on")
+    assert without_timing(as_dict) == without_timing(as_text)
+    assert as_dict["baseline"]["layout"]["sequence_parallel"] is True
+    assert as_dict["baseline"]["speedup"] >= 1.0
+    text = ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, format="text")
+    assert "tok/s" in text and "GiB" in text
+    assert ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, format="svg").startswith("<svg")
+
+
+def test_plan_nothing_fits_is_an_answer():
+    d = ps.plan("llama3-405b", "h100-sxm-80gb", gpus=8, seq=8192, global_batch=16)
+    assert d["plans"] == []
+    assert d["smallest_need_bytes"] > 80 * 2**30
+
+
+def test_plan_errors():
+    with pytest.raises(ValueError, match=r"--tp 3 must divide the heads \(32\)"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, tp=3)
+    with pytest.raises(ValueError, match=r"global_batch_tokens \(1000\) must be a positive"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", gpus=8, seq=8192, global_batch_tokens=1000)
+    with pytest.raises(ValueError, match=r"recompute must be none, selective or full"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, recompute="some")
+    with pytest.raises(ValueError, match=r"baseline: unknown key \"tensor\""):
+        ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, baseline={"tensor": 8})
+    with pytest.raises(ValueError, match=r"unknown model \"llama4\""):
+        ps.plan("llama4", "h100-sxm-80gb", **REQUEST)
+    with pytest.raises(ValueError, match=r"format: must be 'json', 'text' or 'svg'"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, format="xml")
