@@ -61,3 +61,9 @@ add_test(NAME "cli: plan: the exported plan reads back and reproduces its makesp
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_export_check.cmake)
 set_tests_properties("cli: plan: the exported plan reads back and reproduces its makespan and peaks"
   PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan export ok")
+add_test(NAME "docs: README plan example is current"
+         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli> -DREADME=${PROJECT_SOURCE_DIR}/README.md
+                 "-DARGS=--model;llama3-405b;--gpu;h100-sxm-80gb;--gpus;16384;--seq;8192;--global-batch-tokens;16777216;--baseline;tp=8,pp=16,dp=128,schedule=interleaved-1f1b"
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/check_readme_plan.cmake)
+set_tests_properties("docs: README plan example is current" PROPERTIES
+  LABELS "cli;docs" TIMEOUT 120 PASS_REGULAR_EXPRESSION "readme plan example ok")
