@@ -767,9 +767,15 @@ inline plan_result run_plan(const training_job& job,
   double smallest_need = std::numeric_limits<double>::infinity();
   // The K-th best fitting step time so far: a candidate whose bound is above it cannot enter.
   auto threshold = [&] {
+    // Distinct plans only: the same order under two names (zb-1p, zb-auto) is one plan, and
+    // counting it twice would cut candidates the final list needs. Plans of one layout and
+    // step time count once (never more candidates cut than that).
     std::vector<double> times;
+    std::vector<std::tuple<plan_layout, recompute_kind, double>> seen;
     for (const plan_entry& e : evaluated) {
-      if (e.fits) {
+      const auto key = std::make_tuple(e.choice.layout, e.choice.recompute, e.step_time_s);
+      if (e.fits && std::find(seen.begin(), seen.end(), key) == seen.end()) {
+        seen.push_back(key);
         times.push_back(e.step_time_s);
       }
     }
