@@ -13,6 +13,7 @@
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/gen/detail/zb_bound.hpp"
+#include "pipesched/gen/detail/zb_objective.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/traversal.hpp"
@@ -45,26 +46,6 @@ struct greedy_run {
   double max_bound = 0.0;
 };
 
-/// When a run can stop: it cannot beat the best order found so far, which has this span and
-/// makespan. Orders compare by span, then makespan (both within eps), then by `tie_loses`:
-/// whether a complete tie goes to the best (a lower-index choice, or none for a seed).
-struct greedy_cut {
-  double span = std::numeric_limits<double>::infinity();
-  double makespan = std::numeric_limits<double>::infinity();
-  bool tie_loses = false;
-
-  /// Whether a run whose span and makespan are at least these bounds surely loses.
-  bool loses(double span_bound, double makespan_bound, double eps) const noexcept {
-    if (span_bound > span + eps) {
-      return true;  // strictly longer
-    }
-    if (span_bound < span - eps) {
-      return false;  // may still be strictly shorter
-    }
-    return makespan_bound > makespan + eps || (tie_loses && makespan_bound >= makespan - eps);
-  }
-};
-
 /// Problem data flattened for the greedy (index s*v + c unless noted).
 struct greedy_problem {
   placement pl;
@@ -93,6 +74,8 @@ struct greedy_problem {
   /// Tolerance for memory compares (memory_tolerance): 1e-9 × the largest budget or
   /// activation, whatever the memory unit. Never used for times, nor eps for memory.
   double meps = 1e-9;
+  /// What the search minimises (the cuts, the best-first order, the local search).
+  search_objective objective;
   /// The timing engine's tables for this problem (time_order).
   traversal_plan plan;
   std::vector<op_cost> timing;
@@ -102,8 +85,13 @@ struct greedy_problem {
                  std::uint32_t microbatches,
                  const cost_model& costs,
                  const memory_model& memory,
-                 std::vector<double> budget)
-      : pl(std::move(layout)), m(microbatches), avail(std::move(budget)), plan(pl, false) {
+                 std::vector<double> budget,
+                 search_objective goal = {})
+      : pl(std::move(layout)),
+        m(microbatches),
+        avail(std::move(budget)),
+        objective(goal),
+        plan(pl, false) {
     const std::uint32_t p = pl.stages();
     const std::uint32_t v = pl.chunks();
     const std::size_t n = std::size_t{p} * v;
@@ -191,7 +179,8 @@ class greedy_scheduler {
         next_cell_(pr.next_cell.data()),
         prev_stage_(pr.prev_stage.data()),
         next_stage_(pr.next_stage.data()),
-        eps_(pr.eps) {
+        eps_(pr.eps),
+        obj_(pr.objective) {
     // The memory budget with its tolerance folded in, once: the hot loop then compares
     // memory against memory (never against the time tolerance) with one load.
     cap_.resize(pr.avail.size());
@@ -200,10 +189,9 @@ class greedy_scheduler {
     }
   }
 
-  /// One whole run. `cut`: stop early once some stage's span provably exceeds it (the run
-  /// is then not ok).
-  greedy_run run(const greedy_flags& fl, double cut = never) {
-    begin(fl, greedy_cut{cut, never, false});
+  /// One whole run, to its end.
+  greedy_run run(const greedy_flags& fl) {
+    begin(fl);
     advance(std::numeric_limits<std::size_t>::max());
     return finish();
   }
@@ -237,7 +225,7 @@ class greedy_scheduler {
   /// loses to it ends at once.
   void tighten_cut(const greedy_cut& cut) noexcept {
     cut_ = cut;
-    if (!over_ && cut_.loses(max_bound_, max_end_, eps_)) {
+    if (!over_ && obj_.loses(cut_, max_bound_, max_end_, eps_)) {
       cut_hit_ = true;
       over_ = true;
     }
@@ -275,8 +263,9 @@ class greedy_scheduler {
     }
     return out;
   }
-  /// The largest lower bound on the run's final span seen so far.
-  double bound() const noexcept { return max_bound_; }
+  /// The largest lower bound seen so far on the run's final objective value (its span or
+  /// makespan, search_objective::primary): what the best-first search orders runs by.
+  double bound() const noexcept { return obj_.primary(max_bound_, max_end_); }
   /// The flags that changed some decision so far (greedy_run::used).
   unsigned used() const noexcept { return used_; }
 
@@ -625,7 +614,7 @@ class greedy_scheduler {
     const double end = start + dur + rem_[s];
     max_bound_ = std::max(max_bound_, end - first_[s]);
     max_end_ = std::max(max_end_, end);
-    if (cut_.loses(max_bound_, max_end_, eps_)) {
+    if (obj_.loses(cut_, max_bound_, max_end_, eps_)) {
       cut_hit_ = true;
     }
   }
@@ -676,7 +665,7 @@ class greedy_scheduler {
       max_bound_ = std::max(max_bound_, lb_[g] + tw_[i] - first_[s]);
       max_end_ = std::max(max_end_, lb_[g] + tw_[i]);
     }
-    if (cut_.loses(max_bound_, max_end_, eps_)) {
+    if (obj_.loses(cut_, max_bound_, max_end_, eps_)) {
       cut_hit_ = true;
     }
   }
@@ -849,6 +838,7 @@ class greedy_scheduler {
   const stage_index* prev_stage_;
   const stage_index* next_stage_;
   double eps_;
+  search_objective obj_;
   greedy_flags fl_{};
   greedy_cut cut_;
   double max_end_ = 0.0;  // lower bound on the makespan

@@ -57,8 +57,9 @@ inline published_zb_flags published_zb_combination(unsigned i) {
 
 /// The automatic scheduler's greedy for one flag combination. pr must have one chunk per
 /// stage (sequential placement). With a finite `cut` the run stops (ok false, `cut` set)
-/// as soon as some stage's span is sure to exceed it: its end so far plus its remaining work,
-/// less its start. The decisions up to that point are the authors'.
+/// as soon as its objective (pr.objective's primary: the span or the makespan) is sure to
+/// exceed it: some stage's end so far plus its remaining work (less its start, for the span).
+/// The decisions up to that point are the authors'.
 inline published_order published_zb_order(const greedy_problem& pr,
                                           published_zb_flags fl,
                                           double cut = std::numeric_limits<double>::infinity()) {
@@ -114,7 +115,8 @@ inline published_order published_zb_order(const greedy_problem& pr,
     ++cnt;
     const double rest =
         double(m - f[s]) * pr.tf[s] + double(m - b[s]) * pr.tb[s] + double(m - w[s]) * pr.tw[s];
-    if (t + rest - (tf[std::size_t{s} * m] - pr.tf[s]) > cut + pr.eps) {
+    const double end = t + rest;
+    if (pr.objective.primary(end - (tf[std::size_t{s} * m] - pr.tf[s]), end) > cut + pr.eps) {
       failed = true;  // this stage alone already ends too late
       out.cut = true;
     }
