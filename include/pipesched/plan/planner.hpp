@@ -132,6 +132,8 @@ struct plan_options {
   std::size_t top = 5;  ///< plans kept
   /// zb-auto / zb-v local search budget per candidate, in candidate orders timed.
   std::size_t search_evaluations = 64;
+  /// The top plans from a searching generator search again with this budget (0: not again).
+  std::size_t polish_evaluations = 2000;
   /// Threads evaluating candidates; 0: the machine's hardware threads.
   unsigned threads = 0;
   /// Generators by name; nullptr: default_registry().
@@ -843,8 +845,39 @@ inline plan_result run_plan(const training_job& job,
       evaluated.push_back(std::move(*e));
     }
   }
-  std::sort(evaluated.begin(), evaluated.end(),
-            [&](const plan_entry& a, const plan_entry& b) { return better_plan(a, b, registry); });
+  auto rank = [&] {
+    std::sort(evaluated.begin(), evaluated.end(), [&](const plan_entry& a, const plan_entry& b) {
+      return better_plan(a, b, registry);
+    });
+  };
+  rank();
+  // The plans kept from a searching generator search again with a deeper budget: more
+  // candidate orders where they matter.
+  if (opts.polish_evaluations > 0) {
+    std::size_t polished = 0;
+    for (plan_entry& e : evaluated) {
+      if (polished == keep || !e.fits) {
+        break;
+      }
+      ++polished;
+      const generator_entry& gen = registry.at(e.choice.schedule);
+      if (!gen.searches) {
+        continue;
+      }
+      const job_costs jc = make_job_costs(job, e.choice.layout, e.choice.recompute,
+                                          e.choice.partition, e.sched.layout());
+      try {
+        plan_entry deeper =
+            evaluate_choice(job, e.choice, jc, registry, gen, opts.polish_evaluations);
+        if (deeper.fits && deeper.step_time_s < e.step_time_s) {
+          e = std::move(deeper);
+        }
+      } catch (const invalid_argument&) {
+        // keeps the first search's order
+      }
+    }
+    rank();
+  }
   // The same order under two names (zb-1p and zb-auto when their limits agree) is one plan.
   std::vector<plan_entry> distinct;
   for (plan_entry& e : evaluated) {
