@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/analysis/perturbed_timing.hpp"
 #include "pipesched/analysis/robustness.hpp"
@@ -135,7 +136,7 @@ inline dynamic_result simulate_dynamic(const placement& pl,
       if (end < 0.0) {
         return inf;
       }
-      t = std::max(t, end + (e.deps[k].remote ? c.latency[k] : 0.0));
+      t = detail::ready_time(t, end, e.deps[k].remote ? c.latency[k] : 0.0);
     }
     return t;
   };

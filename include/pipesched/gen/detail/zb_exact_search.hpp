@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -225,7 +226,7 @@ class exact_search {
       }
     }
     const double dur = k == 0 ? pr_.tf[s] : (k == 1 ? pr_.tb[s] : pr_.tw[s]);
-    const double end = std::max(st.e[s], ready) + dur;
+    const double end = std::max(st.e[s], ready) + dur;  // ready: input_arrival, or 0
     st.e[s] = end;
     const std::size_t cell = std::size_t{s} * pr_.m + count(st, s, k) - 1;
     if (k == 0) {
@@ -247,13 +248,14 @@ class exact_search {
     const std::uint32_t nf = count(st, s, 0);
     const std::uint32_t nb = count(st, s, 1);
     std::uint8_t out = 0;
-    if (f_fits && (s == 0 || (f_timed(st, s - 1, nf) &&
-                              st.fend[std::size_t{s - 1} * m + nf] + pr_.fcomm[s] <= st.e[s]))) {
+    if (f_fits &&
+        (s == 0 || (f_timed(st, s - 1, nf) && input_arrival(st.fend[std::size_t{s - 1} * m + nf],
+                                                            pr_.fcomm[s]) <= st.e[s]))) {
       out |= 1u;
     }
-    if (nb < nf &&
-        (s + 1 == pr_.p || (b_timed(st, s + 1, nb) &&
-                            st.bend[std::size_t{s + 1} * m + nb] + pr_.bcomm[s] <= st.e[s]))) {
+    if (nb < nf && (s + 1 == pr_.p ||
+                    (b_timed(st, s + 1, nb) && input_arrival(st.bend[std::size_t{s + 1} * m + nb],
+                                                             pr_.bcomm[s]) <= st.e[s]))) {
       out |= 2u;
     }
     return out;
@@ -270,7 +272,7 @@ class exact_search {
           return false;
         }
       } else if (f_timed(st, s - 1, j)) {
-        if (!time_op(st, s, 0, st.fend[std::size_t{s - 1} * m + j] + pr_.fcomm[s])) {
+        if (!time_op(st, s, 0, input_arrival(st.fend[std::size_t{s - 1} * m + j], pr_.fcomm[s]))) {
           return false;
         }
       } else {
@@ -282,7 +284,7 @@ class exact_search {
           return false;
         }
       } else if (b_timed(st, s + 1, j)) {
-        if (!time_op(st, s, 1, st.bend[std::size_t{s + 1} * m + j] + pr_.bcomm[s])) {
+        if (!time_op(st, s, 1, input_arrival(st.bend[std::size_t{s + 1} * m + j], pr_.bcomm[s]))) {
           return false;
         }
       } else {
@@ -298,7 +300,8 @@ class exact_search {
           const std::uint32_t i = count(st, t, 0) - 1;
           if (f_timed(st, t - 1, i)) {
             st.pend[t] = 0;
-            if (!time_op(st, t, 0, st.fend[std::size_t{t - 1} * m + i] + pr_.fcomm[t])) {
+            if (!time_op(st, t, 0,
+                         input_arrival(st.fend[std::size_t{t - 1} * m + i], pr_.fcomm[t]))) {
               return false;
             }
             changed = true;
@@ -307,7 +310,8 @@ class exact_search {
           const std::uint32_t i = count(st, t, 1) - 1;
           if (b_timed(st, t + 1, i)) {
             st.pend[t] = 0;
-            if (!time_op(st, t, 1, st.bend[std::size_t{t + 1} * m + i] + pr_.bcomm[t])) {
+            if (!time_op(st, t, 1,
+                         input_arrival(st.bend[std::size_t{t + 1} * m + i], pr_.bcomm[t]))) {
               return false;
             }
             changed = true;
@@ -358,7 +362,7 @@ class exact_search {
           fe_[c] = st.fend[c];
           continue;
         }
-        double r = std::max(st.e[s], s == 0 ? 0.0 : fe_[c - m] + pr_.fcomm[s]);
+        double r = s == 0 ? std::max(st.e[s], 0.0) : ready_time(st.e[s], fe_[c - m], pr_.fcomm[s]);
         if (j > 0) {
           r = std::max(r, fe_[c - 1]);
         }
@@ -379,7 +383,7 @@ class exact_search {
         }
         double r = std::max(st.e[s], fe_[c]);
         if (s + 1 < p) {
-          r = std::max(r, be_[c + m] + pr_.bcomm[s]);
+          r = ready_time(r, be_[c + m], pr_.bcomm[s]);
         }
         if (j > 0) {
           r = std::max(r, be_[c - 1]);
@@ -551,12 +555,12 @@ class exact_search {
       for (std::uint32_t j = count(st, s + 1, 0); j < count(st, s, 0); ++j) {
         if (f_timed(st, s, j)) {
           times_.push_back(
-              std::max(st.fend[std::size_t{s} * m + j] + pr_.fcomm[s + 1], st.e[s + 1]));
+              ready_time(st.e[s + 1], st.fend[std::size_t{s} * m + j], pr_.fcomm[s + 1]));
         }
       }
       for (std::uint32_t j = count(st, s, 1); j < count(st, s + 1, 1); ++j) {
         if (b_timed(st, s + 1, j)) {
-          times_.push_back(std::max(st.bend[std::size_t{s + 1} * m + j] + pr_.bcomm[s], st.e[s]));
+          times_.push_back(ready_time(st.e[s], st.bend[std::size_t{s + 1} * m + j], pr_.bcomm[s]));
         }
       }
     }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/gen/detail/zb_bound.hpp"
@@ -440,8 +441,8 @@ class greedy_scheduler {
       return 0.0;  // the first chunk: its input is the data
     }
     known = nf_[prev_[i]] > j;
-    return (known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) +
-           fcomm_[i];
+    return input_arrival(
+        known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]]), fcomm_[i]);
   }
 
   // Likewise for B of micro-batch j: the next chunk's B(j), or the own F(j) for the last
@@ -453,8 +454,8 @@ class greedy_scheduler {
       return f_end_[own_cell_[i] + j];
     }
     known = nb_[next_[i]] > j;
-    return (known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]])) +
-           bcomm_[i];
+    return input_arrival(
+        known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]]), bcomm_[i]);
   }
 
   template <bool One>
@@ -697,7 +698,7 @@ class greedy_scheduler {
     f_end_[own_cell_[i] + j] = t_[s];
     const std::size_t nx = next_[i];
     if (nx != greedy_problem::npos && next_stage_[i] != s) {
-      wake(next_stage_[i], t_[s] + fcomm_[nx]);
+      wake(next_stage_[i], input_arrival(t_[s], fcomm_[nx]));
     }
   }
 
@@ -713,7 +714,7 @@ class greedy_scheduler {
     b_end_[own_cell_[i] + j] = t_[s];
     const std::size_t pv = prev_[i];
     if (pv != greedy_problem::npos && prev_stage_[i] != s) {
-      wake(prev_stage_[i], t_[s] + bcomm_[pv]);
+      wake(prev_stage_[i], input_arrival(t_[s], bcomm_[pv]));
     }
   }
 
