@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pipesched/analysis/detail/op_ready.hpp"
+#include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -26,8 +27,8 @@ struct exact_problem {
   std::vector<double> tf, tb, tw;
   std::vector<double> fcomm;  ///< latency of stage s's F input (from s−1); 0 on stage 0
   std::vector<double> bcomm;  ///< latency of stage s's B input (from s+1); 0 on the last stage
-  std::vector<double> mb, mw;
-  std::vector<double> avail;  ///< limit − static memory + the rounding tolerance
+  std::vector<chunk_memory> sizes;  ///< M_B, M_W per stage (counted with held_after)
+  std::vector<double> avail;        ///< limit − static memory + the rounding tolerance
   /// Start of F0 on each stage. It is every stage's first op and waits only for the F0 chain,
   /// so it is the same in every order: the stage span's fixed origin.
   std::vector<double> first;
@@ -55,12 +56,11 @@ inline exact_problem make_exact_problem(const generator_params& params,
     pr.fcomm.push_back(s == 0 ? 0.0 : params.costs.comm(s - 1, s));
     pr.bcomm.push_back(s + 1 == p ? 0.0 : params.costs.comm(s + 1, s));
     const chunk_memory& cm = params.memory.at(s);
-    pr.mb.push_back(cm.activation);
-    pr.mw.push_back(cm.weight_grad_input);
+    pr.sizes.push_back(cm);
     // A relative tolerance in memory units: the memory checker accepts at least as much.
     pr.avail.push_back(limits[s] - params.memory.static_memory(s) + 1e-9 * limits[s]);
     std::uint32_t live = 0;
-    while (live < m && double(live + 1) * cm.activation <= pr.avail.back()) {
+    while (live < m && held_after(live + 1, 0, 0, cm) <= pr.avail.back()) {
       ++live;
     }
     pr.live.push_back(std::max(live, 1u));
@@ -70,8 +70,7 @@ inline exact_problem make_exact_problem(const generator_params& params,
       std::uint32_t need = j + 1;
       for (std::uint32_t b = j + 1 > pr.live.back() ? j + 1 - pr.live.back() : 0; b <= j; ++b) {
         std::uint32_t w = 0;
-        while (w<b&& double(j + 1 - b) * cm.activation + double(b - w) * cm.weight_grad_input> pr
-                   .avail.back()) {
+        while (w < b && held_after(j + 1, b, w, cm) > pr.avail.back()) {
           ++w;
         }
         need = std::min(need, w);
@@ -687,8 +686,7 @@ class exact_search {
     };
     std::array<child, 3> kids{};
     std::size_t n_kids = 0;
-    const bool f_fits =
-        nf < m && double(nf + 1 - nb) * pr_.mb[s] + double(nb - nw) * pr_.mw[s] <= pr_.avail[s];
+    const bool f_fits = nf < m && held_after(nf + 1, nb, nw, pr_.sizes[s]) <= pr_.avail[s];
     for (int k : {1, 0, 2}) {
       if ((k == 0 && !f_fits) || (k == 1 && nb == nf) || (k == 2 && nw == nb) ||
           (k != 2 && ((unsigned(st.ban[s]) >> unsigned(k)) & 1u) != 0)) {
