@@ -102,7 +102,7 @@ inline zb_exact_result zb_exact_search(const generator_params& given,
   }
   const placement pl = placement::sequential(p);
   std::vector<double> limits = detail::stage_limits(who, params, pl, 1.0);
-  detail::check_limits(who, pl, params.memory, limits);
+  detail::require_minimum_memory(who, pl, params.memory, limits);
 
   const detail::exact_problem pr = detail::make_exact_problem(params, limits);
   std::vector<double> avail(p);
@@ -160,7 +160,7 @@ inline zb_exact_result zb_exact_search(const generator_params& given,
   res.makespan = t.makespan;
   res.proven = !search.exhausted();
   res.lower_bound = res.proven ? res.span : std::min(res.span, res.root_bound);
-  res.peak = detail::order_peak(ops, params.memory);
+  res.peak = detail::order_peak(ops, params.memory, 1);
   res.limits = std::move(limits);
   res.sched = detail::to_schedule(who, m, pl, std::move(ops));
   return res;

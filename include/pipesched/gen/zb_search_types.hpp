@@ -143,9 +143,9 @@ struct zb_auto_result {
   /// No schedule within the limits has a shorter makespan.
   double makespan_lower_bound = 0.0;
   double ideal = 0.0;  ///< the largest per-stage busy time (zero-bubble span)
-  /// Best greedy span (choices only); empty when no greedy run finished: a seed reached the
-  /// lower bound (the choices are then not run and `tried` is empty) or every run was cut
-  /// as longer than a seed.
+  /// The span of the best greedy run by the objective (choices only); empty when no greedy
+  /// run finished: a seed reached the lower bound (the choices are then not run and `tried` is
+  /// empty) or every run was cut as worse than a seed.
   std::optional<double> greedy_span;
   double seeded_span = 0.0;          ///< after also trying the hand-crafted seeds, before improving
   std::optional<double> zb_h1_span;  ///< ZB-H1's span when it fits the limits and was tried

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/timed_op.hpp"
@@ -227,8 +228,8 @@ traversal_result timed_traverse(const Sched& sched,
       if (!e.deps[k].remote) {
         continue;
       }
-      const double arrival =
-          ev[slot_index(e.deps[k].chunk, o.mb, event_slot(e.deps[k].what))] + oc.latency[k];
+      const double arrival = input_arrival(
+          ev[slot_index(e.deps[k].chunk, o.mb, event_slot(e.deps[k].what))], oc.latency[k]);
       if (arrival > t) {
         t = arrival;
         why = k == 0 ? start_reason::requirement0 : start_reason::requirement1;

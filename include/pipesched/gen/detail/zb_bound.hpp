@@ -7,32 +7,12 @@
 #include <limits>
 #include <vector>
 
+#include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/model/cost_model.hpp"
 #include "pipesched/model/memory_model.hpp"
 
 namespace pipesched::detail {
-
-/// The tolerance of the automatic schedulers' memory compares, in memory units: 1e-9 × the
-/// largest per-stage budget (`avail[s]` = limit − static memory) or activation M_B of the
-/// problem (1e-9 when all are 0). It absorbs rounding in sums of M_B and M_W, whatever the
-/// memory unit: a budget of 2.5·M_B holds 2 activations for M_B = 1e-9 as for M_B = 1e12.
-/// It is at most 1e-9 × the largest limit, the memory checker's default tolerance on that
-/// stage, so with one limit for every stage what the schedulers admit check_memory accepts.
-inline double memory_tolerance(const placement& pl,
-                               const memory_model& memory,
-                               const std::vector<double>& avail) {
-  double scale = 0.0;
-  for (double x : avail) {
-    scale = std::max(scale, std::abs(x));
-  }
-  for (stage_index s = 0; s < pl.stages(); ++s) {
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      scale = std::max(scale, memory.at(s, c).activation);
-    }
-  }
-  return 1e-9 * (scale > 0.0 ? scale : 1.0);
-}
 
 /// Lower bounds on the two objectives of the zero-bubble search (docs/model.md §7).
 struct search_bounds {
@@ -61,7 +41,8 @@ struct search_bounds {
 ///   the forward chain from stage s allows, runs all its m F and m B before its last B ends,
 ///   and that B's gradient then travels back to s, where one W still follows:
 ///   span_s ≥ Σ_{t=s}^{j−1} (F_t + B_t + 2·T_comm) + m·(F_j + B_j) + W_s.
-/// Memory counts use the schedulers' own rule: an amount fits when it is at most
+/// Memory counts use the memory engine's closed form (held_after: k activations and b pending
+/// W hold k·M_B + b·M_W) and the schedulers' own admission: an amount fits when it is at most
 /// avail[s] + memory_tolerance, so the bound never excludes an order they can produce.
 ///
 /// makespan: every stage's first op is an F (a B follows its own F, a W its B) of one of its
@@ -162,7 +143,8 @@ inline search_bounds lower_bounds(const placement& pl,
       for (double a = 0.0; a <= a_max; a += 1.0) {
         double b = double(m) - 1.0 - a;
         if (mm.weight_grad_input > 0.0) {
-          b = std::min(b, std::floor((budget - (a + 1.0) * mm.activation) / mm.weight_grad_input));
+          b = std::min(
+              b, std::floor((budget - held_after(a + 1.0, 0.0, 0.0, mm)) / mm.weight_grad_input));
         }
         b = std::max(0.0, b);
         work = std::max(work, a * (t.backward_input + t.backward_weight) + b * t.backward_weight);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/gen/detail/zb_bound.hpp"
@@ -50,13 +51,14 @@ struct greedy_run {
 struct greedy_problem {
   placement pl;
   std::uint32_t m = 0;
-  std::vector<double> tf, tb, tw;  ///< per (s, c)
-  std::vector<double> fcomm;       ///< latency of (s, c)'s F input; 0 for global chunk 0
-  std::vector<double> bcomm;       ///< latency of (s, c)'s B input; 0 for the last chunk
-  std::vector<double> mb, mw;      ///< M_B, M_W per (s, c)
+  std::vector<double> tf, tb, tw;    ///< per (s, c)
+  std::vector<double> fcomm;         ///< latency of (s, c)'s F input; 0 for global chunk 0
+  std::vector<double> bcomm;         ///< latency of (s, c)'s B input; 0 for the last chunk
+  std::vector<stage_deltas> deltas;  ///< per stage: memory_delta by op (the running sum's)
+  std::vector<double> mb, mw;        ///< M_B, M_W per (s, c)
   /// Change of live memory by an F, B, W of (s, c): memory_delta (analysis/memory_events.hpp).
   std::vector<double> df, db, dw;
-  std::vector<double> reserve;     ///< activation of the stage's later chunks, kept free
+  std::vector<double> reserve;     ///< later_chunk_reserve per (s, c): kept free by an F
   std::vector<double> avail;       ///< per stage: limit − static memory
   std::vector<global_chunk> gl;    ///< global chunk of (s, c)
   std::vector<std::size_t> prev;   ///< flat index of global chunk g−1's (stage, chunk), or npos
@@ -100,7 +102,9 @@ struct greedy_problem {
     gl.resize(n), prev.assign(n, npos), next.assign(n, npos), flat.assign(n, npos);
     stage.assign(n, 0);
     double scale = 0.0;
+    deltas.reserve(p);
     for (stage_index s = 0; s < p; ++s) {
+      deltas.emplace_back(memory, s, v);
       for (chunk_index c = 0; c < v; ++c) {
         const std::size_t i = std::size_t{s} * v + c;
         const op_costs& t = costs.at(s, c);
@@ -118,18 +122,15 @@ struct greedy_problem {
         if (!pl.is_last(g)) {
           next[i] = std::size_t{pl.stage_of(g + 1)} * v + pl.local_of(g + 1);
         }
-        mb[i] = memory.at(s, c).activation;
-        mw[i] = memory.at(s, c).weight_grad_input;
-        df[i] = memory_delta(op_kind::forward, memory.at(s, c));
-        db[i] = memory_delta(op_kind::backward_input, memory.at(s, c));
-        dw[i] = memory_delta(op_kind::backward_weight, memory.at(s, c));
+        const chunk_memory cm = memory.at(s, c);
+        mb[i] = cm.activation;
+        mw[i] = cm.weight_grad_input;
+        df[i] = memory_delta(op_kind::forward, cm);
+        db[i] = memory_delta(op_kind::backward_input, cm);
+        dw[i] = memory_delta(op_kind::backward_weight, cm);
       }
       for (chunk_index c = 0; c < v; ++c) {
-        for (chunk_index d = 0; d < v; ++d) {
-          if (pl.global(s, d) > pl.global(s, c)) {
-            reserve[std::size_t{s} * v + c] += mb[std::size_t{s} * v + d];
-          }
-        }
+        reserve[std::size_t{s} * v + c] = later_chunk_reserve(pl, memory, s, c);
       }
     }
     own_cell.assign(n, npos), prev_cell.assign(n, npos), next_cell.assign(n, npos);
@@ -440,8 +441,8 @@ class greedy_scheduler {
       return 0.0;  // the first chunk: its input is the data
     }
     known = nf_[prev_[i]] > j;
-    return (known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) +
-           fcomm_[i];
+    return input_arrival(
+        known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]]), fcomm_[i]);
   }
 
   // Likewise for B of micro-batch j: the next chunk's B(j), or the own F(j) for the last
@@ -453,8 +454,8 @@ class greedy_scheduler {
       return f_end_[own_cell_[i] + j];
     }
     known = nb_[next_[i]] > j;
-    return (known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]])) +
-           bcomm_[i];
+    return input_arrival(
+        known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]]), bcomm_[i]);
   }
 
   template <bool One>
@@ -494,9 +495,10 @@ class greedy_scheduler {
     return cand{b_exists, b_known, b_ready, b_c};
   }
 
-  // Whether an F of flat index i fits stage s's budget, room for its later chunks kept.
+  // Whether an F of flat index i fits stage s's budget, room for its later chunks kept: the
+  // memory engine's admission rule.
   bool f_fits(stage_index s, std::size_t i) const noexcept {
-    return mem_[s] + df_[i] + reserve_[i] <= cap_[s];
+    return admits_forward(mem_[s], df_[i], reserve_[i], cap_[s]);
   }
 
   // Next admissible F; `blocked` reports an F held back only by the memory budget.
@@ -697,7 +699,7 @@ class greedy_scheduler {
     f_end_[own_cell_[i] + j] = t_[s];
     const std::size_t nx = next_[i];
     if (nx != greedy_problem::npos && next_stage_[i] != s) {
-      wake(next_stage_[i], t_[s] + fcomm_[nx]);
+      wake(next_stage_[i], input_arrival(t_[s], fcomm_[nx]));
     }
   }
 
@@ -713,7 +715,7 @@ class greedy_scheduler {
     b_end_[own_cell_[i] + j] = t_[s];
     const std::size_t pv = prev_[i];
     if (pv != greedy_problem::npos && prev_stage_[i] != s) {
-      wake(prev_stage_[i], t_[s] + bcomm_[pv]);
+      wake(prev_stage_[i], input_arrival(t_[s], bcomm_[pv]));
     }
   }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
 #include "pipesched/ir/op.hpp"
 
@@ -231,18 +232,13 @@ class order_improver {
     return true;
   }
 
+  // What the ops hold stays within each stage's budget: the memory engine's running sum.
   bool fits_memory(const std::vector<std::vector<op>>& ops) const {
-    const std::uint32_t v = pr_.pl.chunks();
     for (stage_index s = 0; s < ops.size(); ++s) {
-      double cur = 0.0;
-      for (const op& o : ops[s]) {
-        const std::size_t i = std::size_t{s} * v + o.chunk;
-        cur += o.kind == op_kind::forward          ? pr_.df[i]
-               : o.kind == op_kind::backward_input ? pr_.db[i]
-                                                   : pr_.dw[i];
-        if (cur > pr_.avail[s] + meps_) {  // only an F can raise it
-          return false;
-        }
+      const double cap = pr_.avail[s] + meps_;
+      if (!walk_live_memory(ops[s], 0.0, pr_.deltas[s],
+                            [cap](std::size_t, double value) { return value <= cap; })) {
+        return false;
       }
     }
     return true;

@@ -25,6 +25,7 @@
 #include <limits>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
 #include "pipesched/ir/op.hpp"
 
@@ -96,11 +97,12 @@ inline published_order published_zb_order(const greedy_problem& pr,
     const double c = cost_of(s, k);
     const double no_bubble = e[s] + c;
     double t = no_bubble;
+    // max(end + c, input + T_comm + c) in their arithmetic is ready_time(end, ...) + c.
     if (k == op_kind::forward && s > 0) {
-      t = std::max(t, tf[std::size_t{s - 1} * m + cnt] + pr.fcomm[s] + c);
+      t = ready_time(e[s], tf[std::size_t{s - 1} * m + cnt], pr.fcomm[s]) + c;
     }
     if (k == op_kind::backward_input && s + 1 < p) {
-      t = std::max(t, tb[std::size_t{s + 1} * m + cnt] + pr.bcomm[s] + c);
+      t = ready_time(e[s], tb[std::size_t{s + 1} * m + cnt], pr.bcomm[s]) + c;
     }
     if (f[s] > 0) {
       bubble[s] += t - no_bubble;
@@ -395,7 +397,7 @@ class run {
           ok = false;  // their put() asserts
           return;
         }
-        t = std::max(t, pe + comm(cat, chunk, s) + c);
+        t = ready_time(cur_[s], pe, comm(cat, chunk, s)) + c;
       }
       if (!up && s > 0) {
         const double pe = end_[id(cat, chunk, s - 1, cnt)];
@@ -403,7 +405,7 @@ class run {
           ok = false;
           return;
         }
-        t = std::max(t, pe + comm(cat, chunk, s) + c);
+        t = ready_time(cur_[s], pe, comm(cat, chunk, s)) + c;
       }
     }
     if (count(s, 0) > 0) {

@@ -36,19 +36,15 @@ namespace pipesched {
 
 namespace detail {
 
-/// Per-stage peak memory (static included) of an order: the memory engine's rule
-/// (memory_delta, analysis/memory_events.hpp) added up in list order.
+/// Per-stage peak memory (static included) of an order with `chunks` chunks per stage: the
+/// memory engine's running sum (stage_peak, analysis/memory_events.hpp).
 template <class Lists>
-std::vector<double> order_peak(const Lists& lists, const memory_model& memory) {
+std::vector<double> order_peak(const Lists& lists,
+                               const memory_model& memory,
+                               std::uint32_t chunks) {
   std::vector<double> out(lists.size(), 0.0);
   for (stage_index s = 0; s < lists.size(); ++s) {
-    double cur = memory.static_memory(s);
-    double peak = cur;
-    for (const op& o : lists[s]) {
-      cur += memory_delta(o, memory.at(s, o.chunk));
-      peak = std::max(peak, cur);
-    }
-    out[s] = peak;
+    out[s] = stage_peak(lists[s], memory, s, chunks);
   }
   return out;
 }
@@ -128,28 +124,6 @@ inline schedule to_schedule(std::string_view name,
     out.stage_ops(s) = std::move(ops[s]);
   }
   return out;
-}
-
-/// Checks the limits against the minimum any schedule needs: one micro-batch's activations
-/// of every chunk on the stage at once (its chunks' forwards all precede their backwards),
-/// plus static memory. A schedule that runs one micro-batch at a time reaches that minimum.
-inline void check_limits(std::string_view who,
-                         const placement& pl,
-                         const memory_model& memory,
-                         const std::vector<double>& limits) {
-  for (stage_index s = 0; s < pl.stages(); ++s) {
-    double act = 0.0;
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      act += memory.at(s, c).activation;
-    }
-    const double need = memory.static_memory(s) + act;
-    if (!(limits[s] >= need - 1e-9 * need)) {  // relative: memory may be in any unit
-      fail(who, ": memory_limit (", limits[s],
-           ") is below the minimum any schedule needs on stage ", s, " (", need,
-           " = static memory ", memory.static_memory(s),
-           " + one micro-batch's activations M_B of its ", pl.chunks(), " chunk(s) ", act, ")");
-    }
-  }
 }
 
 /// The greedy flags of a choice.
@@ -409,7 +383,7 @@ inline zb_auto_result zb_search(std::string_view who,
                                 const placement& pl,
                                 std::vector<double> limits,
                                 const zb_auto_options& opts) {
-  check_limits(who, pl, params.memory, limits);
+  require_minimum_memory(who, pl, params.memory, limits);
   if (!std::isfinite(opts.search_budget_ms) || opts.search_budget_ms < 0.0) {
     fail(who, ": search_budget_ms (", opts.search_budget_ms,
          ") must be finite and >= 0 (0: no wall-clock cap)");
@@ -445,7 +419,7 @@ inline zb_auto_result zb_search(std::string_view who,
   timed_order seed;
   auto try_seed = [&](std::string_view name, std::vector<std::vector<op>> ops,
                       std::optional<double>& span_out) {
-    const std::vector<double> pk = order_peak(ops, params.memory);
+    const std::vector<double> pk = order_peak(ops, params.memory, pl.chunks());
     for (stage_index s = 0; s < p; ++s) {
       if (pk[s] > limits[s] + pr.meps) {
         return;  // does not fit the limit
@@ -604,7 +578,7 @@ inline zb_auto_result zb_search(std::string_view who,
   } else {
     res.filled_span = res.span;
   }
-  res.peak = order_peak(cur.ops, params.memory);
+  res.peak = order_peak(cur.ops, params.memory, pl.chunks());
   res.sched = to_schedule(who, m, pl, std::move(cur.ops));
   res.limits = std::move(limits);
   res.lower_bound = std::min(res.span, bounds.span);
@@ -636,11 +610,8 @@ inline std::vector<double> stage_limits(std::string_view who,
     return out;
   }
   for (stage_index s = 0; s < pl.stages(); ++s) {
-    double act = 0.0;
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      act += params.memory.at(s, c).activation;
-    }
-    out[s] = params.memory.static_memory(s) + factor * double(pl.stages()) * act;
+    out[s] = params.memory.static_memory(s) +
+             factor * double(pl.stages()) * stage_activation(params.memory, s, pl.chunks());
     if (!std::isfinite(out[s])) {
       fail(who, ": the default memory limit of stage ", s, " (static + ", factor,
            "*p*M_B = ", out[s], ") is not a finite number: the memory sizes are too large");
