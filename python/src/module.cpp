@@ -256,4 +256,5 @@ PYBIND11_MODULE(_pipesched, m) {
   bind_gen(m);
   bind_analysis(m);
   bind_io(m);
+  bind_plan(m);
 }

@@ -64,8 +64,9 @@ TEST_CASE("telemetry: a straggler in a noisy run is found, and only it", "[telem
   CHECK(found[0].relative == Approx(0.15).margin(0.05));
   // An absolute threshold above the excess (about 0.45 per micro-batch) hides it.
   CHECK(find_stragglers(e, {1.0, 0.05}).empty());
-  CHECK_THROWS_WITH(find_stragglers(e, {-1.0, 0.05}),
-                    Catch::Matchers::Contains("absolute threshold (-1) must be finite and >= 0"));
+  CHECK_THROWS_WITH(
+      find_stragglers(e, {-1.0, 0.05}),
+      Catch::Matchers::Contains("absolute: threshold must be finite and >= 0, got -1"));
   // The order the stages ran is the schedule.
   const schedule ran = order_of(run);
   for (stage_index st = 0; st < 4; ++st) {

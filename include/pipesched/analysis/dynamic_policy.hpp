@@ -269,6 +269,8 @@ inline robustness_result monte_carlo_dynamic(const placement& pl,
     detail::fail("monte_carlo_dynamic: sensitivity_step (", ro.sensitivity_step,
                  ") must be finite and > 0");
   }
+  detail::sample_progress progress(
+      ro.progress, std::uint64_t{ro.samples} * (ro.sensitivity ? 1u + pl.stages() : 1u));
   auto run = [&](const perturbation& n, std::vector<double>* out) {
     double sum = 0.0;
     for (std::uint32_t i = 0; i < ro.samples; ++i) {
@@ -279,6 +281,7 @@ inline robustness_result monte_carlo_dynamic(const placement& pl,
       if (out != nullptr) {
         out->push_back(t);
       }
+      progress.step();
     }
     return sum / ro.samples;
   };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <numbers>
 #include <vector>
 
@@ -237,6 +238,34 @@ inline simulation_result simulate_perturbed(const schedule& sched,
                            sample, "simulate_perturbed");
   return detail::simulate_with(sched, pc.shaped_costs(), pc.plan(), pc.view(), options);
 }
+
+/// Told how far a Monte-Carlo run is (monte_carlo, monte_carlo_dynamic,
+/// monte_carlo_data_parallel): `done` of `total` samples, on the calling thread, after each
+/// sample or group of samples and once more at the end; a front end's progress line hangs here.
+/// It only observes: the results are the same with or without it. What it throws propagates.
+using progress_observer = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
+namespace detail {
+
+/// Counts samples against a total and tells the observer (none: counts only).
+class sample_progress {
+ public:
+  sample_progress(const progress_observer& observer, std::uint64_t total)
+      : observer_(observer), total_(total) {}
+  void step(std::uint64_t n = 1) {
+    done_ += n;
+    if (observer_) {
+      observer_(done_, total_);
+    }
+  }
+
+ private:
+  const progress_observer& observer_;
+  std::uint64_t total_;
+  std::uint64_t done_ = 0;
+};
+
+}  // namespace detail
 
 /// Distribution of one number over samples. Percentiles by nearest rank: p50 is the
 /// ceil(0.5 N)-th smallest, p99 the ceil(0.99 N)-th (the max for N < 100).

@@ -21,6 +21,8 @@ struct robustness_options {
   /// stage, with that stage `sensitivity_step` slower.
   bool sensitivity = false;
   double sensitivity_step = 0.01;  ///< relative slowdown for the sensitivity, > 0
+  /// Told (done, total) after each sample; total is N, or N·(1 + p) with the sensitivity.
+  progress_observer progress{};
 };
 
 /// What monte_carlo() measures. Iteration time = the makespan (time 0 to the last end).
@@ -40,7 +42,8 @@ inline double mean_makespan(const schedule& sched,
                             const cost_model& costs,
                             const perturbation& noise,
                             const robustness_options& o,
-                            std::vector<double>* out) {
+                            std::vector<double>* out,
+                            sample_progress& progress) {
   simulate_options so;
   so.record_ops = false;
   so.critical_path = false;
@@ -54,6 +57,7 @@ inline double mean_makespan(const schedule& sched,
     if (out != nullptr) {
       out->push_back(r.makespan);
     }
+    progress.step();
   }
   return sum / o.samples;
 }
@@ -82,7 +86,9 @@ inline robustness_result monte_carlo(const schedule& sched,
   r.clean = simulate(sched, costs, so).makespan;
   std::vector<double> all;
   all.reserve(o.samples);
-  const double mean = detail::mean_makespan(sched, costs, noise, o, &all);
+  detail::sample_progress progress(
+      o.progress, std::uint64_t{o.samples} * (o.sensitivity ? 1u + sched.stages() : 1u));
+  const double mean = detail::mean_makespan(sched, costs, noise, o, &all, progress);
   r.iteration = stats_of(all);
   r.iteration.mean = mean;  // the same sum, in sample order (sensitivity subtracts it)
   if (o.keep_samples) {
@@ -98,8 +104,9 @@ inline robustness_result monte_carlo(const schedule& sched,
       }
       perturbation slower = noise;
       slower.set_stage_slowdown(std::move(f));
-      r.sensitivity[k] = (detail::mean_makespan(sched, costs, slower, o, nullptr) - mean) /
-                         (100.0 * o.sensitivity_step);
+      r.sensitivity[k] =
+          (detail::mean_makespan(sched, costs, slower, o, nullptr, progress) - mean) /
+          (100.0 * o.sensitivity_step);
     }
   }
   return r;

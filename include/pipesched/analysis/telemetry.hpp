@@ -131,10 +131,12 @@ struct straggler {
 inline std::vector<straggler> find_stragglers(const std::vector<stage_estimate>& est,
                                               const straggler_thresholds& th = {}) {
   if (!std::isfinite(th.absolute) || th.absolute < 0.0) {
-    detail::fail("find_stragglers: absolute threshold (", th.absolute, ") must be finite and >= 0");
+    detail::fail_field("find_stragglers", "absolute", "threshold must be finite and >= 0, got ",
+                       th.absolute);
   }
   if (!std::isfinite(th.relative) || th.relative < 0.0) {
-    detail::fail("find_stragglers: relative threshold (", th.relative, ") must be finite and >= 0");
+    detail::fail_field("find_stragglers", "relative", "threshold must be finite and >= 0, got ",
+                       th.relative);
   }
   std::vector<straggler> out;
   for (stage_index s = 0; s < est.size(); ++s) {

@@ -1,0 +1,85 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "pipesched/analysis/telemetry.hpp"
+#include "pipesched/plan/analyze.hpp"
+
+// What `pipesched analyze` and Python's analyze() print (docs/formats.md, "analyze"): the
+// per-stage estimates, the stragglers and the re-plans of an analyze_result, as JSON and text.
+
+namespace pipesched {
+
+/// The JSON object: schedule, stages (per stage F, B, W, BW as {median, mad, count} or null
+/// when not measured, and per_microbatch), stragglers, current, replans.
+inline nlohmann::json analyze_to_json(const analyze_result& r) {
+  auto med = [](const std::optional<duration_estimate>& d) {
+    return d ? nlohmann::json{{"median", d->median}, {"mad", d->mad}, {"count", d->count}}
+             : nlohmann::json(nullptr);
+  };
+  nlohmann::json j{{"schedule", r.name},
+                   {"stages", nlohmann::json::array()},
+                   {"stragglers", nlohmann::json::array()},
+                   {"current", r.plan.current},
+                   {"replans", nlohmann::json::array()}};
+  for (const stage_estimate& e : r.estimates) {
+    j["stages"].push_back({{"F", med(e.forward)},
+                           {"B", med(e.backward_input)},
+                           {"W", med(e.backward_weight)},
+                           {"BW", med(e.backward_full)},
+                           {"per_microbatch", e.per_microbatch}});
+  }
+  for (const straggler& x : r.stragglers) {
+    j["stragglers"].push_back({{"stage", x.stage},
+                               {"per_microbatch", x.per_microbatch},
+                               {"peers", x.peers},
+                               {"excess", x.excess},
+                               {"relative", x.relative}});
+  }
+  for (const replan_candidate& c : r.plan.candidates) {
+    j["replans"].push_back({{"generator", c.generator},
+                            {"makespan", c.makespan},
+                            {"gain", c.gain},
+                            {"relative_gain", c.relative_gain}});
+  }
+  return j;
+}
+
+/// The readable report: a table of the estimates, the stragglers, the re-plans.
+inline std::string analyze_text(const analyze_result& r) {
+  std::string t =
+      fmt::format("{}  p={} m={} v={}  {} ops measured\n", r.name.empty() ? "run" : r.name,
+                  r.stages, r.microbatches, r.chunks, r.ops);
+  t += "stage  F median (MAD)  B median (MAD)  W median (MAD)  BW median (MAD)  per mb\n";
+  auto cell = [](const std::optional<duration_estimate>& d) {
+    return d ? fmt::format("{:.4g} ({:.2g})", d->median, d->mad) : std::string("-");
+  };
+  for (stage_index s = 0; s < r.estimates.size(); ++s) {
+    const stage_estimate& e = r.estimates[s];
+    t += fmt::format("{:>5}  {:>14}  {:>14}  {:>14}  {:>15}  {:.4g}\n", s, cell(e.forward),
+                     cell(e.backward_input), cell(e.backward_weight), cell(e.backward_full),
+                     e.per_microbatch);
+  }
+  if (r.stragglers.empty()) {
+    t += fmt::format("stragglers: none (thresholds: {:g} absolute, {:g}% relative)\n",
+                     r.thresholds.absolute, 100 * r.thresholds.relative);
+  }
+  for (const straggler& x : r.stragglers) {
+    t += fmt::format(
+        "straggler: stage {}: {:.4g} per micro-batch, {:.4g} ({:.1f}%) above its peers\n", x.stage,
+        x.per_microbatch, x.excess, 100 * x.relative);
+  }
+  t += fmt::format("re-plan with the measured costs (the run's order predicts {:.6g}):\n",
+                   r.plan.current);
+  for (const replan_candidate& c : r.plan.candidates) {
+    t += fmt::format("  {:<10} {:.6g}  gain {:.4g} ({:.1f}%)\n", c.generator, c.makespan, c.gain,
+                     100 * c.relative_gain);
+  }
+  return t;
+}
+
+}  // namespace pipesched

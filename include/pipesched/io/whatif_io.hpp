@@ -1,0 +1,72 @@
+#pragma once
+
+#include <string>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "pipesched/plan/whatif.hpp"
+
+// What `pipesched whatif` and Python's whatif() print (docs/formats.md, "whatif"): one writer
+// for a static order's or the dynamic policy's distribution (robustness_result) and one for D
+// data-parallel replicas (data_parallel_stats), each as JSON and as text.
+
+namespace pipesched {
+
+/// The JSON object of a what-if result. Without data parallelism: schedule, samples, seed,
+/// clean, mean, stddev, min, p50, p99, max (and sensitivity when measured); with it: schedule,
+/// replicas, samples, mean, p50, p99, max, slowest_replica_share.
+inline nlohmann::json whatif_to_json(const whatif_result& r) {
+  if (r.data_parallel) {
+    const data_parallel_stats& d = *r.data_parallel;
+    return nlohmann::json{
+        {"schedule", r.name},           {"replicas", r.replicas},
+        {"samples", d.iteration.count}, {"mean", d.iteration.mean},
+        {"p50", d.iteration.p50},       {"p99", d.iteration.p99},
+        {"max", d.iteration.max},       {"slowest_replica_share", d.slowest_replica_share}};
+  }
+  const robustness_result& x = r.robustness;
+  nlohmann::json j{{"schedule", r.name},       {"samples", x.iteration.count},
+                   {"seed", r.seed},           {"clean", x.clean},
+                   {"mean", x.iteration.mean}, {"stddev", x.iteration.stddev},
+                   {"min", x.iteration.min},   {"p50", x.iteration.p50},
+                   {"p99", x.iteration.p99},   {"max", x.iteration.max}};
+  if (!x.sensitivity.empty()) {
+    j["sensitivity"] = x.sensitivity;
+  }
+  return j;
+}
+
+/// The readable report of a what-if result: the question on the first line, the distribution
+/// on the second (times in the cost model's units), the sensitivity on a third when measured.
+inline std::string whatif_text(const whatif_result& r) {
+  if (r.data_parallel) {
+    const data_parallel_stats& d = *r.data_parallel;
+    return fmt::format("{}  p={} m={} v={}  D={} replicas  {} iterations, seed {}\n", r.name,
+                       r.stages, r.microbatches, r.chunks, r.replicas, d.iteration.count, r.seed) +
+           fmt::format(
+               "iteration time (pipeline + ring all-reduce): mean {:.6g}  p50 {:.6g}  "
+               "p99 {:.6g}  max {:.6g}; lost to the slowest replica {:.2f}%\n",
+               d.iteration.mean, d.iteration.p50, d.iteration.p99, d.iteration.max,
+               100 * d.slowest_replica_share);
+  }
+  const robustness_result& x = r.robustness;
+  std::string text =
+      fmt::format("{}  p={} m={} v={}  {} samples, seed {}\n", r.name, r.stages, r.microbatches,
+                  r.chunks, x.iteration.count, r.seed) +
+      fmt::format(
+          "iteration time: clean {:.6g}  mean {:.6g}  sd {:.3g}  min {:.6g}  p50 {:.6g}  "
+          "p99 {:.6g}  max {:.6g}\n",
+          x.clean, x.iteration.mean, x.iteration.stddev, x.iteration.min, x.iteration.p50,
+          x.iteration.p99, x.iteration.max);
+  if (!x.sensitivity.empty()) {
+    text += "sensitivity (mean increase per 1% slowdown of stage k):";
+    for (double s : x.sensitivity) {
+      text += fmt::format(" {:.4g}", s);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace pipesched

@@ -1,0 +1,52 @@
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include <pipesched/io/whatif_io.hpp>
+
+using namespace pipesched;
+
+namespace {
+
+whatif_result whatif_fixture() {
+  whatif_result r;
+  r.name = "zb-h1";
+  r.stages = 4;
+  r.microbatches = 8;
+  r.chunks = 1;
+  r.seed = 7;
+  r.robustness.clean = 27.0;
+  r.robustness.iteration = {3, 28.5, 0.25, 28.0, 28.5, 29.0, 29.0};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("whatif writers: a static order's distribution as JSON and text", "[io][whatif]") {
+  whatif_result r = whatif_fixture();
+  CHECK(whatif_to_json(r).dump() ==
+        R"({"clean":27.0,"max":29.0,"mean":28.5,"min":28.0,"p50":28.5,"p99":29.0,)"
+        R"("samples":3,"schedule":"zb-h1","seed":7,"stddev":0.25})");
+  CHECK(whatif_text(r) ==
+        "zb-h1  p=4 m=8 v=1  3 samples, seed 7\n"
+        "iteration time: clean 27  mean 28.5  sd 0.25  min 28  p50 28.5  p99 29  max 29\n");
+  r.robustness.sensitivity = {0.5, 0.25};
+  CHECK(whatif_to_json(r)["sensitivity"] == nlohmann::json::array({0.5, 0.25}));
+  CHECK_THAT(whatif_text(r),
+             Catch::EndsWith("sensitivity (mean increase per 1% slowdown of stage k): 0.5 0.25\n"));
+}
+
+TEST_CASE("whatif writers: D data-parallel replicas as JSON and text", "[io][whatif]") {
+  whatif_result r = whatif_fixture();
+  r.replicas = 4;
+  r.data_parallel = data_parallel_stats{};
+  r.data_parallel->iteration = {2, 30.0, 1.0, 29.0, 29.0, 31.0, 31.0};
+  r.data_parallel->slowest_replica_share = 0.125;
+  CHECK(whatif_to_json(r).dump() ==
+        R"({"max":31.0,"mean":30.0,"p50":29.0,"p99":31.0,"replicas":4,"samples":2,)"
+        R"("schedule":"zb-h1","slowest_replica_share":0.125})");
+  CHECK(whatif_text(r) ==
+        "zb-h1  p=4 m=8 v=1  D=4 replicas  2 iterations, seed 7\n"
+        "iteration time (pipeline + ring all-reduce): mean 30  p50 29  p99 31  max 31; lost to "
+        "the slowest replica 12.50%\n");
+}
