@@ -427,6 +427,32 @@ std::string option_of(const std::string& field, const schedule_source& src) {
 
 }  // namespace
 
+std::string in_option_terms(const field_error& e,
+                            const std::vector<std::string>& fields,
+                            const std::vector<std::pair<std::string, std::string>>& names) {
+  const std::string& rule = e.rule();
+  std::string out;
+  std::size_t i = 0;
+  auto word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
+  while (i < rule.size()) {
+    if (!word_char(rule[i])) {
+      out += rule[i++];
+      continue;
+    }
+    std::size_t j = i;
+    while (j < rule.size() && word_char(rule[j])) {
+      ++j;
+    }
+    const std::string word = rule.substr(i, j - i);
+    const bool field = std::find(fields.begin(), fields.end(), word) != fields.end();
+    out += field ? option_for(word, names) : word;
+    i = j;
+  }
+  return option_for(e.field(), names) + ": " + out;
+}
+
 generation_result load_schedule(const schedule_source& src, const generator_params& base) {
   if (src.recv != "eager" && src.recv != "late") {
     usage_error("--recv: must be eager or late, not \"" + src.recv + "\"");

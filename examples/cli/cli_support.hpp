@@ -85,6 +85,13 @@ double parse_real(const std::string& text, const std::string& option);
 std::string option_for(const std::string& field,
                        const std::vector<std::pair<std::string, std::string>>& names);
 
+/// A library field_error as the CLI says it: "--option: rule", with the other fields the rule
+/// names (those in `fields`) spelled as their options too ("only meaningful with replicas" ->
+/// "only meaningful with --replicas").
+std::string in_option_terms(const field_error& e,
+                            const std::vector<std::string>& fields,
+                            const std::vector<std::pair<std::string, std::string>>& names);
+
 // ---- the schedule a command works on ---------------------------------------------------------
 
 /// Where a command's schedule comes from: a generator by name, or a file; then recompute and

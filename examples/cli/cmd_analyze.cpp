@@ -1,6 +1,7 @@
 // `pipesched analyze`: telemetry in, straggler out, plan back (plan/analyze.hpp) on a measured
 // run (a pipesched Chrome trace or a timing CSV), printed by io/analyze_io.hpp.
 
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@ struct analyze_options_cli {
   std::string comm = "0";
   std::vector<std::string> replan_with = {"zb-auto", "zb-v"};
   std::optional<double> memory_limit;
+  bool allow_overlap = false;
   bool json = false;
 };
 
@@ -50,6 +52,7 @@ int cmd_analyze(const analyze_options_cli& o) {
     ao.comm = parse_real(o.comm, "--comm");
     ao.replan.generators = o.replan_with;
     ao.replan.memory_limit = o.memory_limit;
+    ao.allow_overlaps = o.allow_overlap;
     ao.phase = [&progress](const std::string& what) { progress.set("analyze: " + what); };
     try {
       r = analyze_run(run, ao);
@@ -58,6 +61,9 @@ int cmd_analyze(const analyze_options_cli& o) {
                              {{"absolute", "--abs-threshold"}, {"relative", "--rel-threshold"}}) +
                   ": " + e.rule());
     }
+  }
+  for (const std::string& w : r.warnings) {
+    std::fprintf(stderr, "warning: %s\n", w.c_str());
   }
   fmt::print("{}", o.json ? analyze_to_json(r).dump(2) + "\n" : analyze_text(r));
   return 0;
@@ -84,6 +90,8 @@ const registration analyze_cmd{
            ->capture_default_str();
        a->add_option("--memory-limit", an->memory_limit,
                      "Per-stage limit for the re-plan (M_B units)");
+       a->add_flag("--allow-overlap", an->allow_overlap,
+                   "Accept ops of one stage that overlap in time (each a warning on stderr)");
        a->add_flag("--json", an->json, "Print one JSON object");
        return [an] { return cmd_analyze(*an); };
      }}};

@@ -41,6 +41,10 @@ struct whatif_options_cli {
   std::optional<std::string> gradient_bytes;     // per stage
   std::optional<std::string> bandwidth;          // bytes per time unit
   std::optional<std::string> allreduce_latency;  // per ring step
+  std::optional<std::string> link_bandwidth;     // B or B0,B1,...: links with bandwidth
+  std::optional<std::string> message_bytes;      // A[,G]
+  std::optional<std::string> traffic;            // fifo | priority
+  std::optional<std::string> buckets;            // per chunk
   bool json = false;
   std::string format = "text";  // text, json, svg
   std::string output;
@@ -67,6 +71,20 @@ const std::vector<std::pair<std::string, std::string>> whatif_fields = {
     {"stalls.duration", "--stalls (D)"},
     {"latency", "--allreduce-latency"},
     {"allreduce_latency", "--allreduce-latency"}};
+
+/// "a,b,c" split at commas (each piece checked by the caller).
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', pos);
+    out.push_back(text.substr(pos, comma == std::string::npos ? comma : comma - pos));
+    if (comma == std::string::npos) {
+      return out;
+    }
+    pos = comma + 1;
+  }
+}
 
 /// whatif --format svg: the histogram and CDF of the sampled iteration times.
 void write_distribution(const std::string& path,
@@ -129,6 +147,24 @@ int cmd_whatif(const whatif_options_cli& o) {
   if (o.allreduce_latency) {
     req.allreduce_latency = parse_real(*o.allreduce_latency, "--allreduce-latency");
   }
+  if (o.link_bandwidth) {
+    // "inf" is a bandwidth (no serialization), so not parse_real's finite numbers.
+    std::vector<double> b;
+    for (const std::string& piece : split_commas(*o.link_bandwidth)) {
+      b.push_back(piece == "inf" ? std::numeric_limits<double>::infinity()
+                                 : parse_real(piece, "--link-bandwidth"));
+    }
+    req.link_bandwidth = std::move(b);
+  }
+  if (o.message_bytes) {
+    req.message_bytes =
+        parse_numbers(*o.message_bytes, "--message-bytes", 1, 2, "ACTIVATION[,GRADIENT] bytes");
+  }
+  req.traffic = o.traffic;
+  if (o.buckets) {
+    req.buckets = static_cast<std::uint32_t>(
+        parse_count(*o.buckets, "--buckets", std::numeric_limits<std::uint32_t>::max()));
+  }
   whatif_result r;
   try {
     progress_line progress("whatif");
@@ -138,7 +174,11 @@ int cmd_whatif(const whatif_options_cli& o) {
     };
     r = run_whatif(s, req);
   } catch (const field_error& e) {
-    usage_error(option_for(e.field(), whatif_fields) + ": " + e.rule());
+    usage_error(in_option_terms(e,
+                                {"replicas", "gradient_bytes", "bandwidth", "allreduce_latency",
+                                 "link_bandwidth", "message_bytes", "traffic", "buckets",
+                                 "dynamic", "sensitivity"},
+                                whatif_fields));
   }
   if (svg) {
     const std::string name =
@@ -183,6 +223,21 @@ const registration whatif_cmd{
                      "With --replicas: ring link bytes per --cost time unit (> 0; default 1)");
        w->add_option("--allreduce-latency", wi->allreduce_latency,
                      "With --replicas: latency per ring step, in --cost time units (default 0)");
+       w->add_option(
+           "--link-bandwidth", wi->link_bandwidth,
+           "Links with bandwidth: each stage's link sends B bytes per --cost time unit (one "
+           "value, or B0,B1,... per stage; inf: no serialization); with --replicas the "
+           "all-reduce shares the links (docs/robustness.md section 8)");
+       w->add_option(
+           "--message-bytes", wi->message_bytes,
+           "With --link-bandwidth: bytes of an activation and of an input-gradient message "
+           "A[,G] (one value: both)");
+       w->add_option("--traffic", wi->traffic,
+                     "With --link-bandwidth: fifo (one queue) or priority (pipeline sends before "
+                     "all-reduce traffic); default fifo");
+       w->add_option(
+           "--buckets", wi->buckets,
+           "With --link-bandwidth and --replicas: gradient buckets per chunk (default 1)");
        w->add_flag("--json", wi->json, "Print one JSON object");
        w->add_option("--format,-f", wi->format,
                      "Output: text, json, svg (histogram and CDF of the sampled iteration times)")

@@ -263,7 +263,8 @@ class SimulationResult:
     completed: bool
 
 def simulate(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None,
-             record_ops: bool = True, critical_path: bool = True) -> SimulationResult: ...
+             record_ops: bool = True, critical_path: bool = True,
+             validate: bool = True) -> SimulationResult: ...
 
 class LifetimeError:
     kind: str
@@ -318,7 +319,11 @@ def whatif(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None
            stalls: Optional[Tuple[float, float]] = None, samples: int = 100, seed: int = 1,
            sensitivity: bool = False, dynamic: bool = False, replicas: Optional[int] = None,
            gradient_bytes: Optional[float] = None, bandwidth: Optional[float] = None,
-           allreduce_latency: Optional[float] = None, format: str = "json") -> str: ...
+           allreduce_latency: Optional[float] = None,
+           link_bandwidth: Optional[Sequence[float]] = None,
+           message_bytes: Optional[Sequence[float]] = None, traffic: Optional[str] = None,
+           buckets: Optional[int] = None, format: str = "json") -> str: ...
 def analyze(path: str, *, abs_threshold: float = 0.0, rel_threshold: float = 0.03,
             comm: float = 0.0, replan: Sequence[str] = ("zb-auto", "zb-v"),
-            memory_limit: Optional[float] = None, format: str = "json") -> str: ...
+            memory_limit: Optional[float] = None, allow_overlaps: bool = False,
+            format: str = "json") -> str: ...

@@ -61,7 +61,9 @@ void bind_plan(py::module_& m) {
          std::optional<std::pair<double, double>> stalls, std::uint32_t samples, std::uint64_t seed,
          bool sensitivity, bool dynamic, std::optional<std::uint32_t> replicas,
          std::optional<double> gradient_bytes, std::optional<double> bandwidth,
-         std::optional<double> allreduce_latency, const std::string& format) {
+         std::optional<double> allreduce_latency, std::optional<std::vector<double>> link_bandwidth,
+         std::optional<std::vector<double>> message_bytes, std::optional<std::string> traffic,
+         std::optional<std::uint32_t> buckets, const std::string& format) {
         const bool json = json_format(format);
         whatif_request req;
         req.costs = cost_arg(cost, costs);
@@ -81,6 +83,10 @@ void bind_plan(py::module_& m) {
         req.gradient_bytes = gradient_bytes;
         req.bandwidth = bandwidth;
         req.allreduce_latency = allreduce_latency;
+        req.link_bandwidth = std::move(link_bandwidth);
+        req.message_bytes = std::move(message_bytes);
+        req.traffic = std::move(traffic);
+        req.buckets = buckets;
         whatif_result r;
         try {
           py::gil_scoped_release unlocked;
@@ -98,17 +104,21 @@ void bind_plan(py::module_& m) {
       py::arg("stalls") = py::none(), py::arg("samples") = 100, py::arg("seed") = 1,
       py::arg("sensitivity") = false, py::arg("dynamic") = false, py::arg("replicas") = py::none(),
       py::arg("gradient_bytes") = py::none(), py::arg("bandwidth") = py::none(),
-      py::arg("allreduce_latency") = py::none(), py::arg("format") = "json",
+      py::arg("allreduce_latency") = py::none(), py::arg("link_bandwidth") = py::none(),
+      py::arg("message_bytes") = py::none(), py::arg("traffic") = py::none(),
+      py::arg("buckets") = py::none(), py::arg("format") = "json",
       "The iteration-time distribution of `schedule` under sampled noise, as `pipesched whatif` "
       "prints it (format 'json' or 'text'). Keywords are the CLI's options: stragglers as "
       "[(stage, factor), ...], stalls as (probability, duration), replicas with gradient_bytes "
-      "(and bandwidth, allreduce_latency) for D data-parallel replicas.");
+      "(and bandwidth, allreduce_latency) for D data-parallel replicas; link_bandwidth (one "
+      "value or one per stage), message_bytes, traffic ('fifo' or 'priority') and buckets "
+      "time every sample over links.");
 
   m.def(
       "analyze",
       [](const std::string& path, double abs_threshold, double rel_threshold, double comm,
          const std::vector<std::string>& replan, std::optional<double> memory_limit,
-         const std::string& format) {
+         bool allow_overlaps, const std::string& format) {
         const bool json = json_format(format);
         const std::string text = read_text_file(path);
         const std::size_t first = text.find_first_not_of(" \t\r\n");
@@ -124,6 +134,7 @@ void bind_plan(py::module_& m) {
         o.comm = comm;
         o.replan.generators = replan;
         o.replan.memory_limit = memory_limit;
+        o.allow_overlaps = allow_overlaps;
         analyze_result r;
         try {
           py::gil_scoped_release unlocked;
@@ -136,7 +147,8 @@ void bind_plan(py::module_& m) {
       py::arg("path"), py::kw_only(), py::arg("abs_threshold") = 0.0,
       py::arg("rel_threshold") = 0.03, py::arg("comm") = 0.0,
       py::arg("replan") = std::vector<std::string>{"zb-auto", "zb-v"},
-      py::arg("memory_limit") = py::none(), py::arg("format") = "json",
+      py::arg("memory_limit") = py::none(), py::arg("allow_overlaps") = false,
+      py::arg("format") = "json",
       "Measured timings in (a pipesched Chrome trace or a CSV stage,kind,mb,chunk,start,end): "
       "per-stage costs, stragglers and re-plans, as `pipesched analyze` prints them.");
 }

@@ -43,4 +43,11 @@ TEST_CASE("analyze writers: estimates, stragglers and re-plans as JSON and text"
         "straggler: stage 1: 4 per micro-batch, 1 (33.3%) above its peers\n"
         "re-plan with the measured costs (the run's order predicts 20):\n"
         "  zb-auto    18  gain 2 (10.0%)\n");
+  // A plan predicted slower is reported as such, not suggested.
+  r.plan.candidates[0].makespan = 22.0;
+  r.plan.candidates[0].gain = -2.0;
+  r.plan.candidates[0].relative_gain = -0.1;
+  CHECK_THAT(analyze_text(r),
+             Catch::EndsWith("  zb-auto    22  no gain: 2 (10.0%) slower than the run's order\n"));
+  CHECK(analyze_to_json(r)["replans"][0]["improves"] == false);
 }

@@ -47,9 +47,10 @@ TEST_CASE("analyze_run: the library's steps in one call, phases told", "[plan][a
   CHECK(r.stragglers[0].stage == 2u);
   CHECK(r.estimates.size() == 4u);
   CHECK(r.plan.candidates.size() == 2u);
-  REQUIRE(phases.size() == 2u);
-  CHECK(phases[0] == "estimating the costs of 96 ops");
-  CHECK(phases[1] == "re-planning with zb-auto, zb-v");
+  REQUIRE(phases.size() == 3u);
+  CHECK(phases[0] == "checking the 96 ops measured");
+  CHECK(phases[1] == "estimating the costs of 96 ops");
+  CHECK(phases[2] == "re-planning with zb-auto, zb-v");
 }
 
 TEST_CASE("analyze_run: out-of-range options name the field", "[plan][analyze]") {
@@ -62,4 +63,36 @@ TEST_CASE("analyze_run: out-of-range options name the field", "[plan][analyze]")
   o.thresholds.relative = 0.03;
   o.comm = -2;
   CHECK_THROWS_WITH(analyze_run(run, o), "analyze: comm: must be finite and >= 0, got -2");
+}
+
+TEST_CASE("analyze_run: a trace that is not a whole run is refused, naming what (issue 30)",
+          "[plan][analyze]") {
+  const measured_run run = analyze_fixture("1f1b", 1);
+  measured_run missing = run;
+  missing.ops.erase(missing.ops.begin() + 7);  // one of stage 0's ops
+  CHECK_THROWS_WITH(analyze_run(missing),
+                    Catch::StartsWith("analyze: the order the trace ran: schedule \"1f1b\" is "
+                                      "invalid: ") &&
+                        Catch::Contains("missing"));
+  measured_run overlapping = run;
+  overlapping.ops[1].start -= 0.5;
+  CHECK_THROWS_WITH(analyze_run(overlapping),
+                    Catch::StartsWith("analyze: stage 0: F0 (0 .. 1) overlaps F1 (0.5 .. 2): a "
+                                      "stage runs one op at a time"));
+  analyze_options o;
+  o.allow_overlaps = true;
+  const analyze_result r = analyze_run(overlapping, o);
+  REQUIRE(r.warnings.size() == 1u);
+  CHECK(r.warnings[0] == "stage 0: F0 (0 .. 1) overlaps F1 (0.5 .. 2)");
+}
+
+TEST_CASE("analyze_run: a re-plan that does not gain is not a suggestion", "[plan][analyze]") {
+  // ZB-H1 under unit costs, no straggler: 1F1B cannot beat it.
+  analyze_options o;
+  o.replan.generators = {"1f1b"};
+  const measured_run run = analyze_fixture("zb-h1", 0);
+  const analyze_result r = analyze_run(run, o);
+  REQUIRE(r.plan.candidates.size() == 1u);
+  CHECK_FALSE(r.plan.candidates[0].improves());
+  CHECK(r.plan.candidates[0].gain < 0.0);
 }

@@ -132,6 +132,10 @@ WHATIF = [
       "--allreduce-latency", "0.1", "--samples", "30"],
      {"cv": 0.05, "replicas": 4, "gradient_bytes": 2, "bandwidth": 4, "allreduce_latency": 0.1,
       "samples": 30}),
+    (["--cv", "0.05", "--link-bandwidth", "1", "--message-bytes", "0.5", "--replicas", "4",
+      "--gradient-bytes", "16", "--buckets", "4", "--traffic", "priority", "--samples", "5"],
+     {"cv": 0.05, "link_bandwidth": [1], "message_bytes": [0.5], "replicas": 4,
+      "gradient_bytes": 16, "buckets": 4, "traffic": "priority", "samples": 5}),
 ]
 
 
@@ -143,6 +147,16 @@ def test_whatif_through_both(args, kw):
                "--json") == ours
     assert cli("whatif", "-s", "zb-h1", "-p", "4", "-m", "8", "--cost", "1,1.5,0.5,0.1",
                *args) == ps.whatif(s, cost=(1, 1.5, 0.5, 0.1), format="text", **kw)
+
+
+def test_whatif_errors_name_the_keyword():
+    s = ps.generate("1f1b", 4, 8)
+    with pytest.raises(ValueError, match="stragglers: stage 1 is given twice"):
+        ps.whatif(s, stragglers=[(1, 1.5), (1, 2)])
+    with pytest.raises(ValueError, match="gradient_bytes: only meaningful with replicas"):
+        ps.whatif(s, gradient_bytes=1)
+    with pytest.raises(ValueError, match="cv: must be a finite number >= 0 and <= 10"):
+        ps.whatif(s, cv=float("inf"))
 
 
 def test_analyze_through_both():

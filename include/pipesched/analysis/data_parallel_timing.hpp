@@ -22,7 +22,7 @@ namespace pipesched {
 
 /// One data-parallel iteration: D replicas of the pipeline, each its own sample of the noise,
 /// then per stage the ring all-reduce of its gradients (data_parallel_model).
-struct data_parallel_result {
+struct [[nodiscard]] data_parallel_result {
   /// The iteration: the latest end of any stage's all-reduce.
   double iteration = 0.0;
   /// Each replica's pipeline makespan (its own sample), without the all-reduce.
@@ -56,6 +56,7 @@ class data_parallel_run {
     dp.check(sched.stages(), who);
     noise.check_shape(sched.stages(), who);
     require_traversable(sched, who);
+    require_valid(sched, who);  // once: the iterations time it without validating again
     std::vector<char> used(plan_.size(), 0);
     const std::uint32_t v = sched.layout().chunks();
     for (stage_index s = 0; s < sched.stages(); ++s) {
@@ -94,6 +95,7 @@ class data_parallel_run {
     simulate_options so;
     so.record_ops = false;
     so.critical_path = false;
+    so.validate = false;
     data_parallel_result r;
     r.reduce_start.assign(p, 0.0);
     r.replica_makespan.reserve(d);
@@ -167,7 +169,7 @@ inline data_parallel_result simulate_data_parallel(const schedule& sched,
 
 /// N data-parallel iterations (simulate_data_parallel with iteration = first_sample .. + N − 1):
 /// the distribution of the iteration time and the mean share lost to the slowest replica.
-struct data_parallel_stats {
+struct [[nodiscard]] data_parallel_stats {
   sample_stats iteration;
   double slowest_replica_share = 0.0;  ///< mean over the iterations
   std::vector<double> samples;         ///< each iteration's time, in order, when keep_samples

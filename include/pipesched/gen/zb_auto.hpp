@@ -80,7 +80,7 @@ inline zb_auto_result zb_auto_search(const generator_params& given,
   ro.recompute = false;
   zb_auto_result rc = detail::zb_search(who, rp, pl, lowered, ro);
   rc.sched = detail::recompute_before_backward(rc.sched, std::vector<bool>(p, true));
-  const simulation_result sim = simulate(rc.sched, params.costs, {false, false});
+  const simulation_result sim = simulate(rc.sched, params.costs, {false, false, false});
   double span = 0.0;
   for (const stage_timing& st : sim.stages) {
     span = std::max(span, st.span);

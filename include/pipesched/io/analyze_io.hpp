@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -14,12 +15,15 @@
 
 namespace pipesched {
 
-/// The JSON object: schedule, stages (per stage F, B, W, BW as {median, mad, count} or null
-/// when not measured, and per_microbatch), stragglers, current, replans.
+/// The JSON object: schedule, stages (per stage F, B, W, BW as {median, mad, count}, each left
+/// out when not measured, and per_microbatch), stragglers, current, replans (improves: predicted
+/// faster than the run's order).
 inline nlohmann::json analyze_to_json(const analyze_result& r) {
-  auto med = [](const std::optional<duration_estimate>& d) {
-    return d ? nlohmann::json{{"median", d->median}, {"mad", d->mad}, {"count", d->count}}
-             : nlohmann::json(nullptr);
+  // A kind the trace has no op of is left out (never null: every value is a number).
+  auto put = [](nlohmann::json& j, const char* kind, const std::optional<duration_estimate>& d) {
+    if (d) {
+      j[kind] = {{"median", d->median}, {"mad", d->mad}, {"count", d->count}};
+    }
   };
   nlohmann::json j{{"schedule", r.name},
                    {"stages", nlohmann::json::array()},
@@ -27,11 +31,12 @@ inline nlohmann::json analyze_to_json(const analyze_result& r) {
                    {"current", r.plan.current},
                    {"replans", nlohmann::json::array()}};
   for (const stage_estimate& e : r.estimates) {
-    j["stages"].push_back({{"F", med(e.forward)},
-                           {"B", med(e.backward_input)},
-                           {"W", med(e.backward_weight)},
-                           {"BW", med(e.backward_full)},
-                           {"per_microbatch", e.per_microbatch}});
+    nlohmann::json st{{"per_microbatch", e.per_microbatch}};
+    put(st, "F", e.forward);
+    put(st, "B", e.backward_input);
+    put(st, "W", e.backward_weight);
+    put(st, "BW", e.backward_full);
+    j["stages"].push_back(std::move(st));
   }
   for (const straggler& x : r.stragglers) {
     j["stragglers"].push_back({{"stage", x.stage},
@@ -44,7 +49,8 @@ inline nlohmann::json analyze_to_json(const analyze_result& r) {
     j["replans"].push_back({{"generator", c.generator},
                             {"makespan", c.makespan},
                             {"gain", c.gain},
-                            {"relative_gain", c.relative_gain}});
+                            {"relative_gain", c.relative_gain},
+                            {"improves", c.improves()}});
   }
   return j;
 }
@@ -76,8 +82,13 @@ inline std::string analyze_text(const analyze_result& r) {
   t += fmt::format("re-plan with the measured costs (the run's order predicts {:.6g}):\n",
                    r.plan.current);
   for (const replan_candidate& c : r.plan.candidates) {
-    t += fmt::format("  {:<10} {:.6g}  gain {:.4g} ({:.1f}%)\n", c.generator, c.makespan, c.gain,
-                     100 * c.relative_gain);
+    // Only a plan predicted faster is a suggestion; the others say by how much they lose.
+    t += c.improves() ? fmt::format("  {:<10} {:.6g}  gain {:.4g} ({:.1f}%)\n", c.generator,
+                                    c.makespan, c.gain, 100 * c.relative_gain)
+                      : fmt::format(
+                            "  {:<10} {:.6g}  no gain: {:.4g} ({:.1f}%) slower than the "
+                            "run's order\n",
+                            c.generator, c.makespan, 0.0 - c.gain, 0.0 - 100 * c.relative_gain);
   }
   return t;
 }

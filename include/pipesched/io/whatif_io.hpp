@@ -14,8 +14,9 @@
 namespace pipesched {
 
 /// The JSON object of a what-if result. Without data parallelism: schedule, samples, seed,
-/// clean, mean, stddev, min, p50, p99, max (and sensitivity when measured); with it: schedule,
-/// replicas, samples, mean, p50, p99, max, slowest_replica_share.
+/// clean, mean, stddev, min, p50, p99, max (and sensitivity when measured; and traffic,
+/// stall_behind_bulk and replicas over links); with it: schedule, replicas, samples, mean, p50,
+/// p99, max, slowest_replica_share.
 inline nlohmann::json whatif_to_json(const whatif_result& r) {
   if (r.data_parallel) {
     const data_parallel_stats& d = *r.data_parallel;
@@ -33,6 +34,11 @@ inline nlohmann::json whatif_to_json(const whatif_result& r) {
                    {"p99", x.iteration.p99},   {"max", x.iteration.max}};
   if (!x.sensitivity.empty()) {
     j["sensitivity"] = x.sensitivity;
+  }
+  if (r.traffic) {
+    j["traffic"] = std::string(to_string(*r.traffic));
+    j["stall_behind_bulk"] = r.stall_behind_bulk;
+    j["replicas"] = r.replicas;
   }
   return j;
 }
@@ -65,6 +71,12 @@ inline std::string whatif_text(const whatif_result& r) {
       text += fmt::format(" {:.4g}", s);
     }
     text += "\n";
+  }
+  if (r.traffic) {
+    text += fmt::format(
+        "links ({} traffic, D={} replicas): pipeline sends waited {:.6g} time units per "
+        "iteration behind all-reduce bytes (mean)\n",
+        to_string(*r.traffic), r.replicas, r.stall_behind_bulk);
   }
   return text;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipesched/analysis/telemetry.hpp"
+#include "pipesched/analysis/validator.hpp"
 #include "pipesched/gen/builtin_registry.hpp"
 #include "pipesched/gen/replan.hpp"
 #include "pipesched/ir/schedule.hpp"
@@ -23,6 +24,9 @@ struct analyze_options {
   double comm = 0.0;  ///< transfer latency of the re-plan, in the run's time unit
   /// Generators to re-plan with and their memory limit (replan_options).
   replan_options replan{};
+  /// Ops of one stage whose measured times overlap are an error (a stage runs one op at a time:
+  /// the trace's clock or its ops are wrong); true accepts them, each a warning in the result.
+  bool allow_overlaps = false;
   /// Told the phase it starts ("estimating the costs of 96 ops", "re-planning with zb-auto").
   std::function<void(const std::string&)> phase{};
 };
@@ -36,11 +40,17 @@ struct analyze_result {
   std::vector<straggler> stragglers;      ///< find_stragglers
   straggler_thresholds thresholds;        ///< the thresholds they were found with
   replan_result plan;                     ///< replan under measured_cost_model
+  /// Overlapping ops accepted with allow_overlaps, one line each ("stage 1: F3 (10 .. 14)
+  /// overlaps B2 (12 .. 15)").
+  std::vector<std::string> warnings;
 };
 
-/// estimate_costs, find_stragglers, measured_cost_model and replan on `run`. A threshold
-/// (fields "absolute", "relative") or comm out of range throws field_error; an unknown
-/// generator, and what the steps throw, invalid_argument.
+/// estimate_costs, find_stragglers, measured_cost_model and replan on `run`, after checking
+/// the trace: an op measured twice, an order that is not a whole valid schedule (a missing op,
+/// an op out of order, a deadlock) or, unless allow_overlaps, ops of one stage that overlap in
+/// time throw invalid_argument naming the stage, the op and the times. A threshold (fields
+/// "absolute", "relative") or comm out of range throws field_error; an unknown generator, and
+/// what the steps throw, invalid_argument.
 inline analyze_result analyze_run(const measured_run& run,
                                   const analyze_options& o = {},
                                   const generator_registry& registry = default_registry()) {
@@ -59,6 +69,21 @@ inline analyze_result analyze_run(const measured_run& run,
   r.chunks = run.layout.chunks();
   r.ops = run.ops.size();
   r.thresholds = o.thresholds;
+  tell(detail::concat("checking the ", run.ops.size(), " ops measured"));
+  const bool chunked = run.layout.chunks() > 1;
+  for (const measured_overlap& x : check_measured_ops(run, "analyze")) {
+    if (!o.allow_overlaps) {
+      detail::fail("analyze: ", x.describe(chunked),
+                   ": a stage runs one op at a time (accept overlaps to analyze it anyway)");
+    }
+    r.warnings.push_back(x.describe(chunked));
+  }
+  const schedule ran = order_of(run);
+  const validation_report check = validate(ran);
+  if (!check.ok()) {
+    throw invalid_argument(
+        detail::invalid_schedule_message(check, ran.name(), "analyze: the order the trace ran"));
+  }
   tell(detail::concat("estimating the costs of ", run.ops.size(), " ops"));
   r.estimates = estimate_costs(run);
   r.stragglers = find_stragglers(r.estimates, o.thresholds);
@@ -68,7 +93,7 @@ inline analyze_result analyze_run(const measured_run& run,
     names += (names.empty() ? "" : ", ") + g;
   }
   tell("re-planning with " + names);
-  r.plan = replan(order_of(run), measured, o.replan, registry);
+  r.plan = replan(ran, measured, o.replan, registry);
   return r;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -8,12 +9,14 @@
 
 #include "pipesched/analysis/data_parallel_timing.hpp"
 #include "pipesched/analysis/dynamic_policy.hpp"
+#include "pipesched/analysis/link_timing.hpp"
 #include "pipesched/analysis/perturbed_timing.hpp"
 #include "pipesched/analysis/robustness.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/model/cost_model.hpp"
 #include "pipesched/model/data_parallel.hpp"
+#include "pipesched/model/link.hpp"
 #include "pipesched/model/memory_model.hpp"
 #include "pipesched/model/perturbation.hpp"
 
@@ -45,9 +48,22 @@ struct whatif_request {
   std::optional<double> gradient_bytes;     ///< per stage, with replicas
   std::optional<double> bandwidth;          ///< ring link bytes per time unit, with replicas
   std::optional<double> allreduce_latency;  ///< per ring step, with replicas
-  bool keep_samples = false;                ///< keep every sample (a histogram needs them)
-  unsigned threads = 0;                     ///< data-parallel runs: 0 = one per hardware thread
-  progress_observer progress{};             ///< told (done, total) samples
+  /// Links with bandwidth (model/link.hpp, docs/robustness.md §8): each stage's link, bytes per
+  /// time unit (one value, or one per stage), carries its pipeline sends and, with replicas,
+  /// the gradient all-reduce in buckets; every sample is timed by simulate_links. Not with
+  /// dynamic, sensitivity or bandwidth (the all-reduce shares the links).
+  std::optional<std::vector<double>> link_bandwidth;
+  /// With link_bandwidth: bytes of an activation message and of an input-gradient message
+  /// (one value: both).
+  std::optional<std::vector<double>> message_bytes;
+  /// With link_bandwidth: "fifo" (one queue) or "priority" (pipeline sends before all-reduce
+  /// traffic); default fifo.
+  std::optional<std::string> traffic;
+  /// With link_bandwidth and replicas: gradient buckets per chunk (default 1).
+  std::optional<std::uint32_t> buckets;
+  bool keep_samples = false;     ///< keep every sample (a histogram needs them)
+  unsigned threads = 0;          ///< data-parallel runs: 0 = one per hardware thread
+  progress_observer progress{};  ///< told (done, total) samples
 };
 
 /// What a what-if run found, with what its writers print about the question.
@@ -61,12 +77,92 @@ struct whatif_result {
   robustness_result robustness;
   /// D replicas' iteration times (data_parallel asked).
   std::optional<data_parallel_stats> data_parallel;
+  /// With links: the traffic policy and the mean over samples of the time pipeline messages
+  /// waited while their link sent all-reduce bytes (link_timing_result::stall_behind_bulk).
+  std::optional<link_discipline> traffic;
+  double stall_behind_bulk = 0.0;
 
   /// The sampled iteration times, when kept.
   const std::vector<double>& samples() const {
     return data_parallel ? data_parallel->samples : robustness.samples;
   }
 };
+
+namespace detail {
+
+/// run_whatif over links: the clean run and N samples of simulate_links.
+inline robustness_result whatif_links(const schedule& sched,
+                                      const whatif_request& req,
+                                      const perturbation& noise,
+                                      whatif_result& out) {
+  constexpr const char* who = "whatif";
+  link_model lm;
+  lm.bandwidth = *req.link_bandwidth;
+  if (req.message_bytes) {
+    const std::vector<double>& b = *req.message_bytes;
+    if (b.empty() || b.size() > 2) {
+      fail_field(who, "message_bytes", "must be one or two numbers (activation, gradient), got ",
+                 b.size());
+    }
+    lm.activation_bytes = b[0];
+    lm.gradient_bytes = b.back();
+  }
+  try {
+    lm.discipline = parse_link_discipline(req.traffic.value_or("fifo"), who);
+  } catch (const invalid_argument&) {
+    fail_field(who, "traffic", "must be fifo or priority, got \"", *req.traffic, "\"");
+  }
+  if (req.replicas) {
+    lm.bulk.replicas = *req.replicas;
+    lm.bulk.gradient_bytes = {*req.gradient_bytes};
+    lm.bulk.step_latency = req.allreduce_latency.value_or(0.0);
+    lm.bulk.buckets_per_chunk = req.buckets.value_or(1);
+    out.replicas = *req.replicas;
+  }
+  lm.check(sched.stages(), who);
+  require_valid(sched, who);
+  out.traffic = lm.discipline;
+  link_timing_options lo;
+  lo.record_ops = false;
+  robustness_result r;
+  r.clean = simulate_links(sched, req.costs, lm, lo).iteration;
+  sample_progress progress(req.progress, req.samples);
+  std::vector<double> all;
+  all.reserve(req.samples);
+  std::vector<double> stalls;
+  stalls.reserve(req.samples);
+  lo.noise = noise;
+  for (std::uint32_t i = 0; i < req.samples; ++i) {
+    lo.sample = i;
+    const link_timing_result t = simulate_links(sched, req.costs, lm, lo);
+    all.push_back(t.iteration);
+    stalls.push_back(t.stall_behind_bulk);
+    progress.step();
+  }
+  out.stall_behind_bulk = mean_of(stalls);
+  r.iteration = stats_of(all);
+  if (req.keep_samples) {
+    r.samples = std::move(all);
+  }
+  return r;
+}
+
+/// Throws when a number the writers would print does not fit in a double.
+inline void require_finite(const whatif_result& r) {
+  const sample_stats& s = r.data_parallel ? r.data_parallel->iteration : r.robustness.iteration;
+  bool ok = std::isfinite(s.mean) && std::isfinite(s.max) && std::isfinite(s.stddev) &&
+            std::isfinite(r.robustness.clean) && std::isfinite(r.stall_behind_bulk);
+  for (double x : r.robustness.sensitivity) {
+    ok = ok && std::isfinite(x);
+  }
+  if (!ok) {
+    fail(
+        "whatif: the iteration times do not fit in a double: the costs, slowdowns, stalls or "
+        "bytes are too large");
+  }
+}
+
+}  // namespace detail
 
 /// Runs `req` on `sched`: monte_carlo, monte_carlo_dynamic or monte_carlo_data_parallel.
 /// The request's rules throw field_error (ir/error.hpp) naming the field: samples 0; a
@@ -111,6 +207,27 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
       detail::fail_field(who, field, "only meaningful with replicas");
     }
   }
+  const bool links = req.link_bandwidth.has_value();
+  for (const auto& [given, field] : {std::pair{req.message_bytes.has_value(), "message_bytes"},
+                                     std::pair{req.traffic.has_value(), "traffic"},
+                                     std::pair{req.buckets.has_value(), "buckets"}}) {
+    if (given && !links) {
+      detail::fail_field(who, field, "only meaningful with link_bandwidth");
+    }
+  }
+  if (links) {
+    if (req.dynamic || req.sensitivity) {
+      detail::fail_field(who, "link_bandwidth", "not with ",
+                         req.dynamic ? "dynamic" : "sensitivity");
+    }
+    if (req.bandwidth) {
+      detail::fail_field(who, "bandwidth",
+                         "not with link_bandwidth (the all-reduce shares the links)");
+    }
+    if (req.buckets && !dp) {
+      detail::fail_field(who, "buckets", "only meaningful with replicas");
+    }
+  }
   whatif_result r;
   r.stages = sched.stages();
   r.microbatches = sched.microbatches();
@@ -129,6 +246,13 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
       detail::fail_field(who, "gradient_bytes",
                          "required with replicas (the bytes each stage all-reduces; 0 for none)");
     }
+  }
+  if (links) {
+    r.robustness = detail::whatif_links(sched, req, noise, r);
+    detail::require_finite(r);
+    return r;
+  }
+  if (dp) {
     data_parallel_model m;
     m.replicas = *req.replicas;
     m.gradient_bytes = {*req.gradient_bytes};
@@ -150,6 +274,7 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
     o.keep_samples = req.keep_samples;
     o.progress = req.progress;
     r.data_parallel = monte_carlo_data_parallel(sched, req.costs, noise, m, o);
+    detail::require_finite(r);
     return r;
   }
   robustness_options ro;
@@ -166,6 +291,7 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
   } else {
     r.robustness = monte_carlo(sched, req.costs, noise, ro);
   }
+  detail::require_finite(r);
   return r;
 }
 
