@@ -174,11 +174,11 @@ int cmd_whatif(const whatif_options_cli& o) {
     };
     r = run_whatif(s, req);
   } catch (const field_error& e) {
-    usage_error(in_option_terms(e,
-                                {"replicas", "gradient_bytes", "bandwidth", "allreduce_latency",
-                                 "link_bandwidth", "message_bytes", "traffic", "buckets",
-                                 "dynamic", "sensitivity"},
-                                whatif_fields));
+    usage_error(in_option_terms(
+        e,
+        {"replicas", "gradient_bytes", "bandwidth", "allreduce_latency", "link_bandwidth",
+         "message_bytes", "traffic", "buckets", "dynamic", "sensitivity"},
+        whatif_fields));
   }
   if (svg) {
     const std::string name =
