@@ -69,11 +69,11 @@ TEST_CASE("analyze_run: a trace that is not a whole run is refused, naming what 
           "[plan][analyze]") {
   const measured_run run = analyze_fixture("1f1b", 1);
   measured_run missing = run;
-  missing.ops.erase(missing.ops.begin() + 7);  // one of stage 0's ops
+  missing.ops.erase(missing.ops.begin() + 7);  // stage 0's F5: its BW5 now has no F
   CHECK_THROWS_WITH(analyze_run(missing),
                     Catch::StartsWith("analyze: the order the trace ran: schedule \"1f1b\" is "
                                       "invalid: ") &&
-                        Catch::Contains("missing"));
+                        Catch::Contains("F5 of chunk 0"));
   measured_run overlapping = run;
   overlapping.ops[1].start -= 0.5;
   CHECK_THROWS_WITH(analyze_run(overlapping),
