@@ -453,6 +453,82 @@ std::string in_option_terms(const field_error& e,
   return option_for(e.field(), names) + ": " + out;
 }
 
+void links_cli::add(CLI::App* cmd) {
+  cmd->add_option("--replicas", replicas,
+                  "D >= 2 data-parallel pipelines, each its own sample, then a ring all-reduce per "
+                  "stage (needs --gradient-bytes)");
+  cmd->add_option("--gradient-bytes", gradient_bytes,
+                  "With --replicas: gradient bytes per stage (>= 0)");
+  cmd->add_option("--allreduce-latency", allreduce_latency,
+                  "With --replicas: latency per ring step, in --cost time units (default 0)");
+  cmd->add_option("--link-bandwidth", link_bandwidth,
+                  "Links with bandwidth: each stage's link sends B bytes per --cost time unit "
+                  "(one value, or B0,B1,... per stage; inf: no serialization); with --replicas "
+                  "the all-reduce shares the links (docs/robustness.md section 8)");
+  cmd->add_option("--message-bytes", message_bytes,
+                  "With --link-bandwidth: bytes of an activation and of an input-gradient "
+                  "message A[,G] (one value: both)");
+  cmd->add_option("--traffic", traffic,
+                  "With --link-bandwidth: fifo (one queue) or priority (pipeline sends before "
+                  "all-reduce traffic); default fifo");
+  cmd->add_option("--buckets", buckets,
+                  "With --link-bandwidth and --replicas: gradient buckets per chunk (default 1)");
+}
+
+void links_cli::fill(whatif_request& req) const {
+  constexpr auto max32 = std::numeric_limits<std::uint32_t>::max();
+  if (replicas) {
+    req.replicas = static_cast<std::uint32_t>(parse_count(*replicas, "--replicas", max32));
+  }
+  if (gradient_bytes) {
+    req.gradient_bytes = parse_real(*gradient_bytes, "--gradient-bytes");
+  }
+  if (allreduce_latency) {
+    req.allreduce_latency = parse_real(*allreduce_latency, "--allreduce-latency");
+  }
+  if (link_bandwidth) {
+    // "inf" is a bandwidth (no serialization), so not parse_real's finite numbers.
+    std::vector<double> b;
+    std::size_t pos = 0;
+    while (true) {
+      const std::size_t comma = link_bandwidth->find(',', pos);
+      const std::string piece =
+          link_bandwidth->substr(pos, comma == std::string::npos ? comma : comma - pos);
+      b.push_back(piece == "inf" ? std::numeric_limits<double>::infinity()
+                                 : parse_real(piece, "--link-bandwidth"));
+      if (comma == std::string::npos) {
+        break;
+      }
+      pos = comma + 1;
+    }
+    req.link_bandwidth = std::move(b);
+  }
+  if (message_bytes) {
+    req.message_bytes =
+        parse_numbers(*message_bytes, "--message-bytes", 1, 2, "ACTIVATION[,GRADIENT] bytes");
+  }
+  req.traffic = traffic;
+  if (buckets) {
+    req.buckets = static_cast<std::uint32_t>(parse_count(*buckets, "--buckets", max32));
+  }
+}
+
+void whatif_usage_error(const field_error& e) {
+  static const std::vector<std::pair<std::string, std::string>> names = {
+      {"stragglers", "--straggler"},
+      {"straggler", "--straggler"},
+      {"stage_slowdown", "--straggler"},
+      {"stalls.probability", "--stalls (P)"},
+      {"stalls.duration", "--stalls (D)"},
+      {"latency", "--allreduce-latency"},
+      {"allreduce_latency", "--allreduce-latency"}};
+  usage_error(in_option_terms(
+      e,
+      {"replicas", "gradient_bytes", "bandwidth", "allreduce_latency", "link_bandwidth",
+       "message_bytes", "traffic", "buckets", "dynamic", "sensitivity"},
+      names));
+}
+
 generation_result load_schedule(const schedule_source& src, const generator_params& base) {
   if (src.recv != "eager" && src.recv != "late") {
     usage_error("--recv: must be eager or late, not \"" + src.recv + "\"");

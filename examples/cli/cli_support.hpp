@@ -36,6 +36,7 @@
 #include <pipesched/ir/schedule.hpp>
 #include <pipesched/model/cost_model.hpp>
 #include <pipesched/model/memory_model.hpp>
+#include <pipesched/plan/whatif.hpp>
 
 namespace pipesched::cli {
 
@@ -134,6 +135,21 @@ void add_model_options(CLI::App* cmd, model_options& o);
 /// bound, memory violations): build_schedule of the request the options describe. The
 /// library's field errors come back naming the option (--chunks, --recompute, ...).
 generation_result load_schedule(const schedule_source& src, const generator_params& base);
+
+/// --replicas, --gradient-bytes, --allreduce-latency and the links (--link-bandwidth,
+/// --message-bytes, --traffic, --buckets) of whatif and simulate: read as text, checked by
+/// whatif_request's rules (plan/whatif.hpp).
+struct links_cli {
+  std::optional<std::string> replicas, gradient_bytes, allreduce_latency;
+  std::optional<std::string> link_bandwidth, message_bytes, traffic, buckets;
+
+  void add(CLI::App* cmd);
+  /// Parses the given options into `req`'s fields; bad text is exit 2 naming the option.
+  void fill(whatif_request& req) const;
+};
+
+/// A whatif_request's field_error in option terms (in_option_terms with whatif's options).
+[[noreturn]] void whatif_usage_error(const field_error& e);
 
 // ---- output ----------------------------------------------------------------------------------
 

@@ -18,6 +18,8 @@
 #include <pipesched/io/text.hpp>
 #include <pipesched/io/timeline.hpp>
 #include <pipesched/io/torch_csv.hpp>
+#include <pipesched/io/whatif_io.hpp>
+#include <pipesched/plan/whatif.hpp>
 
 #include "cli_support.hpp"
 
@@ -107,11 +109,37 @@ int cmd_validate(const validate_options_cli& o) {
 struct simulate_options_cli {
   schedule_source src;
   model_options model;
+  links_cli links;  // --link-bandwidth ...: the links report instead of simulate's
   bool json = false;
   std::string format = "text";
   std::string output;
   torch_csv_cli csv;
 };
+
+/// simulate --link-bandwidth ...: the schedule over links (time_links, plan/whatif.hpp), as text
+/// or JSON (io/whatif_io.hpp).
+int simulate_links_cli(const simulate_options_cli& o,
+                       const schedule& s,
+                       const generator_params& params,
+                       bool json) {
+  if (o.format != "text" && o.format != "json") {
+    usage_error("--format " + o.format + ": not with --link-bandwidth (text or json)");
+  }
+  whatif_request req;
+  req.costs = params.costs;
+  o.links.fill(req);
+  link_timing_result r;
+  link_discipline traffic = link_discipline::fifo;
+  try {
+    r = time_links(s, req, &traffic);
+  } catch (const field_error& e) {
+    whatif_usage_error(e);
+  }
+  const std::uint32_t d = req.replicas.value_or(1);
+  write_output(o.output, json ? links_to_json(s, r, traffic, d).dump(2) + "\n"
+                              : links_text(s, r, traffic, d));
+  return 0;
+}
 
 int cmd_simulate(const simulate_options_cli& o) {
   const torch_csv_options csv = o.csv.options(o.format);
@@ -122,6 +150,10 @@ int cmd_simulate(const simulate_options_cli& o) {
   const bool json = o.json || o.format == "json";
   const generator_params params = o.model.params();
   const generation_result g = load_schedule(o.src, params);
+  if (o.links.link_bandwidth || o.links.replicas || o.links.gradient_bytes ||
+      o.links.allreduce_latency || o.links.message_bytes || o.links.traffic || o.links.buckets) {
+    return simulate_links_cli(o, g.sched, params, json);
+  }
   const schedule& s = g.sched;
   report_options ro;
   ro.costs = params.costs;
@@ -201,6 +233,7 @@ const registration simulate_cmd{
                       "Output: text (report + timeline), json, chrome (trace), svg, torch-csv")
            ->capture_default_str();
        sc->add_option("--output,-o", sim->output, "Write the report, JSON or picture to FILE");
+       sim->links.add(sc);
        add_torch_csv_options(sc, sim->csv);
        return [sim] { return cmd_simulate(*sim); };
      }}};

@@ -37,14 +37,8 @@ struct whatif_options_cli {
   std::string seed = "1";
   bool sensitivity = false;
   bool dynamic = false;
-  std::optional<std::string> replicas;           // --replicas D: data-parallel pipelines
-  std::optional<std::string> gradient_bytes;     // per stage
-  std::optional<std::string> bandwidth;          // bytes per time unit
-  std::optional<std::string> allreduce_latency;  // per ring step
-  std::optional<std::string> link_bandwidth;     // B or B0,B1,...: links with bandwidth
-  std::optional<std::string> message_bytes;      // A[,G]
-  std::optional<std::string> traffic;            // fifo | priority
-  std::optional<std::string> buckets;            // per chunk
+  links_cli links;                       // --replicas, --gradient-bytes, the links
+  std::optional<std::string> bandwidth;  // the separate ring's bytes per time unit
   bool json = false;
   std::string format = "text";  // text, json, svg
   std::string output;
@@ -60,30 +54,6 @@ std::pair<double, double> parse_pair(const std::string& text,
   }
   return {parse_real(text.substr(0, colon), option + " (" + shape + ")"),
           parse_real(text.substr(colon + 1), option + " (" + shape + ")")};
-}
-
-/// The options the request's fields come from (field_error::field()).
-const std::vector<std::pair<std::string, std::string>> whatif_fields = {
-    {"stragglers", "--straggler"},
-    {"straggler", "--straggler"},
-    {"stage_slowdown", "--straggler"},
-    {"stalls.probability", "--stalls (P)"},
-    {"stalls.duration", "--stalls (D)"},
-    {"latency", "--allreduce-latency"},
-    {"allreduce_latency", "--allreduce-latency"}};
-
-/// "a,b,c" split at commas (each piece checked by the caller).
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t pos = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', pos);
-    out.push_back(text.substr(pos, comma == std::string::npos ? comma : comma - pos));
-    if (comma == std::string::npos) {
-      return out;
-    }
-    pos = comma + 1;
-  }
 }
 
 /// whatif --format svg: the histogram and CDF of the sampled iteration times.
@@ -134,36 +104,9 @@ int cmd_whatif(const whatif_options_cli& o) {
     const auto [prob, dur] = parse_pair(*o.stalls, "--stalls", "P:D");
     req.stalls = stall_model{prob, dur};
   }
-  if (o.replicas) {
-    req.replicas = static_cast<std::uint32_t>(
-        parse_count(*o.replicas, "--replicas", std::numeric_limits<std::uint32_t>::max()));
-  }
-  if (o.gradient_bytes) {
-    req.gradient_bytes = parse_real(*o.gradient_bytes, "--gradient-bytes");
-  }
+  o.links.fill(req);
   if (o.bandwidth) {
     req.bandwidth = parse_real(*o.bandwidth, "--bandwidth");
-  }
-  if (o.allreduce_latency) {
-    req.allreduce_latency = parse_real(*o.allreduce_latency, "--allreduce-latency");
-  }
-  if (o.link_bandwidth) {
-    // "inf" is a bandwidth (no serialization), so not parse_real's finite numbers.
-    std::vector<double> b;
-    for (const std::string& piece : split_commas(*o.link_bandwidth)) {
-      b.push_back(piece == "inf" ? std::numeric_limits<double>::infinity()
-                                 : parse_real(piece, "--link-bandwidth"));
-    }
-    req.link_bandwidth = std::move(b);
-  }
-  if (o.message_bytes) {
-    req.message_bytes =
-        parse_numbers(*o.message_bytes, "--message-bytes", 1, 2, "ACTIVATION[,GRADIENT] bytes");
-  }
-  req.traffic = o.traffic;
-  if (o.buckets) {
-    req.buckets = static_cast<std::uint32_t>(
-        parse_count(*o.buckets, "--buckets", std::numeric_limits<std::uint32_t>::max()));
   }
   whatif_result r;
   try {
@@ -174,11 +117,7 @@ int cmd_whatif(const whatif_options_cli& o) {
     };
     r = run_whatif(s, req);
   } catch (const field_error& e) {
-    usage_error(in_option_terms(
-        e,
-        {"replicas", "gradient_bytes", "bandwidth", "allreduce_latency", "link_bandwidth",
-         "message_bytes", "traffic", "buckets", "dynamic", "sensitivity"},
-        whatif_fields));
+    whatif_usage_error(e);
   }
   if (svg) {
     const std::string name =
@@ -213,31 +152,9 @@ const registration whatif_cmd{
        w->add_flag("--dynamic", wi->dynamic,
                    "The dynamic policy (B, else F within --memory-limit, else W) on the schedule's "
                    "placement instead of its order");
-       w->add_option(
-           "--replicas", wi->replicas,
-           "D >= 2 data-parallel pipelines, each its own sample, then a ring all-reduce per "
-           "stage (needs --gradient-bytes)");
-       w->add_option("--gradient-bytes", wi->gradient_bytes,
-                     "With --replicas: gradient bytes per stage (>= 0)");
+       wi->links.add(w);
        w->add_option("--bandwidth", wi->bandwidth,
                      "With --replicas: ring link bytes per --cost time unit (> 0; default 1)");
-       w->add_option("--allreduce-latency", wi->allreduce_latency,
-                     "With --replicas: latency per ring step, in --cost time units (default 0)");
-       w->add_option(
-           "--link-bandwidth", wi->link_bandwidth,
-           "Links with bandwidth: each stage's link sends B bytes per --cost time unit (one "
-           "value, or B0,B1,... per stage; inf: no serialization); with --replicas the "
-           "all-reduce shares the links (docs/robustness.md section 8)");
-       w->add_option(
-           "--message-bytes", wi->message_bytes,
-           "With --link-bandwidth: bytes of an activation and of an input-gradient message "
-           "A[,G] (one value: both)");
-       w->add_option("--traffic", wi->traffic,
-                     "With --link-bandwidth: fifo (one queue) or priority (pipeline sends before "
-                     "all-reduce traffic); default fifo");
-       w->add_option(
-           "--buckets", wi->buckets,
-           "With --link-bandwidth and --replicas: gradient buckets per chunk (default 1)");
        w->add_flag("--json", wi->json, "Print one JSON object");
        w->add_option("--format,-f", wi->format,
                      "Output: text, json, svg (histogram and CDF of the sampled iteration times)")

@@ -90,3 +90,19 @@ pipesched_cli_test("analyze: overlapping ops" 2
 pipesched_cli_test("analyze: overlapping ops accepted with a warning" 0
   "re-plan with.*warning: stage 1: F1 \\(22.43 .. 34.276\\) overlaps F2 \\(30 .. 46.588\\)"
   analyze ${traces}/trace_overlap.csv --allow-overlap)
+
+# simulate over links (issue 30 item 5): the same links options, no noise, each link's traffic.
+set(slinks30 simulate -s 1f1b -p 4 -m 8 --link-bandwidth 1 --message-bytes 0.5 --replicas 4
+             --gradient-bytes 16 --buckets 4)
+pipesched_cli_test("simulate links: FIFO" 0
+  "makespan 42.5  iteration 65 \\(with the all-reduce\\)  pipeline sends waited 1.5 time units, 1.5 of them behind all-reduce bytes\nlink 0: busy 28"
+  ${slinks30} --traffic fifo)
+pipesched_cli_test("simulate links: priority, JSON" 0
+  "\"iteration\": 63.5,.*\"stall_behind_bulk\": 0.0,\n  \"traffic\": \"priority\""
+  ${slinks30} --traffic priority --json)
+pipesched_cli_test("simulate links: replicas alone" 2
+  "error: --link-bandwidth: required to time links" simulate -s 1f1b -p 4 -m 8 --replicas 4
+  --gradient-bytes 1)
+pipesched_cli_test("simulate links: not as a picture" 2
+  "error: --format svg: not with --link-bandwidth \\(text or json\\)"
+  simulate -s 1f1b -p 4 -m 8 --link-bandwidth 1 -f svg)

@@ -50,3 +50,29 @@ TEST_CASE("whatif writers: D data-parallel replicas as JSON and text", "[io][wha
         "iteration time (pipeline + ring all-reduce): mean 30  p50 29  p99 31  max 31; lost to "
         "the slowest replica 12.50%\n");
 }
+
+TEST_CASE("whatif writers: a schedule over links as JSON and text", "[io][whatif]") {
+  schedule s("two", 1, placement::sequential(2));
+  link_timing_result r;
+  r.makespan = 10;
+  r.iteration = 12.5;
+  r.pipeline_wait = 1;
+  r.stall_behind_bulk = 0.5;
+  r.links.resize(2);
+  r.links[0].busy = 3;
+  r.links[0].pipeline_messages = 1;
+  r.links[0].pipeline_bytes = 2;
+  r.links[0].allreduce_end = 12.5;
+  const nlohmann::json j = links_to_json(s, r, link_discipline::fifo, 2);
+  CHECK(j["iteration"] == 12.5);
+  CHECK(j["traffic"] == "fifo");
+  CHECK(j["replicas"] == 2);
+  CHECK(j["links"].size() == 2u);
+  CHECK(j["links"][0]["allreduce_end"] == 12.5);
+  CHECK_THAT(links_text(s, r, link_discipline::fifo, 2),
+             Catch::StartsWith("two  p=2 m=1 v=1  links, fifo traffic, D=2 replicas\n"
+                               "makespan 10  iteration 12.5 (with the all-reduce)  pipeline sends "
+                               "waited 1 time units, 0.5 of them behind all-reduce bytes\n"
+                               "link 0: busy 3, 1 pipeline messages (2 bytes) waited 0, 0 "
+                               "all-reduce messages (0 bytes), all-reduce ends at 12.5\n"));
+}

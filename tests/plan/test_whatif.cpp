@@ -119,3 +119,37 @@ TEST_CASE("run_whatif: the request's rules name the field (issue 30)", "[plan][w
   req.allreduce_latency = -1.0;
   CHECK(whatif_error(s, req) == "allreduce_latency: must be finite and >= 0, got -1");
 }
+
+TEST_CASE("time_links: the request's links, without noise, are simulate_links'", "[plan][whatif]") {
+  const schedule s = whatif_schedule("1f1b");
+  whatif_request req;
+  req.link_bandwidth = std::vector<double>{1.0};
+  req.message_bytes = std::vector<double>{0.5};
+  req.replicas = 4;
+  req.gradient_bytes = 16.0;
+  req.buckets = 4;
+  link_discipline traffic = link_discipline::priority;
+  const link_timing_result fifo = time_links(s, req, &traffic);
+  CHECK(traffic == link_discipline::fifo);
+  link_model lm;
+  lm.bandwidth = {1.0};
+  lm.activation_bytes = lm.gradient_bytes = 0.5;
+  lm.bulk = bulk_traffic{4, {16.0}, 0.0, 4};
+  const link_timing_result direct = simulate_links(s, cost_model{}, lm);
+  CHECK(fifo.iteration == direct.iteration);
+  CHECK(fifo.stall_behind_bulk == direct.stall_behind_bulk);
+  CHECK(fifo.stall_behind_bulk > 0.0);
+  req.traffic = "priority";
+  const link_timing_result prio = time_links(s, req);
+  CHECK(prio.stall_behind_bulk == 0.0);
+  CHECK(prio.makespan < fifo.makespan);
+  // The same rules as run_whatif.
+  req.bandwidth = 2.0;
+  CHECK(whatif_error(s, req) ==
+        "bandwidth: not with link_bandwidth (the all-reduce shares the links)");
+  CHECK_THROWS_AS(time_links(s, req), field_error);
+  req.bandwidth.reset();
+  req.link_bandwidth.reset();
+  CHECK_THROWS_WITH(time_links(s, req), Catch::Contains("message_bytes: only meaningful with "
+                                                        "link_bandwidth"));
+}

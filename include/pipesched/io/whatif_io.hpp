@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <fmt/core.h>
@@ -79,6 +80,56 @@ inline std::string whatif_text(const whatif_result& r) {
         to_string(*r.traffic), r.replicas, r.stall_behind_bulk);
   }
   return text;
+}
+
+/// `simulate --link-bandwidth --json`: schedule, makespan, iteration (with the all-reduce),
+/// traffic, replicas, stall_behind_bulk, pipeline_wait, and per link (stage) pipeline_messages,
+/// bulk_messages, pipeline_bytes, bulk_bytes, busy, pipeline_wait, behind_bulk, allreduce_end.
+inline nlohmann::json links_to_json(const schedule& sched,
+                                    const link_timing_result& r,
+                                    link_discipline traffic,
+                                    std::uint32_t replicas) {
+  nlohmann::json j{{"schedule", sched.name()},
+                   {"makespan", r.makespan},
+                   {"iteration", r.iteration},
+                   {"traffic", std::string(to_string(traffic))},
+                   {"replicas", replicas},
+                   {"stall_behind_bulk", r.stall_behind_bulk},
+                   {"pipeline_wait", r.pipeline_wait},
+                   {"links", nlohmann::json::array()}};
+  for (const link_stats& l : r.links) {
+    j["links"].push_back({{"pipeline_messages", l.pipeline_messages},
+                          {"bulk_messages", l.bulk_messages},
+                          {"pipeline_bytes", l.pipeline_bytes},
+                          {"bulk_bytes", l.bulk_bytes},
+                          {"busy", l.busy},
+                          {"pipeline_wait", l.pipeline_wait},
+                          {"behind_bulk", l.behind_bulk},
+                          {"allreduce_end", l.allreduce_end}});
+  }
+  return j;
+}
+
+/// The readable report of links_to_json; times in the cost model's units.
+inline std::string links_text(const schedule& sched,
+                              const link_timing_result& r,
+                              link_discipline traffic,
+                              std::uint32_t replicas) {
+  std::string t = fmt::format(
+      "{}  p={} m={} v={}  links, {} traffic, D={} replicas\n"
+      "makespan {:.6g}  iteration {:.6g} (with the all-reduce)  pipeline sends waited {:.6g} "
+      "time units, {:.6g} of them behind all-reduce bytes\n",
+      sched.name(), sched.stages(), sched.microbatches(), sched.chunks(), to_string(traffic),
+      replicas, r.makespan, r.iteration, r.pipeline_wait, r.stall_behind_bulk);
+  for (stage_index s = 0; s < r.links.size(); ++s) {
+    const link_stats& l = r.links[s];
+    t += fmt::format(
+        "link {}: busy {:.6g}, {} pipeline messages ({:.6g} bytes) waited {:.6g}, {} all-reduce "
+        "messages ({:.6g} bytes), all-reduce ends at {:.6g}\n",
+        s, l.busy, l.pipeline_messages, l.pipeline_bytes, l.pipeline_wait, l.bulk_messages,
+        l.bulk_bytes, l.allreduce_end);
+  }
+  return t;
 }
 
 }  // namespace pipesched

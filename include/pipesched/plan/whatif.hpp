@@ -90,11 +90,54 @@ struct whatif_result {
 
 namespace detail {
 
-/// run_whatif over links: the clean run and N samples of simulate_links.
-inline robustness_result whatif_links(const schedule& sched,
-                                      const whatif_request& req,
-                                      const perturbation& noise,
-                                      whatif_result& out) {
+/// The rules on which of `req`'s options go together (one place for whatif and time_links).
+inline void check_options(const whatif_request& req) {
+  constexpr const char* who = "whatif";
+  const bool dp = req.replicas.has_value();
+  for (const auto& [given, field] :
+       {std::pair{req.gradient_bytes.has_value(), "gradient_bytes"},
+        std::pair{req.bandwidth.has_value(), "bandwidth"},
+        std::pair{req.allreduce_latency.has_value(), "allreduce_latency"}}) {
+    if (given && !dp) {
+      fail_field(who, field, "only meaningful with replicas");
+    }
+  }
+  const bool links = req.link_bandwidth.has_value();
+  for (const auto& [given, field] : {std::pair{req.message_bytes.has_value(), "message_bytes"},
+                                     std::pair{req.traffic.has_value(), "traffic"},
+                                     std::pair{req.buckets.has_value(), "buckets"}}) {
+    if (given && !links) {
+      fail_field(who, field, "only meaningful with link_bandwidth");
+    }
+  }
+  if (links) {
+    if (req.dynamic || req.sensitivity) {
+      fail_field(who, "link_bandwidth", "not with ", req.dynamic ? "dynamic" : "sensitivity");
+    }
+    if (req.bandwidth) {
+      fail_field(who, "bandwidth", "not with link_bandwidth (the all-reduce shares the links)");
+    }
+    if (req.buckets && !dp) {
+      fail_field(who, "buckets", "only meaningful with replicas");
+    }
+  }
+  if (dp) {
+    if (*req.replicas < 2) {
+      fail_field(who, "replicas", "must be at least 2, got ", *req.replicas,
+                 " (one replica is the pipeline alone: leave replicas out)");
+    }
+    if (req.dynamic || req.sensitivity) {
+      fail_field(who, "replicas", "not with ", req.dynamic ? "dynamic" : "sensitivity");
+    }
+    if (!req.gradient_bytes) {
+      fail_field(who, "gradient_bytes",
+                 "required with replicas (the bytes each stage all-reduces; 0 for none)");
+    }
+  }
+}
+
+/// The link model `req` describes (link_bandwidth given), checked.
+inline link_model link_model_of(const schedule& sched, const whatif_request& req) {
   constexpr const char* who = "whatif";
   link_model lm;
   lm.bandwidth = *req.link_bandwidth;
@@ -117,9 +160,21 @@ inline robustness_result whatif_links(const schedule& sched,
     lm.bulk.gradient_bytes = {*req.gradient_bytes};
     lm.bulk.step_latency = req.allreduce_latency.value_or(0.0);
     lm.bulk.buckets_per_chunk = req.buckets.value_or(1);
-    out.replicas = *req.replicas;
   }
   lm.check(sched.stages(), who);
+  return lm;
+}
+
+/// run_whatif over links: the clean run and N samples of simulate_links.
+inline robustness_result whatif_links(const schedule& sched,
+                                      const whatif_request& req,
+                                      const perturbation& noise,
+                                      whatif_result& out) {
+  constexpr const char* who = "whatif";
+  const link_model lm = link_model_of(sched, req);
+  if (req.replicas) {
+    out.replicas = *req.replicas;
+  }
   require_valid(sched, who);
   out.traffic = lm.discipline;
   link_timing_options lo;
@@ -198,55 +253,15 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
   if (req.stalls) {
     noise.set_stalls(*req.stalls);
   }
+  detail::check_options(req);
   const bool dp = req.replicas.has_value();
-  for (const auto& [given, field] :
-       {std::pair{req.gradient_bytes.has_value(), "gradient_bytes"},
-        std::pair{req.bandwidth.has_value(), "bandwidth"},
-        std::pair{req.allreduce_latency.has_value(), "allreduce_latency"}}) {
-    if (given && !dp) {
-      detail::fail_field(who, field, "only meaningful with replicas");
-    }
-  }
   const bool links = req.link_bandwidth.has_value();
-  for (const auto& [given, field] : {std::pair{req.message_bytes.has_value(), "message_bytes"},
-                                     std::pair{req.traffic.has_value(), "traffic"},
-                                     std::pair{req.buckets.has_value(), "buckets"}}) {
-    if (given && !links) {
-      detail::fail_field(who, field, "only meaningful with link_bandwidth");
-    }
-  }
-  if (links) {
-    if (req.dynamic || req.sensitivity) {
-      detail::fail_field(who, "link_bandwidth", "not with ",
-                         req.dynamic ? "dynamic" : "sensitivity");
-    }
-    if (req.bandwidth) {
-      detail::fail_field(who, "bandwidth",
-                         "not with link_bandwidth (the all-reduce shares the links)");
-    }
-    if (req.buckets && !dp) {
-      detail::fail_field(who, "buckets", "only meaningful with replicas");
-    }
-  }
   whatif_result r;
   r.stages = sched.stages();
   r.microbatches = sched.microbatches();
   r.chunks = sched.chunks();
   r.seed = req.seed;
   r.name = req.dynamic ? "dynamic policy on " + sched.name() + "'s placement" : sched.name();
-  if (dp) {
-    if (*req.replicas < 2) {
-      detail::fail_field(who, "replicas", "must be at least 2, got ", *req.replicas,
-                         " (one replica is the pipeline alone: leave replicas out)");
-    }
-    if (req.dynamic || req.sensitivity) {
-      detail::fail_field(who, "replicas", "not with ", req.dynamic ? "dynamic" : "sensitivity");
-    }
-    if (!req.gradient_bytes) {
-      detail::fail_field(who, "gradient_bytes",
-                         "required with replicas (the bytes each stage all-reduces; 0 for none)");
-    }
-  }
   if (links) {
     r.robustness = detail::whatif_links(sched, req, noise, r);
     detail::require_finite(r);
@@ -292,6 +307,32 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
     r.robustness = monte_carlo(sched, req.costs, noise, ro);
   }
   detail::require_finite(r);
+  return r;
+}
+
+/// `sched` over the links `req` describes, without noise (`pipesched simulate --link-bandwidth`):
+/// every op, each link's traffic and waits, the iteration with the all-reduce. The same rules
+/// as run_whatif (req.link_bandwidth must be given); the schedule is validated first.
+inline link_timing_result time_links(const schedule& sched,
+                                     const whatif_request& req,
+                                     link_discipline* traffic = nullptr) {
+  detail::check_options(req);
+  if (!req.link_bandwidth) {
+    detail::fail_field("whatif", "link_bandwidth", "required to time links");
+  }
+  const link_model lm = detail::link_model_of(sched, req);
+  detail::require_valid(sched, "simulate_links");
+  if (traffic != nullptr) {
+    *traffic = lm.discipline;
+  }
+  link_timing_options lo;
+  lo.record_messages = false;
+  link_timing_result r = simulate_links(sched, req.costs, lm, lo);
+  if (!std::isfinite(r.iteration)) {
+    detail::fail(
+        "simulate_links: the iteration time does not fit in a double: the costs or "
+        "bytes are too large");
+  }
   return r;
 }
 
