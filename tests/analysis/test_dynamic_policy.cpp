@@ -144,3 +144,27 @@ TEST_CASE("simulate_dynamic: the memory engine's admission, so no block above th
   CHECK_THROWS_WITH(simulate_dynamic(placement::sequential(2), 3, cost_model{}, o),
                     Catch::Matchers::Contains("is below the minimum any schedule needs"));
 }
+
+TEST_CASE("monte_carlo_dynamic: the progress observer counts every sample and changes nothing",
+          "[dynamic]") {
+  perturbation n;
+  n.set_cv(0.1).set_seed(3);
+  robustness_options ro;
+  ro.samples = 4;
+  ro.keep_samples = true;
+  const robustness_result quiet =
+      monte_carlo_dynamic(placement::sequential(3), 6, cost_model{}, n, {}, ro);
+  std::uint64_t last = 0;
+  std::uint64_t calls = 0;
+  ro.progress = [&](std::uint64_t done, std::uint64_t total) {
+    CHECK(total == 4u);
+    CHECK(done == last + 1);
+    last = done;
+    ++calls;
+  };
+  const robustness_result told =
+      monte_carlo_dynamic(placement::sequential(3), 6, cost_model{}, n, {}, ro);
+  CHECK(calls == 4u);
+  CHECK(told.samples == quiet.samples);
+  CHECK(told.iteration.mean == quiet.iteration.mean);
+}

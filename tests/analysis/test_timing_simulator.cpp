@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/perturbed_timing.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
@@ -299,7 +300,10 @@ TEST_CASE("simulate: a deadlocking schedule returns the traversal witness", "[si
   schedule s("dead", 2, 2);
   s.stage_ops(0) = {F(0), BW(0), F(1), BW(1)};
   s.stage_ops(1) = {F(1), F(0), BW(0), BW(1)};
-  const auto r = simulate(s, cost_model::uniform(1, 1, 1));
+  // Timing a partial order on purpose: the caller opts out of validation.
+  simulate_options partial;
+  partial.validate = false;
+  const auto r = simulate(s, cost_model::uniform(1, 1, 1), partial);
   REQUIRE(r.deadlock.has_value());
   CHECK_FALSE(r.completed());
   const auto t = traverse(s, [](stage_index, std::size_t, const op&) {});
@@ -342,7 +346,7 @@ TEST_CASE("simulate: critical path is tight for every generator with T_comm", "[
 }
 
 TEST_CASE("simulate: empty schedule and larger shapes", "[sim]") {
-  const auto e = simulate(schedule("empty", 3, 2));
+  const auto e = simulate(schedule("empty", 3, 2), {}, simulate_options{true, true, false});
   CHECK(e.completed());
   CHECK(e.makespan == 0);
   CHECK(e.bubble_rate == 0);
@@ -432,7 +436,9 @@ TEST_CASE("simulate: a pair whose second op waits for the pair itself never runs
   s.stage_ops(0) = {F(0), overlapping_next(F(1)), BW(0), BW(1)};
   s.stage_ops(1) = {F(0), F(1), BW(0), BW(1)};
   CHECK(traverse(s, [](stage_index, std::size_t, const op&) {}).complete);
-  const auto r = simulate(s, cost_model::uniform(1, 1, 1));
+  CHECK_THROWS_WITH(simulate(s, cost_model::uniform(1, 1, 1)),
+                    Catch::Contains("whose inputs wait for this pair itself"));
+  const auto r = simulate(s, cost_model::uniform(1, 1, 1), simulate_options{true, true, false});
   REQUIRE_FALSE(r.completed());
   REQUIRE(r.deadlock->stuck.size() == 1);
   CHECK(r.deadlock->stuck[0].stage == 0);
@@ -462,4 +468,27 @@ TEST_CASE("check_memory applies both ops of an overlapped pair, in list order, a
     }
   }
   CHECK(check_memory(plain, memory_model::uniform(1, 0)).stages[0].curve == m.stages[0].curve);
+}
+
+TEST_CASE("simulate refuses an invalid or deadlocked schedule by default (issue 30)", "[sim]") {
+  // 1F1B without its W ops: timed as it stands it gave makespan 22 instead of 27.
+  schedule s = generate(zb_h1{}, 4, 8);
+  for (stage_index st = 0; st < 4; ++st) {
+    auto& ops = s.stage_ops(st);
+    ops.erase(std::remove_if(ops.begin(), ops.end(),
+                             [](const op& o) { return o.kind == op_kind::backward_weight; }),
+              ops.end());
+  }
+  CHECK_THROWS_WITH(simulate(s), Catch::StartsWith("simulate: schedule \"zb-h1\" is invalid: ") &&
+                                     Catch::Contains("missing"));
+  simulate_options trusted;
+  trusted.validate = false;
+  CHECK(simulate(s, {}, trusted).completed());
+  // A deadlocked order never yields a makespan by default.
+  schedule dead("dead", 2, 2);
+  dead.stage_ops(0) = {F(0), BW(0), F(1), BW(1)};
+  dead.stage_ops(1) = {F(1), F(0), BW(0), BW(1)};
+  CHECK_THROWS_WITH(simulate(dead), Catch::StartsWith("simulate: schedule \"dead\" is invalid: "));
+  CHECK_THROWS_WITH(simulate_perturbed(dead, {}, perturbation{}, 0),
+                    Catch::StartsWith("simulate_perturbed: schedule \"dead\" is invalid: "));
 }

@@ -207,26 +207,24 @@ inline robustness_result monte_carlo_dynamic(const placement& pl,
     detail::fail("monte_carlo_dynamic: sensitivity_step (", ro.sensitivity_step,
                  ") must be finite and > 0");
   }
-  auto run = [&](const perturbation& n, std::vector<double>* out) {
-    double sum = 0.0;
+  detail::sample_progress progress(
+      ro.progress, std::uint64_t{ro.samples} * (ro.sensitivity ? 1u + pl.stages() : 1u));
+  auto run = [&](const perturbation& n) {
+    std::vector<double> out;
+    out.reserve(ro.samples);
     for (std::uint32_t i = 0; i < ro.samples; ++i) {
       o.noise = n;
       o.sample = ro.first_sample + i;
-      const double t = simulate_dynamic(pl, microbatches, costs, o).timing.makespan;
-      sum += t;
-      if (out != nullptr) {
-        out->push_back(t);
-      }
+      out.push_back(simulate_dynamic(pl, microbatches, costs, o).timing.makespan);
+      progress.step();
     }
-    return sum / ro.samples;
+    return out;
   };
   robustness_result r;
   o.noise = perturbation{};
   r.clean = simulate_dynamic(pl, microbatches, costs, o).timing.makespan;
-  std::vector<double> all;
-  const double mean = run(noise, &all);
+  std::vector<double> all = run(noise);
   r.iteration = stats_of(all);
-  r.iteration.mean = mean;
   if (ro.keep_samples) {
     r.samples = std::move(all);
   }
@@ -239,7 +237,8 @@ inline robustness_result monte_carlo_dynamic(const placement& pl,
       }
       perturbation slower = noise;
       slower.set_stage_slowdown(std::move(f));
-      r.sensitivity[k] = (run(slower, nullptr) - mean) / (100.0 * ro.sensitivity_step);
+      r.sensitivity[k] =
+          (detail::mean_of(run(slower)) - r.iteration.mean) / (100.0 * ro.sensitivity_step);
     }
   }
   return r;

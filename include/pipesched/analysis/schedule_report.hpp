@@ -116,7 +116,9 @@ inline schedule_report report_schedule(const schedule& sched, const report_optio
     return rep;
   }
   try {
-    rep.simulation = simulate(sched, options.costs);
+    simulate_options so;
+    so.validate = false;  // validated above; an invalid one is timed on purpose (analyze_invalid)
+    rep.simulation = simulate(sched, options.costs, so);
   } catch (const invalid_argument& e) {
     if (rep.validation.ok()) {
       throw;

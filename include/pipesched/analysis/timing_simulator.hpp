@@ -11,6 +11,7 @@
 
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/metrics.hpp"
+#include "pipesched/analysis/validator.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/error.hpp"
@@ -56,10 +57,16 @@ struct simulate_options {
   bool record_ops = true;
   /// Compute the critical path (costs one byte per op during the run).
   bool critical_path = true;
+  /// Validate first (validate(), linear time) and throw invalid_argument naming the first
+  /// violation: an order that breaks a rule times to plausible but wrong numbers (a 1F1B without
+  /// its W ops gave 22 instead of 27), a deadlocked one to a makespan of what ran. Pass false
+  /// only when the schedule was validated already, or to time a partial order on purpose (then
+  /// check completed(): a deadlocked run's makespan is the time its ops reached, not the order's).
+  bool validate = true;
 };
 
 /// The outcome of simulate().
-struct simulation_result {
+struct [[nodiscard]] simulation_result {
   /// ops[s][i]: timing of op i of stage s; empty when record_ops is off. When the schedule
   /// deadlocks, ops[s] holds only the ops that ran (a prefix of the stage's list).
   stage_table<timed_op> ops;
@@ -351,6 +358,9 @@ inline simulation_result simulate(const schedule& sched,
   const placement& pl = sched.layout();
   const cost_model costs = model.for_shape(sched.stages(), pl.chunks(), "simulate");
   detail::require_traversable(sched, "simulate");  // refused, not allocated
+  if (options.validate) {
+    detail::require_valid(sched, "simulate");
+  }
   const detail::traversal_plan plan(pl, sched.has_comm());
   const std::vector<detail::op_cost> table = detail::cost_table(plan, pl, costs);
   return detail::simulate_with(sched, costs, plan, table.data(), options);

@@ -83,7 +83,7 @@ inline zb_auto_result zb_auto_search(const generator_params& given,
   ro.objective = plain.objective;  // decided on the real costs, not on the B that holds T_R
   zb_auto_result rc = detail::zb_search(who, rp, pl, lowered, ro);
   rc.sched = detail::recompute_before_backward(rc.sched, std::vector<bool>(p, true));
-  const simulation_result sim = simulate(rc.sched, params.costs, {false, false});
+  const simulation_result sim = simulate(rc.sched, params.costs, {false, false, false});
   double span = 0.0;
   for (const stage_timing& st : sim.stages) {
     span = std::max(span, st.span);

@@ -109,7 +109,7 @@ inline bool move_recompute_into_gaps(schedule& sched,
                                      const cost_model& costs,
                                      const memory_model& memory,
                                      const std::vector<double>& limits) {
-  const simulation_result sim = simulate(sched, costs, {true, false});
+  const simulation_result sim = simulate(sched, costs, {true, false, false});
   if (sim.deadlock) {
     fail("with_recompute: schedule \"", sched.name(), "\" deadlocks");
   }
