@@ -79,14 +79,12 @@ plan_fixed parse_baseline(const std::string& text) {
   std::size_t pos = 0;
   while (pos < text.size()) {
     // A partition list is the last item: its commas are its own.
-    std::size_t end =
-        text.compare(pos, 10, "partition=") == 0 ? text.size() : text.find(',', pos);
+    std::size_t end = text.compare(pos, 10, "partition=") == 0 ? text.size() : text.find(',', pos);
     end = end == std::string::npos ? text.size() : end;
     const std::string item = text.substr(pos, end - pos);
     const std::size_t eq = item.find('=');
     if (eq == std::string::npos) {
-      usage_error("--baseline: expected key=value items separated by commas, got \"" + item +
-                  "\"");
+      usage_error("--baseline: expected key=value items separated by commas, got \"" + item + "\"");
     }
     set_plan_choice(f, item.substr(0, eq), item.substr(eq + 1), "--baseline");
     pos = end + 1;
@@ -109,7 +107,7 @@ std::vector<std::string> export_plan(const std::string& prefix,
   const schedule lowered = lower_communication(torch_order, lo);
   torch_csv_options list;
   list.alignment = torch_alignment::list_order;
-  std::vector<std::string> files = {prefix + ".csv",          prefix + ".compute.csv",
+  std::vector<std::string> files = {prefix + ".csv",           prefix + ".compute.csv",
                                     prefix + ".schedule.json", prefix + ".costs.json",
                                     prefix + ".memory.json",   prefix + ".map.json"};
   write_output(files[0], to_torch_csv(lowered, list));
@@ -215,8 +213,7 @@ int cmd_plan(const plan_cli& o) {
   if (!fits) {
     // The reason on stderr too, so a script reading the JSON on stdout still sees it.
     constexpr double gib = 1024.0 * 1024.0 * 1024.0;
-    const double need =
-        r.plans.empty() ? r.smallest_need_bytes : r.plans.front().peak_memory_bytes;
+    const double need = r.plans.empty() ? r.smallest_need_bytes : r.plans.front().peak_memory_bytes;
     std::fprintf(stderr, "error: %s %.4g GiB per GPU, %.4g GiB usable\n",
                  r.plans.empty() ? "no plan fits: the smallest need found is"
                                  : "the plan does not fit: it needs",
