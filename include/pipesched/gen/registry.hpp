@@ -47,6 +47,11 @@ struct generation_result {
   /// and every stage over the limit is listed here (check_memory's report). Empty when no
   /// limit was given or the schedule fits.
   std::vector<budget_violation> memory_violations;
+  /// The parameters the schedule was generated for, as given (generator_entry::generate_result
+  /// sets them): a schedule forgets its costs, memory and memory limit, and checking it
+  /// against other ones (unit costs by default) is a silent mistake. report_schedule(const
+  /// generation_result&) (gen/generation_report.hpp) checks it against these.
+  generator_params params;
 };
 
 namespace detail {
@@ -106,16 +111,18 @@ struct generator_entry {
                      ") must be finite and >= 0 (0: no wall-clock cap)");
       }
     }
-    if (generate_full) {
-      return generate_full(params, opts);
-    }
     generation_result r;
-    r.sched = generate(params);
-    if (params.memory_limit) {
-      memory_options mo = memory_options::with_limit(*params.memory_limit);
-      mo.record_curve = false;
-      r.memory_violations = check_memory(r.sched, params.memory, mo).violations;
+    if (generate_full) {
+      r = generate_full(params, opts);
+    } else {
+      r.sched = generate(params);
+      if (params.memory_limit) {
+        memory_options mo = memory_options::with_limit(*params.memory_limit);
+        mo.record_curve = false;
+        r.memory_violations = check_memory(r.sched, params.memory, mo).violations;
+      }
     }
+    r.params = params;
     return r;
   }
 };
