@@ -53,6 +53,8 @@
 #include <pipesched/io/timeline.hpp>
 #include <pipesched/io/torch_csv.hpp>
 #include <pipesched/pipesched.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
+#include <pipesched/transform/recompute.hpp>
 
 #include "cmd_plan.hpp"
 
