@@ -2,7 +2,7 @@
 # first ```sh block of README.md, runs its configure step (same flags, into WORK instead of
 # its build directory; apt is left out) and asks Ninja, without building, every command the
 # build step's target needs from scratch. Fails when it would compile more than MAX_COMPILES sources
-# (the CLI is one), when the block lacks a configure or a --target build, or when configure
+# (the CLI's own files), when the block lacks a configure or a --target build, or when configure
 # fails (e.g. it would need Catch2 or Google Benchmark, which the command does not install).
 file(READ ${SOURCE}/README.md readme)
 string(FIND "${readme}" "```sh\n" at)

@@ -1,16 +1,16 @@
-#include "cmd_plan.hpp"
+// `pipesched plan`: from a model, a cluster and a batch to the fastest plan that fits in GPU
+// memory (docs/model.md §10). The command only parses and prints: plan_request (job_of) holds
+// the rules, pipesched::plan() decides, the io/plan_* writers print.
 
-#include <cerrno>
-#include <cmath>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iostream>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <fmt/core.h>
-#include <nlohmann/json.hpp>
+#include <CLI/CLI.hpp>
 
 #include <pipesched/io/cost_model_json.hpp>
 #include <pipesched/io/json.hpp>
@@ -23,92 +23,75 @@
 #include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/transform/recompute.hpp>
 
+#include "cli_support.hpp"
+
 namespace pipesched::cli {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& msg) {
-  throw pipesched::invalid_argument(msg);
+/// The options of `pipesched plan`, as text: each number is read by parse_count / parse_real
+/// so that its error names the option.
+struct plan_cli {
+  std::string model;
+  std::string gpu;
+  std::optional<std::string> gpus, tp, pp, dp, chunks, micro_batch, microbatches;
+  std::optional<std::string> schedule;
+  std::optional<std::string> sequence;
+  std::optional<std::string> global_batch, global_batch_tokens;
+  bool sequence_parallel = false;
+  bool no_sequence_parallel = false;
+  std::optional<std::string> recompute;
+  std::string optimizer_sharding = "optimizer";
+  std::string partition = "balanced";
+  std::string top = "5";
+  bool json = false;
+  std::string format = "text";
+  std::string output;
+  std::optional<std::string> baseline;
+  std::optional<std::string> export_prefix;
+  std::optional<std::string> vocab_multiple;
+  std::optional<std::string> achieved_fraction;
+  std::optional<std::string> usable_fraction;
+  std::optional<std::string> search_evaluations;
+  std::optional<std::string> threads;
+};
+
+constexpr std::uint64_t u32_max = 0xffffffffu;
+
+std::optional<std::uint32_t> count32(const std::optional<std::string>& text, const char* option) {
+  if (!text) {
+    return std::nullopt;
+  }
+  return static_cast<std::uint32_t>(parse_count(*text, option, u32_max));
 }
 
-/// A number in (0, 1] (the library checks the range), the whole text a finite number.
-double parse_fraction(const std::string& text, const char* option) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v)) {
-    bad(std::string(option) + ": must be a number in (0, 1], got \"" + text + "\"");
+std::optional<std::uint64_t> count64(const std::optional<std::string>& text, const char* option) {
+  if (!text) {
+    return std::nullopt;
   }
-  return v;
-}
-
-recompute_kind parse_recompute(const std::string& s, const char* option) {
-  const auto k = parse_recompute_kind(s);
-  if (!k) {
-    bad(std::string(option) + ": must be none, selective or full, not \"" + s + "\"");
-  }
-  return *k;
-}
-
-optimizer_sharding parse_sharding(const std::string& s) {
-  const auto k = parse_optimizer_sharding(s);
-  if (!k) {
-    bad("--optimizer-sharding: must be none, optimizer, gradients or weights, not \"" + s + "\"");
-  }
-  return *k;
-}
-
-partition_spec parse_partition_option(const std::string& s) {
-  const auto p = parse_partition(s);
-  if (!p) {
-    bad("--partition: must be even, balanced or layers per chunk L1,L2,..., not \"" + s + "\"");
-  }
-  return *p;
+  return parse_count(*text, option, std::uint64_t{1} << 62);
 }
 
 /// --baseline "tp=8,pp=16,dp=128,schedule=interleaved-1f1b[,v=..,micro-batch=..,recompute=..,
-/// sp=on|off,partition=even|balanced]": choices left out are searched.
+/// sp=on|off,partition=...]": choices left out are searched (set_plan_choice has the keys).
 plan_fixed parse_baseline(const std::string& text) {
   plan_fixed f;
   std::size_t pos = 0;
   while (pos < text.size()) {
-    std::size_t end = text.find(',', pos);
     // A partition list is the last item: its commas are its own.
-    if (text.compare(pos, 10, "partition=") == 0) {
-      end = text.size();
-    }
-    if (end == std::string::npos) {
-      end = text.size();
-    }
+    std::size_t end =
+        text.compare(pos, 10, "partition=") == 0 ? text.size() : text.find(',', pos);
+    end = end == std::string::npos ? text.size() : end;
     const std::string item = text.substr(pos, end - pos);
     const std::size_t eq = item.find('=');
     if (eq == std::string::npos) {
-      bad("--baseline: expected key=value items separated by commas, got \"" + item + "\"");
+      usage_error("--baseline: expected key=value items separated by commas, got \"" + item +
+                  "\"");
     }
     set_plan_choice(f, item.substr(0, eq), item.substr(eq + 1), "--baseline");
     pos = end + 1;
   }
   return f;
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  if (path.empty() || path == "-") {
-    std::cout << text;
-    std::cout.flush();
-    if (!std::cout) {
-      bad("standard output: write failed");
-    }
-    return;
-  }
-  std::ofstream out(path, std::ios::binary);
-  if (!out) {
-    bad(path + ": cannot open for writing");
-  }
-  out << text;
-  out.flush();
-  if (!out) {
-    bad(path + ": write failed");
-  }
 }
 
 /// PREFIX.csv (PyTorch compute_comms CSV, the runtime's SEND/RECV in list order) and
@@ -126,175 +109,188 @@ std::vector<std::string> export_plan(const std::string& prefix,
   const schedule lowered = lower_communication(torch_order, lo);
   torch_csv_options list;
   list.alignment = torch_alignment::list_order;
-  std::vector<std::string> files = {prefix + ".csv",           prefix + ".compute.csv",
+  std::vector<std::string> files = {prefix + ".csv",          prefix + ".compute.csv",
                                     prefix + ".schedule.json", prefix + ".costs.json",
                                     prefix + ".memory.json",   prefix + ".map.json"};
-  write_file(files[0], to_torch_csv(lowered, list));
-  write_file(files[1], to_torch_csv(torch_order));
-  write_file(files[2], write_schedule_json(e.sched) + "\n");
-  write_file(files[3], write_cost_model(e.costs) + "\n");
-  write_file(files[4], write_memory_model(e.memory) + "\n");
-  write_file(files[5], plan_map_to_json(job, e).dump(2) + "\n");
+  write_output(files[0], to_torch_csv(lowered, list));
+  write_output(files[1], to_torch_csv(torch_order));
+  write_output(files[2], write_schedule_json(e.sched) + "\n");
+  write_output(files[3], write_cost_model(e.costs) + "\n");
+  write_output(files[4], write_memory_model(e.memory) + "\n");
+  write_output(files[5], plan_map_to_json(job, e).dump(2) + "\n");
   return files;
 }
 
-}  // namespace
-
-CLI::App* add_plan_command(CLI::App& app, plan_cli& o) {
-  CLI::App* c = app.add_subcommand(
-      "plan", "Model + cluster + batch in: the fastest layout and schedule that fit in memory");
-  c->add_option("--model", o.model,
-                "llama3-8b, llama3-70b, llama3-405b, gpt3-175b, or a model "
-                "JSON file (docs/formats.md)")
-      ->required();
-  c->add_option("--gpu", o.gpu, "h100-sxm-80gb, a100-sxm-80gb, or a cluster JSON file")->required();
-  c->add_option("--gpus", o.gpus, "GPUs in the job (default TP*PP*DP when all three are given)");
-  c->add_option("--tp", o.tp, "Tensor parallelism (default: searched)");
-  c->add_option("--pp", o.pp, "Pipeline stages (default: searched)");
-  c->add_option("--dp", o.dp, "Data parallelism (default: GPUs / (TP*PP))");
-  c->add_option("--chunks,-v", o.chunks, "Model chunks per stage (default: searched)");
-  c->add_option("--schedule,-s", o.schedule, "A schedule of `pipesched list` (default: all)");
-  c->add_option("--seq", o.sequence, "Tokens per sequence")->required();
-  c->add_option("--micro-batch", o.micro_batch, "Sequences per micro-batch (default: searched)");
-  auto* m = c->add_option("--microbatches,-m", o.microbatches,
-                          "Micro-batches per pipeline (with --tp --pp --micro-batch)");
-  auto* g = c->add_option("--global-batch", o.global_batch, "Sequences per optimizer step");
-  auto* k = c->add_option("--global-batch-tokens", o.global_batch_tokens,
-                          "Tokens per optimizer step (a multiple of --seq)");
-  g->excludes(k);
-  (void)m;
-  auto* sp = c->add_flag("--sequence-parallel", o.sequence_parallel,
-                         "Sequence parallelism on (default: searched when TP > 1)");
-  auto* nsp =
-      c->add_flag("--no-sequence-parallel", o.no_sequence_parallel, "Sequence parallelism off");
-  sp->excludes(nsp);
-  c->add_option("--recompute", o.recompute, "none, selective or full (default: searched)");
-  c->add_option("--optimizer-sharding", o.optimizer_sharding,
-                "none (18 bytes/parameter), optimizer (Megatron's distributed optimizer), "
-                "gradients (ZeRO-2), weights (ZeRO-3 / FSDP)")
-      ->capture_default_str();
-  c->add_option("--partition", o.partition,
-                "Layers to chunks: even, balanced, or L1,L2,... per global chunk")
-      ->capture_default_str();
-  c->add_option("--top", o.top, "Plans shown")->capture_default_str();
-  c->add_flag("--json", o.json, "Print the plan JSON (docs/formats.md)");
-  c->add_option("--format,-f", o.format, "text, json, or svg (the Pareto frontier)")
-      ->capture_default_str();
-  c->add_option("--output,-o", o.output, "Write the report, JSON or picture to FILE");
-  c->add_option("--baseline", o.baseline,
-                "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "
-                "(also v, micro-batch, recompute, sp=on|off, partition; others searched)");
-  c->add_option("--export", o.export_prefix,
-                "Write the best plan as PREFIX.csv (PyTorch compute_comms), PREFIX.compute.csv, "
-                "PREFIX.schedule.json, PREFIX.costs.json, PREFIX.memory.json and PREFIX.map.json "
-                "(stage -> ranks, layers)");
-  c->add_option("--vocab-multiple", o.vocab_multiple,
-                "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP only)");
-  c->add_option("--achieved-fraction", o.achieved_fraction,
-                "Share of the GPU's peak the layers achieve (default the --gpu's)");
-  c->add_option("--usable-fraction", o.usable_fraction,
-                "Share of GPU memory a job can fill (default the --gpu's)");
-  c->add_option("--search-evaluations", o.search_evaluations,
-                "zb-auto / zb-v local search budget per candidate (candidate orders timed)");
-  c->add_option("--threads", o.threads, "Threads evaluating candidates (default: all cores)");
-  return c;
-}
-
-int run_plan_command(const plan_cli& o) {
+int cmd_plan(const plan_cli& o) {
   if (o.format != "text" && o.format != "json" && o.format != "svg") {
-    bad("--format: unknown format \"" + o.format + "\" (plan knows: text, json, svg)");
+    usage_error("--format: unknown format \"" + o.format + "\" (plan knows: text, json, svg)");
   }
   if (o.json && o.format == "svg") {
-    bad("--json: conflicts with --format svg (use one)");
+    usage_error("--json: conflicts with --format svg (use one)");
   }
   const bool json = o.json || o.format == "json";
   plan_request req;
   try {
     req.model = load_transformer_spec(o.model);
   } catch (const pipesched::invalid_argument& e) {
-    bad(std::string("--model: ") + e.what());
+    usage_error(std::string("--model: ") + e.what());
   }
   try {
     req.cluster = load_cluster_spec(o.gpu);
   } catch (const pipesched::invalid_argument& e) {
-    bad(std::string("--gpu: ") + e.what());
+    usage_error(std::string("--gpu: ") + e.what());
   }
   if (o.achieved_fraction) {
-    req.achieved_fraction = parse_fraction(*o.achieved_fraction, "--achieved-fraction");
+    req.achieved_fraction = parse_real(*o.achieved_fraction, "--achieved-fraction");
   }
   if (o.usable_fraction) {
-    req.usable_fraction = parse_fraction(*o.usable_fraction, "--usable-fraction");
+    req.usable_fraction = parse_real(*o.usable_fraction, "--usable-fraction");
   }
-  req.gpus = o.gpus;
-  req.sequence = *o.sequence;
-  req.global_batch = o.global_batch;
-  req.global_batch_tokens = o.global_batch_tokens;
-  req.sharding = parse_sharding(o.optimizer_sharding);
-  req.vocab_multiple = o.vocab_multiple;
+  req.gpus = count64(o.gpus, "--gpus");
+  req.sequence = count64(o.sequence, "--seq").value_or(0);
+  req.global_batch = count64(o.global_batch, "--global-batch");
+  req.global_batch_tokens = count64(o.global_batch_tokens, "--global-batch-tokens");
+  const auto sharding = parse_optimizer_sharding(o.optimizer_sharding);
+  if (!sharding) {
+    usage_error("--optimizer-sharding: must be none, optimizer, gradients or weights, not \"" +
+                o.optimizer_sharding + "\"");
+  }
+  req.sharding = *sharding;
+  req.vocab_multiple = count32(o.vocab_multiple, "--vocab-multiple");
   plan_options& opts = req.options;
   plan_fixed& f = opts.fixed;
-  f.tp = o.tp;
-  f.pp = o.pp;
-  f.dp = o.dp;
-  f.chunks = o.chunks;
-  f.micro_batch = o.micro_batch;
-  f.microbatches = o.microbatches;
+  f.tp = count32(o.tp, "--tp");
+  f.pp = count32(o.pp, "--pp");
+  f.dp = count64(o.dp, "--dp");
+  f.chunks = count32(o.chunks, "--chunks");
+  f.micro_batch = count32(o.micro_batch, "--micro-batch");
+  f.microbatches = count32(o.microbatches, "--microbatches");
   f.schedule = o.schedule;
   if (o.recompute) {
-    f.recompute = parse_recompute(*o.recompute, "--recompute");
+    const auto k = parse_recompute_kind(*o.recompute);
+    if (!k) {
+      usage_error("--recompute: must be none, selective or full, not \"" + *o.recompute + "\"");
+    }
+    f.recompute = *k;
   }
   if (o.sequence_parallel) {
     f.sequence_parallel = true;
   } else if (o.no_sequence_parallel) {
     f.sequence_parallel = false;
   }
-  f.partition = parse_partition_option(o.partition);
-  opts.top = o.top;
+  const auto part = parse_partition(o.partition);
+  if (!part) {
+    usage_error("--partition: must be even, balanced or layers per chunk L1,L2,..., not \"" +
+                o.partition + "\"");
+  }
+  f.partition = *part;
+  opts.top = parse_count(o.top, "--top", 1000);
   if (o.baseline) {
     opts.baseline = parse_baseline(*o.baseline);
   }
   if (o.search_evaluations) {
-    opts.search_evaluations = *o.search_evaluations;
+    opts.search_evaluations = parse_count(*o.search_evaluations, "--search-evaluations", 100000);
   }
   if (o.threads) {
-    opts.threads = *o.threads;
+    opts.threads = static_cast<unsigned>(parse_count(*o.threads, "--threads", 1024));
   }
   const training_job job = job_of(req);
   const plan_result r = plan(job, opts);
   const bool fits = !r.plans.empty() && r.plans.front().fits;
   if (o.export_prefix) {
     if (!fits) {
-      bad("--export: no plan fits, nothing to export");
+      usage_error("--export: no plan fits, nothing to export");
     }
     for (const std::string& file : export_plan(*o.export_prefix, job, r.plans.front())) {
       std::fprintf(stderr, "wrote %s\n", file.c_str());
     }
   }
   if (json) {
-    write_file(o.output, plan_to_json(job, r).dump(2) + "\n");
+    write_output(o.output, plan_to_json(job, r).dump(2) + "\n");
   } else if (o.format == "svg") {
-    write_file(o.output, plan_frontier_svg(job, r));
+    write_output(o.output, plan_frontier_svg(job, r));
   } else {
-    write_file(o.output, plan_text(job, r));
+    write_output(o.output, plan_text(job, r));
   }
   if (!fits) {
     // The reason on stderr too, so a script reading the JSON on stdout still sees it.
-    if (r.plans.empty()) {
-      std::fprintf(stderr,
-                   "error: no plan fits: the smallest need found is %.4g GiB per GPU, %.4g GiB "
-                   "usable\n",
-                   r.smallest_need_bytes / (1024.0 * 1024.0 * 1024.0),
-                   job.cluster.usable_memory() / (1024.0 * 1024.0 * 1024.0));
-    } else {
-      std::fprintf(stderr,
-                   "error: the plan does not fit: it needs %.4g GiB per GPU, %.4g GiB "
-                   "usable\n",
-                   r.plans.front().peak_memory_bytes / (1024.0 * 1024.0 * 1024.0),
-                   job.cluster.usable_memory() / (1024.0 * 1024.0 * 1024.0));
-    }
+    constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+    const double need =
+        r.plans.empty() ? r.smallest_need_bytes : r.plans.front().peak_memory_bytes;
+    std::fprintf(stderr, "error: %s %.4g GiB per GPU, %.4g GiB usable\n",
+                 r.plans.empty() ? "no plan fits: the smallest need found is"
+                                 : "the plan does not fit: it needs",
+                 need / gib, job.cluster.usable_memory() / gib);
     return 1;
   }
   return 0;
 }
+
+const registration plan_cmd{
+    {"plan", 70, [](CLI::App& app) -> std::function<int()> {
+       auto o = std::make_shared<plan_cli>();
+       CLI::App* c = app.add_subcommand(
+           "plan",
+           "Model + cluster + batch in: the fastest layout and schedule that fit in memory");
+       c->add_option("--model", o->model,
+                     "llama3-8b, llama3-70b, llama3-405b, gpt3-175b, or a model JSON file "
+                     "(docs/formats.md)")
+           ->required();
+       c->add_option("--gpu", o->gpu, "h100-sxm-80gb, a100-sxm-80gb, or a cluster JSON file")
+           ->required();
+       c->add_option("--gpus", o->gpus, "GPUs in the job (default TP*PP*DP when all are given)");
+       c->add_option("--tp", o->tp, "Tensor parallelism (default: searched)");
+       c->add_option("--pp", o->pp, "Pipeline stages (default: searched)");
+       c->add_option("--dp", o->dp, "Data parallelism (default: GPUs / (TP*PP))");
+       c->add_option("--chunks,-v", o->chunks, "Model chunks per stage (default: searched)");
+       c->add_option("--schedule,-s", o->schedule, "A schedule of `pipesched list` (default: all)");
+       c->add_option("--seq", o->sequence, "Tokens per sequence")->required();
+       c->add_option("--micro-batch", o->micro_batch,
+                     "Sequences per micro-batch (default: searched)");
+       c->add_option("--microbatches,-m", o->microbatches,
+                     "Micro-batches per pipeline (with --tp --pp --micro-batch)");
+       auto* g = c->add_option("--global-batch", o->global_batch, "Sequences per optimizer step");
+       auto* k = c->add_option("--global-batch-tokens", o->global_batch_tokens,
+                               "Tokens per optimizer step (a multiple of --seq)");
+       g->excludes(k);
+       auto* sp = c->add_flag("--sequence-parallel", o->sequence_parallel,
+                              "Sequence parallelism on (default: searched when TP > 1)");
+       auto* nsp = c->add_flag("--no-sequence-parallel", o->no_sequence_parallel,
+                               "Sequence parallelism off");
+       sp->excludes(nsp);
+       c->add_option("--recompute", o->recompute, "none, selective or full (default: searched)");
+       c->add_option("--optimizer-sharding", o->optimizer_sharding,
+                     "none (18 bytes/parameter), optimizer (Megatron's distributed optimizer), "
+                     "gradients (ZeRO-2), weights (ZeRO-3 / FSDP)")
+           ->capture_default_str();
+       c->add_option("--partition", o->partition,
+                     "Layers to chunks: even, balanced, or L1,L2,... per global chunk")
+           ->capture_default_str();
+       c->add_option("--top", o->top, "Plans shown")->capture_default_str();
+       c->add_flag("--json", o->json, "Print the plan JSON (docs/formats.md)");
+       c->add_option("--format,-f", o->format, "text, json, or svg (the Pareto frontier)")
+           ->capture_default_str();
+       c->add_option("--output,-o", o->output, "Write the report, JSON or picture to FILE");
+       c->add_option("--baseline", o->baseline,
+                     "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "
+                     "(also v, micro-batch, recompute, sp=on|off, partition; others searched)");
+       c->add_option("--export", o->export_prefix,
+                     "Write the best plan as PREFIX.csv (PyTorch compute_comms), "
+                     "PREFIX.compute.csv, PREFIX.schedule.json, PREFIX.costs.json, "
+                     "PREFIX.memory.json and PREFIX.map.json (stage -> ranks, layers)");
+       c->add_option("--vocab-multiple", o->vocab_multiple,
+                     "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP "
+                     "only)");
+       c->add_option("--achieved-fraction", o->achieved_fraction,
+                     "Share of the GPU's peak the layers achieve (default the --gpu's)");
+       c->add_option("--usable-fraction", o->usable_fraction,
+                     "Share of GPU memory a job can fill (default the --gpu's)");
+       c->add_option("--search-evaluations", o->search_evaluations,
+                     "zb-auto / zb-v local search budget per candidate (candidate orders timed)");
+       c->add_option("--threads", o->threads, "Threads evaluating candidates (default: all)");
+       return [o] { return cmd_plan(*o); };
+     }}};
+
+}  // namespace
 
 }  // namespace pipesched::cli

@@ -115,7 +115,7 @@ pipesched_cli_run("ignore: simulate text -o writes the file" 0
   "file .*report.txt:\n.*makespan 9, bubble rate 0\\.3333"
   OUT ${units}/report.txt ARGS simulate -s 1f1b -p 2 -m 2 -o ${units}/report.txt)
 pipesched_cli_test("ignore: --chunks with --input" 2
-  "error: --chunks: not allowed with --input \\(the file gives v\\)"
+  "error: --chunks: comes from the given schedule \\(v=1\\): leave it unset"
   validate --input ${data}/ok.json -v 3)
 pipesched_cli_test("ignore: -p without -m" 2 "error: --microbatches is required with --schedule"
   generate -s 1f1b -p 4)

@@ -33,7 +33,8 @@ set_tests_properties("cli: whatif --json conflicts with --format svg" PROPERTIES
   PASS_REGULAR_EXPRESSION "--json: conflicts with --format svg")
 
 # 20000 samples take a few seconds: the progress line shows on stderr, stdout is the JSON
-# pinned before progress existed (the run goes in batches of first_sample; same numbers).
+# pinned when issue 30 made the statistics exact (stats_of: the mean as the smallest sample plus
+# the compensated mean deviation; the progress observer changes no number).
 add_test(NAME "cli: whatif --json with progress on stderr"
          COMMAND ${CMAKE_COMMAND}
                  -DEXPECT_STDOUT=${CMAKE_CURRENT_SOURCE_DIR}/testdata/whatif_zb-h1_seed7.json
@@ -43,14 +44,14 @@ add_test(NAME "cli: whatif --json with progress on stderr"
                  ${pipesched_cli_bin} whatif ${whatif_noise} --seed 7 --samples 20000 --json)
 set_tests_properties("cli: whatif --json with progress on stderr" PROPERTIES LABELS cli
   TIMEOUT 120 PASS_REGULAR_EXPRESSION "stdout/stderr ok")
-add_test(NAME "cli: whatif --dynamic --json unchanged by batching"
+add_test(NAME "cli: whatif --dynamic --json unchanged by progress"
          COMMAND ${CMAKE_COMMAND}
                  -DEXPECT_STDOUT=${CMAKE_CURRENT_SOURCE_DIR}/testdata/whatif_dynamic_seed3.json
                  "-DSTDERR_LINE=^whatif: [0-9]+/2000 samples \\([0-9]+ %\\), [0-9]+ s$"
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/stdout_stderr_check.cmake
                  ${pipesched_cli_bin} whatif -s zb-h1 -p 4 -m 8 --cv 0.1 --seed 3 --samples 2000
                  --dynamic --memory-limit 4 --json)
-set_tests_properties("cli: whatif --dynamic --json unchanged by batching" PROPERTIES LABELS cli
+set_tests_properties("cli: whatif --dynamic --json unchanged by progress" PROPERTIES LABELS cli
   TIMEOUT 60 PASS_REGULAR_EXPRESSION "stdout/stderr ok")
 add_test(NAME "cli: analyze --json unchanged, nothing but progress on stderr"
          COMMAND ${CMAKE_COMMAND}

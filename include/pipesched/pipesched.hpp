@@ -30,13 +30,15 @@
 //     exec/thread_driver.hpp exec/dynamic_driver.hpp exec/any_executor.hpp
 //     exec/instrumented_executor.hpp exec/sleep_executor.hpp
 //   MPI (needs <mpi.h>): exec/mpi.hpp
-//   The planner: model/inline_recompute.hpp plan/request.hpp plan/job.hpp plan/job_costs.hpp
-//     plan/partition.hpp plan/planner.hpp plan/plan_request.hpp
+//   The front ends and the planner: model/inline_recompute.hpp plan/request.hpp plan/job.hpp
+//     plan/job_costs.hpp plan/partition.hpp plan/planner.hpp plan/plan_request.hpp
+//     plan/whatif.hpp plan/analyze.hpp
 //   Interchange and pictures (some need fmt or nlohmann_json: README, "What is in the library"):
 //     io/json.hpp io/cost_model_json.hpp io/memory_model_json.hpp io/simulation_json.hpp
 //     io/schedule_input.hpp io/torch_csv.hpp io/chrome_trace.hpp io/svg.hpp io/terminal.hpp
 //     io/text.hpp io/timeline.hpp io/report_text.hpp io/fmt.hpp io/distribution_svg.hpp
 //     io/telemetry_io.hpp io/model_json.hpp io/plan_json.hpp io/plan_text.hpp io/plan_svg.hpp
+//     io/whatif_io.hpp io/analyze_io.hpp
 
 #include "pipesched/analysis/metrics.hpp"
 #include "pipesched/exec/executor.hpp"

@@ -178,17 +178,23 @@ class GenerationResult:
     @property
     def memory_violations(self) -> list[BudgetViolation]: ...
 
-def generate(schedule: str, stages: int, microbatches: int, *, chunks: Optional[int] = None,
+def generate(schedule: Union[str, Schedule], stages: Optional[int] = None,
+             microbatches: Optional[int] = None, *, chunks: Optional[int] = None,
              cost: Cost = None, costs: Optional[str] = None, memory: Memory = None,
              memory_file: Optional[str] = None, memory_limit: Optional[float] = None,
              search_budget: Optional[float] = None, search_evaluations: Optional[int] = None,
+             recompute: Union[str, Sequence[int], None] = None,
+             recompute_policy: str = "before-backward",
              with_comm: bool = False, recv: str = "eager") -> Schedule: ...
-def generate_result(schedule: str, stages: int, microbatches: int, *,
+def generate_result(schedule: Union[str, Schedule], stages: Optional[int] = None,
+                    microbatches: Optional[int] = None, *,
                     chunks: Optional[int] = None, cost: Cost = None,
                     costs: Optional[str] = None, memory: Memory = None,
                     memory_file: Optional[str] = None, memory_limit: Optional[float] = None,
                     search_budget: Optional[float] = None,
-                    search_evaluations: Optional[int] = None, with_comm: bool = False,
+                    search_evaluations: Optional[int] = None,
+                    recompute: Union[str, Sequence[int], None] = None,
+                    recompute_policy: str = "before-backward", with_comm: bool = False,
                     recv: str = "eager") -> GenerationResult: ...
 def lower_communication(schedule: Schedule, *, recv: str = "eager", cost: Cost = None,
                         costs: Optional[str] = None) -> Schedule: ...
@@ -257,7 +263,8 @@ class SimulationResult:
     completed: bool
 
 def simulate(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None,
-             record_ops: bool = True, critical_path: bool = True) -> SimulationResult: ...
+             record_ops: bool = True, critical_path: bool = True,
+             validate: bool = True) -> SimulationResult: ...
 
 class LifetimeError:
     kind: str
@@ -317,3 +324,19 @@ def plan(model: str, gpu: str, *, gpus: Optional[int] = None, seq: Optional[int]
          vocab_multiple: Optional[int] = None, achieved_fraction: Optional[float] = None,
          usable_fraction: Optional[float] = None, search_evaluations: Optional[int] = None,
          threads: Optional[int] = None, format: str = "json") -> Any: ...
+
+def whatif(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None,
+           memory: Memory = None, memory_file: Optional[str] = None,
+           memory_limit: Optional[float] = None, cv: float = 0.0, link_cv: float = 0.0,
+           stragglers: Sequence[Tuple[int, float]] = (),
+           stalls: Optional[Tuple[float, float]] = None, samples: int = 100, seed: int = 1,
+           sensitivity: bool = False, dynamic: bool = False, replicas: Optional[int] = None,
+           gradient_bytes: Optional[float] = None, bandwidth: Optional[float] = None,
+           allreduce_latency: Optional[float] = None,
+           link_bandwidth: Optional[Sequence[float]] = None,
+           message_bytes: Optional[Sequence[float]] = None, traffic: Optional[str] = None,
+           buckets: Optional[int] = None, format: str = "json") -> str: ...
+def analyze(path: str, *, abs_threshold: float = 0.0, rel_threshold: float = 0.03,
+            comm: float = 0.0, replan: Sequence[str] = ("zb-auto", "zb-v"),
+            memory_limit: Optional[float] = None, allow_overlaps: bool = False,
+            format: str = "json") -> str: ...

@@ -259,15 +259,17 @@ void bind_analysis(py::module_& m) {
   m.def(
       "simulate",
       [](const schedule& s, const py::object& cost, const std::optional<std::string>& costs,
-         bool record_ops, bool critical_path) {
+         bool record_ops, bool critical_path, bool validate_first) {
         const cost_model model = cost_arg(cost, costs);
         py::gil_scoped_release unlocked;
-        return simulate(s, model, simulate_options{record_ops, critical_path});
+        return simulate(s, model, simulate_options{record_ops, critical_path, validate_first});
       },
       py::arg("schedule"), py::kw_only(), py::arg("cost") = py::none(),
       py::arg("costs") = py::none(), py::arg("record_ops") = true, py::arg("critical_path") = true,
+      py::arg("validate") = true,
       "Times the schedule under the cost model (cost: TF, TB, TW[, TC] or a CostModel; costs: a "
-      "cost model file): makespan, bubble rate, per-op times.");
+      "cost model file): makespan, bubble rate, per-op times. An invalid schedule raises, naming "
+      "its first violation; validate=False times it anyway (a partial order: check completed).");
 
   m.def(
       "check_memory",

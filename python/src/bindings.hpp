@@ -26,6 +26,7 @@ void bind_gen(py::module_& m);
 void bind_analysis(py::module_& m);
 void bind_io(py::module_& m);
 void bind_plan(py::module_& m);
+void bind_planner(py::module_& m);
 
 /// `cost=` (a CostModel or a sequence TF, TB, TW[, TC], as the CLI's --cost) or `costs=` (a cost
 /// model JSON file, the CLI's --costs); neither: unit costs, no T_comm (the CLI's default).
@@ -59,8 +60,8 @@ inline cost_model cost_arg(const py::object& cost, const std::optional<std::stri
   return cost_model::uniform(v[0], v[1], v[2], v.size() > 3 ? v[3] : 0.0);
 }
 
-/// `memory=` (a MemoryModel or MB, MW, as the CLI's --memory) or `memory_file=` (a memory model
-/// JSON file); neither: M_B = 1, M_W = 0.5 (the CLI's default).
+/// `memory=` (a MemoryModel or MB, MW[, MIN], as the CLI's --memory) or `memory_file=` (a memory
+/// model JSON file); neither: M_B = 1, M_W = 0.5 (the CLI's default).
 inline memory_model memory_arg(const py::object& memory,
                                const std::optional<std::string>& memory_file) {
   if (!memory.is_none() && memory_file) {
@@ -83,13 +84,14 @@ inline memory_model memory_arg(const py::object& memory,
   try {
     v = memory.cast<std::vector<double>>();
   } catch (const py::cast_error&) {
-    detail::fail("memory: expected a MemoryModel or numbers (MB, MW), got ",
+    detail::fail("memory: expected a MemoryModel or numbers (MB, MW[, MIN]), got ",
                  std::string(py::str(py::type::of(memory).attr("__name__"))));
   }
-  if (v.size() != 2) {
-    detail::fail("memory: expected (MB, MW), got ", v.size(), " value(s)");
+  if (v.size() < 2 || v.size() > 3) {
+    detail::fail("memory: expected (MB, MW[, MIN]), got ", v.size(), " value(s)");
   }
-  return memory_model::uniform(v[0], v[1]);
+  // As the CLI's --memory: MIN is a chunk's input, what a recomputed F keeps (M_in).
+  return memory_model(chunk_memory{v[0], v[1], 0.0, v.size() > 2 ? v[2] : 0.0});
 }
 
 /// A list of numbers: a numpy array when numpy is importable, else a Python list.

@@ -5,10 +5,12 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/model/transformer_costs.hpp>
+#include <pipesched/plan/request.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
 #include "bindings.hpp"
@@ -17,14 +19,6 @@ namespace pipesched::python {
 
 namespace {
 
-struct generate_args {
-  std::string schedule_name;
-  generator_params params;
-  generation_options options;
-  bool with_comm = false;
-  receive_placement recv = receive_placement::eager;
-};
-
 receive_placement recv_arg(const std::string& recv) {
   if (recv != "eager" && recv != "late") {
     detail::fail("recv: must be 'eager' or 'late', not \"", recv, "\"");
@@ -32,77 +26,161 @@ receive_placement recv_arg(const std::string& recv) {
   return recv == "late" ? receive_placement::late : receive_placement::eager;
 }
 
-/// The keyword arguments of generate() / generate_result(), named as the CLI's long options.
-generate_args read_args(std::string schedule_name,
-                        std::uint32_t stages,
-                        std::uint32_t microbatches,
-                        std::optional<std::uint32_t> chunks,
-                        const py::object& cost,
-                        const std::optional<std::string>& costs,
-                        const py::object& memory,
-                        const std::optional<std::string>& memory_file,
-                        std::optional<double> memory_limit,
-                        std::optional<double> search_budget,
-                        std::optional<std::size_t> search_evaluations,
-                        bool with_comm,
-                        const std::string& recv) {
-  generate_args a;
-  a.schedule_name = std::move(schedule_name);
-  a.params.stages = stages;
-  a.params.microbatches = microbatches;
-  a.params.chunks = chunks.value_or(0);
-  a.params.costs = cost_arg(cost, costs);
-  a.params.memory = memory_arg(memory, memory_file);
-  a.params.memory_limit = memory_limit;
-  if (search_budget || search_evaluations) {
-    zb_auto_options o;
-    o.search_budget_ms = search_budget.value_or(0.0);
-    if (search_evaluations) {
-      o.search_evaluations = *search_evaluations;
-    }
-    a.options.search = o;
+/// The keyword a schedule_request field comes from (field_error::field()).
+std::string keyword_of(const std::string& field, const char* search_keyword) {
+  if (field == "search") {
+    return search_keyword;
   }
-  a.with_comm = with_comm;
-  a.recv = recv_arg(recv);
-  if (a.recv != receive_placement::eager && !with_comm) {
-    detail::fail("recv: only meaningful with with_comm=True");
+  if (field == "recompute.chunks") {
+    return "recompute";
   }
-  return a;
+  if (field == "generator") {
+    return "schedule";
+  }
+  return field;  // stages, microbatches, chunks
 }
 
-generation_result run(const generate_args& a) {
-  py::gil_scoped_release unlocked;  // searches can take a while; other Python threads may run
-  generation_result g = default_registry().generate_result(a.schedule_name, a.params, a.options);
-  if (!a.with_comm) {
-    return g;
+/// The keyword arguments of generate() / generate_result(), named as the CLI's long options,
+/// as one schedule_request (plan/request.hpp): what the CLI builds from its options.
+schedule_request read_request(const py::object& source,
+                              std::optional<std::uint32_t> stages,
+                              std::optional<std::uint32_t> microbatches,
+                              std::optional<std::uint32_t> chunks,
+                              const py::object& cost,
+                              const std::optional<std::string>& costs,
+                              const py::object& memory,
+                              const std::optional<std::string>& memory_file,
+                              std::optional<double> memory_limit,
+                              std::optional<double> search_budget,
+                              std::optional<std::size_t> search_evaluations,
+                              const py::object& recompute,
+                              const std::string& recompute_policy,
+                              bool with_comm,
+                              const std::string& recv) {
+  schedule_request req;
+  req.params.costs = cost_arg(cost, costs);
+  req.params.memory = memory_arg(memory, memory_file);
+  req.params.memory_limit = memory_limit;
+  req.params.chunks = chunks.value_or(0);
+  if (py::isinstance<schedule>(source)) {
+    if (search_budget || search_evaluations) {
+      detail::fail(search_budget ? "search_budget" : "search_evaluations",
+                   ": only meaningful when a schedule that searches is generated, not with a "
+                   "given Schedule");
+    }
+    if (stages || microbatches) {
+      detail::fail(stages ? "stages" : "microbatches",
+                   ": comes from the given Schedule: leave it None");
+    }
+    req.source = given_source{source.cast<schedule>()};
+  } else {
+    if (!py::isinstance<py::str>(source)) {
+      detail::fail("schedule: expected a schedule name or a Schedule, got ",
+                   std::string(py::str(py::type::of(source).attr("__name__"))));
+    }
+    if (!stages || !microbatches) {
+      detail::fail(!stages ? "stages" : "microbatches", ": required with a schedule name");
+    }
+    req.params.stages = *stages;
+    req.params.microbatches = *microbatches;
+    generated_source gen{source.cast<std::string>()};
+    if (search_budget || search_evaluations) {
+      zb_auto_options o;
+      o.search_budget_ms = search_budget.value_or(0.0);
+      if (search_evaluations) {
+        o.search_evaluations = *search_evaluations;
+      }
+      gen.options.search = o;
+    }
+    req.source = std::move(gen);
   }
-  lowering_options lo;
-  lo.receives = a.recv;
-  lo.costs = a.params.costs;
-  // The search's figures describe the compute-only order, not the lowered one (as the CLI).
-  generation_result lowered;
-  lowered.sched = lower_communication(g.sched, lo);
-  lowered.memory_violations = std::move(g.memory_violations);
-  return lowered;
+  const bool idle = recompute_policy == "idle-slot";
+  if (!idle && recompute_policy != "before-backward") {
+    detail::fail("recompute_policy: must be 'before-backward' or 'idle-slot', not \"",
+                 recompute_policy, "\"");
+  }
+  if (recompute.is_none()) {
+    if (idle) {
+      detail::fail("recompute_policy: only meaningful with recompute");
+    }
+  } else {
+    recompute_request r;
+    r.placement = idle ? recompute_placement::idle_slot : recompute_placement::before_backward;
+    if (py::isinstance<py::str>(recompute)) {
+      if (recompute.cast<std::string>() != "all") {
+        detail::fail("recompute: expected 'all' or global chunk numbers, not \"",
+                     recompute.cast<std::string>(), "\"");
+      }
+      r.all = true;
+    } else {
+      try {
+        r.chunks = recompute.cast<std::vector<global_chunk>>();
+      } catch (const py::cast_error&) {
+        detail::fail("recompute: expected 'all' or global chunk numbers (whole numbers >= 0)");
+      }
+      if (r.chunks.empty()) {
+        detail::fail("recompute: expected 'all' or at least one global chunk");
+      }
+    }
+    req.recompute = std::move(r);
+  }
+  const receive_placement rp = recv_arg(recv);
+  if (rp != receive_placement::eager && !with_comm) {
+    detail::fail("recv: only meaningful with with_comm=True");
+  }
+  if (with_comm) {
+    req.lowering = rp;
+  }
+  return req;
+}
+
+/// build_schedule, its field errors naming the keyword; `search_keyword`: the search option
+/// given (search_budget or search_evaluations).
+generation_result run(const schedule_request& req, const char* search_keyword) {
+  try {
+    py::gil_scoped_release unlocked;  // searches can take a while; other Python threads may run
+    return build_schedule(req, default_registry());
+  } catch (const field_error& e) {
+    throw invalid_argument(keyword_of(e.field(), search_keyword) + ": " + e.rule());
+  }
 }
 
 // One signature for generate() and generate_result(), so the keyword names stay the same.
 #define PIPESCHED_PY_GENERATE_ARGS                                                                 \
-  py::arg("schedule"), py::arg("stages"), py::arg("microbatches"), py::kw_only(),                  \
+  py::arg("schedule"),                                                                             \
+      py::arg("stages") = py::none(), py::arg("microbatches") = py::none(), py::kw_only(),         \
       py::arg("chunks") = py::none(), py::arg("cost") = py::none(), py::arg("costs") = py::none(), \
       py::arg("memory") = py::none(), py::arg("memory_file") = py::none(),                         \
       py::arg("memory_limit") = py::none(), py::arg("search_budget") = py::none(),                 \
-      py::arg("search_evaluations") = py::none(), py::arg("with_comm") = false,                    \
+      py::arg("search_evaluations") = py::none(), py::arg("recompute") = py::none(),               \
+      py::arg("recompute_policy") = "before-backward", py::arg("with_comm") = false,               \
       py::arg("recv") = "eager"
 
+#define PIPESCHED_PY_GENERATE_PARAMS                                                         \
+  const py::object &source, std::optional<std::uint32_t> p, std::optional<std::uint32_t> mb, \
+      std::optional<std::uint32_t> v, const py::object &cost,                                \
+      const std::optional<std::string>&costs, const py::object &memory,                      \
+      const std::optional<std::string>&memory_file, std::optional<double> limit,             \
+      std::optional<double> budget, std::optional<std::size_t> evaluations,                  \
+      const py::object &recompute, const std::string &recompute_policy, bool with_comm,      \
+      const std::string &recv
+
+#define PIPESCHED_PY_GENERATE_REQUEST                                                          \
+  read_request(source, p, mb, v, cost, costs, memory, memory_file, limit, budget, evaluations, \
+               recompute, recompute_policy, with_comm, recv),                                  \
+      budget ? "search_budget" : "search_evaluations"
+
 constexpr const char* generate_doc =
-    R"(Generates the registered schedule `schedule` (see schedules()).
+    R"(The schedule the CLI's schedule options describe (plan/request.hpp's build_schedule):
+`schedule` is a registered name (see schedules()) with stages and microbatches, or a Schedule
+(e.g. read_schedule(path): the CLI's --input), then recompute, then lowering.
 
 Keyword arguments are the CLI's long options: chunks (v; default the schedule's), cost
-(TF, TB, TW[, TC] per stage, or a CostModel), costs (a cost model JSON file), memory (MB, MW,
-or a MemoryModel), memory_file, memory_limit (per stage, in the units of memory),
+(TF, TB, TW[, TC] per stage, or a CostModel), costs (a cost model JSON file), memory (MB, MW[,
+MIN], or a MemoryModel), memory_file, memory_limit (per stage, in the units of memory),
 search_budget (ms) and search_evaluations (the schedules that search: zb-auto, zb-1p, zb-2p,
-zb-v), with_comm (insert SEND/RECV ops) and recv ('eager' or 'late').)";
+zb-v), recompute ('all' or global chunks) and recompute_policy ('before-backward' or
+'idle-slot'), with_comm (insert SEND/RECV ops) and recv ('eager' or 'late').)";
 
 }  // namespace
 
@@ -241,14 +319,8 @@ void bind_gen(py::module_& m) {
 
   m.def(
       "generate",
-      [](std::string name, std::uint32_t p, std::uint32_t mb, std::optional<std::uint32_t> v,
-         const py::object& cost, const std::optional<std::string>& costs, const py::object& memory,
-         const std::optional<std::string>& memory_file, std::optional<double> limit,
-         std::optional<double> budget, std::optional<std::size_t> evaluations, bool with_comm,
-         const std::string& recv) {
-        generation_result g =
-            run(read_args(std::move(name), p, mb, v, cost, costs, memory, memory_file, limit,
-                          budget, evaluations, with_comm, recv));
+      [](PIPESCHED_PY_GENERATE_PARAMS) {
+        generation_result g = run(PIPESCHED_PY_GENERATE_REQUEST);
         // A limit is never ignored: a hand-crafted order over it is an error (as the CLI's).
         if (!g.memory_violations.empty()) {
           std::string msg = g.sched.name() + ": over memory_limit:";
@@ -263,14 +335,7 @@ void bind_gen(py::module_& m) {
 
   m.def(
       "generate_result",
-      [](std::string name, std::uint32_t p, std::uint32_t mb, std::optional<std::uint32_t> v,
-         const py::object& cost, const std::optional<std::string>& costs, const py::object& memory,
-         const std::optional<std::string>& memory_file, std::optional<double> limit,
-         std::optional<double> budget, std::optional<std::size_t> evaluations, bool with_comm,
-         const std::string& recv) {
-        return run(read_args(std::move(name), p, mb, v, cost, costs, memory, memory_file, limit,
-                             budget, evaluations, with_comm, recv));
-      },
+      [](PIPESCHED_PY_GENERATE_PARAMS) { return run(PIPESCHED_PY_GENERATE_REQUEST); },
       PIPESCHED_PY_GENERATE_ARGS,
       "As generate(), returning a GenerationResult: the schedule with the search's lower bound "
       "and span (zb-auto, zb-1p, zb-2p, zb-v) and the stages over memory_limit (not raised).");

@@ -257,4 +257,5 @@ PYBIND11_MODULE(_pipesched, m) {
   bind_analysis(m);
   bind_io(m);
   bind_plan(m);
+  bind_planner(m);
 }

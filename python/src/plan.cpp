@@ -1,15 +1,19 @@
-// The planner: pipesched.plan(model, gpu, ...) with the `pipesched plan` options as keywords;
-// the request goes through the library's plan_request (job_of: the same rules and messages as
-// the CLI) and comes back as the plan JSON (a dict), its text report or its frontier SVG.
+// The what-if and analyze front ends (plan/whatif.hpp, plan/analyze.hpp) with the CLI's
+// writers (io/whatif_io.hpp, io/analyze_io.hpp): the same request in, the same text out as
+// `pipesched whatif` and `pipesched analyze`.
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include <pipesched/io/plan_json.hpp>
-#include <pipesched/io/plan_svg.hpp>
-#include <pipesched/io/plan_text.hpp>
-#include <pipesched/plan/plan_request.hpp>
+#include <pipesched/io/analyze_io.hpp>
+#include <pipesched/io/json.hpp>
+#include <pipesched/io/telemetry_io.hpp>
+#include <pipesched/io/whatif_io.hpp>
+#include <pipesched/plan/analyze.hpp>
+#include <pipesched/plan/whatif.hpp>
 
 #include "bindings.hpp"
 
@@ -17,174 +21,136 @@ namespace pipesched::python {
 
 namespace {
 
-struct plan_args {
-  std::optional<std::uint64_t> gpus, dp, global_batch, global_batch_tokens, sequence;
-  std::optional<std::uint32_t> tp, pp, chunks, micro_batch, microbatches, vocab_multiple;
-  std::optional<std::string> schedule, recompute;
-  std::optional<bool> sequence_parallel;
-  std::string optimizer_sharding, partition;
-  std::size_t top = 5;
-  py::object baseline;
-  std::optional<double> achieved_fraction, usable_fraction;
-  std::optional<std::size_t> search_evaluations;
-  std::optional<unsigned> threads;
-};
+/// The keyword a library field comes from.
+std::string keyword_of(const std::string& field) {
+  if (field == "straggler" || field == "stage_slowdown") {
+    return "stragglers";
+  }
+  if (field == "stalls.probability" || field == "stalls.duration") {
+    return "stalls";
+  }
+  if (field == "latency") {
+    return "allreduce_latency";
+  }
+  if (field == "absolute") {
+    return "abs_threshold";
+  }
+  if (field == "relative") {
+    return "rel_threshold";
+  }
+  return field;
+}
 
-/// baseline=: a dict of choices (tp, pp, dp, v, micro_batch, schedule, recompute, sp,
-/// partition) or the CLI's "tp=8,pp=16,..." text.
-plan_fixed baseline_arg(const py::object& b) {
-  plan_fixed f;
-  if (py::isinstance<py::str>(b)) {
-    const std::string text = b.cast<std::string>();
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-      std::size_t end =
-          text.compare(pos, 10, "partition=") == 0 ? text.size() : text.find(',', pos);
-      end = end == std::string::npos ? text.size() : end;
-      const std::string item = text.substr(pos, end - pos);
-      const std::size_t eq = item.find('=');
-      if (eq == std::string::npos) {
-        detail::fail("baseline: expected key=value items separated by commas, got \"", item, "\"");
-      }
-      set_plan_choice(f, item.substr(0, eq), item.substr(eq + 1), "baseline");
-      pos = end + 1;
-    }
-    return f;
+/// The text a front end prints: format 'json' (as --json) or 'text'.
+bool json_format(const std::string& format) {
+  if (format != "json" && format != "text") {
+    detail::fail("format: must be 'json' or 'text', not \"", format, "\"");
   }
-  if (!py::isinstance<py::dict>(b)) {
-    detail::fail("baseline: expected a dict of choices or \"tp=8,pp=16,...\" text");
-  }
-  for (const auto& [key, value] : b.cast<py::dict>()) {
-    std::string v;
-    if (py::isinstance<py::bool_>(value)) {
-      v = value.cast<bool>() ? "on" : "off";
-    } else {
-      v = py::str(value).cast<std::string>();
-    }
-    set_plan_choice(f, py::str(key).cast<std::string>(), v, "baseline");
-  }
-  return f;
+  return format == "json";
 }
 
 }  // namespace
 
 void bind_plan(py::module_& m) {
   m.def(
-      "model_presets",
-      [] {
-        py::list out;
-        for (const transformer_spec& t : model_presets()) {
-          out.append(t.name);
+      "whatif",
+      [](const schedule& s, const py::object& cost, const std::optional<std::string>& costs,
+         const py::object& memory, const std::optional<std::string>& memory_file,
+         std::optional<double> memory_limit, double cv, double link_cv,
+         const std::vector<std::pair<stage_index, double>>& stragglers,
+         std::optional<std::pair<double, double>> stalls, std::uint32_t samples, std::uint64_t seed,
+         bool sensitivity, bool dynamic, std::optional<std::uint32_t> replicas,
+         std::optional<double> gradient_bytes, std::optional<double> bandwidth,
+         std::optional<double> allreduce_latency, std::optional<std::vector<double>> link_bandwidth,
+         std::optional<std::vector<double>> message_bytes, std::optional<std::string> traffic,
+         std::optional<std::uint32_t> buckets, const std::string& format) {
+        const bool json = json_format(format);
+        whatif_request req;
+        req.costs = cost_arg(cost, costs);
+        req.memory = memory_arg(memory, memory_file);
+        req.memory_limit = memory_limit;
+        req.cv = cv;
+        req.link_cv = link_cv;
+        req.stragglers = stragglers;
+        if (stalls) {
+          req.stalls = stall_model{stalls->first, stalls->second};
         }
-        return out;
+        req.samples = samples;
+        req.seed = seed;
+        req.sensitivity = sensitivity;
+        req.dynamic = dynamic;
+        req.replicas = replicas;
+        req.gradient_bytes = gradient_bytes;
+        req.bandwidth = bandwidth;
+        req.allreduce_latency = allreduce_latency;
+        req.link_bandwidth = std::move(link_bandwidth);
+        req.message_bytes = std::move(message_bytes);
+        req.traffic = std::move(traffic);
+        req.buckets = buckets;
+        whatif_result r;
+        try {
+          py::gil_scoped_release unlocked;
+          r = run_whatif(s, req);
+        } catch (const field_error& e) {
+          throw invalid_argument(keyword_of(e.field()) + ": " + e.rule());
+        }
+        return json ? whatif_to_json(r).dump(2) + "\n" : whatif_text(r);
       },
-      "Names of the built-in models (pipesched.plan's model=).");
-  m.def(
-      "gpu_presets",
-      [] {
-        py::list out;
-        for (const cluster_spec& c : cluster_presets()) {
-          out.append(c.name);
-        }
-        return out;
-      },
-      "Names of the built-in GPUs (pipesched.plan's gpu=).");
-  m.def(
-      "plan",
-      [](const std::string& model, const std::string& gpu, std::optional<std::uint64_t> gpus,
-         std::optional<std::uint64_t> seq, std::optional<std::uint32_t> tp,
-         std::optional<std::uint32_t> pp, std::optional<std::uint64_t> dp,
-         std::optional<std::uint32_t> chunks, std::optional<std::string> schedule,
-         std::optional<std::uint32_t> micro_batch, std::optional<std::uint32_t> microbatches,
-         std::optional<std::uint64_t> global_batch,
-         std::optional<std::uint64_t> global_batch_tokens, std::optional<bool> sequence_parallel,
-         std::optional<std::string> recompute, const std::string& optimizer_sharding,
-         const std::string& partition, std::size_t top, const py::object& baseline,
-         std::optional<std::uint32_t> vocab_multiple, std::optional<double> achieved_fraction,
-         std::optional<double> usable_fraction, std::optional<std::size_t> search_evaluations,
-         std::optional<unsigned> threads, const std::string& format) -> py::object {
-        if (format != "json" && format != "text" && format != "svg") {
-          detail::fail("format: must be 'json', 'text' or 'svg', not \"", format, "\"");
-        }
-        if (!seq) {
-          detail::fail("seq: tokens per sequence must be given");
-        }
-        plan_request req;
-        req.model = load_transformer_spec(model);
-        req.cluster = load_cluster_spec(gpu);
-        req.gpus = gpus;
-        req.sequence = *seq;
-        req.global_batch = global_batch;
-        req.global_batch_tokens = global_batch_tokens;
-        const auto sharding = parse_optimizer_sharding(optimizer_sharding);
-        if (!sharding) {
-          detail::fail("optimizer_sharding: must be none, optimizer, gradients or weights, not \"",
-                       optimizer_sharding, "\"");
-        }
-        req.sharding = *sharding;
-        req.vocab_multiple = vocab_multiple;
-        req.achieved_fraction = achieved_fraction;
-        req.usable_fraction = usable_fraction;
-        plan_fixed& f = req.options.fixed;
-        f.tp = tp;
-        f.pp = pp;
-        f.dp = dp;
-        f.chunks = chunks;
-        f.schedule = schedule;
-        f.micro_batch = micro_batch;
-        f.microbatches = microbatches;
-        f.sequence_parallel = sequence_parallel;
-        if (recompute) {
-          set_plan_choice(f, "recompute", *recompute, "plan");
-        }
-        set_plan_choice(f, "partition", partition, "plan");
-        req.options.top = top;
-        if (!baseline.is_none()) {
-          req.options.baseline = baseline_arg(baseline);
-        }
-        if (search_evaluations) {
-          req.options.search_evaluations = *search_evaluations;
-        }
-        if (threads) {
-          req.options.threads = *threads;
-        }
-        const training_job job = job_of(req);
-        plan_result r;
-        {
-          py::gil_scoped_release unlocked;  // a search can take a second; other threads may run
-          r = plan(job, req.options);
-        }
-        if (format == "text") {
-          return py::str(plan_text(job, r));
-        }
-        if (format == "svg") {
-          return py::str(plan_frontier_svg(job, r));
-        }
-        return py::module_::import("json").attr("loads")(plan_to_json(job, r).dump());
-      },
-      py::arg("model"), py::arg("gpu"), py::kw_only(), py::arg("gpus") = py::none(),
-      py::arg("seq") = py::none(), py::arg("tp") = py::none(), py::arg("pp") = py::none(),
-      py::arg("dp") = py::none(), py::arg("chunks") = py::none(), py::arg("schedule") = py::none(),
-      py::arg("micro_batch") = py::none(), py::arg("microbatches") = py::none(),
-      py::arg("global_batch") = py::none(), py::arg("global_batch_tokens") = py::none(),
-      py::arg("sequence_parallel") = py::none(), py::arg("recompute") = py::none(),
-      py::arg("optimizer_sharding") = "optimizer", py::arg("partition") = "balanced",
-      py::arg("top") = 5, py::arg("baseline") = py::none(), py::arg("vocab_multiple") = py::none(),
-      py::arg("achieved_fraction") = py::none(), py::arg("usable_fraction") = py::none(),
-      py::arg("search_evaluations") = py::none(), py::arg("threads") = py::none(),
-      py::arg("format") = "json",
-      R"(The fastest plans for a model on a cluster (docs/model.md section 10): `pipesched plan`.
+      py::arg("schedule"), py::kw_only(), py::arg("cost") = py::none(),
+      py::arg("costs") = py::none(), py::arg("memory") = py::none(),
+      py::arg("memory_file") = py::none(), py::arg("memory_limit") = py::none(),
+      py::arg("cv") = 0.0, py::arg("link_cv") = 0.0,
+      py::arg("stragglers") = std::vector<std::pair<stage_index, double>>{},
+      py::arg("stalls") = py::none(), py::arg("samples") = 100, py::arg("seed") = 1,
+      py::arg("sensitivity") = false, py::arg("dynamic") = false, py::arg("replicas") = py::none(),
+      py::arg("gradient_bytes") = py::none(), py::arg("bandwidth") = py::none(),
+      py::arg("allreduce_latency") = py::none(), py::arg("link_bandwidth") = py::none(),
+      py::arg("message_bytes") = py::none(), py::arg("traffic") = py::none(),
+      py::arg("buckets") = py::none(), py::arg("format") = "json",
+      "The iteration-time distribution of `schedule` under sampled noise, as `pipesched whatif` "
+      "prints it (format 'json' or 'text'). Keywords are the CLI's options: stragglers as "
+      "[(stage, factor), ...], stalls as (probability, duration), replicas with gradient_bytes "
+      "(and bandwidth, allreduce_latency) for D data-parallel replicas; link_bandwidth (one "
+      "value or one per stage), message_bytes, traffic ('fifo' or 'priority') and buckets "
+      "time every sample over links.");
 
-model: a preset (model_presets()) or a model JSON file; gpu: a preset (gpu_presets()) or a
-cluster JSON file. Keywords are the CLI's long options: gpus, seq (tokens per sequence), tp,
-pp, dp, chunks (v), schedule, micro_batch, microbatches, global_batch or global_batch_tokens,
-sequence_parallel (True, False, or None: searched), recompute ('none', 'selective', 'full';
-None: searched), optimizer_sharding, partition ('even', 'balanced', or 'L1,L2,...'), top,
-baseline (a dict such as {'tp': 8, 'pp': 16, 'schedule': 'interleaved-1f1b'}, or the CLI's
-text), vocab_multiple, achieved_fraction, usable_fraction, search_evaluations, threads.
-Returns the plan JSON as a dict (format='json'), the CLI's report ('text') or the Pareto
-frontier ('svg'). Nothing fitting is no error: the dict's "plans" is empty and
-"smallest_need_bytes" says how much one GPU would need.)");
+  m.def(
+      "analyze",
+      [](const std::string& path, double abs_threshold, double rel_threshold, double comm,
+         const std::vector<std::string>& replan, std::optional<double> memory_limit,
+         bool allow_overlaps, const std::string& format) {
+        const bool json = json_format(format);
+        const std::string text = read_text_file(path);
+        const std::size_t first = text.find_first_not_of(" \t\r\n");
+        measured_run run;
+        try {
+          run = first != std::string::npos && text[first] == '{' ? read_chrome_trace_run(text)
+                                                                 : read_timing_csv(text);
+        } catch (const invalid_argument& e) {
+          detail::fail(path, ": ", e.what());
+        }
+        analyze_options o;
+        o.thresholds = {abs_threshold, rel_threshold};
+        o.comm = comm;
+        o.replan.generators = replan;
+        o.replan.memory_limit = memory_limit;
+        o.allow_overlaps = allow_overlaps;
+        analyze_result r;
+        try {
+          py::gil_scoped_release unlocked;
+          r = analyze_run(run, o);
+        } catch (const field_error& e) {
+          throw invalid_argument(keyword_of(e.field()) + ": " + e.rule());
+        }
+        return json ? analyze_to_json(r).dump(2) + "\n" : analyze_text(r);
+      },
+      py::arg("path"), py::kw_only(), py::arg("abs_threshold") = 0.0,
+      py::arg("rel_threshold") = 0.03, py::arg("comm") = 0.0,
+      py::arg("replan") = std::vector<std::string>{"zb-auto", "zb-v"},
+      py::arg("memory_limit") = py::none(), py::arg("allow_overlaps") = false,
+      py::arg("format") = "json",
+      "Measured timings in (a pipesched Chrome trace or a CSV stage,kind,mb,chunk,start,end): "
+      "per-stage costs, stragglers and re-plans, as `pipesched analyze` prints them.");
 }
 
 }  // namespace pipesched::python

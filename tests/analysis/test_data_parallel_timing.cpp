@@ -49,12 +49,21 @@ TEST_CASE("simulate_data_parallel: noisy replicas wait for the slowest", "[data_
   CHECK(simulate_data_parallel(s, cost_model{}, n, dp, 2).iteration == r.iteration);
   CHECK(simulate_data_parallel(s, cost_model{}, n, dp, 3).iteration != r.iteration);
   dp.gradient_bytes = {1.0, 2.0};
-  CHECK_THROWS_WITH(simulate_data_parallel(s, cost_model{}, n, dp),
-                    Catch::Matchers::Contains("gradient_bytes (2 entries) must hold one value"));
+  CHECK_THROWS_WITH(
+      simulate_data_parallel(s, cost_model{}, n, dp),
+      Catch::Matchers::Contains("gradient_bytes: must hold one value or one per stage (p=4), got 2 "
+                                "entries"));
   dp.gradient_bytes = {1.0};
   dp.replicas = 0;
   CHECK_THROWS_WITH(simulate_data_parallel(s, cost_model{}, n, dp),
-                    Catch::Matchers::Contains("replicas (D=0) must be at least 1"));
+                    Catch::Matchers::Contains("replicas: must be at least 1, got 0"));
+  // An all-reduce longer than a double can add up is refused, never inf (issue 30).
+  dp.replicas = 2;
+  dp.gradient_bytes = {1e308};
+  dp.bandwidth = 1e-10;
+  CHECK_THROWS_WITH(simulate_data_parallel(s, cost_model{}, n, dp),
+                    Catch::Matchers::Contains("gradient_bytes: stage 0's all-reduce (1e+308 bytes "
+                                              "at bandwidth 1e-10) takes longer than a double"));
 }
 
 TEST_CASE("monte_carlo_data_parallel: iterations of D replicas", "[data_parallel]") {
@@ -129,4 +138,49 @@ TEST_CASE("monte_carlo_data_parallel: a fixed seed gives fixed numbers on any th
   const schedule bad = generate(zb_h1{}, 3, 8);
   CHECK_THROWS_WITH(monte_carlo_data_parallel(bad, costs, n, dp, 4, 0, 2),
                     Catch::Matchers::Contains("stage_slowdown (4 entries)"));
+}
+
+TEST_CASE("monte_carlo_data_parallel: kept samples and progress; the serial loop's numbers",
+          "[data_parallel]") {
+  const schedule s = generate(zb_h1{}, 4, 8);
+  const cost_model costs = cost_model::uniform(1.0, 1.2, 0.8, 0.1);
+  perturbation n;
+  n.set_cv(0.05).set_seed(11);
+  data_parallel_model dp;
+  dp.replicas = 3;
+  dp.gradient_bytes = {10.0};
+  // What the CLI computed with its own loop before the library kept samples: one
+  // simulate_data_parallel per iteration in order, stats_of over them, the mean share.
+  std::vector<double> t;
+  double share = 0.0;
+  for (std::uint32_t i = 0; i < 9; ++i) {
+    const data_parallel_result r = simulate_data_parallel(s, costs, n, dp, i);
+    t.push_back(r.iteration);
+    share += r.slowest_replica_share;
+  }
+  const sample_stats serial = stats_of(t);
+  for (unsigned threads : {1u, 2u}) {
+    data_parallel_options o;
+    o.samples = 9;
+    o.threads = threads;
+    o.keep_samples = true;
+    std::vector<std::uint64_t> seen;
+    o.progress = [&](std::uint64_t done, std::uint64_t total) {
+      CHECK(total == 9u);
+      seen.push_back(done);
+    };
+    const data_parallel_stats d = monte_carlo_data_parallel(s, costs, n, dp, o);
+    CHECK(d.samples == t);
+    CHECK(d.iteration.mean == serial.mean);
+    CHECK(d.iteration.stddev == serial.stddev);
+    CHECK(d.iteration.p99 == serial.p99);
+    CHECK(d.slowest_replica_share == share / 9);
+    REQUIRE_FALSE(seen.empty());
+    CHECK(seen.back() == 9u);
+    CHECK(std::is_sorted(seen.begin(), seen.end()));
+    if (threads == 1) {
+      CHECK(seen.size() == 9u);
+    }
+  }
+  CHECK(monte_carlo_data_parallel(s, costs, n, dp, 9).samples.empty());
 }

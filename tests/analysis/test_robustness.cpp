@@ -68,3 +68,26 @@ TEST_CASE("monte_carlo: invalid options", "[robustness]") {
   CHECK_THROWS_WITH(monte_carlo(s, cost_model{}, perturbation{}, o),
                     Contains("sensitivity_step (0) must be finite and > 0"));
 }
+
+TEST_CASE("monte_carlo: the progress observer counts every sample and changes nothing",
+          "[robustness]") {
+  const schedule s = generate(zb_h1{}, 4, 8);
+  perturbation n;
+  n.set_cv(0.1).set_seed(5);
+  robustness_options o;
+  o.samples = 6;
+  o.sensitivity = true;
+  const robustness_result quiet = monte_carlo(s, cost_model{}, n, o);
+  std::vector<std::uint64_t> seen;
+  o.progress = [&](std::uint64_t done, std::uint64_t total) {
+    CHECK(total == 6u * 5u);  // N, and N per stage for the sensitivity
+    seen.push_back(done);
+  };
+  const robustness_result told = monte_carlo(s, cost_model{}, n, o);
+  REQUIRE(seen.size() == 30u);
+  CHECK(seen.front() == 1u);
+  CHECK(seen.back() == 30u);
+  CHECK(told.iteration.mean == quiet.iteration.mean);
+  CHECK(told.iteration.max == quiet.iteration.max);
+  CHECK(told.sensitivity == quiet.sensitivity);
+}

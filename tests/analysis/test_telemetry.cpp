@@ -4,6 +4,7 @@
 
 #include <pipesched/analysis/perturbed_timing.hpp>
 #include <pipesched/analysis/telemetry.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 
@@ -64,8 +65,9 @@ TEST_CASE("telemetry: a straggler in a noisy run is found, and only it", "[telem
   CHECK(found[0].relative == Approx(0.15).margin(0.05));
   // An absolute threshold above the excess (about 0.45 per micro-batch) hides it.
   CHECK(find_stragglers(e, {1.0, 0.05}).empty());
-  CHECK_THROWS_WITH(find_stragglers(e, {-1.0, 0.05}),
-                    Catch::Matchers::Contains("absolute threshold (-1) must be finite and >= 0"));
+  CHECK_THROWS_WITH(
+      find_stragglers(e, {-1.0, 0.05}),
+      Catch::Matchers::Contains("absolute: threshold must be finite and >= 0, got -1"));
   // The order the stages ran is the schedule.
   const schedule ran = order_of(run);
   for (stage_index st = 0; st < 4; ++st) {
@@ -90,4 +92,41 @@ TEST_CASE("telemetry: measured costs as a cost model", "[telemetry]") {
   const cost_model zc = measured_cost_model(estimate_costs(zr), 2);
   CHECK(zc.stage_costs()[0].backward_input == 6);
   CHECK(zc.stage_costs()[0].backward_weight == 2);
+}
+
+TEST_CASE("telemetry: per_microbatch is the stage's whole time at any v (issue 30)",
+          "[telemetry]") {
+  // Interleaved 1F1B, v = 2: each chunk's F + B + W is 3 units; the stage's time per
+  // micro-batch is both chunks', 6. Stage 1 runs 1.5 times slower: 9, an excess of 3 (was
+  // reported as one chunk's 1.5).
+  generator_params gp;
+  gp.stages = 2;
+  gp.microbatches = 4;
+  gp.chunks = 2;
+  const schedule s = default_registry().generate("interleaved-1f1b", gp);
+  cost_model costs;
+  costs.set_stage_costs({op_costs{2, 2, 2, std::nullopt}, op_costs{3, 3, 3, std::nullopt}});
+  const std::vector<stage_estimate> est = estimate_costs(as_measured(s, simulate(s, costs)));
+  CHECK(est[0].per_microbatch == 6.0);
+  CHECK(est[1].per_microbatch == 9.0);
+  const std::vector<straggler> slow = find_stragglers(est, {2.5, 0.03});
+  REQUIRE(slow.size() == 1u);
+  CHECK(slow[0].excess == 3.0);
+}
+
+TEST_CASE("telemetry: an op measured twice is refused, overlaps are found (issue 30)",
+          "[telemetry]") {
+  const schedule s = generate(one_f_one_b{}, 2, 2);
+  measured_run run = as_measured(s, simulate(s, cost_model{}));
+  CHECK(check_measured_ops(run, "analyze").empty());
+  measured_run twice = run;
+  twice.ops.push_back(run.ops[1]);
+  twice.ops.back().start += 100;
+  CHECK_THROWS_WITH(check_measured_ops(twice, "analyze"),
+                    "analyze: stage 0 ran F1 twice (at 1 and at 101): a trace has each op once");
+  measured_run overlapping = run;
+  overlapping.ops[1].start = 0.5;  // F1 starts while F0 (0 .. 1) runs
+  const std::vector<measured_overlap> o = check_measured_ops(overlapping, "analyze");
+  REQUIRE(o.size() == 1u);
+  CHECK(o[0].describe(false) == "stage 0: F0 (0 .. 1) overlaps F1 (0.5 .. 2)");
 }

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <span>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -8,11 +9,14 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/perturbed_timing.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/ir/traversal.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
 
 using namespace pipesched;
 
@@ -299,7 +303,10 @@ TEST_CASE("simulate: a deadlocking schedule returns the traversal witness", "[si
   schedule s("dead", 2, 2);
   s.stage_ops(0) = {F(0), BW(0), F(1), BW(1)};
   s.stage_ops(1) = {F(1), F(0), BW(0), BW(1)};
-  const auto r = simulate(s, cost_model::uniform(1, 1, 1));
+  // Timing a partial order on purpose: the caller opts out of validation.
+  simulate_options partial;
+  partial.validate = false;
+  const auto r = simulate(s, cost_model::uniform(1, 1, 1), partial);
   REQUIRE(r.deadlock.has_value());
   CHECK_FALSE(r.completed());
   const auto t = traverse(s, [](stage_index, std::size_t, const op&) {});
@@ -342,7 +349,7 @@ TEST_CASE("simulate: critical path is tight for every generator with T_comm", "[
 }
 
 TEST_CASE("simulate: empty schedule and larger shapes", "[sim]") {
-  const auto e = simulate(schedule("empty", 3, 2));
+  const auto e = simulate(schedule("empty", 3, 2), {}, simulate_options{true, true, false});
   CHECK(e.completed());
   CHECK(e.makespan == 0);
   CHECK(e.bubble_rate == 0);
@@ -432,7 +439,9 @@ TEST_CASE("simulate: a pair whose second op waits for the pair itself never runs
   s.stage_ops(0) = {F(0), overlapping_next(F(1)), BW(0), BW(1)};
   s.stage_ops(1) = {F(0), F(1), BW(0), BW(1)};
   CHECK(traverse(s, [](stage_index, std::size_t, const op&) {}).complete);
-  const auto r = simulate(s, cost_model::uniform(1, 1, 1));
+  CHECK_THROWS_WITH(simulate(s, cost_model::uniform(1, 1, 1)),
+                    Catch::Contains("whose inputs wait for this pair itself"));
+  const auto r = simulate(s, cost_model::uniform(1, 1, 1), simulate_options{true, true, false});
   REQUIRE_FALSE(r.completed());
   REQUIRE(r.deadlock->stuck.size() == 1);
   CHECK(r.deadlock->stuck[0].stage == 0);
@@ -462,4 +471,77 @@ TEST_CASE("check_memory applies both ops of an overlapped pair, in list order, a
     }
   }
   CHECK(check_memory(plain, memory_model::uniform(1, 0)).stages[0].curve == m.stages[0].curve);
+}
+
+TEST_CASE("simulate refuses an invalid or deadlocked schedule by default (issue 30)", "[sim]") {
+  // 1F1B without its W ops: timed as it stands it gave makespan 22 instead of 27.
+  schedule s = generate(zb_h1{}, 4, 8);
+  for (stage_index st = 0; st < 4; ++st) {
+    auto& ops = s.stage_ops(st);
+    ops.erase(std::remove_if(ops.begin(), ops.end(),
+                             [](const op& o) { return o.kind == op_kind::backward_weight; }),
+              ops.end());
+  }
+  CHECK_THROWS_WITH(simulate(s), Catch::StartsWith("simulate: schedule \"zb-h1\" is invalid: ") &&
+                                     Catch::Contains("missing"));
+  simulate_options trusted;
+  trusted.validate = false;
+  CHECK(simulate(s, {}, trusted).completed());
+  // A deadlocked order never yields a makespan by default.
+  schedule dead("dead", 2, 2);
+  dead.stage_ops(0) = {F(0), BW(0), F(1), BW(1)};
+  dead.stage_ops(1) = {F(1), F(0), BW(0), BW(1)};
+  CHECK_THROWS_WITH(simulate(dead), Catch::StartsWith("simulate: schedule \"dead\" is invalid: "));
+  CHECK_THROWS_WITH(simulate_perturbed(dead, {}, perturbation{}, 0),
+                    Catch::StartsWith("simulate_perturbed: schedule \"dead\" is invalid: "));
+}
+
+// Posted transfers (isend / irecv, PyTorch's runtime): SEND and RECV post and return, the data
+// lands T_comm after both sides posted, only its consumer waits. 1F1B, p = 2, m = 4, costs
+// (1, 1, 1), T_comm 0.5, lowered eagerly: stage 0 posts RECV_B1 at 8 (after its F2), after the
+// SEND_B1 posted at 7.5, so B1 lands at 8.5 and BW1 runs 8.5-10.5, half a unit later than the
+// compute-only timing's 8-10: makespan 17.5 against 17. Blocking rendezvous wait more.
+TEST_CASE("simulate: posted transfers", "[simulate][comm]") {
+  generator_params gp;
+  gp.stages = 2;
+  gp.microbatches = 4;
+  const cost_model c = cost_model::uniform(1, 1, 1, 0.5);
+  const schedule s = default_registry().generate("1f1b", gp);
+  lowering_options lo;
+  lo.costs = c;
+  const schedule low = lower_communication(s, lo);
+  simulate_options posted;
+  posted.transfers = transfer_timing::posted;
+  const simulation_result r = simulate(low, c, posted);
+  CHECK(simulate(s, c).makespan == 17.0);
+  CHECK(r.makespan == 17.5);
+  CHECK(simulate(low, c).makespan > 17.5);
+  for (stage_index st = 0; st < 2; ++st) {
+    CHECK(r.stages[st].comm == 0.0);  // posts take no time on the stage
+    for (std::size_t i = 0; i < low.ops(st).size(); ++i) {
+      if (is_comm(low.ops(st)[i].kind)) {
+        CHECK(r.ops[st][i].end == r.ops[st][i].start);
+      }
+    }
+  }
+  // Never earlier than the compute-only timing, never later than blocking rendezvous.
+  for (const std::string name : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b", "zb-v",
+                                 "v-half", "v-min", "zb-auto"}) {
+    gp.stages = 4;
+    gp.microbatches = 8;
+    gp.costs = cost_model::uniform(1, 1.5, 0.5, 0.3);
+    const schedule plain = default_registry().generate(name, gp);
+    for (receive_placement rp : {receive_placement::eager, receive_placement::late}) {
+      lowering_options l;
+      l.costs = gp.costs;
+      l.receives = rp;
+      const schedule lowered = lower_communication(plain, l);
+      const double compute_only = simulate(plain, gp.costs).makespan;
+      const double p = simulate(lowered, gp.costs, posted).makespan;
+      const double b = simulate(lowered, gp.costs).makespan;
+      INFO(name);
+      CHECK(compute_only <= p + 1e-12);
+      CHECK(p <= b + 1e-12);
+    }
+  }
 }

@@ -311,3 +311,22 @@ TEST_CASE("every registered generator serves every shape but those its documente
   CHECK_FALSE(test_support::serves("dualpipev", 3, 5));
   CHECK(test_support::serves("1f1b", 3, 1));
 }
+
+TEST_CASE("generate never returns a schedule over a limit it was given (issue 30)",
+          "[gen][registry]") {
+  const auto& r = default_registry();
+  generator_params gp;
+  gp.stages = 4;
+  gp.microbatches = 8;
+  gp.memory_limit = 2.0;
+  // 1F1B peaks at p·M_B = 4 on stage 0: it cannot take 2.
+  CHECK_THROWS_WITH(r.generate("1f1b", gp),
+                    Catch::StartsWith("1f1b: memory_limit (2) cannot be honoured: stage 0 exceeds "
+                                      "its memory limit 2"));
+  CHECK_FALSE(r.generate_result("1f1b", gp).memory_violations.empty());
+  gp.memory_limit = 4.0;
+  CHECK(r.generate("1f1b", gp) == generate(one_f_one_b{}, 4, 8));
+  // A searching generator stays within the limit.
+  gp.memory_limit = 3.0;
+  CHECK_NOTHROW(r.generate("zb-auto", gp));
+}

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -88,11 +89,20 @@ TEST_CASE("zb-auto grid: valid, counts, never above the limit", "[gen][zb-auto][
             CHECK(pk <= limit + 1e-9);
           }
           CHECK(r.lower_bound <= r.span + 1e-9);
-          if (r.zb_h1_span) {
-            CHECK(r.span <= *r.zb_h1_span + 1e-9);
+          CHECK(r.makespan_lower_bound <= r.makespan + 1e-9);
+          // Equal stages: the span is minimised; the uneven set: the makespan (docs/model.md §7).
+          CHECK(r.objective == (costs == 2 && p > 1 ? zb_objective::makespan : zb_objective::span));
+          if (r.zb_h1_span) {  // ZB-H1 fits the limit: a seed, never beaten in the objective
+            const simulation_result h1 = simulate(generate(zb_h1{}, p, m), gp.costs);
+            if (r.objective == zb_objective::span) {
+              CHECK(r.span <= *r.zb_h1_span + 1e-9);
+            } else {
+              CHECK(r.makespan <= h1.makespan + 1e-9);
+            }
           }
           CHECK(r.ideal <= r.lower_bound + 1e-9);
           CHECK(span_of(r.sched, gp.costs) == Approx(r.span));
+          CHECK(simulate(r.sched, gp.costs).makespan == Approx(r.makespan));
         }
       }
     }
@@ -453,4 +463,154 @@ TEST_CASE("zb-auto with recompute: more micro-batches in flight under a tight li
   const zb_auto_result roomy = zb_auto_search(gp, o);
   CHECK_FALSE(roomy.recomputed);
   CHECK(roomy.sched == zb_auto_search(gp).sched);
+}
+
+namespace {
+
+/// Issue 26's setting: p = 8, m = 32, every stage 4 layers of (T_F, T_B, T_W) = (1, 1.2, 0.8)
+/// per 4 layers, the first and the last one layer more (the embedding, the head), so 1.25
+/// times the costs, M_B, M_W and the static memory (4 per 4 layers); limit 14 on every stage.
+generator_params heavy_ends(double comm) {
+  generator_params gp;
+  gp.stages = 8;
+  gp.microbatches = 32;
+  std::vector<op_costs> costs;
+  std::vector<chunk_memory> mem;
+  std::vector<double> stat;
+  for (stage_index s = 0; s < 8; ++s) {
+    const double f = s == 0 || s == 7 ? 1.25 : 1.0;
+    costs.push_back({1.0 * f, 1.2 * f, 0.8 * f});
+    mem.push_back({f, 0.5 * f, 0.0});
+    stat.push_back(4.0 * f);
+  }
+  gp.costs.set_stage_costs(costs).set_comm(comm);
+  gp.memory.set_stage_memory(mem).set_static_memory(stat);
+  gp.memory_limit = 14.0;
+  return gp;
+}
+
+}  // namespace
+
+TEST_CASE("zb search objective: the makespan when stages differ, the span when they are equal",
+          "[gen][zb-auto][zb-v][objective]") {
+  zb_auto_options by_span;
+  by_span.objective = zb_objective::span;
+  zb_auto_options by_makespan;
+  by_makespan.objective = zb_objective::makespan;
+  // T_comm 0.1: zb-auto's shortest span (133.9) ends at 135.5; the makespan objective gives
+  // up 0.05 of span for 1.55 of step time. T_comm 0.05: the same for zb-v (126.475 -> 125.825).
+  for (const double comm : {0.1, 0.05}) {
+    INFO("T_comm " << comm);
+    const generator_params gp = heavy_ends(comm);
+    for (const bool v : {false, true}) {
+      INFO((v ? "zb-v" : "zb-auto"));
+      auto search = [&](const zb_auto_options& o) {
+        return v ? zb_v_search(gp, o) : zb_auto_search(gp, o);
+      };
+      const zb_auto_result r = search({});
+      const zb_auto_result s = search(by_span);
+      CHECK(r.objective == zb_objective::makespan);
+      CHECK(s.objective == zb_objective::span);
+      CHECK(r.sched == search(by_makespan).sched);
+      REQUIRE(validate(r.sched).ok());
+      CHECK(check_memory(r.sched, gp.memory, memory_options::with_limit(14.0)).ok());
+      const simulation_result sim = simulate(r.sched, gp.costs);
+      CHECK(sim.makespan == Approx(r.makespan));
+      CHECK(span_of(r.sched, gp.costs) == Approx(r.span));
+      // Each objective wins its own ranking; the bounds hold.
+      CHECK(r.makespan <= s.makespan + 1e-9);
+      CHECK(s.span <= r.span + 1e-9);
+      CHECK(r.makespan_lower_bound <= r.makespan + 1e-9);
+      CHECK(r.lower_bound <= r.span + 1e-9);
+      if (v) {  // the heavy turn of the V (chunks 7 and 8, on stage 7) starts late
+        CHECK(r.makespan_lower_bound > r.lower_bound + 3.0);
+      }
+      const bool changes = v ? comm == 0.05 : comm == 0.1;
+      if (changes) {
+        CHECK(r.makespan < s.makespan - 0.5);
+        CHECK(r.span > s.span);
+      }
+      // No seed that fits has a shorter makespan.
+      if (!v && r.zb_h1_span) {
+        CHECK(r.makespan <= simulate(generate(zb_h1{}, 8, 32), gp.costs).makespan + 1e-9);
+      }
+    }
+  }
+  // Pinned: zb-auto at T_comm 0.1 (a change of the search may improve these, never lose them).
+  const zb_auto_result a = zb_auto_search(heavy_ends(0.1));
+  CHECK(a.makespan <= 133.95 + 1e-9);
+  const zb_auto_result v = zb_v_search(heavy_ends(0.05));
+  CHECK(v.makespan <= 125.825 + 1e-9);
+}
+
+TEST_CASE("zb search objective: which problems count as unequal stages",
+          "[gen][zb-auto][objective]") {
+  generator_params gp;
+  gp.stages = 4;
+  gp.microbatches = 8;
+  auto objective = [&]() { return zb_auto_search(gp).objective; };
+  CHECK(objective() == zb_objective::span);
+  gp.costs.set_link_comm(4, std::vector<double>(16, 0.3));  // links are not a stage's own
+  CHECK(objective() == zb_objective::span);
+  gp.costs.set_stage_costs(std::vector<op_costs>(4, op_costs{2, 2, 1}));  // equal tables
+  CHECK(objective() == zb_objective::span);
+  gp.costs.set_stage_costs({{2, 2, 1}, {2, 2, 1}, {2, 2, 1}, {2, 2, 1.5}});
+  CHECK(objective() == zb_objective::makespan);
+  gp.costs = cost_model{};
+  gp.memory.set_static_memory({1.0, 0.0, 0.0, 0.0});  // static memory: the room differs
+  CHECK(objective() == zb_objective::makespan);
+  gp.memory = memory_model{};
+  gp.memory.set_stage_memory({{1, 0.5, 0}, {1, 0.25, 0}, {1, 0.5, 0}, {1, 0.5, 0}});
+  CHECK(objective() == zb_objective::makespan);
+  gp.memory = memory_model{};
+  gp.costs.set_stage_costs({{1, 1, 1, {}, 0.5}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}});  // T_R
+  CHECK(objective() == zb_objective::makespan);
+  zb_auto_options o;
+  o.objective = zb_objective::span;
+  CHECK(zb_auto_search(gp, o).objective == zb_objective::span);
+  gp.stages = 1;  // one stage: nothing to differ
+  gp.costs = cost_model{};
+  CHECK(objective() == zb_objective::span);
+}
+
+TEST_CASE("zb search objective: equal stages keep the span objective's results",
+          "[gen][zb-auto][zb-v][objective]") {
+  // Spans and makespans of the search before the objective could change (commit 4a9b3c8),
+  // equal per-stage costs, M_B = 1, M_W = 0.4, static memory 2, limit 2 + the given one.
+  struct pinned {
+    const char* gen;
+    std::uint32_t p, m;
+    double f, b, w, comm, limit, span, makespan;
+  };
+  const pinned rows[] = {
+      {"zb-auto", 4, 8, 1, 1, 1, 0, 0, 27, 27},
+      {"zb-auto", 8, 32, 1, 1.2, 0.8, 0.1, 12, 101.8, 105.59999999999997},
+      {"zb-auto", 6, 13, 1, 1.3, 0.6, 0.1, 9, 43.20000000000001, 43.400000000000027},
+      {"zb-auto", 16, 32, 3, 4, 2, 0.5, 16, 393, 393},
+      {"zb-auto", 8, 24, 1, 1.5, 0.5, 0.05, 16, 78.699999999999989, 79.349999999999994},
+      {"zb-v", 4, 16, 3, 4, 2, 0.5, 0, 157, 157},
+      {"zb-v", 8, 32, 1, 1.2, 0.8, 0.1, 0, 102.39999999999991, 103.39999999999996},
+      {"zb-v", 6, 20, 1, 1.3, 0.6, 0.2, 9, 61.099999999999945, 62.249999999999886},
+  };
+  for (const pinned& r : rows) {
+    INFO(r.gen << " p=" << r.p << " m=" << r.m << " limit " << r.limit);
+    generator_params gp;
+    gp.stages = r.p;
+    gp.microbatches = r.m;
+    gp.costs = cost_model::uniform(r.f, r.b, r.w, r.comm);
+    gp.memory = memory_model::uniform(1.0, 0.4);
+    gp.memory.set_static_memory(std::vector<double>(r.p, 2.0));
+    if (r.limit > 0) {
+      gp.memory_limit = r.limit + 2.0;
+    }
+    const bool v = std::string_view(r.gen) == "zb-v";
+    zb_auto_options by_span;
+    by_span.objective = zb_objective::span;
+    const zb_auto_result x = v ? zb_v_search(gp) : zb_auto_search(gp);
+    const zb_auto_result y = v ? zb_v_search(gp, by_span) : zb_auto_search(gp, by_span);
+    CHECK(x.objective == zb_objective::span);
+    CHECK(x.span == r.span);
+    CHECK(x.makespan == r.makespan);
+    CHECK(x.sched == y.sched);
+  }
 }

@@ -101,7 +101,8 @@ TEST_CASE("timeline: a deadlocked simulation", "[io][timeline]") {
   schedule s("bad", 2, 1);
   s.stage_ops(0) = {make_op(op_kind::backward_full, 0), make_op(op_kind::forward, 0)};
   s.stage_ops(1) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
-  const simulation_result r = simulate(s);
+  const simulation_result r =
+      simulate(s, {}, simulate_options{true, true, false});  // a partial run on purpose
   REQUIRE(!r.completed());
   const timeline tl = to_timeline(s, r);
   CHECK(tl.size() < s.size());

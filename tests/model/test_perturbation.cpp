@@ -1,3 +1,4 @@
+#include <cmath>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -33,15 +34,25 @@ TEST_CASE("perturbation: defaults are no noise; setters keep what they are given
 TEST_CASE("perturbation: invalid values name the field and the rule", "[perturbation]") {
   using Catch::Matchers::Contains;
   perturbation n;
-  CHECK_THROWS_WITH(n.set_cv(-0.1), Contains("perturbation: cv (-0.1) must be finite and >= 0"));
-  CHECK_THROWS_WITH(n.set_link_cv(-1), Contains("link_cv (-1) must be finite and >= 0"));
+  CHECK_THROWS_WITH(n.set_cv(-0.1),
+                    "perturbation: cv: must be a finite number >= 0 and <= 10, got -0.1");
+  CHECK_THROWS_WITH(n.set_cv(1e155), Contains("<= 10, got 1e+155"));
+  CHECK_THROWS_WITH(n.set_link_cv(-1), Contains("link_cv: must be a finite number >= 0"));
   CHECK_THROWS_WITH(n.set_cv(op_kind::send_forward, 0.1), Contains("cv of SEND_F"));
   CHECK_THROWS_WITH(n.set_stage_slowdown({1.0, 0.0}),
-                    Contains("stage_slowdown[1] (0) must be finite and > 0"));
-  CHECK_THROWS_WITH(n.set_straggler(4, 4, 1.1), Contains("straggler stage (4) must be < stages"));
+                    "perturbation: stage_slowdown: stage 1's factor must be finite and > 0, got 0");
+  CHECK_THROWS_WITH(n.set_straggler(4, 4, 1.1),
+                    "perturbation: straggler: stage 4 must be < stages (p=4)");
   CHECK_THROWS_WITH(n.set_stalls({1.5, 1.0}),
-                    Contains("stall probability (1.5) must be in [0, 1]"));
-  CHECK_THROWS_WITH(n.set_stalls({0.1, -2.0}), Contains("stall duration (-2)"));
+                    "perturbation: stalls.probability: must be in [0, 1], got 1.5");
+  CHECK_THROWS_WITH(n.set_stalls({0.1, -2.0}),
+                    "perturbation: stalls.duration: must be finite and >= 0, got -2");
+  try {
+    n.set_cv(std::nan(""));
+    FAIL("a NaN cv was accepted");
+  } catch (const field_error& e) {
+    CHECK(e.field() == "cv");
+  }
   n.set_stage_slowdown({1.0, 1.1});
   CHECK_THROWS_WITH(n.check_shape(4, "simulate_perturbed"),
                     Contains("simulate_perturbed: perturbation stage_slowdown (2 entries)"));

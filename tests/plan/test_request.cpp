@@ -64,7 +64,17 @@ TEST_CASE("build_schedule: a given schedule takes its shape from itself", "[plan
   CHECK(count_kind(g.sched, op_kind::recompute) == 4u);
   r.params.stages = 2;
   CHECK_THROWS_WITH(build_schedule(r, default_registry()),
-                    Catch::Contains("come from the given schedule"));
+                    "schedule_request: stages: comes from the given schedule (p=2): leave it "
+                    "unset");
+  r.params.stages = 0;
+  r.params.chunks = 1;
+  try {
+    (void)build_schedule(r, default_registry());
+    FAIL("chunks with a given schedule was accepted");
+  } catch (const field_error& e) {
+    CHECK(e.field() == "chunks");
+    CHECK(e.rule() == "comes from the given schedule (v=1): leave it unset");
+  }
 }
 
 TEST_CASE("build_schedule: errors name the field", "[plan][request]") {
@@ -74,8 +84,17 @@ TEST_CASE("build_schedule: errors name the field", "[plan][request]") {
                     Catch::Contains("unknown schedule \"nope\""));
   schedule_request r = named("1f1b", 4, 8);
   r.recompute = recompute_request{false, {9}, recompute_placement::before_backward};
-  CHECK_THROWS_WITH(build_schedule(r, default_registry()), Catch::Contains("chunk (9)"));
+  CHECK_THROWS_WITH(build_schedule(r, default_registry()),
+                    "schedule_request: recompute.chunks: 9 is not a global chunk of the schedule "
+                    "(0 .. 3)");
   r = named("1f1b", 4, 8);
   std::get<generated_source>(r.source).options.search = zb_auto_options{};
-  CHECK_THROWS_WITH(build_schedule(r, default_registry()), Catch::Contains("search options"));
+  try {
+    (void)build_schedule(r, default_registry());
+    FAIL("search options for 1f1b were accepted");
+  } catch (const field_error& e) {
+    CHECK(e.field() == "search");
+    CHECK_THAT(e.rule(), Catch::Contains("only meaningful for schedules that search (") &&
+                             Catch::Contains("zb-auto") && Catch::EndsWith("not \"1f1b\""));
+  }
 }

@@ -69,3 +69,112 @@ def test_validate_of_a_cli_file(tmp_path):
         "--output", str(path))
     s = ps.read_schedule(str(path))
     assert ps.validate(s).ok and s == ps.generate("zb-h2", 4, 8)
+
+
+# One request, two front ends (issue 28 item 1): the CLI's options and Python's keywords build
+# the same schedule_request (build_schedule), whatif_request and analyze run, so the JSON each
+# prints is the same, including recompute, lowering, a searching generator and a file input.
+MODEL_KW = {"cost": (1, 1.5, 0.5, 0.1), "memory": (1, 0.5, 0.25)}
+MODEL3 = ["--cost", "1,1.5,0.5,0.1", "--memory", "1,0.5,0.25"]
+REQUESTS = [
+    (["-s", "zb-h1", "-p", "4", "-m", "8", "--recompute", "all"],
+     {"schedule": "zb-h1", "stages": 4, "microbatches": 8, "recompute": "all"}),
+    (["-s", "1f1b", "-p", "4", "-m", "8", "--recompute", "1,2", "--recompute-policy",
+      "idle-slot", "--memory-limit", "4"],
+     {"schedule": "1f1b", "stages": 4, "microbatches": 8, "recompute": [1, 2],
+      "recompute_policy": "idle-slot", "memory_limit": 4}),
+    (["-s", "zb-v", "-p", "4", "-m", "8", "--with-comm", "--recv", "late"],
+     {"schedule": "zb-v", "stages": 4, "microbatches": 8, "with_comm": True, "recv": "late"}),
+    (["-s", "interleaved-1f1b", "-p", "2", "-m", "4", "-v", "2", "--recompute", "0,3",
+      "--with-comm"],
+     {"schedule": "interleaved-1f1b", "stages": 2, "microbatches": 4, "chunks": 2,
+      "recompute": [0, 3], "with_comm": True}),
+    (["-s", "zb-auto", "-p", "4", "-m", "8", "--search-evaluations", "20", "--memory-limit", "5"],
+     {"schedule": "zb-auto", "stages": 4, "microbatches": 8, "search_evaluations": 20,
+      "memory_limit": 5}),
+    (["-s", "zb-auto", "-p", "3", "-m", "6", "--search-evaluations", "10", "--recompute", "all",
+      "--with-comm"],
+     {"schedule": "zb-auto", "stages": 3, "microbatches": 6, "search_evaluations": 10,
+      "recompute": "all", "with_comm": True}),
+]
+
+
+def py_simulation_json(kw):
+    kw = dict(kw)
+    limit = kw.get("memory_limit")
+    g = ps.generate_result(kw.pop("schedule"), **kw, **MODEL_KW)
+    return json.loads(ps.simulation_json(g.schedule, memory_limit=limit,
+                                         lower_bound=g.lower_bound, **MODEL_KW))
+
+
+@pytest.mark.parametrize("args,kw", REQUESTS)
+def test_one_request_two_front_ends(args, kw):
+    assert json.loads(cli("simulate", *args, *MODEL3, "--json")) == py_simulation_json(kw)
+
+
+def test_a_file_input_through_both(tmp_path):
+    path = tmp_path / "zb.json"
+    cli("generate", "-s", "zb-h2", "-p", "4", "-m", "8", "--format", "json", "-o", str(path))
+    args = ["-i", str(path), "--recompute", "all", "--with-comm", "--recv", "late"]
+    kw = {"schedule": ps.read_schedule(str(path)), "recompute": "all", "with_comm": True,
+          "recv": "late"}
+    assert json.loads(cli("simulate", *args, *MODEL3, "--json")) == py_simulation_json(kw)
+
+
+WHATIF = [
+    (["--cv", "0.1", "--straggler", "1:1.2", "--samples", "50", "--seed", "3"],
+     {"cv": 0.1, "stragglers": [(1, 1.2)], "samples": 50, "seed": 3}),
+    (["--cv", "0.05", "--stalls", "0.01:2", "--sensitivity", "--samples", "20"],
+     {"cv": 0.05, "stalls": (0.01, 2), "sensitivity": True, "samples": 20}),
+    (["--cv", "0.1", "--dynamic", "--memory-limit", "4", "--samples", "20"],
+     {"cv": 0.1, "dynamic": True, "memory_limit": 4, "samples": 20}),
+    (["--cv", "0.05", "--replicas", "4", "--gradient-bytes", "2", "--bandwidth", "4",
+      "--allreduce-latency", "0.1", "--samples", "30"],
+     {"cv": 0.05, "replicas": 4, "gradient_bytes": 2, "bandwidth": 4, "allreduce_latency": 0.1,
+      "samples": 30}),
+    (["--cv", "0.05", "--link-bandwidth", "1", "--message-bytes", "0.5", "--replicas", "4",
+      "--gradient-bytes", "16", "--buckets", "4", "--traffic", "priority", "--samples", "5"],
+     {"cv": 0.05, "link_bandwidth": [1], "message_bytes": [0.5], "replicas": 4,
+      "gradient_bytes": 16, "buckets": 4, "traffic": "priority", "samples": 5}),
+]
+
+
+@pytest.mark.parametrize("args,kw", WHATIF)
+def test_whatif_through_both(args, kw):
+    s = ps.generate("zb-h1", 4, 8)
+    ours = ps.whatif(s, cost=(1, 1.5, 0.5, 0.1), **kw)
+    assert cli("whatif", "-s", "zb-h1", "-p", "4", "-m", "8", "--cost", "1,1.5,0.5,0.1", *args,
+               "--json") == ours
+    assert cli("whatif", "-s", "zb-h1", "-p", "4", "-m", "8", "--cost", "1,1.5,0.5,0.1",
+               *args) == ps.whatif(s, cost=(1, 1.5, 0.5, 0.1), format="text", **kw)
+
+
+def test_whatif_errors_name_the_keyword():
+    s = ps.generate("1f1b", 4, 8)
+    with pytest.raises(ValueError, match="stragglers: stage 1 is given twice"):
+        ps.whatif(s, stragglers=[(1, 1.5), (1, 2)])
+    with pytest.raises(ValueError, match="gradient_bytes: only meaningful with replicas"):
+        ps.whatif(s, gradient_bytes=1)
+    with pytest.raises(ValueError, match="cv: must be a finite number >= 0 and <= 10"):
+        ps.whatif(s, cv=float("inf"))
+
+
+def test_analyze_through_both():
+    run = os.path.join(ROOT, "examples", "robustness", "straggler_run.csv")
+    assert cli("analyze", run, "--json", "--rel-threshold", "0.05") == \
+        ps.analyze(run, rel_threshold=0.05)
+    assert cli("analyze", run) == ps.analyze(run, format="text")
+
+
+def test_python_takes_memory_and_recompute_as_the_cli():
+    g = ps.generate_result("1f1b", 2, 4, memory=(1, 0.5, 0.25), recompute="all")
+    kinds = [o["kind"] for stage in json.loads(ps.to_json(g.schedule))["ops"] for o in stage]
+    assert kinds.count("R") == 2 * 4
+    with pytest.raises(ValueError, match="recompute: 9 is not a global chunk"):
+        ps.generate("1f1b", 2, 4, recompute=[9])
+    with pytest.raises(ValueError, match="recompute_policy: only meaningful with recompute"):
+        ps.generate("1f1b", 2, 4, recompute_policy="idle-slot")
+    with pytest.raises(ValueError, match="search_budget: only meaningful for schedules that"):
+        ps.generate("1f1b", 2, 4, search_budget=5)
+    with pytest.raises(ValueError, match=r"memory: expected \(MB, MW\[, MIN\]\)"):
+        ps.generate("1f1b", 2, 4, memory=(1,))

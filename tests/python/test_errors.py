@@ -22,7 +22,7 @@ def test_generator_errors():
         ps.generate("zb-h1", stages=4, microbatches=0)
     with raises(r"chunks \(v=3\) must be 2 for this schedule"):
         ps.generate("zb-v", stages=4, microbatches=8, chunks=3)
-    with raises(r"search options .* apply only to generators that search"):
+    with raises(r"search_evaluations: only meaningful for schedules that search \(.*\), not \"1f1b\""):
         ps.generate("1f1b", 4, 8, search_evaluations=10)
     with raises(r"1f1b: over memory_limit: stage 0 exceeds its memory limit 2"):
         ps.generate("1f1b", 4, 8, memory_limit=2)
@@ -41,8 +41,8 @@ def test_model_argument_errors():
         ps.simulate(ps.generate("1f1b", 2, 2), cost=(1, 1, 1), costs="x.json")
     with raises(r"costs /nonexistent.json: "):
         ps.simulate(ps.generate("1f1b", 2, 2), costs="/nonexistent.json")
-    with raises(r"memory: expected \(MB, MW\)"):
-        ps.check_memory(ps.generate("1f1b", 2, 2), memory=(1, 0.5, 2))
+    with raises(r"memory: expected \(MB, MW\[, MIN\]\), got 4 value"):
+        ps.check_memory(ps.generate("1f1b", 2, 2), memory=(1, 0.5, 2, 3))
     with raises(r"M_W|weight_grad_input"):
         ps.check_memory(ps.generate("1f1b", 2, 2), memory=(1, 2))
 

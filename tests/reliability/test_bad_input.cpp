@@ -146,7 +146,7 @@ TEST_CASE("a huge declared spec with few ops is reported without a p*v*m allocat
   CHECK(validate(j).count(violation_kind::missing) == 1);
 }
 
-TEST_CASE("simulate and check_memory on invalid schedules report, never throw or hang",
+TEST_CASE("simulate and check_memory on invalid schedules report or refuse, never hang",
           "[reliability][sim][memory]") {
   schedule s("broken", 2, 2);
   s.stage_ops(0) = {make_op(op_kind::backward_weight, 0), make_op(op_kind::forward, 9),
@@ -157,7 +157,11 @@ TEST_CASE("simulate and check_memory on invalid schedules report, never throw or
   CHECK_FALSE(r.ok());
   CHECK(r.count(violation_kind::out_of_range) == 2);
   CHECK(r.count(violation_kind::comm_mismatch) >= 2);
-  const auto sim = simulate(s, cost_model::uniform(1, 2, 3, 1));
+  // simulate refuses it, naming its first violation; told not to validate, it reports.
+  CHECK_THROWS_WITH(simulate(s, cost_model::uniform(1, 2, 3, 1)),
+                    Catch::StartsWith("simulate: schedule \"broken\" is invalid: "));
+  const auto sim =
+      simulate(s, cost_model::uniform(1, 2, 3, 1), simulate_options{true, true, false});
   CHECK(sim.completed() == !r.deadlock.has_value());
   const auto mem = check_memory(s);
   CHECK_FALSE(mem.lifetimes_ok());

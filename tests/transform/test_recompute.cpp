@@ -112,6 +112,23 @@ TEST_CASE("with_recompute in idle slots: earliest gap after the F within the mem
   }
 }
 
+TEST_CASE("with_recompute in idle slots: the limit holds in any memory unit",
+          "[transform][recompute]") {
+  // The move test used to allow 1e-9 above any limit below 1, so with sizes in units of 1e-9
+  // (M_B = 1e-9) R1 moved before BW0 under the default limit (the before-backward peak
+  // 1.25e-9), raising the peak to 2e-9. It is limit_threshold now: relative to the limit.
+  const schedule base = one_f_one_b_2x(3);
+  for (const double scale : {1e-9, 1e-3, 1.0, 1e6}) {
+    INFO("memory scale " << scale);
+    recompute_options idle;
+    idle.placement = recompute_placement::idle_slot;
+    idle.memory = memory_model(chunk_memory{scale, 0.5 * scale, 0.0, 0.25 * scale});
+    const schedule d = with_recompute(base, all_chunks(base), idle);
+    CHECK(d == with_recompute(base, all_chunks(base)));
+    CHECK(check_memory(d, idle.memory).stages[0].peak == Approx(1.25 * scale));
+  }
+}
+
 TEST_CASE("with_recompute: an overlapped pair is not split", "[transform][recompute]") {
   schedule s("pair", 1, 2);
   s.stage_ops(0) = {F(0), overlapping_next(F(1)), B(0), W(0), B(1), W(1)};

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -21,7 +22,7 @@ namespace pipesched {
 
 /// One data-parallel iteration: D replicas of the pipeline, each its own sample of the noise,
 /// then per stage the ring all-reduce of its gradients (data_parallel_model).
-struct data_parallel_result {
+struct [[nodiscard]] data_parallel_result {
   /// The iteration: the latest end of any stage's all-reduce.
   double iteration = 0.0;
   /// Each replica's pipeline makespan (its own sample), without the all-reduce.
@@ -55,6 +56,7 @@ class data_parallel_run {
     dp.check(sched.stages(), who);
     noise.check_shape(sched.stages(), who);
     require_traversable(sched, who);
+    require_valid(sched, who);  // once: the iterations time it without validating again
     std::vector<char> used(plan_.size(), 0);
     const std::uint32_t v = sched.layout().chunks();
     for (stage_index s = 0; s < sched.stages(); ++s) {
@@ -93,6 +95,7 @@ class data_parallel_run {
     simulate_options so;
     so.record_ops = false;
     so.critical_path = false;
+    so.validate = false;
     data_parallel_result r;
     r.reduce_start.assign(p, 0.0);
     r.replica_makespan.reserve(d);
@@ -166,40 +169,52 @@ inline data_parallel_result simulate_data_parallel(const schedule& sched,
 
 /// N data-parallel iterations (simulate_data_parallel with iteration = first_sample .. + N − 1):
 /// the distribution of the iteration time and the mean share lost to the slowest replica.
-struct data_parallel_stats {
+struct [[nodiscard]] data_parallel_stats {
   sample_stats iteration;
   double slowest_replica_share = 0.0;  ///< mean over the iterations
+  std::vector<double> samples;         ///< each iteration's time, in order, when keep_samples
 };
 
-/// The iterations run on `threads` threads (0: one per hardware thread, at most one per
-/// iteration), each with its own buffers; every iteration is a pure function of its index, and
-/// the results are combined in iteration order, so the result is the same for any thread
-/// count. Linear in samples × replicas × ops; memory per thread: one sampled cost table (p·v·9
-/// entries × m) and the timing engine's tables.
+/// How monte_carlo_data_parallel samples.
+struct data_parallel_options {
+  std::uint32_t samples = 100;     ///< N iterations, >= 1
+  std::uint64_t first_sample = 0;  ///< iterations first_sample .. first_sample + N − 1
+  unsigned threads = 0;            ///< 0: one per hardware thread (at most one per iteration)
+  bool keep_samples = false;       ///< keep every iteration's time (data_parallel_stats)
+  progress_observer progress{};    ///< told (done, N) on the calling thread
+};
+
+/// The iterations run on `o.threads` threads, each with its own buffers; every iteration is a
+/// pure function of its index, and the results are combined in iteration order, so the result
+/// is the same for any thread count. Linear in samples × replicas × ops; memory per thread: one
+/// sampled cost table (p·v·9 entries × m) and the timing engine's tables.
 inline data_parallel_stats monte_carlo_data_parallel(const schedule& sched,
                                                      const cost_model& costs,
                                                      const perturbation& noise,
                                                      const data_parallel_model& dp,
-                                                     std::uint32_t samples,
-                                                     std::uint64_t first_sample = 0,
-                                                     unsigned threads = 0) {
+                                                     const data_parallel_options& o) {
+  const std::uint32_t samples = o.samples;
   if (samples == 0) {
     detail::fail("monte_carlo_data_parallel: samples (0) must be at least 1");
   }
   const detail::data_parallel_run run(sched, costs, noise, dp, "simulate_data_parallel");
-  if (threads == 0) {
-    threads = std::max(1u, std::thread::hardware_concurrency());
-  }
+  unsigned threads = o.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : o.threads;
   threads = std::min(threads, samples);
   std::vector<double> t(samples);
   std::vector<double> share(samples);
+  // The observer runs on the calling thread only (thread 0), which reports the shared count.
+  std::atomic<std::uint64_t> done{0};
   // Thread j runs iterations j, j + threads, ...: each writes only its own entries.
   auto work = [&](unsigned j) {
     detail::data_parallel_run::workspace w;
     for (std::uint32_t i = j; i < samples; i += threads) {
-      const data_parallel_result r = run.iteration(first_sample + i, w);
+      const data_parallel_result r = run.iteration(o.first_sample + i, w);
       t[i] = r.iteration;
       share[i] = r.slowest_replica_share;
+      const std::uint64_t n = done.fetch_add(1, std::memory_order_relaxed) + 1;
+      if (j == 0 && o.progress && n < samples) {
+        o.progress(n, samples);
+      }
     }
   };
   if (threads == 1) {
@@ -229,14 +244,35 @@ inline data_parallel_stats monte_carlo_data_parallel(const schedule& sched,
       }
     }
   }
+  if (o.progress) {
+    o.progress(samples, samples);
+  }
   double total = 0.0;
   for (double x : share) {  // in iteration order: the same sum for any thread count
     total += x;
   }
   data_parallel_stats out;
+  if (o.keep_samples) {
+    out.samples = t;
+  }
   out.iteration = stats_of(std::move(t));
   out.slowest_replica_share = total / samples;
   return out;
+}
+
+/// monte_carlo_data_parallel with `samples` iterations from `first_sample` on `threads` threads.
+inline data_parallel_stats monte_carlo_data_parallel(const schedule& sched,
+                                                     const cost_model& costs,
+                                                     const perturbation& noise,
+                                                     const data_parallel_model& dp,
+                                                     std::uint32_t samples,
+                                                     std::uint64_t first_sample = 0,
+                                                     unsigned threads = 0) {
+  data_parallel_options o;
+  o.samples = samples;
+  o.first_sample = first_sample;
+  o.threads = threads;
+  return monte_carlo_data_parallel(sched, costs, noise, dp, o);
 }
 
 }  // namespace pipesched

@@ -3,12 +3,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/detail/dynamic_stage.hpp"
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/analysis/perturbed_timing.hpp"
 #include "pipesched/analysis/robustness.hpp"
@@ -75,15 +76,17 @@ class event_ends {
 /// starts the first of
 ///   1. a B whose inputs are ready by t (lowest micro-batch, then the chunk latest in the model),
 ///   2. an F ready by t that memory admits (the chunk latest in the model first; F of each chunk
-///      in micro-batch order): live memory + its allocation + one activation of each later
-///      chunk of the stage that still has F to run (the room that keeps the V / interleaved
-///      placements from blocking) <= the limit,
+///      in micro-batch order): live memory + its allocation + one activation of each chunk of
+///      the stage later in the model (the room that keeps the V / interleaved placements from
+///      blocking) within the limit, up to the memory engine's tolerance,
 ///   3. the oldest pending W;
-/// and when nothing qualifies waits for the next arrival. Times follow docs/model.md §3 with
-/// the sampled durations and latencies (perturbed_costs), so the recorded order, simulated by
+/// and when nothing qualifies waits for the next arrival. The rule is
+/// detail::dynamic_policy_stage, the one the dynamic drivers run too. Times follow docs/model.md §3
+/// with the sampled durations and latencies (perturbed_costs), so the recorded order, simulated by
 /// the timing engine under the same sample, gives the same times (dynamic_result::timing).
-/// Throws invalid_argument for a memory limit below one activation of every chunk of a stage,
-/// and when the policy cannot go on (no stage has an op it may run).
+/// Throws invalid_argument for a memory limit below static memory plus one activation of every
+/// chunk of a stage (require_minimum_memory), and when the policy cannot go on (no stage has
+/// an op it may run).
 inline dynamic_result simulate_dynamic(const placement& pl,
                                        std::uint32_t microbatches,
                                        const cost_model& costs,
@@ -94,35 +97,19 @@ inline dynamic_result simulate_dynamic(const placement& pl,
   const std::uint32_t m = microbatches;
   schedule order("dynamic", m, pl);  // checks m
   const memory_model mem = o.memory.for_shape(p, v, who);
+  const std::optional<double> cap = detail::dynamic_cap(who, pl, mem, o.memory_limit);
   const perturbed_costs pc(pl, m, false, costs, o.noise, o.sample, who);
   const detail::traversal_plan& plan = pc.plan();
   constexpr double inf = std::numeric_limits<double>::infinity();
 
-  // Stage state: when it is free, its live memory, the next F and B of each local chunk, and
-  // the W whose B ran, oldest first.
-  struct stage_state {
-    double free_at = 0.0;
-    double live = 0.0;
-    std::vector<microbatch_index> next_f, next_b;
-    std::deque<op> pending_w;
-  };
-  std::vector<stage_state> st(p);
+  // Each stage decides by the policy (detail::dynamic_policy_stage); this event loop is its
+  // clock: when each stage is free, and when each event happened.
+  std::vector<detail::dynamic_policy_stage> st;
+  st.reserve(p);
   for (stage_index s = 0; s < p; ++s) {
-    st[s].live = mem.static_memory(s);
-    st[s].next_f.assign(v, 0);
-    st[s].next_b.assign(v, 0);
-    if (o.memory_limit) {
-      double need = mem.static_memory(s);
-      for (chunk_index c = 0; c < v; ++c) {
-        need += mem.at(s, c).activation;
-      }
-      if (!(*o.memory_limit >= need)) {
-        detail::fail(who, ": memory_limit (", *o.memory_limit, ") must be at least ", need,
-                     " on stage ", s,
-                     ": static memory plus one micro-batch's activations of each of its chunks");
-      }
-    }
+    st.emplace_back(pl, s, m, mem, cap);
   }
+  std::vector<double> free_at(p, 0.0);
   detail::event_ends ends(pl.total_chunks(), m);
 
   // When `x` on stage s may start as far as its inputs go (inf: an input is not produced yet).
@@ -135,70 +122,34 @@ inline dynamic_result simulate_dynamic(const placement& pl,
       if (end < 0.0) {
         return inf;
       }
-      t = std::max(t, end + (e.deps[k].remote ? c.latency[k] : 0.0));
+      t = detail::ready_time(t, end, e.deps[k].remote ? c.latency[k] : 0.0);
     }
     return t;
   };
-  auto admits = [&](stage_index s, const op& f) {
-    if (!o.memory_limit) {
-      return true;
-    }
-    double need = st[s].live + memory_delta(op_kind::forward, mem.at(s, f.chunk));
-    for (chunk_index c = static_cast<chunk_index>(f.chunk + 1); c < v; ++c) {
-      if (st[s].next_f[c] < m) {
-        need += mem.at(s, c).activation;
-      }
-    }
-    return need <= *o.memory_limit;
-  };
-  // The op stage s runs next and when, by the policy, or nullopt when it has none it may run.
+  // The op stage s runs next and when, or nullopt when it has none it may run: the stage acts
+  // at the first moment something is eligible (a W is: its B ran here), and takes what the
+  // policy picks among the candidates whose inputs are here by then.
   struct choice {
     op x{};
     double start = inf;
   };
-  std::vector<std::pair<op, double>> candidates;
+  std::vector<double> ready_f(v), ready_b(v);  // per chunk, of the current candidates
   auto decide = [&](stage_index s) -> std::optional<choice> {
-    const stage_state& ss = st[s];
-    // The stage acts at the first moment something is eligible (a W is: its B ran here) ...
-    std::vector<std::pair<op, double>>& cand = candidates;
-    cand.clear();
-    double earliest = ss.pending_w.empty() ? inf : ss.free_at;
-    for (chunk_index c = 0; c < v; ++c) {
-      if (ss.next_b[c] < m) {
-        const op b{op_kind::backward_input, ss.next_b[c], c};
-        cand.emplace_back(b, ready(s, b));
-      }
-      if (ss.next_f[c] < m) {
-        const op f{op_kind::forward, ss.next_f[c], c};
-        if (admits(s, f)) {
-          cand.emplace_back(f, ready(s, f));
-        }
-      }
-    }
-    for (const auto& [x, r] : cand) {
+    const detail::dynamic_policy_stage& ds = st[s];
+    double earliest = ds.w_pending() ? free_at[s] : inf;
+    ds.for_each_candidate([&](const op& x) {
+      const double r = ready(s, x);
+      (x.kind == op_kind::forward ? ready_f : ready_b)[x.chunk] = r;
       earliest = std::min(earliest, r);
-    }
+    });
     if (earliest == inf) {
       return std::nullopt;
     }
-    const double at = std::max(ss.free_at, earliest);
-    // ... and takes the highest class ready by then: a B (lowest micro-batch, then the chunk
-    // later in the model, whose gradient goes further), else an F (the later chunk), else a W.
-    std::optional<op> best;
-    auto rank = [&](const op& x) {
-      return std::pair{x.kind == op_kind::backward_input ? 0 : 1,
-                       x.kind == op_kind::backward_input ? x.mb : 0u};
-    };
-    for (const auto& [x, r] : cand) {
-      if (r > at) {
-        continue;
-      }
-      if (!best || rank(x) < rank(*best) ||
-          (rank(x) == rank(*best) && pl.global(s, x.chunk) > pl.global(s, best->chunk))) {
-        best = x;
-      }
-    }
-    return choice{best ? *best : ss.pending_w.front(), at};
+    const double at = std::max(free_at[s], earliest);
+    const std::optional<op> x = ds.pick([&](const op& y) {
+      return (y.kind == op_kind::forward ? ready_f : ready_b)[y.chunk] <= at;
+    });
+    return choice{*x, at};
   };
 
   dynamic_result out;
@@ -222,26 +173,13 @@ inline dynamic_result simulate_dynamic(const placement& pl,
     const op x = next[s]->x;
     const double start = next[s]->start;
     const double end = start + pc.of(s, x).duration;
-    stage_state& ss = st[s];
-    ss.free_at = end;
-    ss.live += memory_delta(x.kind, mem.at(s, x.chunk));
+    free_at[s] = end;
+    st[s].commit(x);
     const std::uint8_t produced = events_produced(x.kind);
     for (unsigned e = 0; e < 8; ++e) {
       if ((produced & (1u << e)) != 0) {
         ends.at(pl.global(s, x.chunk), x.mb, static_cast<event_kind>(e)) = end;
       }
-    }
-    switch (x.kind) {
-      case op_kind::forward:
-        ++ss.next_f[x.chunk];
-        break;
-      case op_kind::backward_input:
-        ++ss.next_b[x.chunk];
-        ss.pending_w.push_back(op{op_kind::backward_weight, x.mb, x.chunk});
-        break;
-      default:
-        ss.pending_w.pop_front();
-        break;
     }
     order.stage_ops(s).push_back(x);
     out.decided[s].push_back(
@@ -269,26 +207,24 @@ inline robustness_result monte_carlo_dynamic(const placement& pl,
     detail::fail("monte_carlo_dynamic: sensitivity_step (", ro.sensitivity_step,
                  ") must be finite and > 0");
   }
-  auto run = [&](const perturbation& n, std::vector<double>* out) {
-    double sum = 0.0;
+  detail::sample_progress progress(
+      ro.progress, std::uint64_t{ro.samples} * (ro.sensitivity ? 1u + pl.stages() : 1u));
+  auto run = [&](const perturbation& n) {
+    std::vector<double> out;
+    out.reserve(ro.samples);
     for (std::uint32_t i = 0; i < ro.samples; ++i) {
       o.noise = n;
       o.sample = ro.first_sample + i;
-      const double t = simulate_dynamic(pl, microbatches, costs, o).timing.makespan;
-      sum += t;
-      if (out != nullptr) {
-        out->push_back(t);
-      }
+      out.push_back(simulate_dynamic(pl, microbatches, costs, o).timing.makespan);
+      progress.step();
     }
-    return sum / ro.samples;
+    return out;
   };
   robustness_result r;
   o.noise = perturbation{};
   r.clean = simulate_dynamic(pl, microbatches, costs, o).timing.makespan;
-  std::vector<double> all;
-  const double mean = run(noise, &all);
+  std::vector<double> all = run(noise);
   r.iteration = stats_of(all);
-  r.iteration.mean = mean;
   if (ro.keep_samples) {
     r.samples = std::move(all);
   }
@@ -301,7 +237,8 @@ inline robustness_result monte_carlo_dynamic(const placement& pl,
       }
       perturbation slower = noise;
       slower.set_stage_slowdown(std::move(f));
-      r.sensitivity[k] = (run(slower, nullptr) - mean) / (100.0 * ro.sensitivity_step);
+      r.sensitivity[k] =
+          (detail::mean_of(run(slower)) - r.iteration.mean) / (100.0 * ro.sensitivity_step);
     }
   }
   return r;

@@ -8,6 +8,7 @@
 #include <queue>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/perturbed_timing.hpp"
 #include "pipesched/ir/dependencies.hpp"
@@ -389,7 +390,7 @@ inline link_timing_result simulate_links(const schedule& sched,
       if (sent_at[i] < 0.0) {
         return false;
       }
-      t = std::max(t, sent_at[i] + c.latency[k]);
+      t = detail::ready_time(t, sent_at[i], c.latency[k]);
     }
     return true;
   };

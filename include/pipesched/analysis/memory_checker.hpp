@@ -230,7 +230,7 @@ inline memory_report check_memory_impl(const schedule& sched,
     }
     const bool limited = !options.limits.empty();
     const double limit = !limited ? 0.0 : options.limits[options.limits.size() == 1 ? 0 : s];
-    const double threshold = limit + options.tolerance * limit;
+    const double threshold = limit_threshold(limit, options.tolerance);
     bool over = false;
 
     // Sizes of each buffer kind per local chunk, read once per stage.
@@ -376,10 +376,7 @@ inline memory_report check_memory_impl(const schedule& sched,
         st.peak_time = stamps[st.peak_op_index].end;
       }
     }
-    double units = 0.0;
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      units += model.at(s, c).activation;
-    }
+    const double units = stage_activation(model, s, pl.chunks());
     st.peak_stage_units = units > 0.0 ? (st.peak - st.static_memory) / units : 0.0;
     if (!std::isfinite(st.peak)) {
       fail("check_memory: the peak memory of stage ", s, " (", st.peak,

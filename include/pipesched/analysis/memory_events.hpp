@@ -1,17 +1,26 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
+#include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
+#include "pipesched/ir/placement.hpp"
 #include "pipesched/model/memory_model.hpp"
 
-// The memory engine's rule: which buffer each op kind creates and frees (docs/model.md §5),
-// written once. check_memory() tracks lifetimes with it, order_peak() and the zero-bubble
-// search's admission tests add up its sizes, memory_curves() goes through check_memory().
+// The memory engine (docs/model.md §5), written once: which buffer each op kind creates and
+// frees, and the sums of that rule every other part uses — the running sum of a list
+// (walk_live_memory, stage_peak), its closed form (held_after), the least memory any schedule
+// needs (minimum_stage_memory, require_minimum_memory) and the admission test of the
+// schedulers that decide while they run (admits_forward, later_chunk_reserve,
+// memory_tolerance). check_memory() tracks lifetimes with the rule; memory_curves() goes
+// through check_memory().
 
 namespace pipesched {
 
@@ -149,5 +158,176 @@ constexpr double memory_delta(op_kind k, const chunk_memory& c) noexcept {
 constexpr double memory_delta(const op& o, const chunk_memory& c) noexcept {
   return memory_delta(buffer_effect_of(o), c);
 }
+
+// ---- Sums of the rule: running memory, the closed form, the minimum budget, admission ----
+
+/// The rule in closed form, for counting without a list: what a chunk's ops hold (static
+/// memory aside) after f F, b B and w W of it have run (w ≤ b ≤ f; a BW counts as a B and a
+/// W), in a compute-only order that recomputes nothing: (f − b)·M_B + (b − w)·M_W. The exact
+/// search (gen/detail/zb_exact_search.hpp) and the search's lower bounds count with it; a test
+/// pins it to the running sum below on every schedule family.
+constexpr double held_after(double f, double b, double w, const chunk_memory& c) noexcept {
+  return (f - b) * c.activation + (b - w) * c.weight_grad_input;
+}
+
+/// memory_delta of every op a stage can hold, by (local chunk, kind, recompute mark), computed
+/// once from the rule: what a loop over a long list looks up instead of evaluating the rule per
+/// op (like buffer_effect_table, for the sizes of one stage).
+class stage_deltas {
+ public:
+  /// `sizes(c)`: local chunk c's chunk_memory, for c < chunks.
+  template <class Sizes>
+  stage_deltas(std::uint32_t chunks, Sizes&& sizes)
+      : deltas_(std::size_t{chunks} * op_kind_count * 2) {
+    for (chunk_index c = 0; c < chunks; ++c) {
+      const chunk_memory cm = sizes(c);
+      for (std::size_t k = 0; k < op_kind_count; ++k) {
+        const op plain = make_op(static_cast<op_kind>(k), 0, c);
+        deltas_[index(plain)] = memory_delta(plain, cm);
+        deltas_[index(recomputing(plain))] = memory_delta(recomputing(plain), cm);
+      }
+    }
+  }
+  /// Stage s of `memory` (read for the shape), `chunks` chunks.
+  stage_deltas(const memory_model& memory, stage_index s, std::uint32_t chunks)
+      : stage_deltas(chunks, [&](chunk_index c) { return memory.at(s, c); }) {}
+
+  /// memory_delta(o, sizes(o.chunk)); o.chunk < chunks.
+  double operator()(const op& o) const noexcept { return deltas_[index(o)]; }
+
+ private:
+  static std::size_t index(const op& o) noexcept {
+    return (std::size_t{o.chunk} * op_kind_count + static_cast<std::size_t>(o.kind)) * 2 +
+           ((o.flags & op_flag::recompute) != 0 ? 1 : 0);
+  }
+  std::vector<double> deltas_;
+};
+
+/// The running sum of one stage's list (docs/model.md §5): `value` starts at `start` (the
+/// stage's static memory, or 0 to count only what the ops hold) and moves by the op's
+/// memory_delta (`deltas`) as each op ends. Calls visit(i, value) after op i; a visit returning
+/// false stops the walk. Returns whether the walk reached the end. Receive buffers aside: for
+/// compute-only lists (check_memory tracks lowered ones).
+template <class Ops, class Visit>
+bool walk_live_memory(const Ops& ops, double start, const stage_deltas& deltas, Visit&& visit) {
+  double value = start;
+  std::size_t i = 0;
+  for (const op& o : ops) {
+    value += deltas(o);
+    if (!visit(i, value)) {
+      return false;
+    }
+    ++i;
+  }
+  return true;
+}
+
+/// The peak of stage s's list under `memory` (read for the shape; static memory included): the
+/// highest value of walk_live_memory, and at least the static memory.
+template <class Ops>
+double stage_peak(const Ops& ops, const memory_model& memory, stage_index s, std::uint32_t chunks) {
+  double peak = memory.static_memory(s);
+  walk_live_memory(ops, peak, stage_deltas(memory, s, chunks), [&](std::size_t, double value) {
+    peak = std::max(peak, value);
+    return true;
+  });
+  return peak;
+}
+
+/// The highest value a stage's memory may reach under `limit`: limit·(1 + tolerance), relative
+/// to the limit so that it absorbs rounding in sums of sizes in any memory unit
+/// (memory_options::tolerance, 1e-9 by default). check_memory and with_recompute's moves judge a
+/// limit by it.
+constexpr double limit_threshold(double limit, double tolerance = 1e-9) noexcept {
+  return limit + tolerance * limit;
+}
+
+/// One micro-batch's activations of every chunk of stage s, Σ_c M_B: the unit of
+/// stage_memory::peak_stage_units, and what each chunk's F must hold at least once.
+inline double stage_activation(const memory_model& memory, stage_index s, std::uint32_t chunks) {
+  double act = 0.0;
+  for (chunk_index c = 0; c < chunks; ++c) {
+    act += memory.at(s, c).activation;
+  }
+  return act;
+}
+
+/// The least memory any schedule needs on stage s: static memory plus stage_activation (every
+/// chunk's F precedes its backward, so some moment holds one micro-batch's activations of
+/// each chunk; an order running one micro-batch at a time needs no more).
+inline double minimum_stage_memory(const memory_model& memory,
+                                   stage_index s,
+                                   std::uint32_t chunks) {
+  return memory.static_memory(s) + stage_activation(memory, s, chunks);
+}
+
+namespace detail {
+
+/// Throws invalid_argument, prefixed with `who`, when a stage's limit (`limits`: one value, or
+/// one per stage) is below minimum_stage_memory by more than 1e-9 of it (relative: memory may
+/// be in any unit). Every scheduler that takes a limit checks it here.
+inline void require_minimum_memory(std::string_view who,
+                                   const placement& pl,
+                                   const memory_model& memory,
+                                   const std::vector<double>& limits) {
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    const double limit = limits[limits.size() == 1 ? 0 : s];
+    const double act = stage_activation(memory, s, pl.chunks());
+    const double need = minimum_stage_memory(memory, s, pl.chunks());
+    if (!(limit >= need - 1e-9 * need)) {
+      fail(who, ": memory_limit (", limit, ") is below the minimum any schedule needs on stage ", s,
+           " (", need, " = static memory ", memory.static_memory(s),
+           " + one micro-batch's activations M_B of its ", pl.chunks(), " chunk(s) ", act, ")");
+    }
+  }
+}
+
+/// The tolerance of memory compares against a limit, in memory units: 1e-9 × the largest
+/// per-stage budget (`avail[s]` = limit − static memory) or activation M_B of the problem (1e-9
+/// when all are 0). It absorbs rounding in sums of M_B and M_W, whatever the memory unit: a
+/// budget of 2.5·M_B holds 2 activations for M_B = 1e-9 as for M_B = 1e12. It is at most 1e-9 ×
+/// the largest limit, the memory checker's default tolerance on that stage, so with one limit
+/// for every stage what the schedulers admit check_memory accepts.
+inline double memory_tolerance(const placement& pl,
+                               const memory_model& memory,
+                               const std::vector<double>& avail) {
+  double scale = 0.0;
+  for (double x : avail) {
+    scale = std::max(scale, std::abs(x));
+  }
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      scale = std::max(scale, memory.at(s, c).activation);
+    }
+  }
+  return 1e-9 * (scale > 0.0 ? scale : 1.0);
+}
+
+/// What an F of local chunk c on stage s must leave free besides its own activation: one
+/// activation (M_B) of each chunk of the stage later in the model. The oldest micro-batch in
+/// flight still has to pass forward through those before any backward frees memory, so without
+/// that room a stage could fill up with one chunk's forwards and block.
+inline double later_chunk_reserve(const placement& pl,
+                                  const memory_model& memory,
+                                  stage_index s,
+                                  chunk_index c) {
+  double reserve = 0.0;
+  for (chunk_index d = 0; d < pl.chunks(); ++d) {
+    if (pl.global(s, d) > pl.global(s, c)) {
+      reserve += memory.at(s, d).activation;
+    }
+  }
+  return reserve;
+}
+
+/// The admission rule of every scheduler that decides while it runs (the zero-bubble greedy,
+/// the dynamic policy and its drivers; docs/model.md §5): an F may start when live memory plus
+/// its change (memory_delta) plus later_chunk_reserve stays within `cap`, the limit plus
+/// memory_tolerance. Above the minimum budget the oldest micro-batch can then always finish.
+constexpr bool admits_forward(double live, double delta_f, double reserve, double cap) noexcept {
+  return live + delta_f + reserve <= cap;
+}
+
+}  // namespace detail
 
 }  // namespace pipesched

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <numbers>
 #include <vector>
 
@@ -233,10 +234,41 @@ inline simulation_result simulate_perturbed(const schedule& sched,
                                             std::uint64_t sample,
                                             const simulate_options& options = {}) {
   detail::require_traversable(sched, "simulate_perturbed");
+  if (options.validate) {
+    detail::require_valid(sched, "simulate_perturbed");
+  }
   const perturbed_costs pc(sched.layout(), sched.microbatches(), sched.has_comm(), costs, noise,
                            sample, "simulate_perturbed");
   return detail::simulate_with(sched, pc.shaped_costs(), pc.plan(), pc.view(), options);
 }
+
+/// Told how far a Monte-Carlo run is (monte_carlo, monte_carlo_dynamic,
+/// monte_carlo_data_parallel): `done` of `total` samples, on the calling thread, after each
+/// sample or group of samples and once more at the end; a front end's progress line hangs here.
+/// It only observes: the results are the same with or without it. What it throws propagates.
+using progress_observer = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
+namespace detail {
+
+/// Counts samples against a total and tells the observer (none: counts only).
+class sample_progress {
+ public:
+  sample_progress(const progress_observer& observer, std::uint64_t total)
+      : observer_(observer), total_(total) {}
+  void step(std::uint64_t n = 1) {
+    done_ += n;
+    if (observer_) {
+      observer_(done_, total_);
+    }
+  }
+
+ private:
+  const progress_observer& observer_;
+  std::uint64_t total_;
+  std::uint64_t done_ = 0;
+};
+
+}  // namespace detail
 
 /// Distribution of one number over samples. Percentiles by nearest rank: p50 is the
 /// ceil(0.5 N)-th smallest, p99 the ceil(0.99 N)-th (the max for N < 100).
@@ -250,7 +282,45 @@ struct sample_stats {
   double max = 0.0;
 };
 
-/// The statistics of `values` (empty: all zero).
+namespace detail {
+
+/// Neumaier's compensated sum: exact to about one rounding, whatever the order and spread.
+class compensated_sum {
+ public:
+  void add(double x) noexcept {
+    const double t = sum_ + x;
+    c_ += std::fabs(sum_) >= std::fabs(x) ? (sum_ - t) + x : (x - t) + sum_;
+    sum_ = t;
+  }
+  double value() const noexcept { return sum_ + c_; }
+
+ private:
+  double sum_ = 0.0;
+  double c_ = 0.0;
+};
+
+/// The mean of `values` as base + Σ(x − base)/N with base = the smallest: N equal samples have
+/// exactly that mean (a plain sum of 10,000 equal makespans drifts by 1e-11, which a reader takes
+/// for noise), and the result lies in [min, max]. Each term is divided by N before it is added,
+/// so no sum of finite samples overflows.
+inline double mean_of(const std::vector<double>& values) {
+  if (values.empty()) {
+    return 0.0;
+  }
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  const auto n = static_cast<double>(values.size());
+  compensated_sum sum;
+  for (double x : values) {
+    sum.add((x - *lo) / n);
+  }
+  return std::clamp(*lo + sum.value(), *lo, *hi);
+}
+
+}  // namespace detail
+
+/// The statistics of `values` (empty: all zero). The one rule for a mean over samples
+/// (detail::mean_of): with no noise, mean = min = max and the deviation is 0 exactly; always
+/// min <= mean <= max and min <= p50 <= p99 <= max.
 inline sample_stats stats_of(std::vector<double> values) {
   sample_stats r;
   r.count = values.size();
@@ -258,18 +328,20 @@ inline sample_stats stats_of(std::vector<double> values) {
     return r;
   }
   std::sort(values.begin(), values.end());
-  double sum = 0.0;
-  for (double x : values) {
-    sum += x;
+  r.mean = detail::mean_of(values);
+  const auto n = static_cast<double>(values.size());
+  // Deviations in units of the spread: their squares cannot overflow (samples near 1e238).
+  const double spread = values.back() - values.front();
+  if (spread > 0.0) {
+    detail::compensated_sum sq;
+    for (double x : values) {
+      const double d = (x - r.mean) / spread;
+      sq.add(d * d / n);
+    }
+    r.stddev = spread * std::sqrt(sq.value());
   }
-  r.mean = sum / static_cast<double>(values.size());
-  double sq = 0.0;
-  for (double x : values) {
-    sq += (x - r.mean) * (x - r.mean);
-  }
-  r.stddev = std::sqrt(sq / static_cast<double>(values.size()));
   auto rank = [&](double q) {
-    const auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size())));
+    const auto k = static_cast<std::size_t>(std::ceil(q * n));
     return values[std::clamp<std::size_t>(k, 1, values.size()) - 1];
   };
   r.min = values.front();

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "pipesched/ir/error.hpp"
@@ -42,7 +44,8 @@ struct duration_estimate {
 /// per chunk when the stage holds several (cost_model's per-stage value is v times that).
 struct stage_estimate {
   std::optional<duration_estimate> forward, backward_input, backward_weight, backward_full;
-  /// The stage's measured time per micro-batch and chunk: F + B + W medians (or F + BW).
+  /// The stage's measured time per micro-batch, all its chunks: v · (F + B + W medians), or
+  /// v · (F + BW); at v = 2 a chunk's F + B + W is half of it.
   double per_microbatch = 0.0;
 };
 
@@ -80,6 +83,7 @@ inline std::vector<stage_estimate> estimate_costs(const measured_run& run) {
     }
   }
   std::vector<stage_estimate> out(p);
+  const double v = run.layout.chunks() == 0 ? 1.0 : run.layout.chunks();
   for (stage_index s = 0; s < p; ++s) {
     std::optional<duration_estimate> e[4];
     for (std::size_t k = 0; k < 4; ++k) {
@@ -103,9 +107,10 @@ inline std::vector<stage_estimate> estimate_costs(const measured_run& run) {
     st.backward_weight = e[2];
     st.backward_full = e[3];
     auto med = [](const std::optional<duration_estimate>& x) { return x ? x->median : 0.0; };
-    st.per_microbatch = med(st.forward) + (st.backward_full && !st.backward_input
-                                               ? med(st.backward_full)
-                                               : med(st.backward_input) + med(st.backward_weight));
+    st.per_microbatch =
+        v * (med(st.forward) + (st.backward_full && !st.backward_input
+                                    ? med(st.backward_full)
+                                    : med(st.backward_input) + med(st.backward_weight)));
   }
   return out;
 }
@@ -121,7 +126,7 @@ struct straggler_thresholds {
 
 struct straggler {
   stage_index stage = 0;
-  double per_microbatch = 0.0;  ///< the stage's time per micro-batch and chunk
+  double per_microbatch = 0.0;  ///< the stage's time per micro-batch (all its chunks)
   double peers = 0.0;           ///< the median of the other stages'
   double excess = 0.0;          ///< per_microbatch − peers
   double relative = 0.0;        ///< excess / peers
@@ -131,10 +136,12 @@ struct straggler {
 inline std::vector<straggler> find_stragglers(const std::vector<stage_estimate>& est,
                                               const straggler_thresholds& th = {}) {
   if (!std::isfinite(th.absolute) || th.absolute < 0.0) {
-    detail::fail("find_stragglers: absolute threshold (", th.absolute, ") must be finite and >= 0");
+    detail::fail_field("find_stragglers", "absolute", "threshold must be finite and >= 0, got ",
+                       th.absolute);
   }
   if (!std::isfinite(th.relative) || th.relative < 0.0) {
-    detail::fail("find_stragglers: relative threshold (", th.relative, ") must be finite and >= 0");
+    detail::fail_field("find_stragglers", "relative", "threshold must be finite and >= 0, got ",
+                       th.relative);
   }
   std::vector<straggler> out;
   for (stage_index s = 0; s < est.size(); ++s) {
@@ -200,6 +207,62 @@ inline cost_model measured_cost_model(const std::vector<stage_estimate>& est,
   cost_model m;
   m.set_stage_costs(std::move(table)).set_comm(comm);
   return m;
+}
+
+/// Ops of one stage whose measured intervals overlap: a stage runs one op at a time (ops that
+/// start together are an overlapped pair, docs/model.md §1, and do not count).
+struct measured_overlap {
+  stage_index stage = 0;
+  timed_op first, second;  ///< first starts before second and ends after second starts
+  std::string describe(bool chunked) const {
+    return detail::concat("stage ", stage, ": ", to_string(first.o, chunked), " (", first.start,
+                          " .. ", first.end, ") overlaps ", to_string(second.o, chunked), " (",
+                          second.start, " .. ", second.end, ")");
+  }
+};
+
+/// Checks that `run` measured each op once and returns the overlaps. Throws invalid_argument
+/// naming the stage, the op and both times when an op (same stage, kind, chunk and
+/// micro-batch) was measured twice.
+inline std::vector<measured_overlap> check_measured_ops(const measured_run& run,
+                                                        std::string_view who) {
+  const bool chunked = run.layout.chunks() > 1;
+  std::vector<timed_op> ops = run.ops;
+  std::stable_sort(ops.begin(), ops.end(), [](const timed_op& a, const timed_op& b) {
+    return a.stage != b.stage ? a.stage < b.stage
+                              : (a.start != b.start ? a.start < b.start : a.index < b.index);
+  });
+  std::vector<measured_overlap> overlaps;
+  // `cover`: the op with the latest end so far on the stage (an op inside a long one overlaps
+  // it even when the op just before ended first).
+  const timed_op* cover = nullptr;
+  for (const timed_op& b : ops) {
+    if (cover != nullptr && cover->stage == b.stage) {
+      if (cover->start < b.start && cover->end > b.start) {
+        overlaps.push_back({b.stage, *cover, b});
+      }
+      if (b.end > cover->end) {
+        cover = &b;
+      }
+    } else {
+      cover = &b;
+    }
+  }
+  std::vector<timed_op> keyed = run.ops;
+  auto key = [](const timed_op& t) {
+    return std::make_tuple(t.stage, static_cast<int>(t.o.kind), t.o.chunk, t.o.mb);
+  };
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const timed_op& a, const timed_op& b) {
+    return key(a) != key(b) ? key(a) < key(b) : a.start < b.start;
+  });
+  for (std::size_t i = 1; i < keyed.size(); ++i) {
+    if (key(keyed[i]) == key(keyed[i - 1])) {
+      detail::fail(who, ": stage ", keyed[i].stage, " ran ", to_string(keyed[i].o, chunked),
+                   " twice (at ", keyed[i - 1].start, " and at ", keyed[i].start,
+                   "): a trace has each op once");
+    }
+  }
+  return overlaps;
 }
 
 /// The order each stage ran, from the measured ops sorted by start time (ties: the recorded

@@ -11,6 +11,7 @@
 
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/metrics.hpp"
+#include "pipesched/analysis/validator.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/error.hpp"
@@ -50,16 +51,35 @@ struct stage_timing {
   std::size_t ops_run = 0;  ///< ops simulated (the whole list unless deadlocked)
 };
 
+/// How a lowered schedule's SEND / RECV pairs take time (docs/model.md §3).
+enum class transfer_timing : std::uint8_t {
+  /// Blocking point-to-point (MPI_Send / MPI_Recv; pipesched's MPI driver): a rendezvous both
+  /// stages wait in, T_comm long.
+  blocking,
+  /// Posted, non-blocking (isend / irecv; PyTorch's pipelining runtime): SEND and RECV post and
+  /// return; the data lands T_comm after both are posted and only the op that consumes the RECV
+  /// waits for it. A compute_comms CSV written for PyTorch times this way.
+  posted,
+};
+
 struct simulate_options {
   /// Keep every op with its start and end (a timed_op, 32 bytes per op). Switch off for huge
   /// schedules: the statistics, makespan, bubble rate and critical path are still computed.
   bool record_ops = true;
   /// Compute the critical path (costs one byte per op during the run).
   bool critical_path = true;
+  /// Validate first (validate(), linear time) and throw invalid_argument naming the first
+  /// violation: an order that breaks a rule times to plausible but wrong numbers (a 1F1B without
+  /// its W ops gave 22 instead of 27), a deadlocked one to a makespan of what ran. Pass false
+  /// only when the schedule was validated already, or to time a partial order on purpose (then
+  /// check completed(): a deadlocked run's makespan is the time its ops reached, not the order's).
+  bool validate = true;
+  /// SEND / RECV pairs of a lowered schedule: blocking rendezvous or posted (transfer_timing).
+  transfer_timing transfers = transfer_timing::blocking;
 };
 
 /// The outcome of simulate().
-struct simulation_result {
+struct [[nodiscard]] simulation_result {
   /// ops[s][i]: timing of op i of stage s; empty when record_ops is off. When the schedule
   /// deadlocks, ops[s] holds only the ops that ran (a prefix of the stage's list).
   stage_table<timed_op> ops;
@@ -302,7 +322,8 @@ simulation_result simulate_with(const schedule& sched,
               last_end = t.end;
               last_op = op_location{t.stage, t.index};
             }
-          });
+          },
+      options.transfers == transfer_timing::posted);
 
   double max_span = -1.0;
   double max_busy = 0.0;
@@ -351,6 +372,9 @@ inline simulation_result simulate(const schedule& sched,
   const placement& pl = sched.layout();
   const cost_model costs = model.for_shape(sched.stages(), pl.chunks(), "simulate");
   detail::require_traversable(sched, "simulate");  // refused, not allocated
+  if (options.validate) {
+    detail::require_valid(sched, "simulate");
+  }
   const detail::traversal_plan plan(pl, sched.has_comm());
   const std::vector<detail::op_cost> table = detail::cost_table(plan, pl, costs);
   return detail::simulate_with(sched, costs, plan, table.data(), options);

@@ -114,6 +114,31 @@ inline std::string where(stage_index s, std::size_t idx, const op& o, bool chunk
          to_string(o, chunked) + "): ";
 }
 
+/// The violation to report first: a missing or misordered op usually causes the deadlock
+/// too, so the root cause before the deadlock; null when the report only has a deadlock
+/// witness and no violation.
+inline const violation* first_cause(const validation_report& r) {
+  for (const violation& v : r.violations) {
+    if (v.kind != violation_kind::deadlock) {
+      return &v;
+    }
+  }
+  return r.violations.empty() ? nullptr : &r.violations.front();
+}
+
+/// "<who>: schedule "<name>" is invalid: <first cause> (and N more violations)".
+inline std::string invalid_schedule_message(const validation_report& r,
+                                            const std::string& name,
+                                            const std::string& who) {
+  const violation* first = first_cause(r);
+  std::string msg = who + ": schedule \"" + name + "\" is invalid: " +
+                    (first != nullptr ? first->message : std::string("it cannot run to the end"));
+  if (r.total > 1) {
+    msg += " (and " + std::to_string(r.total - 1) + " more violations)";
+  }
+  return msg;
+}
+
 }  // namespace detail
 
 /// Checks a schedule against the rules of docs/model.md §1 and returns every violation:
@@ -431,5 +456,19 @@ inline validation_report validate(const schedule& sched, const validate_options&
   }
   return report;
 }
+
+namespace detail {
+
+/// Throws invalid_argument naming the first violation when `sched` breaks a rule: what
+/// simulate() and the drivers do before timing or running an order (an invalid order times to
+/// plausible but wrong numbers).
+inline void require_valid(const schedule& sched, const std::string& who) {
+  const validation_report r = validate(sched);
+  if (!r.ok()) {
+    throw invalid_argument(invalid_schedule_message(r, sched.name(), who));
+  }
+}
+
+}  // namespace detail
 
 }  // namespace pipesched

@@ -3,7 +3,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -12,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipesched/analysis/memory_events.hpp"
+#include "pipesched/analysis/detail/dynamic_stage.hpp"
 #include "pipesched/exec/execution_error.hpp"
 #include "pipesched/exec/executor.hpp"
 #include "pipesched/exec/transport.hpp"
@@ -34,106 +33,22 @@ struct dynamic_run_options {
 
 namespace detail {
 
-/// Throws invalid_argument when `limit` leaves no room for one micro-batch's activations of
-/// every chunk of some stage (the policy could then block). `mem` is already for_shape'd.
-inline void check_dynamic_limit(const placement& pl,
-                                const memory_model& mem,
-                                const std::optional<double>& limit,
-                                const char* who) {
-  if (!limit) {
-    return;
-  }
-  for (stage_index s = 0; s < pl.stages(); ++s) {
-    double need = mem.static_memory(s);
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      need += mem.at(s, c).activation;
-    }
-    if (!(*limit >= need)) {
-      fail(who, ": memory_limit (", *limit, ") must be at least ", need, " on stage ", s,
-           ": static memory plus one micro-batch's activations of each of its chunks");
-    }
-  }
-}
-
-/// One stage of a real dynamic run (run_threaded_dynamic, run_mpi_dynamic): its progress
-/// (next F and B of each local chunk, the W whose B ran, live memory) and the policy's pick,
-/// so every driver decides by the same rule. The drivers differ only in how they learn that
-/// an input message has arrived and how they move messages.
-class dynamic_stage {
+/// One stage of a real dynamic run (run_threaded_dynamic, run_mpi_dynamic): the dynamic policy
+/// (dynamic_policy_stage, the rule simulate_dynamic decides by too) with the messages its ops
+/// exchange. The drivers differ only in how they learn that a message has arrived and how
+/// they move messages.
+class dynamic_stage : public dynamic_policy_stage {
  public:
-  /// `mem` is already for_shape'd (memory_model::for_shape).
-  dynamic_stage(const placement& pl,
-                stage_index s,
-                std::uint32_t microbatches,
-                const memory_model& mem,
-                std::optional<double> limit)
-      : pl_(&pl),
-        mem_(&mem),
-        limit_(limit),
-        s_(s),
-        m_(microbatches),
-        next_f_(pl.chunks(), 0),
-        next_b_(pl.chunks(), 0),
-        live_(mem.static_memory(s)) {}
+  using dynamic_policy_stage::dynamic_policy_stage;
 
-  /// The op the stage runs next, or nullopt when none may run yet. `arrived(key)` says
-  /// whether the message under `key` (message_key) is here. The rule: a B whose F ran and
-  /// whose gradient arrived (lowest micro-batch, then the chunk later in the model), else an F
-  /// whose input arrived and that memory admits (live memory + its activation + one activation
-  /// of each later chunk of the stage that still has forwards, within the limit; the chunk
-  /// later in the model first), else the oldest pending W.
+  /// The op the stage runs next, or nullopt when none may run yet: the policy's pick, where
+  /// an op's input is here when `arrived(key)` says its message (message_key) is.
   template <class Arrived>
   std::optional<op> pick(Arrived&& arrived) const {
-    const placement& pl = *pl_;
-    const std::uint32_t v = pl.chunks();
-    std::optional<op> best;
-    auto later = [&](const op& a, const op& b) {
-      return pl.global(s_, a.chunk) > pl.global(s_, b.chunk);
-    };
-    for (chunk_index c = 0; c < v; ++c) {
-      const global_chunk g = pl.global(s_, c);
-      const microbatch_index j = next_b_[c];
-      // B needs its own F (F runs in micro-batch order per chunk) and the gradient.
-      if (j < m_ && next_f_[c] > j &&
-          (pl.is_last(g) || arrived(message_key{g, j, direction::backward}))) {
-        const op b{op_kind::backward_input, j, c};
-        if (!best || b.mb < best->mb || (b.mb == best->mb && later(b, *best))) {
-          best = b;
-        }
-      }
-    }
-    if (best) {
-      return best;
-    }
-    for (chunk_index c = 0; c < v; ++c) {
-      const global_chunk g = pl.global(s_, c);
-      const microbatch_index j = next_f_[c];
-      if (j >= m_ || (g > 0 && !arrived(message_key{g, j, direction::forward}))) {
-        continue;
-      }
-      if (limit_) {
-        double need = live_ + memory_delta(op_kind::forward, mem_->at(s_, c));
-        for (chunk_index d = static_cast<chunk_index>(c + 1); d < v; ++d) {
-          if (next_f_[d] < m_) {
-            need += mem_->at(s_, d).activation;
-          }
-        }
-        if (need > *limit_) {
-          continue;
-        }
-      }
-      const op f{op_kind::forward, j, c};
-      if (!best || later(f, *best)) {
-        best = f;
-      }
-    }
-    if (best) {
-      return best;
-    }
-    if (!pending_w_.empty()) {
-      return pending_w_.front();
-    }
-    return std::nullopt;
+    return dynamic_policy_stage::pick([&](const op& x) {
+      const std::optional<message_key> k = input_of(x);
+      return !k || arrived(*k);
+    });
   }
 
   /// The message `x` consumes (an F's activation, a B's gradient), or nullopt.
@@ -166,41 +81,11 @@ class dynamic_stage {
     return pl_->stage_of(k.dir == direction::forward ? k.chunk - 1 : k.chunk + 1);
   }
 
-  /// Accounts `x` (the op pick() returned) as started: its memory is committed.
-  void commit(const op& x) {
-    live_ += memory_delta(x.kind, mem_->at(s_, x.chunk));
-    switch (x.kind) {
-      case op_kind::forward:
-        ++next_f_[x.chunk];
-        break;
-      case op_kind::backward_input:
-        ++next_b_[x.chunk];
-        pending_w_.push_back(op{op_kind::backward_weight, x.mb, x.chunk});
-        break;
-      default:
-        pending_w_.pop_front();
-        break;
-    }
-  }
-
   /// The context run() gets for `x`, the stage's op number `index`.
   op_context context(const op& x, std::size_t index) const {
     const global_chunk g = pl_->global(s_, x.chunk);
     return op_context{s_, index, x, g, pl_->is_first(g), pl_->is_last(g), m_, false};
   }
-
-  /// The ops the stage runs in all: F, B and W of each chunk and micro-batch.
-  std::size_t total() const noexcept { return std::size_t{pl_->chunks()} * m_ * 3; }
-
- private:
-  const placement* pl_;
-  const memory_model* mem_;
-  std::optional<double> limit_;
-  stage_index s_;
-  std::uint32_t m_;
-  std::vector<microbatch_index> next_f_, next_b_;
-  std::deque<op> pending_w_;
-  double live_;
 };
 
 }  // namespace detail
@@ -208,16 +93,16 @@ class dynamic_stage {
 /// The dynamic mode of the thread driver (run_threaded runs a fixed order): one std::jthread
 /// per stage, and each stage, whenever it is free, runs among the ops whose input message has
 /// arrived: a B (lowest micro-batch, then the chunk later in the model), else an F that memory
-/// admits (the rule of simulate_dynamic, analysis/dynamic_policy.hpp: live memory + its
-/// activation + one activation of each later chunk of the stage that still has forwards,
-/// within the limit), else its oldest pending W; otherwise it waits for a message. Split
-/// backward only (F, B, W ops).
+/// admits (the rule of simulate_dynamic, detail::dynamic_policy_stage: live memory + its
+/// activation + one activation of each chunk of the stage later in the model, within the
+/// limit up to the memory engine's tolerance), else its oldest pending W; otherwise it waits for a
+/// message. Split backward only (F, B, W ops).
 ///
 /// Returns the order the stages actually ran (name "dynamic"): it validates and fits the limit
 /// (check_memory). Failure: the first exception of any op stops every stage; all threads are
 /// joined and it is rethrown as an execution_error naming the stage, the op's position in the
-/// recorded order and the op. Throws invalid_argument for a limit below one activation of each
-/// chunk of a stage.
+/// recorded order and the op. Throws invalid_argument for a limit below static memory plus one
+/// activation of each chunk of a stage (require_minimum_memory).
 template <class E>
 schedule run_threaded_dynamic(E& e,
                               const placement& pl,
@@ -232,7 +117,7 @@ schedule run_threaded_dynamic(E& e,
     const std::uint32_t v = pl.chunks();
     const std::uint32_t m = microbatches;
     const memory_model mem = opts.memory.for_shape(p, v, who);
-    detail::check_dynamic_limit(pl, mem, opts.memory_limit, who);
+    const std::optional<double> cap = detail::dynamic_cap(who, pl, mem, opts.memory_limit);
 
     // One lock for the whole run: ops are coarse, and a single lock makes "every stage waits
     // and nothing is in flight" (a stuck run) a plain check instead of a race.
@@ -247,7 +132,7 @@ schedule run_threaded_dynamic(E& e,
     std::vector<detail::dynamic_stage> policy;
     policy.reserve(p);
     for (stage_index s = 0; s < p; ++s) {
-      policy.emplace_back(pl, s, m, mem, opts.memory_limit);
+      policy.emplace_back(pl, s, m, mem, cap);
     }
     bool stop = false;
     std::exception_ptr first_error;

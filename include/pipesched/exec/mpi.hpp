@@ -549,7 +549,8 @@ mpi_run_result run_mpi(E& e, const schedule& sched, const mpi_options& opts = {}
 /// elsewhere only this rank's own list. `timings` and `elapsed` as run_mpi, with each op's
 /// index its position in `ran`. Throws (on every rank alike, before any op runs)
 /// invalid_argument when the communicator's size differs from the stages, when the tags don't
-/// fit MPI_TAG_UB, or for a limit below one activation of each chunk of a stage. An op that
+/// fit MPI_TAG_UB, or for a limit below static memory plus one activation of each chunk of a
+/// stage (require_minimum_memory). An op that
 /// fails aborts the job (mpi_options::abort_on_error), named by its position in `ran`. Unlike
 /// the thread driver it cannot see that every rank waits: a limit that leaves the policy with
 /// nothing to run would hang, which the limit check above rules out for the placements here.
@@ -587,9 +588,9 @@ mpi_run_result run_mpi_dynamic(E& e,
     mpi_run_result result;
     result.ran = schedule("dynamic", microbatches, pl);  // checks m
     const memory_model mem = dyn.memory.for_shape(pl.stages(), pl.chunks(), who);
-    detail::check_dynamic_limit(pl, mem, dyn.memory_limit, who);
+    const std::optional<double> cap = detail::dynamic_cap(who, pl, mem, dyn.memory_limit);
     const stage_index s = static_cast<stage_index>(rank);
-    detail::dynamic_stage policy(pl, s, microbatches, mem, dyn.memory_limit);
+    detail::dynamic_stage policy(pl, s, microbatches, mem, cap);
 
     detail::mpi_comm_dup comm(opts.comm);
     mpi_transport<message> t(comm.get(), result.ran, mpi_send_mode::buffered);

@@ -35,24 +35,11 @@ inline void require_runnable(const schedule& sched, const std::string& who) {
     return;
   }
   // A missing or misordered op usually causes the deadlock too: report the root cause first.
-  const violation* first = nullptr;
-  for (const violation& v : r.violations) {
-    if (v.kind != violation_kind::deadlock) {
-      first = &v;
-      break;
-    }
-  }
-  if (first == nullptr && r.deadlock) {
+  const violation* first = detail::first_cause(r);
+  if ((first == nullptr || first->kind == violation_kind::deadlock) && r.deadlock) {
     throw deadlock_error(who + ": schedule \"" + sched.name() + "\"", std::move(*r.deadlock));
   }
-  if (first == nullptr) {
-    first = &r.violations.front();
-  }
-  std::string msg = who + ": schedule \"" + sched.name() + "\" is invalid: " + first->message;
-  if (r.total > 1) {
-    msg += " (and " + std::to_string(r.total - 1) + " more violations)";
-  }
-  throw invalid_argument(msg);
+  throw invalid_argument(invalid_schedule_message(r, sched.name(), who));
 }
 
 /// One stage's state in a run: its position in the list and its local mailbox of messages

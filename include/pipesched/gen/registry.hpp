@@ -229,8 +229,21 @@ class generator_registry {
     detail::fail("unknown schedule \"", name, "\" (known: ", known, ")");
   }
 
+  /// The schedule alone. A memory_limit it cannot honour (a hand-crafted order over it) throws
+  /// invalid_argument naming the first stage over it, never a schedule silently above the limit:
+  /// generate_result() returns such a schedule with every stage over it.
   schedule generate(std::string_view name, const generator_params& params) const {
-    return at(name).generate(params);
+    const generator_entry& e = at(name);
+    if (!params.memory_limit) {
+      return e.generate(params);
+    }
+    generation_result g = e.generate_result(params);
+    if (!g.memory_violations.empty()) {
+      detail::fail(e.name, ": memory_limit (", *params.memory_limit,
+                   ") cannot be honoured: ", g.memory_violations.front().message,
+                   " (generate_result() returns the schedule with every stage over it)");
+    }
+    return std::move(g.sched);
   }
 
   /// The schedule and what its generator knows about it (generator_entry::generate_result),

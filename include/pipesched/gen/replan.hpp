@@ -33,6 +33,9 @@ struct replan_candidate {
   double makespan = 0.0;  ///< predicted, under the measured costs
   double gain = 0.0;      ///< predicted makespan of the run's order − this one's (> 0: faster)
   double relative_gain = 0.0;  ///< gain / the run's predicted makespan
+
+  /// True when this plan is predicted faster than the order that ran: only then a suggestion.
+  bool improves() const noexcept { return gain > 0.0; }
 };
 
 struct replan_result {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/ir/error.hpp"
 
@@ -220,18 +221,19 @@ inline std::vector<v_item> v_visit_order(const std::vector<v_slot_lists>& r) {
 template <class At>
 std::int64_t v_ready_after(const std::vector<v_slot_lists>& r, const v_item& it, At at) {
   const std::uint32_t p = static_cast<std::uint32_t>(r.size());
+  constexpr std::int64_t no_latency = 0;  // slots: a transfer takes no slot
   std::int64_t ready = -1;
   if ((it.kind == v_f0 || it.kind == v_b1) && it.stage > 0) {
-    ready = std::max(ready, at(it.stage - 1, it.kind, it.mb));
+    ready = ready_time(ready, at(it.stage - 1, it.kind, it.mb), no_latency);
   }
   if ((it.kind == v_f1 || it.kind == v_b0) && it.stage + 1 < p) {
-    ready = std::max(ready, at(it.stage + 1, it.kind, it.mb));
+    ready = ready_time(ready, at(it.stage + 1, it.kind, it.mb), no_latency);
   }
   if (it.kind > v_f0 && it.kind < v_w) {
-    ready = std::max(ready, at(it.stage, it.kind - 1, it.mb));
+    ready = ready_time(ready, at(it.stage, it.kind - 1, it.mb), no_latency);
   }
   if (it.mb > 0) {
-    ready = std::max(ready, at(it.stage, it.kind, it.mb - 1));
+    ready = ready_time(ready, at(it.stage, it.kind, it.mb - 1), no_latency);
   }
   return ready;
 }

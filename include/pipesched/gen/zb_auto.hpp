@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/gen/detail/zb_objective.hpp"
 #include "pipesched/gen/detail/zb_search.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zb_search_types.hpp"
@@ -27,15 +28,16 @@ enum class zb_memory_preset : std::uint8_t {
 /// reaches the lower bound (detail/zb_bound.hpp; then nothing can be shorter and the search
 /// ends), the paper's greedy is run for every choice combination (16 here: the paper's 8 and
 /// the bubble rule off), best-first with exact pruning (search_choices: runs proven identical
-/// are skipped, runs that provably lose are cut). The shortest longest-stage span is kept
-/// (ties: shorter makespan, then the greedy, then the lower choice), then W ops are moved
-/// into earlier gaps. The result carries the lower bound on any schedule's span within the
-/// same limits. Never exceeds the limit; throws invalid_argument when the limit is below one
-/// micro-batch's activations plus static memory on some stage (the true minimum: a
-/// one-micro-batch-at-a-time order needs exactly that). With unit costs it reaches ZB-H1's
-/// span at p·M_B and zero bubble at 2p·M_B. Each greedy run is O(p·m·log p). With
-/// opts.recompute it also searches an order with every chunk recomputed (docs/model.md §7) and
-/// returns it (zb_auto_result::recomputed) when shorter.
+/// are skipped, runs that provably lose are cut). The best by opts.objective is kept (by
+/// default the shortest longest-stage span, ties: shorter makespan, when every stage is the
+/// same, else the shortest makespan, ties: shorter span; then the greedy, then the lower
+/// choice), then W ops are moved into earlier gaps. The result carries lower bounds on any
+/// schedule's span and makespan within the same limits. Never exceeds the limit; throws
+/// invalid_argument when the limit is below one micro-batch's activations plus static memory on
+/// some stage (the true minimum: a one-micro-batch-at-a-time order needs exactly that). With unit
+/// costs it reaches ZB-H1's span at p·M_B and zero bubble at 2p·M_B. Each greedy run is O(p·m·log
+/// p). With opts.recompute it also searches an order with every chunk recomputed (docs/model.md §7)
+/// and returns it (zb_auto_result::recomputed) when shorter in the objective.
 inline zb_auto_result zb_auto_search(const generator_params& given,
                                      const zb_auto_options& opts = {},
                                      zb_memory_preset preset = zb_memory_preset::given,
@@ -78,9 +80,10 @@ inline zb_auto_result zb_auto_search(const generator_params& given,
   rp.memory.set_stage_memory(std::move(sizes));
   zb_auto_options ro = opts;
   ro.recompute = false;
+  ro.objective = plain.objective;  // decided on the real costs, not on the B that holds T_R
   zb_auto_result rc = detail::zb_search(who, rp, pl, lowered, ro);
   rc.sched = detail::recompute_before_backward(rc.sched, std::vector<bool>(p, true));
-  const simulation_result sim = simulate(rc.sched, params.costs, {false, false});
+  const simulation_result sim = simulate(rc.sched, params.costs, {false, false, false});
   double span = 0.0;
   for (const stage_timing& st : sim.stages) {
     span = std::max(span, st.span);
@@ -88,13 +91,20 @@ inline zb_auto_result zb_auto_search(const generator_params& given,
   // Either kind of schedule within the limits: no shorter than the plain bound or than the
   // work a recomputing one does.
   const double bound = std::min(plain.lower_bound, busy_with_r);
-  if (!(span < plain.span - 1e-9 * std::max(1.0, plain.span))) {
+  const double makespan_bound = std::min(plain.makespan_lower_bound, busy_with_r);
+  // Kept only when strictly better in the objective.
+  const detail::search_objective obj{plain.objective == zb_objective::makespan};
+  const double value = obj.primary(span, sim.makespan);
+  const double plain_value = obj.primary(plain.span, plain.makespan);
+  if (!(value < plain_value - 1e-9 * std::max(1.0, plain_value))) {
     plain.lower_bound = bound;
+    plain.makespan_lower_bound = makespan_bound;
     return plain;
   }
   rc.span = span;
   rc.makespan = sim.makespan;
   rc.lower_bound = bound;
+  rc.makespan_lower_bound = makespan_bound;
   rc.ideal = plain.ideal;
   rc.recomputed = true;
   return rc;

@@ -29,8 +29,8 @@ struct zb_exact_options {
   std::uint64_t node_budget = 0;
   /// Stop after this much wall time in milliseconds (0: no limit); not deterministic.
   double time_budget_ms = 0.0;
-  /// Start from zb_auto_search's span as the bound to beat (off: the search finds its own
-  /// first order; the result is the same, only the work differs).
+  /// Start from zb_auto_search's span (objective span) as the bound to beat (off: the search finds
+  /// its own first order; the result is the same, only the work differs).
   bool seed_with_zb_auto = true;
   /// Prune nodes dominated by one reached before (same counts, all relevant times no later).
   bool dominance = true;
@@ -46,8 +46,8 @@ struct zb_exact_result {
   /// No order (within the restriction) is shorter: `span` when proven, else the root bound.
   double lower_bound = 0.0;
   double root_bound = 0.0;  ///< detail::span_lower_bound for these limits
-  /// zb_auto_search's span on the same input (computed in every case), and its schedule's
-  /// distance from the optimum when proven.
+  /// zb_auto_search's span on the same input with the span objective (computed in every case),
+  /// and its schedule's distance from the optimum when proven.
   double heuristic_span = 0.0;
   /// True when the search finished: no order in which F, B and W each run in micro-batch
   /// order on every stage has a span shorter than `span` (by more than 1e-9 of the costs).
@@ -63,8 +63,10 @@ struct zb_exact_result {
 };
 
 /// Exact minimum of the longest stage span for one chunk per stage (sequential placement),
-/// split B/W, under the same inputs, limits and objective as zb_auto_search (preset `given`:
-/// generator_params::memory_limit, else p·M_B + static per stage). Meant as a certificate for
+/// split B/W, under the same inputs and limits as zb_auto_search (preset `given`:
+/// generator_params::memory_limit, else p·M_B + static per stage). The objective is always the
+/// span (zb_auto_search's zb_objective::span, which it runs as the incumbent), also when the
+/// stages differ and zb_auto_search by default minimises the makespan. Meant as a certificate for
 /// small problems: tests use it to measure how far the heuristics are from the optimum.
 ///
 /// Restriction (as in the zero-bubble paper's ILP): on every stage F, B and W each run in
@@ -100,7 +102,7 @@ inline zb_exact_result zb_exact_search(const generator_params& given,
   }
   const placement pl = placement::sequential(p);
   std::vector<double> limits = detail::stage_limits(who, params, pl, 1.0);
-  detail::check_limits(who, pl, params.memory, limits);
+  detail::require_minimum_memory(who, pl, params.memory, limits);
 
   const detail::exact_problem pr = detail::make_exact_problem(params, limits);
   std::vector<double> avail(p);
@@ -110,7 +112,9 @@ inline zb_exact_result zb_exact_search(const generator_params& given,
 
   zb_exact_result res;
   res.root_bound = detail::span_lower_bound(pl, m, params.costs, params.memory, avail);
-  zb_auto_result heur = zb_auto_search(params);
+  zb_auto_options span_first;  // this search's objective, whatever the stages
+  span_first.objective = zb_objective::span;
+  zb_auto_result heur = zb_auto_search(params, span_first);
   res.heuristic_span = heur.span;
   // The heuristic's order is the incumbent only if it truly fits these limits.
   bool heur_fits = true;
@@ -156,7 +160,7 @@ inline zb_exact_result zb_exact_search(const generator_params& given,
   res.makespan = t.makespan;
   res.proven = !search.exhausted();
   res.lower_bound = res.proven ? res.span : std::min(res.span, res.root_bound);
-  res.peak = detail::order_peak(ops, params.memory);
+  res.peak = detail::order_peak(ops, params.memory, 1);
   res.limits = std::move(limits);
   res.sched = detail::to_schedule(who, m, pl, std::move(ops));
   return res;

@@ -13,6 +13,28 @@
 
 namespace pipesched {
 
+/// What the automatic zero-bubble search minimises (docs/model.md §7).
+enum class zb_objective : std::uint8_t {
+  /// `span` when every stage is the same (op costs and memory: the zero-bubble paper's
+  /// setting, where its bubble rate ranks schedules), else `makespan`: with unequal stages the
+  /// longest span hides when the heavy stages start, and the makespan is the step time.
+  automatic,
+  span,      ///< the longest stage span, ties broken by the makespan
+  makespan,  ///< time 0 to the last end, ties broken by the longest stage span
+};
+
+constexpr std::string_view to_string(zb_objective o) noexcept {
+  switch (o) {
+    case zb_objective::automatic:
+      return "automatic";
+    case zb_objective::span:
+      return "span";
+    case zb_objective::makespan:
+      return "makespan";
+  }
+  return "?";
+}
+
 /// The yes/no heuristics of one greedy run of the automatic zero-bubble scheduler.
 /// The first three are the paper's (tried in all 8 combinations); the others are ours.
 struct zb_choices {
@@ -105,18 +127,25 @@ struct zb_auto_options {
   /// until the R, so more micro-batches fit in flight under a tight limit. It does not lower the
   /// floor (an R holds the whole M_B until its B).
   bool recompute = false;
+  /// What the search minimises; automatic: the span when all stages are the same, else the
+  /// makespan (zb_objective). Every candidate, cut and local-search move is judged by it.
+  zb_objective objective = zb_objective::automatic;
 };
 
 /// The result of zb_auto_search / zb_v_search: the schedule, how good it is and how it won.
 struct zb_auto_result {
   schedule sched;
-  double span = 0.0;         ///< longest stage span (the objective)
+  /// What the search minimised: span or makespan (zb_auto_options::objective resolved).
+  zb_objective objective = zb_objective::span;
+  double span = 0.0;         ///< longest stage span
   double makespan = 0.0;     ///< time 0 to the last end
   double lower_bound = 0.0;  ///< no schedule within the limits has a shorter span
-  double ideal = 0.0;        ///< the largest per-stage busy time (zero-bubble span)
-  /// Best greedy span (choices only); empty when no greedy run finished: a seed reached the
-  /// lower bound (the choices are then not run and `tried` is empty) or every run was cut
-  /// as longer than a seed.
+  /// No schedule within the limits has a shorter makespan.
+  double makespan_lower_bound = 0.0;
+  double ideal = 0.0;  ///< the largest per-stage busy time (zero-bubble span)
+  /// The span of the best greedy run by the objective (choices only); empty when no greedy
+  /// run finished: a seed reached the lower bound (the choices are then not run and `tried` is
+  /// empty) or every run was cut as worse than a seed.
   std::optional<double> greedy_span;
   double seeded_span = 0.0;          ///< after also trying the hand-crafted seeds, before improving
   std::optional<double> zb_h1_span;  ///< ZB-H1's span when it fits the limits and was tried
@@ -141,8 +170,10 @@ struct zb_auto_result {
   std::vector<double> limits;            ///< per stage, including static memory
   std::vector<double> peak;              ///< per stage peak of the result, including static
 
-  /// How far the span can be from optimal.
+  /// How far the span can be from the shortest possible (whatever the objective).
   double gap_to_bound() const noexcept { return span - lower_bound; }
+  /// How far the makespan can be from the shortest possible.
+  double makespan_gap_to_bound() const noexcept { return makespan - makespan_lower_bound; }
   /// bubble_rate_of(span, ideal) (analysis/metrics.hpp): the paper's bubble rate at equal stages.
   double bubble_rate() const noexcept { return bubble_rate_of(span, ideal); }
 };

@@ -11,7 +11,9 @@ namespace pipesched {
 /// goes down the stages and back up and the loss is on stage 0), two chunks per stage, split
 /// B/W, placed by the automatic zero-bubble search (zb_auto.hpp) generalised to two chunks:
 /// all 64 greedy choice combinations and the hand-crafted ZB-V order
-/// (detail/zb_v_order.hpp) timed with the real costs, the shortest longest-stage span kept.
+/// (detail/zb_v_order.hpp) timed with the real costs, the best by zb_auto_options::objective
+/// kept (the shortest longest-stage span when every stage is the same, else the shortest
+/// makespan: docs/model.md §7).
 ///
 /// Costs and memory are per stage as everywhere (cost_model, memory_model: a stage's whole
 /// slice, so each chunk costs T/2 and holds M_B/2), unless given per chunk by a chunks table;

@@ -22,6 +22,25 @@ class invalid_argument : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+/// An invalid_argument about one field of a request (plan/request.hpp, plan/whatif.hpp):
+/// what() is "<where>: <field>: <rule>". field() and rule() let a front end name the field in
+/// its own terms (the CLI's --option, Python's keyword) while the rule stays the library's.
+class field_error : public invalid_argument {
+ public:
+  field_error(const std::string& where, std::string field, std::string rule)
+      : invalid_argument(where + ": " + field + ": " + rule),
+        field_(std::move(field)),
+        rule_(std::move(rule)) {}
+  /// The request's field, e.g. "search", "chunks", "recompute.chunks".
+  const std::string& field() const noexcept { return field_; }
+  /// The rule it breaks, with the value, e.g. "5 is not a global chunk of the schedule (0 .. 1)".
+  const std::string& rule() const noexcept { return rule_; }
+
+ private:
+  std::string field_;
+  std::string rule_;
+};
+
 namespace detail {
 
 /// Builds an error message from streamable pieces (core headers cannot use fmt).
@@ -35,6 +54,12 @@ std::string concat(const Args&... args) {
 template <class... Args>
 [[noreturn]] void fail(const Args&... args) {
   throw invalid_argument(concat(args...));
+}
+
+/// Throws field_error(where, field, concat(rule...)).
+template <class... Args>
+[[noreturn]] void fail_field(const std::string& where, std::string field, const Args&... rule) {
+  throw field_error(where, std::move(field), concat(rule...));
 }
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -11,6 +12,19 @@
 #include "pipesched/model/transformer_costs.hpp"
 
 namespace pipesched {
+
+/// Ring all-reduce of `bytes` among D peers: 2(D−1) steps (reduce-scatter, then all-gather),
+/// each moving bytes/D over one link: 2(D−1)·latency + 2(D−1)/D · bytes / bandwidth. 0 for D = 1.
+constexpr double ring_allreduce_time(std::uint32_t replicas,
+                                     double bytes,
+                                     double bandwidth,
+                                     double latency) noexcept {
+  if (replicas <= 1) {
+    return 0.0;
+  }
+  const double steps = 2.0 * (replicas - 1);
+  return steps * latency + steps / replicas * bytes / bandwidth;
+}
 
 /// D data-parallel replicas of a pipeline and the gradient all-reduce that ends an iteration
 /// (docs/robustness.md §4): per stage, a ring all-reduce of that stage's gradients among its D
@@ -32,39 +46,39 @@ struct data_parallel_model {
   /// Throws invalid_argument (prefixed with `who`) for a value out of range or a per-stage
   /// table of the wrong size.
   void check(std::uint32_t stages, std::string_view who) const {
+    const std::string w(who);
     if (replicas == 0) {
-      detail::fail(who, ": data-parallel replicas (D=0) must be at least 1");
+      detail::fail_field(w, "replicas", "must be at least 1, got 0");
     }
     if (gradient_bytes.size() != 1 && gradient_bytes.size() != stages) {
-      detail::fail(who, ": gradient_bytes (", gradient_bytes.size(),
-                   " entries) must hold one value or one per stage (p=", stages, ")");
+      detail::fail_field(w, "gradient_bytes", "must hold one value or one per stage (p=", stages,
+                         "), got ", gradient_bytes.size(), " entries");
     }
     for (double b : gradient_bytes) {
       if (!std::isfinite(b) || b < 0.0) {
-        detail::fail(who, ": gradient_bytes (", b, ") must be finite and >= 0");
+        detail::fail_field(w, "gradient_bytes", "must be finite and >= 0, got ", b);
       }
     }
     if (!std::isfinite(bandwidth) || bandwidth <= 0.0) {
-      detail::fail(who, ": bandwidth (", bandwidth, ") must be finite and > 0");
+      detail::fail_field(w, "bandwidth", "must be finite and > 0, got ", bandwidth);
     }
     if (!std::isfinite(latency) || latency < 0.0) {
-      detail::fail(who, ": latency (", latency, ") must be finite and >= 0");
+      detail::fail_field(w, "latency", "must be finite and >= 0, got ", latency);
+    }
+    // An all-reduce that does not fit in a double would print as inf: refused here instead.
+    for (stage_index s = 0; s < stages; ++s) {
+      const double t = ring_allreduce_time(replicas, bytes(s), bandwidth, latency);
+      if (!std::isfinite(t) || t > max_allreduce_time) {
+        detail::fail_field(w, "gradient_bytes", "stage ", s, "'s all-reduce (", bytes(s),
+                           " bytes at bandwidth ", bandwidth,
+                           ") takes longer than a double can add up (> 1e300 time units)");
+      }
     }
   }
-};
 
-/// Ring all-reduce of `bytes` among D peers: 2(D−1) steps (reduce-scatter, then all-gather),
-/// each moving bytes/D over one link: 2(D−1)·latency + 2(D−1)/D · bytes / bandwidth. 0 for D = 1.
-constexpr double ring_allreduce_time(std::uint32_t replicas,
-                                     double bytes,
-                                     double bandwidth,
-                                     double latency) noexcept {
-  if (replicas <= 1) {
-    return 0.0;
-  }
-  const double steps = 2.0 * (replicas - 1);
-  return steps * latency + steps / replicas * bytes / bandwidth;
-}
+  /// Longer all-reduces are refused: the iteration time adds them to the pipeline's.
+  static constexpr double max_allreduce_time = 1e300;
+};
 
 /// Ring reduce-scatter (or all-gather) of `bytes` among D peers: half an all-reduce, (D−1)
 /// steps of bytes/D: (D−1)·latency + (D−1)/D · bytes / bandwidth. 0 for D = 1.

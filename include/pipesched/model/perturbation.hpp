@@ -36,6 +36,9 @@ struct stall_model {
 /// every platform with the same libm.
 class perturbation {
  public:
+  /// The largest coefficient of variation a sample can mean something with (check_cv).
+  static constexpr double max_cv = 10.0;
+
   perturbation() { cv_.fill(0.0); }
 
   /// The same coefficient of variation for every compute kind.
@@ -66,7 +69,8 @@ class perturbation {
   /// One slow stage: stage `s` at `factor` (others nominal); needs the stage count p.
   perturbation& set_straggler(std::uint32_t stages, stage_index s, double factor) {
     if (s >= stages) {
-      detail::fail("perturbation: straggler stage (", s, ") must be < stages (p=", stages, ")");
+      detail::fail_field("perturbation", "straggler", "stage ", s, " must be < stages (p=", stages,
+                         ")");
     }
     std::vector<double> f(stages, 1.0);
     f[s] = factor;
@@ -75,10 +79,12 @@ class perturbation {
   perturbation& set_stalls(stall_model stalls) {
     if (!std::isfinite(stalls.probability) || stalls.probability < 0.0 ||
         stalls.probability > 1.0) {
-      detail::fail("perturbation: stall probability (", stalls.probability, ") must be in [0, 1]");
+      detail::fail_field("perturbation", "stalls.probability", "must be in [0, 1], got ",
+                         stalls.probability);
     }
     if (!std::isfinite(stalls.duration) || stalls.duration < 0.0) {
-      detail::fail("perturbation: stall duration (", stalls.duration, ") must be finite and >= 0");
+      detail::fail_field("perturbation", "stalls.duration", "must be finite and >= 0, got ",
+                         stalls.duration);
     }
     stalls_ = stalls;
     return *this;
@@ -131,13 +137,17 @@ class perturbation {
 
  private:
   static void check_cv(double cv, const char* field) {
-    if (!std::isfinite(cv) || cv < 0.0) {
-      detail::fail("perturbation: ", field, " (", cv, ") must be finite and >= 0");
+    // Above max_cv a log-normal sample of mean 1 is almost always near 0 and rarely huge: N
+    // samples' mean then says nothing about the mean (cv 1e10 gave a mean makespan of 1e-71).
+    if (!std::isfinite(cv) || cv < 0.0 || cv > max_cv) {
+      detail::fail_field("perturbation", field, "must be a finite number >= 0 and <= ", max_cv,
+                         ", got ", cv);
     }
   }
   static void check_factor(double f, std::size_t s) {
     if (!std::isfinite(f) || f <= 0.0) {
-      detail::fail("perturbation: stage_slowdown[", s, "] (", f, ") must be finite and > 0");
+      detail::fail_field("perturbation", "stage_slowdown", "stage ", s,
+                         "'s factor must be finite and > 0, got ", f);
     }
   }
 

@@ -132,6 +132,8 @@ struct plan_options {
   std::size_t top = 5;  ///< plans kept
   /// zb-auto / zb-v local search budget per candidate, in candidate orders timed.
   std::size_t search_evaluations = 64;
+  /// The top plans from a searching generator search again with this budget (0: not again).
+  std::size_t polish_evaluations = 2000;
   /// Threads evaluating candidates; 0: the machine's hardware threads.
   unsigned threads = 0;
   /// Generators by name; nullptr: default_registry().
@@ -297,7 +299,7 @@ inline plan_entry evaluate_choice(const training_job& job,
   e.sched = std::move(g.sched);
   e.costs = std::move(costs);
   e.memory = jc.memory;
-  const simulation_result sim = simulate(e.sched, e.costs, {true, false});
+  const simulation_result sim = simulate(e.sched, e.costs, {true, false, false});
   if (!sim.completed()) {
     fail("plan: ", gen.name, " gave an order that deadlocks");
   }
@@ -767,9 +769,15 @@ inline plan_result run_plan(const training_job& job,
   double smallest_need = std::numeric_limits<double>::infinity();
   // The K-th best fitting step time so far: a candidate whose bound is above it cannot enter.
   auto threshold = [&] {
+    // Distinct plans only: the same order under two names (zb-1p, zb-auto) is one plan, and
+    // counting it twice would cut candidates the final list needs. Plans of one layout and
+    // step time count once (never more candidates cut than that).
     std::vector<double> times;
+    std::vector<std::tuple<plan_layout, recompute_kind, double>> seen;
     for (const plan_entry& e : evaluated) {
-      if (e.fits) {
+      const auto key = std::make_tuple(e.choice.layout, e.choice.recompute, e.step_time_s);
+      if (e.fits && std::find(seen.begin(), seen.end(), key) == seen.end()) {
+        seen.push_back(key);
         times.push_back(e.step_time_s);
       }
     }
@@ -837,8 +845,39 @@ inline plan_result run_plan(const training_job& job,
       evaluated.push_back(std::move(*e));
     }
   }
-  std::sort(evaluated.begin(), evaluated.end(),
-            [&](const plan_entry& a, const plan_entry& b) { return better_plan(a, b, registry); });
+  auto rank = [&] {
+    std::sort(evaluated.begin(), evaluated.end(), [&](const plan_entry& a, const plan_entry& b) {
+      return better_plan(a, b, registry);
+    });
+  };
+  rank();
+  // The plans kept from a searching generator search again with a deeper budget: more
+  // candidate orders where they matter.
+  if (opts.polish_evaluations > 0) {
+    std::size_t polished = 0;
+    for (plan_entry& e : evaluated) {
+      if (polished == keep || !e.fits) {
+        break;
+      }
+      ++polished;
+      const generator_entry& gen = registry.at(e.choice.schedule);
+      if (!gen.searches) {
+        continue;
+      }
+      const job_costs jc = make_job_costs(job, e.choice.layout, e.choice.recompute,
+                                          e.choice.partition, e.sched.layout());
+      try {
+        plan_entry deeper =
+            evaluate_choice(job, e.choice, jc, registry, gen, opts.polish_evaluations);
+        if (deeper.fits && deeper.step_time_s < e.step_time_s) {
+          e = std::move(deeper);
+        }
+      } catch (const invalid_argument&) {
+        // keeps the first search's order
+      }
+    }
+    rank();
+  }
   // The same order under two names (zb-1p and zb-auto when their limits agree) is one plan.
   std::vector<plan_entry> distinct;
   for (plan_entry& e : evaluated) {

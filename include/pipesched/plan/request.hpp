@@ -54,30 +54,59 @@ struct schedule_request {
 /// Builds the schedule `req` asks for, with what its generator knows about it: the lower bound
 /// and search figures of a searching generator (kept with recompute, dropped by lowering: they
 /// describe the compute-only order) and the memory violations of a hand-crafted order over
-/// the limit. Throws invalid_argument naming the field and the rule: unknown
-/// generator, search options for a generator that does not search or for a given schedule,
-/// a shape (stages, microbatches, chunks) given with a given schedule, a recompute chunk out
-/// of range, recompute asked of a schedule that already has SEND / RECV ops; and whatever the
-/// generator, with_recompute or lower_communication throw.
+/// the limit. The request's own rules throw field_error (ir/error.hpp: the field, e.g.
+/// "search", "chunks", "recompute.chunks", and the rule, so a front end can name the field in
+/// its terms): no generator name, search options for a generator that does not search, a shape
+/// (stages, microbatches, chunks) given with a given schedule, a recompute chunk out of range.
+/// An unknown generator, and whatever the generator, with_recompute (e.g. recompute asked of a
+/// schedule that already has SEND / RECV ops) or lower_communication throw, is invalid_argument.
 inline generation_result build_schedule(const schedule_request& req,
                                         const generator_registry& registry) {
+  constexpr const char* who = "schedule_request";
   generation_result g;
   if (const auto* gen = std::get_if<generated_source>(&req.source)) {
     if (gen->generator.empty()) {
-      detail::fail("schedule_request: generator (the schedule name) must be given");
+      detail::fail_field(who, "generator", "the schedule name must be given");
     }
-    g = registry.generate_result(gen->generator, req.params, gen->options);
+    const generator_entry& entry = registry.at(gen->generator);
+    if (gen->options.search && !entry.searches) {
+      std::string searching;
+      for (const generator_entry& e : registry.entries()) {
+        if (e.searches) {
+          searching += (searching.empty() ? "" : ", ") + e.name;
+        }
+      }
+      detail::fail_field(who, "search", "only meaningful for schedules that search (", searching,
+                         "), not \"", entry.name, "\"");
+    }
+    g = entry.generate_result(req.params, gen->options);
   } else {
-    const auto& given = std::get<given_source>(req.source);
+    const schedule& given = std::get<given_source>(req.source).sched;
     const generator_params& p = req.params;
-    if (p.stages != 0 || p.microbatches != 0 || p.chunks != 0) {
-      detail::fail(
-          "schedule_request: stages, microbatches and chunks come from the given "
-          "schedule (p=",
-          given.sched.stages(), ", m=", given.sched.microbatches(), ", v=", given.sched.chunks(),
-          "); leave them 0");
+    // The shape is the schedule's: a second, different one would be silently ignored.
+    if (p.stages != 0) {
+      detail::fail_field(who, "stages", "comes from the given schedule (p=", given.stages(),
+                         "): leave it unset");
     }
-    g.sched = given.sched;
+    if (p.microbatches != 0) {
+      detail::fail_field(who, "microbatches",
+                         "comes from the given schedule (m=", given.microbatches(),
+                         "): leave it unset");
+    }
+    if (p.chunks != 0) {
+      detail::fail_field(who, "chunks", "comes from the given schedule (v=", given.chunks(),
+                         "): leave it unset");
+    }
+    g.sched = given;
+  }
+  if (req.recompute) {
+    const std::uint32_t total = g.sched.layout().total_chunks();
+    for (global_chunk c : req.recompute->chunks) {
+      if (c >= total) {
+        detail::fail_field(who, "recompute.chunks", c,
+                           " is not a global chunk of the schedule (0 .. ", total - 1, ")");
+      }
+    }
   }
   if (req.recompute) {
     const recompute_request& r = *req.recompute;

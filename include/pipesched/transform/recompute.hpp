@@ -109,7 +109,7 @@ inline bool move_recompute_into_gaps(schedule& sched,
                                      const cost_model& costs,
                                      const memory_model& memory,
                                      const std::vector<double>& limits) {
-  const simulation_result sim = simulate(sched, costs, {true, false});
+  const simulation_result sim = simulate(sched, costs, {true, false, false});
   if (sim.deadlock) {
     fail("with_recompute: schedule \"", sched.name(), "\" deadlocks");
   }
@@ -118,13 +118,14 @@ inline bool move_recompute_into_gaps(schedule& sched,
     std::vector<op>& list = sched.stage_ops(s);
     const std::size_t n = list.size();
     const auto& t = sim.ops[s];
-    // Memory after each op, in list order (the memory engine's rule).
+    // Memory after each op, in list order (the memory engine's running sum).
     std::vector<double> cur(n);
-    double value = memory.static_memory(s);
-    for (std::size_t i = 0; i < n; ++i) {
-      value += memory_delta(list[i], memory.at(s, list[i].chunk));
-      cur[i] = value;
-    }
+    walk_live_memory(list, memory.static_memory(s),
+                     stage_deltas(memory, s, sched.layout().chunks()),
+                     [&](std::size_t i, double value) {
+                       cur[i] = value;
+                       return true;
+                     });
     const double limit = limits.size() == 1 ? limits[0] : limits[s];
     std::vector<double> used(n, 0.0);      // gap time before op j already taken
     std::vector<std::vector<op>> into(n);  // R moved before op j, in move order
@@ -157,7 +158,7 @@ inline bool move_recompute_into_gaps(schedule& sched,
         bool fits = true;
         if (extra > 0.0) {
           for (std::size_t k = j - 1; k < i && fits; ++k) {
-            fits = cur[k] + extra <= limit + 1e-9 * std::max(1.0, limit);
+            fits = cur[k] + extra <= limit_threshold(limit);
           }
         }
         if (!fits) {
@@ -211,13 +212,7 @@ inline schedule with_recompute(const schedule& sched,
     if (limits.empty()) {
       limits.resize(pl.stages());
       for (stage_index s = 0; s < pl.stages(); ++s) {
-        double value = memory.static_memory(s);
-        double peak = value;
-        for (const op& o : out.ops(s)) {
-          value += memory_delta(o, memory.at(s, o.chunk));
-          peak = std::max(peak, value);
-        }
-        limits[s] = peak;
+        limits[s] = stage_peak(out.ops(s), memory, s, pl.chunks());
       }
     }
     // A round moves each R at most once into a gap of the previous timing; the next round's

@@ -7,37 +7,24 @@
 #include <limits>
 #include <vector>
 
+#include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/model/cost_model.hpp"
 #include "pipesched/model/memory_model.hpp"
 
 namespace pipesched::detail {
 
-/// The tolerance of the automatic schedulers' memory compares, in memory units: 1e-9 × the
-/// largest per-stage budget (`avail[s]` = limit − static memory) or activation M_B of the
-/// problem (1e-9 when all are 0). It absorbs rounding in sums of M_B and M_W, whatever the
-/// memory unit: a budget of 2.5·M_B holds 2 activations for M_B = 1e-9 as for M_B = 1e12.
-/// It is at most 1e-9 × the largest limit, the memory checker's default tolerance on that
-/// stage, so with one limit for every stage what the schedulers admit check_memory accepts.
-inline double memory_tolerance(const placement& pl,
-                               const memory_model& memory,
-                               const std::vector<double>& avail) {
-  double scale = 0.0;
-  for (double x : avail) {
-    scale = std::max(scale, std::abs(x));
-  }
-  for (stage_index s = 0; s < pl.stages(); ++s) {
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      scale = std::max(scale, memory.at(s, c).activation);
-    }
-  }
-  return 1e-9 * (scale > 0.0 ? scale : 1.0);
-}
+/// Lower bounds on the two objectives of the zero-bubble search (docs/model.md §7).
+struct search_bounds {
+  double span = 0.0;      ///< on the longest stage span of any order within the budgets
+  double makespan = 0.0;  ///< on the makespan (time 0 to the last end) of any such order
+};
 
-/// A lower bound on the longest stage span of any compute schedule (split B/W) for this
-/// placement, costs and per-stage activation budget (`avail[s]` = limit − static memory).
+/// Lower bounds on the longest stage span and on the makespan of any compute schedule (split
+/// B/W) for this placement, costs and per-stage activation budget (`avail[s]` = limit − static
+/// memory).
 ///
-/// Per stage s: busy_s = m·Σ_c (T_F+T_B+T_W), plus unavoidable idle:
+/// span, per stage s: busy_s = m·Σ_c (T_F+T_B+T_W), plus unavoidable idle:
 /// - head: the stage's first B can start no earlier than D_s after its first op, where D_s is
 ///   the forward path from the stage's lowest global chunk to the last chunk and the backward
 ///   path back to its highest one (with T_comm on every stage change). Before that B only
@@ -54,13 +41,20 @@ inline double memory_tolerance(const placement& pl,
 ///   the forward chain from stage s allows, runs all its m F and m B before its last B ends,
 ///   and that B's gradient then travels back to s, where one W still follows:
 ///   span_s ≥ Σ_{t=s}^{j−1} (F_t + B_t + 2·T_comm) + m·(F_j + B_j) + W_s.
-/// Memory counts use the schedulers' own rule: an amount fits when it is at most
+/// Memory counts use the memory engine's closed form (held_after: k activations and b pending
+/// W hold k·M_B + b·M_W) and the schedulers' own admission: an amount fits when it is at most
 /// avail[s] + memory_tolerance, so the bound never excludes an order they can produce.
-inline double span_lower_bound(const placement& pl,
-                               std::uint32_t m,
-                               const cost_model& costs,
-                               const memory_model& memory,
-                               const std::vector<double>& avail) {
+///
+/// makespan: every stage's first op is an F (a B follows its own F, a W its B) of one of its
+/// chunks, which waits for the forward chain from global chunk 0 to the stage's lowest chunk
+/// (F costs and T_comm on every stage change): r_s. The stage's span bound b_s (the largest of
+/// the terms above for s) then starts no earlier, so makespan ≥ max over s of r_s + b_s; it is
+/// what lets a heavy last stage of a one-chunk placement show, which starts r_{p−1} late.
+inline search_bounds lower_bounds(const placement& pl,
+                                  std::uint32_t m,
+                                  const cost_model& costs,
+                                  const memory_model& memory,
+                                  const std::vector<double>& avail) {
   const std::uint32_t p = pl.stages();
   const std::uint32_t v = pl.chunks();
   const std::uint32_t G = pl.total_chunks();
@@ -95,8 +89,9 @@ inline double span_lower_bound(const placement& pl,
       reach_after[j - 1] = j + 1 < p ? std::max(reach_after[j], reach) : reach;
     }
   }
-  double best = 0.0;
+  search_bounds out;
   for (stage_index s = 0; s < p; ++s) {
+    double best = 0.0;                      // stage s's span bound
     const double budget = avail[s] + meps;  // the most memory an order may hold
     double busy = 0.0;
     global_chunk gmin = G;
@@ -148,7 +143,8 @@ inline double span_lower_bound(const placement& pl,
       for (double a = 0.0; a <= a_max; a += 1.0) {
         double b = double(m) - 1.0 - a;
         if (mm.weight_grad_input > 0.0) {
-          b = std::min(b, std::floor((budget - (a + 1.0) * mm.activation) / mm.weight_grad_input));
+          b = std::min(
+              b, std::floor((budget - held_after(a + 1.0, 0.0, 0.0, mm)) / mm.weight_grad_input));
         }
         b = std::max(0.0, b);
         work = std::max(work, a * (t.backward_input + t.backward_weight) + b * t.backward_weight);
@@ -172,8 +168,19 @@ inline double span_lower_bound(const placement& pl,
                           (bpre[G] - bpre[s + 1]) + 2.0 * (hpre[G - 1] - hpre[s]);
       best = std::max(best, std::ceil(double(m) / k - 1e-9) * hold + t.backward_weight);
     }
+    out.span = std::max(out.span, best);
+    out.makespan = std::max(out.makespan, (fpre[gmin] + hpre[gmin]) + best);
   }
-  return best;
+  return out;
+}
+
+/// lower_bounds(...).span: no order within the budgets has a shorter longest stage span.
+inline double span_lower_bound(const placement& pl,
+                               std::uint32_t m,
+                               const cost_model& costs,
+                               const memory_model& memory,
+                               const std::vector<double>& avail) {
+  return lower_bounds(pl, m, costs, memory, avail).span;
 }
 
 }  // namespace pipesched::detail

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
+#include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -25,8 +27,8 @@ struct exact_problem {
   std::vector<double> tf, tb, tw;
   std::vector<double> fcomm;  ///< latency of stage s's F input (from s−1); 0 on stage 0
   std::vector<double> bcomm;  ///< latency of stage s's B input (from s+1); 0 on the last stage
-  std::vector<double> mb, mw;
-  std::vector<double> avail;  ///< limit − static memory + the rounding tolerance
+  std::vector<chunk_memory> sizes;  ///< M_B, M_W per stage (counted with held_after)
+  std::vector<double> avail;        ///< limit − static memory + the rounding tolerance
   /// Start of F0 on each stage. It is every stage's first op and waits only for the F0 chain,
   /// so it is the same in every order: the stage span's fixed origin.
   std::vector<double> first;
@@ -54,12 +56,11 @@ inline exact_problem make_exact_problem(const generator_params& params,
     pr.fcomm.push_back(s == 0 ? 0.0 : params.costs.comm(s - 1, s));
     pr.bcomm.push_back(s + 1 == p ? 0.0 : params.costs.comm(s + 1, s));
     const chunk_memory& cm = params.memory.at(s);
-    pr.mb.push_back(cm.activation);
-    pr.mw.push_back(cm.weight_grad_input);
+    pr.sizes.push_back(cm);
     // A relative tolerance in memory units: the memory checker accepts at least as much.
     pr.avail.push_back(limits[s] - params.memory.static_memory(s) + 1e-9 * limits[s]);
     std::uint32_t live = 0;
-    while (live < m && double(live + 1) * cm.activation <= pr.avail.back()) {
+    while (live < m && held_after(live + 1, 0, 0, cm) <= pr.avail.back()) {
       ++live;
     }
     pr.live.push_back(std::max(live, 1u));
@@ -69,8 +70,7 @@ inline exact_problem make_exact_problem(const generator_params& params,
       std::uint32_t need = j + 1;
       for (std::uint32_t b = j + 1 > pr.live.back() ? j + 1 - pr.live.back() : 0; b <= j; ++b) {
         std::uint32_t w = 0;
-        while (w<b&& double(j + 1 - b) * cm.activation + double(b - w) * cm.weight_grad_input> pr
-                   .avail.back()) {
+        while (w < b && held_after(j + 1, b, w, cm) > pr.avail.back()) {
           ++w;
         }
         need = std::min(need, w);
@@ -225,7 +225,7 @@ class exact_search {
       }
     }
     const double dur = k == 0 ? pr_.tf[s] : (k == 1 ? pr_.tb[s] : pr_.tw[s]);
-    const double end = std::max(st.e[s], ready) + dur;
+    const double end = std::max(st.e[s], ready) + dur;  // ready: input_arrival, or 0
     st.e[s] = end;
     const std::size_t cell = std::size_t{s} * pr_.m + count(st, s, k) - 1;
     if (k == 0) {
@@ -247,13 +247,14 @@ class exact_search {
     const std::uint32_t nf = count(st, s, 0);
     const std::uint32_t nb = count(st, s, 1);
     std::uint8_t out = 0;
-    if (f_fits && (s == 0 || (f_timed(st, s - 1, nf) &&
-                              st.fend[std::size_t{s - 1} * m + nf] + pr_.fcomm[s] <= st.e[s]))) {
+    if (f_fits &&
+        (s == 0 || (f_timed(st, s - 1, nf) && input_arrival(st.fend[std::size_t{s - 1} * m + nf],
+                                                            pr_.fcomm[s]) <= st.e[s]))) {
       out |= 1u;
     }
-    if (nb < nf &&
-        (s + 1 == pr_.p || (b_timed(st, s + 1, nb) &&
-                            st.bend[std::size_t{s + 1} * m + nb] + pr_.bcomm[s] <= st.e[s]))) {
+    if (nb < nf && (s + 1 == pr_.p ||
+                    (b_timed(st, s + 1, nb) && input_arrival(st.bend[std::size_t{s + 1} * m + nb],
+                                                             pr_.bcomm[s]) <= st.e[s]))) {
       out |= 2u;
     }
     return out;
@@ -270,7 +271,7 @@ class exact_search {
           return false;
         }
       } else if (f_timed(st, s - 1, j)) {
-        if (!time_op(st, s, 0, st.fend[std::size_t{s - 1} * m + j] + pr_.fcomm[s])) {
+        if (!time_op(st, s, 0, input_arrival(st.fend[std::size_t{s - 1} * m + j], pr_.fcomm[s]))) {
           return false;
         }
       } else {
@@ -282,7 +283,7 @@ class exact_search {
           return false;
         }
       } else if (b_timed(st, s + 1, j)) {
-        if (!time_op(st, s, 1, st.bend[std::size_t{s + 1} * m + j] + pr_.bcomm[s])) {
+        if (!time_op(st, s, 1, input_arrival(st.bend[std::size_t{s + 1} * m + j], pr_.bcomm[s]))) {
           return false;
         }
       } else {
@@ -298,7 +299,8 @@ class exact_search {
           const std::uint32_t i = count(st, t, 0) - 1;
           if (f_timed(st, t - 1, i)) {
             st.pend[t] = 0;
-            if (!time_op(st, t, 0, st.fend[std::size_t{t - 1} * m + i] + pr_.fcomm[t])) {
+            if (!time_op(st, t, 0,
+                         input_arrival(st.fend[std::size_t{t - 1} * m + i], pr_.fcomm[t]))) {
               return false;
             }
             changed = true;
@@ -307,7 +309,8 @@ class exact_search {
           const std::uint32_t i = count(st, t, 1) - 1;
           if (b_timed(st, t + 1, i)) {
             st.pend[t] = 0;
-            if (!time_op(st, t, 1, st.bend[std::size_t{t + 1} * m + i] + pr_.bcomm[t])) {
+            if (!time_op(st, t, 1,
+                         input_arrival(st.bend[std::size_t{t + 1} * m + i], pr_.bcomm[t]))) {
               return false;
             }
             changed = true;
@@ -358,7 +361,7 @@ class exact_search {
           fe_[c] = st.fend[c];
           continue;
         }
-        double r = std::max(st.e[s], s == 0 ? 0.0 : fe_[c - m] + pr_.fcomm[s]);
+        double r = s == 0 ? std::max(st.e[s], 0.0) : ready_time(st.e[s], fe_[c - m], pr_.fcomm[s]);
         if (j > 0) {
           r = std::max(r, fe_[c - 1]);
         }
@@ -379,7 +382,7 @@ class exact_search {
         }
         double r = std::max(st.e[s], fe_[c]);
         if (s + 1 < p) {
-          r = std::max(r, be_[c + m] + pr_.bcomm[s]);
+          r = ready_time(r, be_[c + m], pr_.bcomm[s]);
         }
         if (j > 0) {
           r = std::max(r, be_[c - 1]);
@@ -551,12 +554,12 @@ class exact_search {
       for (std::uint32_t j = count(st, s + 1, 0); j < count(st, s, 0); ++j) {
         if (f_timed(st, s, j)) {
           times_.push_back(
-              std::max(st.fend[std::size_t{s} * m + j] + pr_.fcomm[s + 1], st.e[s + 1]));
+              ready_time(st.e[s + 1], st.fend[std::size_t{s} * m + j], pr_.fcomm[s + 1]));
         }
       }
       for (std::uint32_t j = count(st, s, 1); j < count(st, s + 1, 1); ++j) {
         if (b_timed(st, s + 1, j)) {
-          times_.push_back(std::max(st.bend[std::size_t{s + 1} * m + j] + pr_.bcomm[s], st.e[s]));
+          times_.push_back(ready_time(st.e[s], st.bend[std::size_t{s + 1} * m + j], pr_.bcomm[s]));
         }
       }
     }
@@ -683,8 +686,7 @@ class exact_search {
     };
     std::array<child, 3> kids{};
     std::size_t n_kids = 0;
-    const bool f_fits =
-        nf < m && double(nf + 1 - nb) * pr_.mb[s] + double(nb - nw) * pr_.mw[s] <= pr_.avail[s];
+    const bool f_fits = nf < m && held_after(nf + 1, nb, nw, pr_.sizes[s]) <= pr_.avail[s];
     for (int k : {1, 0, 2}) {
       if ((k == 0 && !f_fits) || (k == 1 && nb == nf) || (k == 2 && nw == nb) ||
           (k != 2 && ((unsigned(st.ban[s]) >> unsigned(k)) & 1u) != 0)) {

@@ -10,9 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/gen/detail/zb_bound.hpp"
+#include "pipesched/gen/detail/zb_objective.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/traversal.hpp"
@@ -45,37 +47,18 @@ struct greedy_run {
   double max_bound = 0.0;
 };
 
-/// When a run can stop: it cannot beat the best order found so far, which has this span and
-/// makespan. Orders compare by span, then makespan (both within eps), then by `tie_loses`:
-/// whether a complete tie goes to the best (a lower-index choice, or none for a seed).
-struct greedy_cut {
-  double span = std::numeric_limits<double>::infinity();
-  double makespan = std::numeric_limits<double>::infinity();
-  bool tie_loses = false;
-
-  /// Whether a run whose span and makespan are at least these bounds surely loses.
-  bool loses(double span_bound, double makespan_bound, double eps) const noexcept {
-    if (span_bound > span + eps) {
-      return true;  // strictly longer
-    }
-    if (span_bound < span - eps) {
-      return false;  // may still be strictly shorter
-    }
-    return makespan_bound > makespan + eps || (tie_loses && makespan_bound >= makespan - eps);
-  }
-};
-
 /// Problem data flattened for the greedy (index s*v + c unless noted).
 struct greedy_problem {
   placement pl;
   std::uint32_t m = 0;
-  std::vector<double> tf, tb, tw;  ///< per (s, c)
-  std::vector<double> fcomm;       ///< latency of (s, c)'s F input; 0 for global chunk 0
-  std::vector<double> bcomm;       ///< latency of (s, c)'s B input; 0 for the last chunk
-  std::vector<double> mb, mw;      ///< M_B, M_W per (s, c)
+  std::vector<double> tf, tb, tw;    ///< per (s, c)
+  std::vector<double> fcomm;         ///< latency of (s, c)'s F input; 0 for global chunk 0
+  std::vector<double> bcomm;         ///< latency of (s, c)'s B input; 0 for the last chunk
+  std::vector<stage_deltas> deltas;  ///< per stage: memory_delta by op (the running sum's)
+  std::vector<double> mb, mw;        ///< M_B, M_W per (s, c)
   /// Change of live memory by an F, B, W of (s, c): memory_delta (analysis/memory_events.hpp).
   std::vector<double> df, db, dw;
-  std::vector<double> reserve;     ///< activation of the stage's later chunks, kept free
+  std::vector<double> reserve;     ///< later_chunk_reserve per (s, c): kept free by an F
   std::vector<double> avail;       ///< per stage: limit − static memory
   std::vector<global_chunk> gl;    ///< global chunk of (s, c)
   std::vector<std::size_t> prev;   ///< flat index of global chunk g−1's (stage, chunk), or npos
@@ -93,6 +76,8 @@ struct greedy_problem {
   /// Tolerance for memory compares (memory_tolerance): 1e-9 × the largest budget or
   /// activation, whatever the memory unit. Never used for times, nor eps for memory.
   double meps = 1e-9;
+  /// What the search minimises (the cuts, the best-first order, the local search).
+  search_objective objective;
   /// The timing engine's tables for this problem (time_order).
   traversal_plan plan;
   std::vector<op_cost> timing;
@@ -102,8 +87,13 @@ struct greedy_problem {
                  std::uint32_t microbatches,
                  const cost_model& costs,
                  const memory_model& memory,
-                 std::vector<double> budget)
-      : pl(std::move(layout)), m(microbatches), avail(std::move(budget)), plan(pl, false) {
+                 std::vector<double> budget,
+                 search_objective goal = {})
+      : pl(std::move(layout)),
+        m(microbatches),
+        avail(std::move(budget)),
+        objective(goal),
+        plan(pl, false) {
     const std::uint32_t p = pl.stages();
     const std::uint32_t v = pl.chunks();
     const std::size_t n = std::size_t{p} * v;
@@ -112,7 +102,9 @@ struct greedy_problem {
     gl.resize(n), prev.assign(n, npos), next.assign(n, npos), flat.assign(n, npos);
     stage.assign(n, 0);
     double scale = 0.0;
+    deltas.reserve(p);
     for (stage_index s = 0; s < p; ++s) {
+      deltas.emplace_back(memory, s, v);
       for (chunk_index c = 0; c < v; ++c) {
         const std::size_t i = std::size_t{s} * v + c;
         const op_costs& t = costs.at(s, c);
@@ -130,18 +122,15 @@ struct greedy_problem {
         if (!pl.is_last(g)) {
           next[i] = std::size_t{pl.stage_of(g + 1)} * v + pl.local_of(g + 1);
         }
-        mb[i] = memory.at(s, c).activation;
-        mw[i] = memory.at(s, c).weight_grad_input;
-        df[i] = memory_delta(op_kind::forward, memory.at(s, c));
-        db[i] = memory_delta(op_kind::backward_input, memory.at(s, c));
-        dw[i] = memory_delta(op_kind::backward_weight, memory.at(s, c));
+        const chunk_memory cm = memory.at(s, c);
+        mb[i] = cm.activation;
+        mw[i] = cm.weight_grad_input;
+        df[i] = memory_delta(op_kind::forward, cm);
+        db[i] = memory_delta(op_kind::backward_input, cm);
+        dw[i] = memory_delta(op_kind::backward_weight, cm);
       }
       for (chunk_index c = 0; c < v; ++c) {
-        for (chunk_index d = 0; d < v; ++d) {
-          if (pl.global(s, d) > pl.global(s, c)) {
-            reserve[std::size_t{s} * v + c] += mb[std::size_t{s} * v + d];
-          }
-        }
+        reserve[std::size_t{s} * v + c] = later_chunk_reserve(pl, memory, s, c);
       }
     }
     own_cell.assign(n, npos), prev_cell.assign(n, npos), next_cell.assign(n, npos);
@@ -191,7 +180,8 @@ class greedy_scheduler {
         next_cell_(pr.next_cell.data()),
         prev_stage_(pr.prev_stage.data()),
         next_stage_(pr.next_stage.data()),
-        eps_(pr.eps) {
+        eps_(pr.eps),
+        obj_(pr.objective) {
     // The memory budget with its tolerance folded in, once: the hot loop then compares
     // memory against memory (never against the time tolerance) with one load.
     cap_.resize(pr.avail.size());
@@ -200,10 +190,9 @@ class greedy_scheduler {
     }
   }
 
-  /// One whole run. `cut`: stop early once some stage's span provably exceeds it (the run
-  /// is then not ok).
-  greedy_run run(const greedy_flags& fl, double cut = never) {
-    begin(fl, greedy_cut{cut, never, false});
+  /// One whole run, to its end.
+  greedy_run run(const greedy_flags& fl) {
+    begin(fl);
     advance(std::numeric_limits<std::size_t>::max());
     return finish();
   }
@@ -237,7 +226,7 @@ class greedy_scheduler {
   /// loses to it ends at once.
   void tighten_cut(const greedy_cut& cut) noexcept {
     cut_ = cut;
-    if (!over_ && cut_.loses(max_bound_, max_end_, eps_)) {
+    if (!over_ && obj_.loses(cut_, max_bound_, max_end_, eps_)) {
       cut_hit_ = true;
       over_ = true;
     }
@@ -275,8 +264,9 @@ class greedy_scheduler {
     }
     return out;
   }
-  /// The largest lower bound on the run's final span seen so far.
-  double bound() const noexcept { return max_bound_; }
+  /// The largest lower bound seen so far on the run's final objective value (its span or
+  /// makespan, search_objective::primary): what the best-first search orders runs by.
+  double bound() const noexcept { return obj_.primary(max_bound_, max_end_); }
   /// The flags that changed some decision so far (greedy_run::used).
   unsigned used() const noexcept { return used_; }
 
@@ -451,8 +441,8 @@ class greedy_scheduler {
       return 0.0;  // the first chunk: its input is the data
     }
     known = nf_[prev_[i]] > j;
-    return (known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]])) +
-           fcomm_[i];
+    return input_arrival(
+        known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]]), fcomm_[i]);
   }
 
   // Likewise for B of micro-batch j: the next chunk's B(j), or the own F(j) for the last
@@ -464,8 +454,8 @@ class greedy_scheduler {
       return f_end_[own_cell_[i] + j];
     }
     known = nb_[next_[i]] > j;
-    return (known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]])) +
-           bcomm_[i];
+    return input_arrival(
+        known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]]), bcomm_[i]);
   }
 
   template <bool One>
@@ -505,9 +495,10 @@ class greedy_scheduler {
     return cand{b_exists, b_known, b_ready, b_c};
   }
 
-  // Whether an F of flat index i fits stage s's budget, room for its later chunks kept.
+  // Whether an F of flat index i fits stage s's budget, room for its later chunks kept: the
+  // memory engine's admission rule.
   bool f_fits(stage_index s, std::size_t i) const noexcept {
-    return mem_[s] + df_[i] + reserve_[i] <= cap_[s];
+    return admits_forward(mem_[s], df_[i], reserve_[i], cap_[s]);
   }
 
   // Next admissible F; `blocked` reports an F held back only by the memory budget.
@@ -625,7 +616,7 @@ class greedy_scheduler {
     const double end = start + dur + rem_[s];
     max_bound_ = std::max(max_bound_, end - first_[s]);
     max_end_ = std::max(max_end_, end);
-    if (cut_.loses(max_bound_, max_end_, eps_)) {
+    if (obj_.loses(cut_, max_bound_, max_end_, eps_)) {
       cut_hit_ = true;
     }
   }
@@ -676,7 +667,7 @@ class greedy_scheduler {
       max_bound_ = std::max(max_bound_, lb_[g] + tw_[i] - first_[s]);
       max_end_ = std::max(max_end_, lb_[g] + tw_[i]);
     }
-    if (cut_.loses(max_bound_, max_end_, eps_)) {
+    if (obj_.loses(cut_, max_bound_, max_end_, eps_)) {
       cut_hit_ = true;
     }
   }
@@ -708,7 +699,7 @@ class greedy_scheduler {
     f_end_[own_cell_[i] + j] = t_[s];
     const std::size_t nx = next_[i];
     if (nx != greedy_problem::npos && next_stage_[i] != s) {
-      wake(next_stage_[i], t_[s] + fcomm_[nx]);
+      wake(next_stage_[i], input_arrival(t_[s], fcomm_[nx]));
     }
   }
 
@@ -724,7 +715,7 @@ class greedy_scheduler {
     b_end_[own_cell_[i] + j] = t_[s];
     const std::size_t pv = prev_[i];
     if (pv != greedy_problem::npos && prev_stage_[i] != s) {
-      wake(prev_stage_[i], t_[s] + bcomm_[pv]);
+      wake(prev_stage_[i], input_arrival(t_[s], bcomm_[pv]));
     }
   }
 
@@ -849,6 +840,7 @@ class greedy_scheduler {
   const stage_index* prev_stage_;
   const stage_index* next_stage_;
   double eps_;
+  search_objective obj_;
   greedy_flags fl_{};
   greedy_cut cut_;
   double max_end_ = 0.0;  // lower bound on the makespan

@@ -2,14 +2,16 @@
 
 // Local search over per-stage orders: the improvement phase of zb_search. Starting from the
 // best order the heuristics found, it repeatedly re-times the order (time_order), walks the
-// critical path of each longest stage back to its start, and tries the moves that can shorten
+// critical path of each stage that sets the objective (the longest, or for the makespan the
+// last to end) back to its start, and tries the moves that can shorten
 // it: swap two adjacent ops on the path whose order is what makes the later one wait (job
 // shop's critical-block neighbourhood), and move a W that sits on the path later into an
 // idle slot. A move is kept when the order stays valid (time_order completes: no deadlock),
-// fits the memory limit, and the objective — longest stage span, then makespan, then the sum
-// of stage spans (so ties among several longest stages still make progress) — strictly
-// improves. Deterministic: moves are tried in a fixed order and the budget counts
-// evaluations, never time (a time budget, when given, only cuts the search short).
+// fits the memory limit, and the objective — the search's (longest stage span then makespan,
+// or makespan then span: search_objective), then the sum of stage spans (so ties among
+// several longest stages still make progress) — strictly improves. Deterministic: moves are tried
+// in a fixed order and the budget counts evaluations, never time (a time budget, when given, only
+// cuts the search short).
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
 #include "pipesched/ir/op.hpp"
 
@@ -33,7 +36,9 @@ struct improve_stats {
   bool converged = false;       ///< stopped at a local optimum (not at the budget)
 };
 
-/// The objective of an order (smaller is better, compared lexicographically).
+/// What the local search compares (smaller is better): the search's objective
+/// (search_objective: span and makespan, in its order), then the sum of stage spans, then
+/// where the idle sits.
 struct order_score {
   double span = 0.0;
   double makespan = 0.0;
@@ -42,17 +47,11 @@ struct order_score {
   /// can fill it. Last in the order, so a move that only pushes a gap later is progress (and
   /// the search cannot cycle), and the next move can then fill it.
   double idle_moment = 0.0;
-  bool better_than(const order_score& o, double eps) const noexcept {
-    if (span < o.span - eps) {
+  bool better_than(const order_score& o, const search_objective& obj, double eps) const noexcept {
+    if (obj.better(span, makespan, o.span, o.makespan, eps)) {
       return true;
     }
-    if (span > o.span + eps) {
-      return false;
-    }
-    if (makespan < o.makespan - eps) {
-      return true;
-    }
-    if (makespan > o.makespan + eps) {
+    if (obj.better(o.span, o.makespan, span, makespan, eps)) {
       return false;
     }
     if (span_sum < o.span_sum - eps) {
@@ -129,7 +128,7 @@ class order_improver {
       }
       first = false;
       const bool done = descend(cur, cur_score, st, out_of_budget);
-      if (cur_score.better_than(best, pr_.eps)) {
+      if (cur_score.better_than(best, pr_.objective, pr_.eps)) {
         best = cur_score;
         ops = cur;
         ++st.accepted;
@@ -168,7 +167,8 @@ class order_improver {
         }
         ++st.evaluations;
         order_score sc;
-        if (!fits_memory(trial_) || !score(trial_, tstart_, sc) || !sc.better_than(cur, pr_.eps)) {
+        if (!fits_memory(trial_) || !score(trial_, tstart_, sc) ||
+            !sc.better_than(cur, pr_.objective, pr_.eps)) {
           continue;
         }
         ops.swap(trial_);
@@ -232,18 +232,13 @@ class order_improver {
     return true;
   }
 
+  // What the ops hold stays within each stage's budget: the memory engine's running sum.
   bool fits_memory(const std::vector<std::vector<op>>& ops) const {
-    const std::uint32_t v = pr_.pl.chunks();
     for (stage_index s = 0; s < ops.size(); ++s) {
-      double cur = 0.0;
-      for (const op& o : ops[s]) {
-        const std::size_t i = std::size_t{s} * v + o.chunk;
-        cur += o.kind == op_kind::forward          ? pr_.df[i]
-               : o.kind == op_kind::backward_input ? pr_.db[i]
-                                                   : pr_.dw[i];
-        if (cur > pr_.avail[s] + meps_) {  // only an F can raise it
-          return false;
-        }
+      const double cap = pr_.avail[s] + meps_;
+      if (!walk_live_memory(ops[s], 0.0, pr_.deltas[s],
+                            [cap](std::size_t, double value) { return value <= cap; })) {
+        return false;
       }
     }
     return true;
@@ -317,8 +312,8 @@ class order_improver {
     return changed;
   }
 
-  /// Moves from the critical path of every longest stage (then of every stage, for the
-  /// tie-breaks), nearest the path's end first.
+  /// Moves from the critical path of every stage that sets the objective (the longest, or the
+  /// last to end; then of every stage, for the tie-breaks), nearest the path's end first.
   void collect_moves(const std::vector<std::vector<op>>& ops,
                      const order_score& cur,
                      std::vector<move>& out) {
@@ -341,16 +336,18 @@ class order_improver {
         }
       }
     }
+    // Each stage's share of the objective: its span, or its end for the makespan.
     std::vector<stage_index> order;
-    std::vector<double> spans(p, 0.0);
+    std::vector<double> key(p, 0.0);
     for (stage_index s = 0; s < p; ++s) {
       if (!ops[s].empty()) {
-        spans[s] = start_[s].back() + dur(s, ops[s].back()) - start_[s].front();
+        const double end = start_[s].back() + dur(s, ops[s].back());
+        key[s] = pr_.objective.primary(end - start_[s].front(), end);
         order.push_back(s);
       }
     }
     std::stable_sort(order.begin(), order.end(),
-                     [&](stage_index a, stage_index b) { return spans[a] > spans[b]; });
+                     [&](stage_index a, stage_index b) { return key[a] > key[b]; });
     // The shifts, for every stage, from its first B and first W on.
     for (stage_index s = 0; s < p; ++s) {
       std::uint32_t fb = npos32_, fw = npos32_;
@@ -373,8 +370,8 @@ class order_improver {
     }
     seen_.assign(cells * 3, 0);
     for (stage_index s0 : order) {
-      if (spans[s0] < cur.span - pr_.eps && !out.empty()) {
-        break;  // longest stages first; the others only when those give nothing
+      if (key[s0] < pr_.objective.primary(cur.span, cur.makespan) - pr_.eps && !out.empty()) {
+        break;  // the stages that set the objective first; the others when those give nothing
       }
       walk(ops, s0, std::uint32_t(ops[s0].size() - 1), out);
     }

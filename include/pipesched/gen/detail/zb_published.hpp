@@ -25,6 +25,7 @@
 #include <limits>
 #include <vector>
 
+#include "pipesched/analysis/detail/op_ready.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
 #include "pipesched/ir/op.hpp"
 
@@ -57,8 +58,9 @@ inline published_zb_flags published_zb_combination(unsigned i) {
 
 /// The automatic scheduler's greedy for one flag combination. pr must have one chunk per
 /// stage (sequential placement). With a finite `cut` the run stops (ok false, `cut` set)
-/// as soon as some stage's span is sure to exceed it: its end so far plus its remaining work,
-/// less its start. The decisions up to that point are the authors'.
+/// as soon as its objective (pr.objective's primary: the span or the makespan) is sure to
+/// exceed it: some stage's end so far plus its remaining work (less its start, for the span).
+/// The decisions up to that point are the authors'.
 inline published_order published_zb_order(const greedy_problem& pr,
                                           published_zb_flags fl,
                                           double cut = std::numeric_limits<double>::infinity()) {
@@ -95,11 +97,12 @@ inline published_order published_zb_order(const greedy_problem& pr,
     const double c = cost_of(s, k);
     const double no_bubble = e[s] + c;
     double t = no_bubble;
+    // max(end + c, input + T_comm + c) in their arithmetic is ready_time(end, ...) + c.
     if (k == op_kind::forward && s > 0) {
-      t = std::max(t, tf[std::size_t{s - 1} * m + cnt] + pr.fcomm[s] + c);
+      t = ready_time(e[s], tf[std::size_t{s - 1} * m + cnt], pr.fcomm[s]) + c;
     }
     if (k == op_kind::backward_input && s + 1 < p) {
-      t = std::max(t, tb[std::size_t{s + 1} * m + cnt] + pr.bcomm[s] + c);
+      t = ready_time(e[s], tb[std::size_t{s + 1} * m + cnt], pr.bcomm[s]) + c;
     }
     if (f[s] > 0) {
       bubble[s] += t - no_bubble;
@@ -114,7 +117,8 @@ inline published_order published_zb_order(const greedy_problem& pr,
     ++cnt;
     const double rest =
         double(m - f[s]) * pr.tf[s] + double(m - b[s]) * pr.tb[s] + double(m - w[s]) * pr.tw[s];
-    if (t + rest - (tf[std::size_t{s} * m] - pr.tf[s]) > cut + pr.eps) {
+    const double end = t + rest;
+    if (pr.objective.primary(end - (tf[std::size_t{s} * m] - pr.tf[s]), end) > cut + pr.eps) {
       failed = true;  // this stage alone already ends too late
       out.cut = true;
     }
@@ -393,7 +397,7 @@ class run {
           ok = false;  // their put() asserts
           return;
         }
-        t = std::max(t, pe + comm(cat, chunk, s) + c);
+        t = ready_time(cur_[s], pe, comm(cat, chunk, s)) + c;
       }
       if (!up && s > 0) {
         const double pe = end_[id(cat, chunk, s - 1, cnt)];
@@ -401,7 +405,7 @@ class run {
           ok = false;
           return;
         }
-        t = std::max(t, pe + comm(cat, chunk, s) + c);
+        t = ready_time(cur_[s], pe, comm(cat, chunk, s)) + c;
       }
     }
     if (count(s, 0) > 0) {

@@ -21,6 +21,7 @@
 #include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
 #include "pipesched/gen/detail/zb_improve.hpp"
+#include "pipesched/gen/detail/zb_objective.hpp"
 #include "pipesched/gen/detail/zb_published.hpp"
 #include "pipesched/gen/detail/zb_v_order.hpp"
 #include "pipesched/gen/generator.hpp"
@@ -35,19 +36,15 @@ namespace pipesched {
 
 namespace detail {
 
-/// Per-stage peak memory (static included) of an order: the memory engine's rule
-/// (memory_delta, analysis/memory_events.hpp) added up in list order.
+/// Per-stage peak memory (static included) of an order with `chunks` chunks per stage: the
+/// memory engine's running sum (stage_peak, analysis/memory_events.hpp).
 template <class Lists>
-std::vector<double> order_peak(const Lists& lists, const memory_model& memory) {
+std::vector<double> order_peak(const Lists& lists,
+                               const memory_model& memory,
+                               std::uint32_t chunks) {
   std::vector<double> out(lists.size(), 0.0);
   for (stage_index s = 0; s < lists.size(); ++s) {
-    double cur = memory.static_memory(s);
-    double peak = cur;
-    for (const op& o : lists[s]) {
-      cur += memory_delta(o, memory.at(s, o.chunk));
-      peak = std::max(peak, cur);
-    }
-    out[s] = peak;
+    out[s] = stage_peak(lists[s], memory, s, chunks);
   }
   return out;
 }
@@ -129,28 +126,6 @@ inline schedule to_schedule(std::string_view name,
   return out;
 }
 
-/// Checks the limits against the minimum any schedule needs: one micro-batch's activations
-/// of every chunk on the stage at once (its chunks' forwards all precede their backwards),
-/// plus static memory. A schedule that runs one micro-batch at a time reaches that minimum.
-inline void check_limits(std::string_view who,
-                         const placement& pl,
-                         const memory_model& memory,
-                         const std::vector<double>& limits) {
-  for (stage_index s = 0; s < pl.stages(); ++s) {
-    double act = 0.0;
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      act += memory.at(s, c).activation;
-    }
-    const double need = memory.static_memory(s) + act;
-    if (!(limits[s] >= need - 1e-9 * need)) {  // relative: memory may be in any unit
-      fail(who, ": memory_limit (", limits[s],
-           ") is below the minimum any schedule needs on stage ", s, " (", need,
-           " = static memory ", memory.static_memory(s),
-           " + one micro-batch's activations M_B of its ", pl.chunks(), " chunk(s) ", act, ")");
-    }
-  }
-}
-
 /// The greedy flags of a choice.
 inline greedy_flags flags_of(const zb_choices& c) {
   return greedy_flags{c.b_first_when_ahead, c.wait_for_b,        c.fill_small_gaps,
@@ -173,9 +148,9 @@ inline choice_search_result run_every_choice(const greedy_problem& pr, unsigned 
     greedy_run run = gs.run(flags_of(c));
     out.tried.push_back(
         {c, run.ok, run.pruned, -1, run.ok ? run.max_span : 0.0, run.ok ? run.makespan : 0.0});
-    if (run.ok && (out.best.ops.empty() || run.max_span < out.best.max_span - pr.eps ||
-                   (run.max_span <= out.best.max_span + pr.eps &&
-                    run.makespan < out.best.makespan - pr.eps))) {
+    if (run.ok &&
+        (out.best.ops.empty() || pr.objective.better(run.max_span, run.makespan, out.best.max_span,
+                                                     out.best.makespan, pr.eps))) {
       out.best_choice = c;
       out.best = std::move(run);
     }
@@ -184,11 +159,11 @@ inline choice_search_result run_every_choice(const greedy_problem& pr, unsigned 
 }
 
 /// The choices searched best-first with exact pruning. Runs are resumable, so the live run
-/// with the smallest lower bound on its span is always the one advanced: the eventual best
-/// tends to finish first, and every other run stops as soon as its bounds show it cannot
-/// beat the best finished run (shorter span; on a tie, shorter makespan; on a tie again,
-/// the lower index) or `seed` (the best seed's cut: ties go to the greedy). A choice starts
-/// only once every earlier choice either finished or used a flag it differs in: a choice
+/// with the smallest lower bound on its objective is always the one advanced: the eventual
+/// best tends to finish first, and every other run stops as soon as its bounds show it cannot
+/// beat the best finished run (pr.objective: shorter primary, on a tie shorter secondary; on
+/// a tie again, the lower index) or `seed` (the best seed's cut: ties go to the greedy). A choice
+/// starts only once every earlier choice either finished or used a flag it differs in: a choice
 /// identical so far to a finished one makes the same decisions (it is reported as a copy,
 /// same_as), and one identical to a live run waits for it to diverge. The result never
 /// depends on the interleaving (nor on threads): a run is cut only when it provably loses;
@@ -290,10 +265,11 @@ inline choice_search_result search_choices(const greedy_problem& pr,
     dirty = true;
     const greedy_scheduler& g = *live[i];
     const bool ok = !g.cut() && g.complete();
-    const bool wins = ok && (best_index < 0 || g.span() < best_span - pr.eps ||
-                             (g.span() <= best_span + pr.eps &&
-                              (g.makespan() < best_makespan - pr.eps ||
-                               (g.makespan() <= best_makespan + pr.eps && int(i) < best_index))));
+    const search_objective& obj = pr.objective;
+    const bool wins = ok && (best_index < 0 ||
+                             obj.better(g.span(), g.makespan(), best_span, best_makespan, pr.eps) ||
+                             (int(i) < best_index && !obj.better(best_span, best_makespan, g.span(),
+                                                                 g.makespan(), pr.eps)));
     --n_live;
     st[i] = state::done;
     used[i] = g.used();
@@ -387,22 +363,27 @@ struct timed_order {
   double span = 0.0;
   double makespan = 0.0;
   bool empty() const noexcept { return ops.empty(); }
-  /// Shorter span wins; equal spans (within eps): the shorter makespan.
-  bool beats(double span2, double makespan2, double eps) const noexcept {
-    return span < span2 - eps || (span <= span2 + eps && makespan < makespan2 - eps);
+  /// Strictly better than `o` by the problem's objective.
+  bool beats(const timed_order& o, const greedy_problem& pr) const noexcept {
+    return pr.objective.better(span, makespan, o.span, o.makespan, pr.eps);
+  }
+  /// Its objective value: the span or the makespan.
+  double value(const greedy_problem& pr) const noexcept {
+    return pr.objective.primary(span, makespan);
   }
 };
 
-/// The search shared by zb-auto and zb-v. Order of work, cheapest first: the lower bound,
-/// the hand-crafted seeds that fit the limits (a seed at the bound ends the search: nothing
-/// can be shorter), then every greedy choice with the best span so far as its cut, then the
-/// improvement pass on the winner.
+/// The search shared by zb-auto and zb-v. Order of work, cheapest first: the lower bounds,
+/// the hand-crafted seeds that fit the limits (a seed at the bound of the objective ends the
+/// search: nothing can be shorter), then every greedy choice with the best order so far as its
+/// cut, then the improvement pass on the winner. The objective is opts.objective, automatic
+/// resolved by stages_differ (docs/model.md §7); every comparison is pr.objective's.
 inline zb_auto_result zb_search(std::string_view who,
                                 const generator_params& params,
                                 const placement& pl,
                                 std::vector<double> limits,
                                 const zb_auto_options& opts) {
-  check_limits(who, pl, params.memory, limits);
+  require_minimum_memory(who, pl, params.memory, limits);
   if (!std::isfinite(opts.search_budget_ms) || opts.search_budget_ms < 0.0) {
     fail(who, ": search_budget_ms (", opts.search_budget_ms,
          ") must be finite and >= 0 (0: no wall-clock cap)");
@@ -426,15 +407,19 @@ inline zb_auto_result zb_search(std::string_view who,
   for (stage_index s = 0; s < p; ++s) {
     avail[s] = limits[s] - params.memory.static_memory(s);
   }
-  const greedy_problem pr(pl, m, params.costs, params.memory, avail);
+  const search_objective obj =
+      search_objective::resolve(opts.objective, stages_differ(pl, params.costs, params.memory));
+  const greedy_problem pr(pl, m, params.costs, params.memory, avail, obj);
   zb_auto_result res;
-  const double bound = span_lower_bound(pl, m, params.costs, params.memory, avail);
+  res.objective = obj.kind();
+  const search_bounds bounds = lower_bounds(pl, m, params.costs, params.memory, avail);
+  const double bound = obj.primary(bounds.span, bounds.makespan);  // on the objective
   // Seeds: the hand-crafted ZB-H1 / ZB-H2 orders, when they fit the limits. The greedy's
   // list scheduling can lose to them with T_comm or uneven per-stage costs.
   timed_order seed;
   auto try_seed = [&](std::string_view name, std::vector<std::vector<op>> ops,
                       std::optional<double>& span_out) {
-    const std::vector<double> pk = order_peak(ops, params.memory);
+    const std::vector<double> pk = order_peak(ops, params.memory, pl.chunks());
     for (stage_index s = 0; s < p; ++s) {
       if (pk[s] > limits[s] + pr.meps) {
         return;  // does not fit the limit
@@ -453,7 +438,7 @@ inline zb_auto_result zb_search(std::string_view who,
     t.span = ot.max_span;
     t.makespan = ot.makespan;
     span_out = t.span;
-    if (seed.empty() || t.beats(seed.span, seed.makespan, pr.eps)) {
+    if (seed.empty() || t.beats(seed, pr)) {
       seed = std::move(t);
       res.winner = name;
     }
@@ -490,25 +475,26 @@ inline zb_auto_result zb_search(std::string_view who,
         for (unsigned j = 0; j < used.size() && !same; ++j) {
           same = used[j] != ~0u && ((i ^ j) & used[j]) == 0;
         }
-        if (same || (opts.prune && !seed.empty() && seed.span <= bound + pr.eps)) {
+        if (same || (opts.prune && !seed.empty() && seed.value(pr) <= bound + pr.eps)) {
           used.push_back(~0u);  // a copy, or a candidate already reaches the lower bound
           continue;
         }
         // A run longer than the best candidate so far cannot win: it stops early.
         const double cut =
-            opts.prune && !seed.empty() ? seed.span : std::numeric_limits<double>::infinity();
+            opts.prune && !seed.empty() ? seed.value(pr) : std::numeric_limits<double>::infinity();
         published_order o = published_zb_order(pr, published_zb_combination(i), cut);
         used.push_back(o.used);
         try_published(std::move(o));
       }
     } else if (pl.kind() == placement_kind::v_shape && pl.chunks() == 2) {
-      for (int i = 0; i < 4 && !(opts.prune && !seed.empty() && seed.span <= bound + pr.eps); ++i) {
+      for (int i = 0; i < 4 && !(opts.prune && !seed.empty() && seed.value(pr) <= bound + pr.eps);
+           ++i) {
         try_published(published_zb_v_order(pr, (i & 1) == 0, (i & 2) == 0));
       }
     }
   }
   // The greedy choices, unless a seed already reaches the bound.
-  const bool seed_optimal = opts.prune && !seed.empty() && seed.span <= bound + pr.eps;
+  const bool seed_optimal = opts.prune && !seed.empty() && seed.value(pr) <= bound + pr.eps;
   const unsigned n_choices = seed_optimal              ? 0u
                              : opts.paper_choices_only ? 8u
                                                        : (pl.chunks() > 1 ? 64u : 16u);
@@ -539,7 +525,7 @@ inline zb_auto_result zb_search(std::string_view who,
     cur.makespan = best_makespan;
   }
   // A seed replaces the greedy's order only when strictly better.
-  if (!seed.empty() && (cur.empty() || seed.beats(cur.span, cur.makespan, pr.eps))) {
+  if (!seed.empty() && (cur.empty() || seed.beats(cur, pr))) {
     cur = std::move(seed);
   } else {
     res.winner = "greedy";
@@ -559,7 +545,7 @@ inline zb_auto_result zb_search(std::string_view who,
         break;
       }
       const order_times t = time_order(pr, trial, start2);
-      if (!t.complete || t.max_span > res.span + pr.eps) {
+      if (!t.complete || obj.better(res.span, res.makespan, t.max_span, t.makespan, pr.eps)) {
         break;  // cannot happen (monotone), but never accept a worse order
       }
       res.span = t.max_span;
@@ -575,15 +561,16 @@ inline zb_auto_result zb_search(std::string_view who,
       budget.evaluations = std::size_t(std::clamp(6e5 / n, 16.0, 2000.0));
     }
     budget.milliseconds = opts.search_budget_ms;
-    if (budget.evaluations > 0 && res.span > bound + pr.eps) {
+    if (budget.evaluations > 0 && obj.primary(res.span, res.makespan) > bound + pr.eps) {
       order_improver imp(pr);
       const improve_stats st = imp.run(cur.ops, budget);
       res.search_evaluations = st.evaluations;
       res.search_moves = st.accepted;
       if (st.accepted > 0) {
         const order_times t = time_order(pr, cur.ops, cur.start);
-        PIPESCHED_ASSERT(t.complete && t.max_span <= res.span + pr.eps,
-                         "zb_search: the local search made the order worse");
+        PIPESCHED_ASSERT(
+            t.complete && !obj.better(res.span, res.makespan, t.max_span, t.makespan, pr.eps),
+            "zb_search: the local search made the order worse");
         res.span = t.max_span;
         res.makespan = t.makespan;
       }
@@ -591,10 +578,11 @@ inline zb_auto_result zb_search(std::string_view who,
   } else {
     res.filled_span = res.span;
   }
-  res.peak = order_peak(cur.ops, params.memory);
+  res.peak = order_peak(cur.ops, params.memory, pl.chunks());
   res.sched = to_schedule(who, m, pl, std::move(cur.ops));
   res.limits = std::move(limits);
-  res.lower_bound = std::min(res.span, bound);
+  res.lower_bound = std::min(res.span, bounds.span);
+  res.makespan_lower_bound = std::min(res.makespan, bounds.makespan);
   for (stage_index s = 0; s < p; ++s) {
     double busy = 0.0;
     for (chunk_index c = 0; c < pl.chunks(); ++c) {
@@ -622,11 +610,8 @@ inline std::vector<double> stage_limits(std::string_view who,
     return out;
   }
   for (stage_index s = 0; s < pl.stages(); ++s) {
-    double act = 0.0;
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      act += params.memory.at(s, c).activation;
-    }
-    out[s] = params.memory.static_memory(s) + factor * double(pl.stages()) * act;
+    out[s] = params.memory.static_memory(s) +
+             factor * double(pl.stages()) * stage_activation(params.memory, s, pl.chunks());
     if (!std::isfinite(out[s])) {
       fail(who, ": the default memory limit of stage ", s, " (static + ", factor,
            "*p*M_B = ", out[s], ") is not a finite number: the memory sizes are too large");

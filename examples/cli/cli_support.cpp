@@ -1,0 +1,657 @@
+// The shared part of the `pipesched` CLI (cli_support.hpp).
+
+#include "cli_support.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/io/chrome_trace.hpp>
+#include <pipesched/io/cost_model_json.hpp>
+#include <pipesched/io/json.hpp>
+#include <pipesched/io/memory_model_json.hpp>
+#include <pipesched/io/schedule_input.hpp>
+#include <pipesched/io/svg.hpp>
+#include <pipesched/plan/request.hpp>
+
+namespace pipesched::cli {
+
+std::vector<subcommand>& subcommands() {
+  static std::vector<subcommand> all;
+  return all;
+}
+
+registration::registration(subcommand c) {
+  subcommands().push_back(std::move(c));
+}
+
+void usage_error(const std::string& msg) {
+  throw pipesched::invalid_argument(msg);
+}
+
+/// One number of an option's value: the whole text must be a finite decimal number >= 0.
+/// Subnormal numbers (5e-324) are numbers; values beyond the range of a double are errors.
+std::optional<double> parse_number(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) != 0) {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(v) || v < 0.0) {
+    return std::nullopt;
+  }
+  if (errno == ERANGE && std::fabs(v) >= 1.0) {
+    return std::nullopt;  // overflow; ERANGE with a tiny value is an underflow: still a number
+  }
+  return v;
+}
+
+/// Splits "a,b,c" into finite numbers; errors name the option and the expected shape.
+std::vector<double> parse_numbers(const std::string& text,
+                                  const std::string& option,
+                                  std::size_t min_count,
+                                  std::size_t max_count,
+                                  const std::string& shape) {
+  std::vector<double> out;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', pos);
+    const std::string piece = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    const std::optional<double> v = parse_number(piece);
+    if (!v) {
+      usage_error(option + ": expected " + shape + " (finite numbers >= 0), got \"" + text +
+                  "\" (\"" + piece + "\" is not one)");
+    }
+    out.push_back(*v);
+    if (comma == std::string::npos) {
+      break;
+    }
+    pos = comma + 1;
+  }
+  if (out.size() < min_count || out.size() > max_count) {
+    usage_error(option + ": expected " + shape + ", got " + std::to_string(out.size()) +
+                " value(s) in \"" + text + "\"");
+  }
+  return out;
+}
+
+std::uint64_t parse_count(const std::string& text, const std::string& option, std::uint64_t max) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+    usage_error(option + ": must be a whole number >= 0, got \"" + text + "\"");
+  }
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text);
+  } catch (const std::out_of_range&) {
+    n = std::numeric_limits<unsigned long long>::max();
+  }
+  if (n > max) {
+    usage_error(option + ": must be at most " + std::to_string(max) + ", got " + text);
+  }
+  return n;
+}
+
+double parse_real(const std::string& text, const std::string& option) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = text.empty() || std::isspace(static_cast<unsigned char>(text.front())) != 0
+                       ? std::nan("")
+                       : std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || text.empty()) {
+    usage_error(option + ": expected a number, got \"" + text + "\"");
+  }
+  if (!std::isfinite(v) || (errno == ERANGE && std::fabs(v) >= 1.0)) {
+    usage_error(option + ": must be a finite number, got \"" + text + "\"");
+  }
+  return v;
+}
+
+std::string option_for(const std::string& field,
+                       const std::vector<std::pair<std::string, std::string>>& names) {
+  for (const auto& [f, option] : names) {
+    if (f == field) {
+      return option;
+    }
+  }
+  std::string option = "--" + field;
+  std::replace(option.begin(), option.end(), '_', '-');
+  return option;
+}
+
+cost_model model_options::costs() const {
+  if (!costs_file.empty()) {
+    try {
+      return read_cost_model(read_text_file(costs_file));
+    } catch (const pipesched::invalid_argument& e) {
+      usage_error("--costs " + costs_file + ": " + e.what());
+    }
+  }
+  const auto v = parse_numbers(cost, "--cost", 3, 4, "TF,TB,TW[,TC]");
+  return cost_model::uniform(v[0], v[1], v[2], v.size() > 3 ? v[3] : 0.0);
+}
+memory_model model_options::memory_sizes() const {
+  if (!memory_file.empty()) {
+    try {
+      return read_memory_model(read_text_file(memory_file));
+    } catch (const pipesched::invalid_argument& e) {
+      usage_error("--memory-file " + memory_file + ": " + e.what());
+    }
+  }
+  const auto v = parse_numbers(memory, "--memory", 2, 3, "MB,MW[,MIN]");
+  try {
+    // The library's M_W <= M_B rule.
+    return memory_model(chunk_memory{v[0], v[1], 0.0, v.size() > 2 ? v[2] : 0.0});
+  } catch (const pipesched::invalid_argument& e) {
+    usage_error(std::string("--memory: ") + e.what());
+  }
+}
+std::optional<double> model_options::memory_limit() const {
+  if (!memory_limit_text) {
+    return std::nullopt;
+  }
+  const std::optional<double> v = parse_number(*memory_limit_text);
+  if (!v || *v <= 0.0) {
+    usage_error("--memory-limit: must be a finite number > 0, got \"" + *memory_limit_text + "\"");
+  }
+  return v;
+}
+generator_params model_options::params() const {
+  generator_params p;
+  p.costs = costs();
+  p.memory = memory_sizes();
+  p.memory_limit = memory_limit();
+  return p;
+}
+
+void add_model_options(CLI::App* cmd, model_options& o) {
+  cmd->add_option("--cost", o.cost,
+                  "Costs TF,TB,TW[,TC] of one stage's whole slice for one micro-batch (split "
+                  "evenly over its v chunks; TC = latency of one transfer, not split)")
+      ->capture_default_str();
+  cmd->add_option("--memory", o.memory,
+                  "Activation memory MB,MW of one stage's whole slice for one micro-batch (split "
+                  "evenly over its v chunks); MIN: a chunk's input, what a recomputed F keeps")
+      ->capture_default_str();
+  cmd->add_option("--memory-limit", o.memory_limit_text,
+                  "Per-stage memory limit, in the units of --memory (the same number for every "
+                  "schedule)");
+  auto* cf = cmd->add_option("--costs", o.costs_file,
+                             "Cost model JSON file (per-stage / per-chunk / per-link costs; "
+                             "see docs/formats.md); replaces --cost");
+  auto* mf = cmd->add_option("--memory-file", o.memory_file,
+                             "Memory model JSON file (per-stage / per-chunk / static memory; "
+                             "see docs/formats.md); replaces --memory");
+  (void)cf;
+  (void)mf;
+}
+
+bool stdout_is_terminal() {
+  return ::isatty(STDOUT_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr;
+}
+
+torch_csv_options torch_csv_cli::options(const std::string& format) const {
+  torch_csv_options o;
+  if (layout && *layout != "steps" && *layout != "list") {
+    usage_error("--csv-layout: must be steps or list, not \"" + *layout + "\"");
+  }
+  if (spelling && *spelling != "current" && *spelling != "legacy") {
+    usage_error("--csv-spelling: must be current or legacy, not \"" + *spelling + "\"");
+  }
+  if (format != "torch-csv" && (layout || spelling)) {
+    usage_error(std::string(layout ? "--csv-layout" : "--csv-spelling") +
+                ": only meaningful with --format torch-csv");
+  }
+  if (layout) {
+    o.alignment = *layout == "list" ? torch_alignment::list_order : torch_alignment::unit_steps;
+  }
+  if (spelling) {
+    o.spelling = *spelling == "legacy" ? torch_spelling::legacy : torch_spelling::current;
+  }
+  return o;
+}
+
+void add_torch_csv_options(CLI::App* cmd, torch_csv_cli& o) {
+  cmd->add_option("--csv-layout", o.layout,
+                  "torch-csv: steps (unit-step grid, empty idle cells) or list (list order, no "
+                  "empty cells); default list when the schedule has SEND/RECV ops (--with-comm), "
+                  "else steps");
+  cmd->add_option("--csv-spelling", o.spelling,
+                  "torch-csv: current (I = input gradient, B = full backward) or legacy (B, BW); "
+                  "default current");
+}
+
+/// The output formats of generate and simulate.
+constexpr const char* known_formats = "text, json, torch-csv, chrome, svg";
+
+void check_format(const std::string& format) {
+  if (format != "text" && format != "json" && format != "torch-csv" && format != "chrome" &&
+      format != "svg") {
+    usage_error("--format: unknown format \"" + format + "\" (known: " + known_formats + ")");
+  }
+}
+
+bool is_stdout(const std::string& path) {
+  return path.empty() || path == "-";
+}
+
+void write_output_with(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  if (is_stdout(path)) {
+    write(std::cout);
+    std::cout.flush();
+    if (!std::cout) {
+      usage_error("standard output: write failed");
+    }
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) {
+    usage_error(path + ": cannot open for writing");
+  }
+  write(out);
+  out.flush();
+  if (!out) {
+    usage_error(path + ": write failed");
+  }
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  write_output_with(path, [&](std::ostream& os) { os << text; });
+}
+
+void write_picture(const std::string& path,
+                   const std::string& format,
+                   const schedule& s,
+                   const schedule_report& rep,
+                   const torch_csv_options& csv) {
+  if (format == "torch-csv") {
+    write_output(path, to_torch_csv(s, csv));
+    return;
+  }
+  if (rep.simulation.deadlock) {
+    usage_error("--format " + format + ": the schedule cannot run to the end (" +
+                rep.simulation.deadlock->describe() + ")");
+  }
+  if (format == "chrome") {
+    write_output_with(path, [&](std::ostream& os) {
+      write_chrome_trace(os, s, rep);
+      os << '\n';
+    });
+    return;
+  }
+  write_output(path, to_svg(s, rep));
+}
+
+void print_violations(const std::vector<std::string>& lines, bool stdout_has_output) {
+  for (const auto& l : lines) {
+    std::fprintf(stdout_has_output ? stderr : stdout, "%s\n", l.c_str());
+  }
+}
+
+void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) {
+  auto* name =
+      cmd->add_option("--schedule,-s", src.schedule_name, "Schedule name (see `pipesched list`)");
+  auto* p = cmd->add_option("--stages,-p", src.stages, "Pipeline stages p (>= 1)");
+  auto* m = cmd->add_option("--microbatches,-m", src.microbatches, "Micro-batches m (>= 1)");
+  cmd->add_option("--chunks,-v", src.chunks, "Model chunks per stage v (default: the schedule's)");
+  cmd->add_flag("--with-comm", src.with_comm,
+                "Insert SEND/RECV ops that cannot deadlock under blocking point-to-point");
+  cmd->add_option("--recv", src.recv,
+                  "With --with-comm: eager (post receives early) or late (save receive buffers)")
+      ->capture_default_str();
+  cmd->add_option("--search-budget", src.search_budget,
+                  "zb-auto, zb-1p, zb-2p, zb-v: wall-clock cap on the local search, in "
+                  "milliseconds (0: none; the result then depends on the machine's speed)");
+  cmd->add_option("--search-evaluations", src.search_evaluations,
+                  "zb-auto, zb-1p, zb-2p, zb-v: local search budget in candidate orders timed "
+                  "(deterministic; default sized from the problem, 0: no local search)");
+  cmd->add_option("--recompute", src.recompute,
+                  "Activation recomputation for all chunks or the global chunks G1,G2,...: their "
+                  "F keep only their input (M_in), an R re-runs them before the backward");
+  cmd->add_option("--recompute-policy", src.recompute_policy,
+                  "With --recompute: where each R goes: before-backward, or idle-slot (earliest "
+                  "idle gap after its F within --memory-limit, default the before-backward peak)")
+      ->capture_default_str();
+  if (allow_input) {
+    auto* in = cmd->add_option("--input,-i", src.input,
+                               "Schedule file (- reads standard input): pipesched JSON or PyTorch "
+                               "pipelining CSV, recognised by content");
+    in->excludes(name);
+    in->excludes(p);
+    in->excludes(m);
+    cmd->add_option("--input-format", src.input_format,
+                    "With --input: json or torch-csv instead of recognising the content");
+  }
+}
+
+namespace {
+
+/// --search-budget / --search-evaluations as zb_auto_options; nullopt when neither is given.
+/// Throws (exit 2) on a bad value.
+std::optional<zb_auto_options> search_options(const schedule_source& src) {
+  if (!src.search_budget && !src.search_evaluations) {
+    return std::nullopt;
+  }
+  zb_auto_options o;
+  if (src.search_budget) {
+    const std::optional<double> ms = parse_number(*src.search_budget);
+    if (!ms) {
+      usage_error(
+          "--search-budget: must be a finite number of milliseconds >= 0 (0: no cap), got \"" +
+          *src.search_budget + "\"");
+    }
+    o.search_budget_ms = *ms;
+  }
+  if (src.search_evaluations) {
+    const std::string& t = *src.search_evaluations;
+    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos) {
+      usage_error("--search-evaluations: must be a whole number >= 0 (candidate orders), got \"" +
+                  t + "\"");
+    }
+    // The largest value is zb_auto_options::default_evaluations, "sized from the problem".
+    constexpr unsigned long long max_n = zb_auto_options::default_evaluations - 1;
+    unsigned long long n = max_n + 1;
+    try {
+      n = std::stoull(t);
+    } catch (const std::out_of_range&) {
+      // beyond 64 bits: n stays above max_n, reported below
+    }
+    if (n > max_n) {
+      usage_error("--search-evaluations: must be at most " + std::to_string(max_n) + ", got \"" +
+                  t + "\"");
+    }
+    o.search_evaluations = static_cast<std::size_t>(n);
+  }
+  return o;
+}
+
+/// The names of the registered schedules that search, "a, b, c".
+std::string searching_schedules() {
+  std::string out;
+  for (const auto& e : default_registry().entries()) {
+    if (e.searches) {
+      out += (out.empty() ? "" : ", ") + e.name;
+    }
+  }
+  return out;
+}
+
+/// A schedule file's text as pipesched JSON or PyTorch CSV: --input-format when given, else
+/// by content (detect_input_format), never by the file name.
+schedule read_schedule_file(const schedule_source& src) {
+  const bool from_stdin = src.input == "-";
+  const std::string text = read_text_file(from_stdin ? "/dev/stdin" : src.input);
+  std::optional<input_format> requested;
+  if (src.input_format) {
+    requested = parse_input_format(*src.input_format);
+    if (!requested) {
+      usage_error("--input-format: must be json or torch-csv, not \"" + *src.input_format + "\"");
+    }
+  }
+  const input_format format = requested.value_or(detect_input_format(text));
+  try {
+    // A CSV carries no name: the file's, without directory and extension.
+    return read_schedule(text, format,
+                         from_stdin ? "stdin" : std::filesystem::path(src.input).stem().string());
+  } catch (const pipesched::invalid_argument& e) {
+    usage_error((from_stdin ? std::string("standard input") : src.input) + " (read as " +
+                std::string(to_string(format)) + "): " + e.what());
+  }
+}
+
+/// The option a schedule_request field comes from.
+std::string option_of(const std::string& field, const schedule_source& src) {
+  if (field == "search") {
+    return src.search_budget ? "--search-budget" : "--search-evaluations";
+  }
+  if (field == "recompute.chunks") {
+    return "--recompute";
+  }
+  if (field == "generator") {
+    return "--schedule";
+  }
+  return "--" + field;  // stages, microbatches, chunks
+}
+
+}  // namespace
+
+std::string in_option_terms(const field_error& e,
+                            const std::vector<std::string>& fields,
+                            const std::vector<std::pair<std::string, std::string>>& names) {
+  const std::string& rule = e.rule();
+  std::string out;
+  std::size_t i = 0;
+  auto word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
+  while (i < rule.size()) {
+    if (!word_char(rule[i])) {
+      out += rule[i++];
+      continue;
+    }
+    std::size_t j = i;
+    while (j < rule.size() && word_char(rule[j])) {
+      ++j;
+    }
+    const std::string word = rule.substr(i, j - i);
+    const bool field = std::find(fields.begin(), fields.end(), word) != fields.end();
+    out += field ? option_for(word, names) : word;
+    i = j;
+  }
+  return option_for(e.field(), names) + ": " + out;
+}
+
+void links_cli::add(CLI::App* cmd) {
+  cmd->add_option("--replicas", replicas,
+                  "D >= 2 data-parallel pipelines, each its own sample, then a ring all-reduce per "
+                  "stage (needs --gradient-bytes)");
+  cmd->add_option("--gradient-bytes", gradient_bytes,
+                  "With --replicas: gradient bytes per stage (>= 0)");
+  cmd->add_option("--allreduce-latency", allreduce_latency,
+                  "With --replicas: latency per ring step, in --cost time units (default 0)");
+  cmd->add_option("--link-bandwidth", link_bandwidth,
+                  "Links with bandwidth: each stage's link sends B bytes per --cost time unit "
+                  "(one value, or B0,B1,... per stage; inf: no serialization); with --replicas "
+                  "the all-reduce shares the links (docs/robustness.md section 8)");
+  cmd->add_option("--message-bytes", message_bytes,
+                  "With --link-bandwidth: bytes of an activation and of an input-gradient "
+                  "message A[,G] (one value: both)");
+  cmd->add_option("--traffic", traffic,
+                  "With --link-bandwidth: fifo (one queue) or priority (pipeline sends before "
+                  "all-reduce traffic); default fifo");
+  cmd->add_option("--buckets", buckets,
+                  "With --link-bandwidth and --replicas: gradient buckets per chunk (default 1)");
+}
+
+void links_cli::fill(whatif_request& req) const {
+  constexpr auto max32 = std::numeric_limits<std::uint32_t>::max();
+  if (replicas) {
+    req.replicas = static_cast<std::uint32_t>(parse_count(*replicas, "--replicas", max32));
+  }
+  if (gradient_bytes) {
+    req.gradient_bytes = parse_real(*gradient_bytes, "--gradient-bytes");
+  }
+  if (allreduce_latency) {
+    req.allreduce_latency = parse_real(*allreduce_latency, "--allreduce-latency");
+  }
+  if (link_bandwidth) {
+    // "inf" is a bandwidth (no serialization), so not parse_real's finite numbers.
+    std::vector<double> b;
+    std::size_t pos = 0;
+    while (true) {
+      const std::size_t comma = link_bandwidth->find(',', pos);
+      const std::string piece =
+          link_bandwidth->substr(pos, comma == std::string::npos ? comma : comma - pos);
+      b.push_back(piece == "inf" ? std::numeric_limits<double>::infinity()
+                                 : parse_real(piece, "--link-bandwidth"));
+      if (comma == std::string::npos) {
+        break;
+      }
+      pos = comma + 1;
+    }
+    req.link_bandwidth = std::move(b);
+  }
+  if (message_bytes) {
+    req.message_bytes =
+        parse_numbers(*message_bytes, "--message-bytes", 1, 2, "ACTIVATION[,GRADIENT] bytes");
+  }
+  req.traffic = traffic;
+  if (buckets) {
+    req.buckets = static_cast<std::uint32_t>(parse_count(*buckets, "--buckets", max32));
+  }
+}
+
+void whatif_usage_error(const field_error& e) {
+  static const std::vector<std::pair<std::string, std::string>> names = {
+      {"stragglers", "--straggler"},
+      {"straggler", "--straggler"},
+      {"stage_slowdown", "--straggler"},
+      {"stalls.probability", "--stalls (P)"},
+      {"stalls.duration", "--stalls (D)"},
+      {"latency", "--allreduce-latency"},
+      {"allreduce_latency", "--allreduce-latency"}};
+  usage_error(in_option_terms(
+      e,
+      {"replicas", "gradient_bytes", "bandwidth", "allreduce_latency", "link_bandwidth",
+       "message_bytes", "traffic", "buckets", "dynamic", "sensitivity"},
+      names));
+}
+
+generation_result load_schedule(const schedule_source& src, const generator_params& base) {
+  if (src.recv != "eager" && src.recv != "late") {
+    usage_error("--recv: must be eager or late, not \"" + src.recv + "\"");
+  }
+  if (src.recv != "eager" && !src.with_comm) {
+    usage_error("--recv: only meaningful with --with-comm");
+  }
+  const bool idle = src.recompute_policy == "idle-slot";
+  if (!idle && src.recompute_policy != "before-backward") {
+    usage_error("--recompute-policy: must be before-backward or idle-slot, not \"" +
+                src.recompute_policy + "\"");
+  }
+  if (idle && !src.recompute) {
+    usage_error("--recompute-policy: only meaningful with --recompute");
+  }
+  if (src.input_format && src.input.empty()) {
+    usage_error("--input-format: only meaningful with --input");
+  }
+  schedule_request req;
+  req.params = base;
+  std::optional<zb_auto_options> search = search_options(src);
+  if (!src.input.empty()) {
+    // A file has no search: the request cannot even say it, so the option is refused here.
+    if (search) {
+      usage_error(std::string(src.search_budget ? "--search-budget" : "--search-evaluations") +
+                  ": only meaningful when a schedule that searches (" + searching_schedules() +
+                  ") is generated, not with --input");
+    }
+    req.params.chunks = src.chunks.value_or(0);
+    req.source = given_source{read_schedule_file(src)};
+  } else {
+    if (src.schedule_name.empty()) {
+      usage_error("give --schedule NAME --stages P --microbatches M, or --input FILE");
+    }
+    if (!src.stages && !src.microbatches) {
+      usage_error("--stages and --microbatches are required with --schedule");
+    }
+    if (!src.stages) {
+      usage_error("--stages is required with --schedule");
+    }
+    if (!src.microbatches) {
+      usage_error("--microbatches is required with --schedule");
+    }
+    req.params.stages = *src.stages;
+    req.params.microbatches = *src.microbatches;
+    req.params.chunks = src.chunks.value_or(0);
+    generation_options gen_opts;
+    gen_opts.search = search;
+    req.source = generated_source{src.schedule_name, gen_opts};
+  }
+  if (src.recompute) {
+    recompute_request r;
+    r.placement = idle ? recompute_placement::idle_slot : recompute_placement::before_backward;
+    r.all = *src.recompute == "all";
+    if (!r.all) {
+      for (double v :
+           parse_numbers(*src.recompute, "--recompute", 1, 1u << 20, "all or G1,G2,...")) {
+        if (v != std::floor(v) || v > std::numeric_limits<global_chunk>::max()) {
+          usage_error("--recompute: " + fmt::format("{}", v) +
+                      " is not a global chunk of the schedule (a whole number)");
+        }
+        r.chunks.push_back(static_cast<global_chunk>(v));
+      }
+    }
+    req.recompute = r;
+  }
+  if (src.with_comm) {
+    req.lowering = src.recv == "late" ? receive_placement::late : receive_placement::eager;
+  }
+  try {
+    return build_schedule(req, default_registry());
+  } catch (const field_error& e) {
+    usage_error(option_of(e.field(), src) + ": " + e.rule());
+  }
+}
+
+progress_line::progress_line(std::string status) : status_(std::move(status)) {
+  tty_ = ::isatty(STDERR_FILENO) == 1;
+  thread_ = std::jthread([this](std::stop_token stop) { loop(stop); });
+}
+
+progress_line::~progress_line() {
+  thread_.request_stop();
+  thread_.join();
+  if (printed_ && tty_) {
+    std::fputs("\r\033[K", stderr);  // the output that follows starts on a clean line
+    std::fflush(stderr);
+  }
+}
+
+void progress_line::set(std::string status) {
+  const std::lock_guard<std::mutex> lock(m_);
+  status_ = std::move(status);
+  total_.store(0, std::memory_order_relaxed);
+}
+
+void progress_line::set_count(std::uint64_t done, std::uint64_t total) noexcept {
+  done_.store(done, std::memory_order_relaxed);
+  total_.store(total, std::memory_order_relaxed);
+}
+
+// Called with m_ held.
+std::string progress_line::text() {
+  const std::uint64_t total = total_.load(std::memory_order_relaxed);
+  if (total == 0) {
+    return status_;
+  }
+  const std::uint64_t done = std::min(done_.load(std::memory_order_relaxed), total);
+  return fmt::format("{}: {}/{} samples ({} %)", status_, done, total, done * 100 / total);
+}
+
+void progress_line::loop(const std::stop_token& stop) {
+  using namespace std::chrono;
+  const auto start = steady_clock::now();
+  std::unique_lock<std::mutex> lock(m_);
+  auto wait = milliseconds(1000);
+  while (!cv_.wait_for(lock, stop, wait, [&] { return stop.stop_requested(); })) {
+    const double s = duration<double>(steady_clock::now() - start).count();
+    std::fprintf(stderr, tty_ ? "\r\033[K%s, %.0f s" : "%s, %.0f s\n", text().c_str(), s);
+    std::fflush(stderr);
+    printed_ = true;
+    wait = milliseconds(tty_ ? 250 : 1000);
+  }
+}
+
+}  // namespace pipesched::cli

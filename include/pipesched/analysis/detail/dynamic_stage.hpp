@@ -1,0 +1,157 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "pipesched/analysis/memory_events.hpp"
+#include "pipesched/ir/op.hpp"
+#include "pipesched/ir/placement.hpp"
+#include "pipesched/model/memory_model.hpp"
+
+// The dynamic policy (docs/robustness.md §3), written once: simulate_dynamic
+// (analysis/dynamic_policy.hpp) and the dynamic drivers (exec/dynamic_driver.hpp, exec/mpi.hpp)
+// decide every op with this class; they differ only in how they learn that an input is here.
+
+namespace pipesched::detail {
+
+/// The budget the dynamic policy admits forwards under: `limit` plus memory_tolerance, after
+/// require_minimum_memory has checked it (throws invalid_argument naming `who` otherwise);
+/// nullopt when there is no limit. `mem` is read for the shape.
+inline std::optional<double> dynamic_cap(std::string_view who,
+                                         const placement& pl,
+                                         const memory_model& mem,
+                                         const std::optional<double>& limit) {
+  if (!limit) {
+    return std::nullopt;
+  }
+  require_minimum_memory(who, pl, mem, {*limit});
+  std::vector<double> avail(pl.stages());
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    avail[s] = *limit - mem.static_memory(s);
+  }
+  return *limit + memory_tolerance(pl, mem, avail);
+}
+
+/// One stage under the dynamic policy: its progress (next F and B of each local chunk, the W
+/// whose B ran, live memory) and its pick. Whenever the stage is free it runs, among the ops
+/// whose input is here: a B (lowest micro-batch, then the chunk later in the model, whose
+/// gradient goes further), else an F that memory admits (the memory engine's admits_forward:
+/// live memory + its activation + later_chunk_reserve within the cap; the chunk later in the
+/// model first; each chunk's F in micro-batch order), else its oldest pending W. Split backward
+/// only (F, B, W).
+class dynamic_policy_stage {
+ public:
+  /// `mem` is read for the shape; `cap` is dynamic_cap's (none: every F is admitted).
+  dynamic_policy_stage(const placement& pl,
+                       stage_index s,
+                       std::uint32_t microbatches,
+                       const memory_model& mem,
+                       std::optional<double> cap)
+      : pl_(&pl),
+        s_(s),
+        m_(microbatches),
+        cap_(cap),
+        next_f_(pl.chunks(), 0),
+        next_b_(pl.chunks(), 0),
+        delta_f_(pl.chunks()),
+        reserve_(pl.chunks()),
+        sizes_(pl.chunks()),
+        live_(mem.static_memory(s)) {
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      sizes_[c] = mem.at(s, c);
+      delta_f_[c] = memory_delta(op_kind::forward, sizes_[c]);
+      reserve_[c] = later_chunk_reserve(pl, mem, s, c);
+    }
+  }
+
+  /// Calls f(x) for each op the stage may run as soon as its input is here: the next B of
+  /// each chunk whose F ran, and the next F of each chunk that memory admits.
+  template <class F>
+  void for_each_candidate(F&& f) const {
+    for (chunk_index c = 0; c < pl_->chunks(); ++c) {
+      const microbatch_index j = next_b_[c];
+      if (j < m_ && next_f_[c] > j) {  // F of each chunk runs in micro-batch order
+        f(op{op_kind::backward_input, j, c});
+      }
+    }
+    for (chunk_index c = 0; c < pl_->chunks(); ++c) {
+      const microbatch_index j = next_f_[c];
+      if (j < m_ && (!cap_ || admits_forward(live_, delta_f_[c], reserve_[c], *cap_))) {
+        f(op{op_kind::forward, j, c});
+      }
+    }
+  }
+
+  /// The op the policy runs next, given `has_input(x)`: whether candidate x's input (an F's
+  /// activation, a B's gradient; none for the first chunk's F and the last chunk's B) is here.
+  /// nullopt when no candidate's input is here and no W is pending.
+  template <class HasInput>
+  std::optional<op> pick(HasInput&& has_input) const {
+    std::optional<op> best;
+    for_each_candidate([&](const op& x) {
+      if (has_input(x) && (!best || preferred(x, *best))) {
+        best = x;
+      }
+    });
+    if (!best && !pending_w_.empty()) {
+      best = pending_w_.front();
+    }
+    return best;
+  }
+
+  bool w_pending() const noexcept { return !pending_w_.empty(); }
+  /// Live memory, static memory included.
+  double live() const noexcept { return live_; }
+
+  /// Accounts `x` (an op pick() returned) as started: its memory is committed.
+  void commit(const op& x) {
+    live_ += memory_delta(x.kind, sizes_[x.chunk]);
+    switch (x.kind) {
+      case op_kind::forward:
+        ++next_f_[x.chunk];
+        break;
+      case op_kind::backward_input:
+        ++next_b_[x.chunk];
+        pending_w_.push_back(op{op_kind::backward_weight, x.mb, x.chunk});
+        break;
+      default:
+        pending_w_.pop_front();
+        break;
+    }
+  }
+
+  /// The ops the stage runs in all: F, B and W of each chunk and micro-batch.
+  std::size_t total() const noexcept { return std::size_t{pl_->chunks()} * m_ * 3; }
+
+ protected:
+  const placement* pl_;
+  stage_index s_;
+  std::uint32_t m_;
+
+ private:
+  // The policy's order among candidates: a B before an F, among B the lower micro-batch, then
+  // the chunk later in the model.
+  bool preferred(const op& x, const op& y) const noexcept {
+    const bool xb = x.kind == op_kind::backward_input;
+    if (xb != (y.kind == op_kind::backward_input)) {
+      return xb;
+    }
+    if (xb && x.mb != y.mb) {
+      return x.mb < y.mb;
+    }
+    return pl_->global(s_, x.chunk) > pl_->global(s_, y.chunk);
+  }
+
+  std::optional<double> cap_;
+  std::vector<microbatch_index> next_f_, next_b_;
+  std::vector<double> delta_f_, reserve_;
+  std::vector<chunk_memory> sizes_;
+  std::deque<op> pending_w_;
+  double live_;
+};
+
+}  // namespace pipesched::detail

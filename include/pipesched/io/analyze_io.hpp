@@ -1,0 +1,96 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "pipesched/analysis/telemetry.hpp"
+#include "pipesched/plan/analyze.hpp"
+
+// What `pipesched analyze` and Python's analyze() print (docs/formats.md, "analyze"): the
+// per-stage estimates, the stragglers and the re-plans of an analyze_result, as JSON and text.
+
+namespace pipesched {
+
+/// The JSON object: schedule, stages (per stage F, B, W, BW as {median, mad, count}, each left
+/// out when not measured, and per_microbatch), stragglers, current, replans (improves: predicted
+/// faster than the run's order).
+inline nlohmann::json analyze_to_json(const analyze_result& r) {
+  // A kind the trace has no op of is left out (never null: every value is a number).
+  auto put = [](nlohmann::json& j, const char* kind, const std::optional<duration_estimate>& d) {
+    if (d) {
+      j[kind] = {{"median", d->median}, {"mad", d->mad}, {"count", d->count}};
+    }
+  };
+  nlohmann::json j{{"schedule", r.name},
+                   {"stages", nlohmann::json::array()},
+                   {"stragglers", nlohmann::json::array()},
+                   {"current", r.plan.current},
+                   {"replans", nlohmann::json::array()}};
+  for (const stage_estimate& e : r.estimates) {
+    nlohmann::json st{{"per_microbatch", e.per_microbatch}};
+    put(st, "F", e.forward);
+    put(st, "B", e.backward_input);
+    put(st, "W", e.backward_weight);
+    put(st, "BW", e.backward_full);
+    j["stages"].push_back(std::move(st));
+  }
+  for (const straggler& x : r.stragglers) {
+    j["stragglers"].push_back({{"stage", x.stage},
+                               {"per_microbatch", x.per_microbatch},
+                               {"peers", x.peers},
+                               {"excess", x.excess},
+                               {"relative", x.relative}});
+  }
+  for (const replan_candidate& c : r.plan.candidates) {
+    j["replans"].push_back({{"generator", c.generator},
+                            {"makespan", c.makespan},
+                            {"gain", c.gain},
+                            {"relative_gain", c.relative_gain},
+                            {"improves", c.improves()}});
+  }
+  return j;
+}
+
+/// The readable report: a table of the estimates, the stragglers, the re-plans.
+inline std::string analyze_text(const analyze_result& r) {
+  std::string t =
+      fmt::format("{}  p={} m={} v={}  {} ops measured\n", r.name.empty() ? "run" : r.name,
+                  r.stages, r.microbatches, r.chunks, r.ops);
+  t += "stage  F median (MAD)  B median (MAD)  W median (MAD)  BW median (MAD)  per mb\n";
+  auto cell = [](const std::optional<duration_estimate>& d) {
+    return d ? fmt::format("{:.4g} ({:.2g})", d->median, d->mad) : std::string("-");
+  };
+  for (stage_index s = 0; s < r.estimates.size(); ++s) {
+    const stage_estimate& e = r.estimates[s];
+    t += fmt::format("{:>5}  {:>14}  {:>14}  {:>14}  {:>15}  {:.4g}\n", s, cell(e.forward),
+                     cell(e.backward_input), cell(e.backward_weight), cell(e.backward_full),
+                     e.per_microbatch);
+  }
+  if (r.stragglers.empty()) {
+    t += fmt::format("stragglers: none (thresholds: {:g} absolute, {:g}% relative)\n",
+                     r.thresholds.absolute, 100 * r.thresholds.relative);
+  }
+  for (const straggler& x : r.stragglers) {
+    t += fmt::format(
+        "straggler: stage {}: {:.4g} per micro-batch, {:.4g} ({:.1f}%) above its peers\n", x.stage,
+        x.per_microbatch, x.excess, 100 * x.relative);
+  }
+  t += fmt::format("re-plan with the measured costs (the run's order predicts {:.6g}):\n",
+                   r.plan.current);
+  for (const replan_candidate& c : r.plan.candidates) {
+    // Only a plan predicted faster is a suggestion; the others say by how much they lose.
+    t += c.improves() ? fmt::format("  {:<10} {:.6g}  gain {:.4g} ({:.1f}%)\n", c.generator,
+                                    c.makespan, c.gain, 100 * c.relative_gain)
+                      : fmt::format(
+                            "  {:<10} {:.6g}  no gain: {:.4g} ({:.1f}%) slower than the "
+                            "run's order\n",
+                            c.generator, c.makespan, 0.0 - c.gain, 0.0 - 100 * c.relative_gain);
+  }
+  return t;
+}
+
+}  // namespace pipesched
