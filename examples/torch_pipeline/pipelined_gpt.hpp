@@ -79,6 +79,7 @@ class pipelined_gpt {
       c.params = ch.parameters();
       for (std::size_t i = 0; i < c.params.size(); ++i) {
         c.index_of.emplace(c.params[i].unsafeGetTensorImpl(), i);
+        c.all_index.push_back(i);
       }
       std::unordered_map<const void*, bool> deferred;
       for (const split_linear* l : ch.linears()) {
@@ -158,6 +159,7 @@ class pipelined_gpt {
     std::vector<torch::Tensor> params;
     std::vector<torch::Tensor> grads;
     std::unordered_map<const void*, std::size_t> index_of;  ///< TensorImpl -> params position
+    std::vector<std::size_t> all_index;                     ///< 0, 1, ..., params.size() - 1
     std::vector<torch::Tensor> immediate;  ///< `store`: gradients B computes (norms, embeddings)
     std::vector<std::size_t> immediate_index;
     std::size_t linears = 0;
@@ -297,11 +299,7 @@ class pipelined_gpt {
     const std::vector<torch::Tensor> g = torch::autograd::grad(
         {it->second.output}, c.params, {it->second.grad_out}, /*retain_graph=*/false);
     c.after_b.erase(it);  // the graph is released with the last reference to `output`
-    std::vector<std::size_t> all(g.size());
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      all[i] = i;
-    }
-    accumulate(c, g, all);
+    accumulate(c, g, c.all_index);
   }
 
   // --- fused: one autograd::grad over the input and every parameter ---------------------------
@@ -316,11 +314,7 @@ class pipelined_gpt {
     const std::vector<torch::Tensor> g =
         torch::autograd::grad({sv.output}, wrt, {sv.grad_out}, /*retain_graph=*/false);
     const std::size_t at = first ? 0 : 1;
-    std::vector<std::size_t> all(c.params.size());
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      all[i] = i;
-    }
-    accumulate(c, std::span<const torch::Tensor>(g).subspan(at), all);
+    accumulate(c, std::span<const torch::Tensor>(g).subspan(at), c.all_index);
     message gx;
     if (!first) {
       gx.t = g[0];
