@@ -158,10 +158,19 @@ if(MODE STREQUAL "generate")
 #include <thread>
 #include <vector>
 
+#include <pipesched/analysis/schedule_report.hpp>
+#include <pipesched/exec/any_executor.hpp>
+#include <pipesched/exec/instrumented_executor.hpp>
+#include <pipesched/exec/serial_driver.hpp>
+#include <pipesched/exec/sleep_executor.hpp>
+#include <pipesched/exec/thread_driver.hpp>
+#include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/model_json.hpp>
 #include <pipesched/io/torch_csv.hpp>
 #include <pipesched/pipesched.hpp>
+#include <pipesched/transform/comm_lowering.hpp>
+#include <pipesched/transform/recompute.hpp>
 
 namespace {
 using namespace pipesched;

@@ -3,8 +3,9 @@ cmake_policy(SET CMP0007 NEW)
 # whose path matches FORBID (a regex): keeps a header cheap to include (issue 15: the registry
 # type without the generators, the search and <thread>). Uses the compiler's own include
 # closure (-M), so it sees what a user's build would compile.
-file(WRITE ${WORK}/closure.cpp "#include <${HEADER}>\n")
-execute_process(COMMAND ${CXX} -std=c++20 -M -I${INCLUDE} ${WORK}/closure.cpp
+string(MAKE_C_IDENTIFIER "${HEADER}" scratch)  # one file per header: the checks run in parallel
+file(WRITE ${WORK}/closure_${scratch}.cpp "#include <${HEADER}>\n")
+execute_process(COMMAND ${CXX} -std=c++20 -M -I${INCLUDE} ${WORK}/closure_${scratch}.cpp
                 OUTPUT_VARIABLE deps ERROR_VARIABLE err RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${HEADER} does not compile on its own:\n${err}")

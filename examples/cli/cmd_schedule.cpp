@@ -110,6 +110,7 @@ struct simulate_options_cli {
   schedule_source src;
   model_options model;
   links_cli links;  // --link-bandwidth ...: the links report instead of simulate's
+  std::string transfers = "blocking";  // --transfers: SEND / RECV of a lowered schedule
   bool json = false;
   std::string format = "text";
   std::string output;
@@ -164,6 +165,10 @@ int cmd_simulate(const simulate_options_cli& o) {
   ro.lower_bound = g.lower_bound;
   // JSON describes invalid schedules too; the other outputs only list their violations.
   ro.analyze_invalid = json;
+  if (o.transfers != "blocking" && o.transfers != "posted") {
+    usage_error("--transfers: must be blocking or posted, not \"" + o.transfers + "\"");
+  }
+  ro.transfers = o.transfers == "posted" ? transfer_timing::posted : transfer_timing::blocking;
   const schedule_report rep = report_schedule(s, ro);
   const int code = rep.ok() ? 0 : 1;
   if (!rep.validation.ok() && !json) {
@@ -228,6 +233,11 @@ const registration simulate_cmd{
        auto* sc = app.add_subcommand("simulate", "Simulate a schedule: makespan, bubble, memory");
        add_schedule_source(sc, sim->src, true);
        add_model_options(sc, sim->model);
+       sc->add_option("--transfers", sim->transfers,
+                      "SEND / RECV of a lowered schedule: blocking (a rendezvous both stages wait "
+                      "in, as MPI_Send / MPI_Recv) or posted (isend / irecv, as PyTorch's runtime: "
+                      "only the op consuming the data waits for it)")
+           ->capture_default_str();
        sc->add_flag("--json", sim->json, "Print one JSON object instead of the readable report");
        sc->add_option("--format,-f", sim->format,
                       "Output: text (report + timeline), json, chrome (trace), svg, torch-csv")

@@ -43,6 +43,18 @@ string(JSON simulated GET "${sim}" makespan)
 if(NOT simulated STREQUAL predicted)
   message(FATAL_ERROR "schedule.json: simulated makespan ${simulated} != the plan's ${predicted}")
 endif()
+# The compute_comms CSV timed as PyTorch runs it (posted isend / irecv) is never earlier than
+# the plan (tests/python/test_plan.py checks how close it is).
+execute_process(COMMAND ${CLI} simulate -i ${prefix}.csv --costs ${prefix}.costs.json
+                        --transfers posted --json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE sim_comms ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "simulate --transfers posted (csv): ${err}")
+endif()
+string(JSON posted GET "${sim_comms}" makespan)
+if(posted LESS predicted)
+  message(FATAL_ERROR "the compute_comms CSV times to ${posted}, before the plan's ${predicted}")
+endif()
 math(EXPR last "${stages} - 1")
 foreach(s RANGE ${last})
   string(JSON peak GET "${sim}" stages ${s} peak_memory)

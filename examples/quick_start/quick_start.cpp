@@ -1,5 +1,6 @@
 #include <cstdio>
 
+#include <pipesched/analysis/schedule_report.hpp>  // validate, simulate, check_memory
 #include <pipesched/io/terminal.hpp>
 #include <pipesched/pipesched.hpp>
 

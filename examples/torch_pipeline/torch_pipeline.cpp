@@ -1,25 +1,30 @@
 // Trains a small GPT-like model (libtorch, double precision) through any registered pipeline
-// schedule, one thread per stage, with a real split backward: B is the input gradient
-// (autograd::grad w.r.t. the chunk's input, graph kept), W the weight gradient (autograd::grad
-// w.r.t. the chunk's parameters, graph released). Checks the accumulated gradients against an
-// unpipelined step on the same mini-batch; can measure the real F/B/W costs, write them as a
-// cost model and re-plan a schedule from them (docs/torch_pipeline.md).
+// schedule, one thread per stage (torch_pipeline) or one MPI rank per stage
+// (torch_pipeline_mpi, the same file built with TORCH_PIPELINE_MPI), with a real split
+// backward (--split: fused, autograd, or store, the default: B leaves each linear layer's input
+// and output gradient, W runs only the weight-gradient products). Checks the accumulated
+// gradients against an unpipelined step on the same mini-batch; can measure the real F/B/W
+// costs, write them as a cost model, re-plan schedules from them and time them against the
+// measured one in alternating runs (docs/torch_pipeline.md).
 //   torch_pipeline --schedule zb-h1 --stages 2 --microbatches 8
 //   torch_pipeline --schedule all --stages 4 --microbatches 8 --lowered
-//   torch_pipeline -s 1f1b -p 2 -m 8 --profile costs.json --replan zb-auto
+//   torch_pipeline -s 1f1b -p 2 -m 8 --profile costs.json --replan zb-h1,zb-v --layers 4
+//   mpirun -np 2 torch_pipeline_mpi -s 1f1b -m 8 --profile costs.json --replan zb-h1
 // Last line: max_grad_rel_diff=<x>; exit status 1 when x > 1e-10, the loss did not fall over
-// several --steps, or a run failed; 2 for bad input.
+// several --steps, the W store's size is not the memory model's M_W, or a run failed; 2 for bad
+// input.
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <iterator>
-#include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -34,270 +39,93 @@
 #include <pipesched/exec/instrumented_executor.hpp>
 #include <pipesched/exec/thread_driver.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
-#if __has_include(<pipesched/io/cost_model_json.hpp>)
 #include <pipesched/io/cost_model_json.hpp>
-#else
-#include <pipesched/io/model_json.hpp>
-#endif
+#include <pipesched/model/transformer_costs.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
 #include "gpt.hpp"
+#include "pipelined_gpt.hpp"
+
+#ifdef TORCH_PIPELINE_MPI
+#include <mpi.h>
+
+#include <pipesched/exec/mpi.hpp>
+
+/// A message crosses ranks as [ndim, sizes...] (int64) then the values (double); an empty
+/// message (undefined tensor) as no bytes.
+template <>
+struct pipesched::mpi_codec<gpt::pipelined_gpt::message> {
+  static void encode(const gpt::pipelined_gpt::message& m, std::vector<std::byte>& out) {
+    out.clear();
+    if (!m.t.defined()) {
+      return;
+    }
+    const torch::Tensor t = m.t.contiguous();
+    std::vector<std::int64_t> head{t.dim()};
+    for (const std::int64_t d : t.sizes()) {
+      head.push_back(d);
+    }
+    const std::size_t head_bytes = head.size() * sizeof(std::int64_t);
+    const std::size_t data_bytes = static_cast<std::size_t>(t.numel()) * sizeof(double);
+    out.resize(head_bytes + data_bytes);
+    std::memcpy(out.data(), head.data(), head_bytes);
+    std::memcpy(out.data() + head_bytes, t.data_ptr<double>(), data_bytes);
+  }
+  static gpt::pipelined_gpt::message decode(std::span<const std::byte> bytes) {
+    gpt::pipelined_gpt::message m;
+    if (bytes.empty()) {
+      return m;
+    }
+    std::int64_t ndim = 0;
+    if (bytes.size() < sizeof ndim) {
+      throw std::runtime_error("mpi_codec<tensor>: " + std::to_string(bytes.size()) +
+                               " bytes hold no shape");
+    }
+    std::memcpy(&ndim, bytes.data(), sizeof ndim);
+    const std::size_t head_bytes = (static_cast<std::size_t>(ndim) + 1) * sizeof(std::int64_t);
+    if (ndim < 0 || ndim > 8 || bytes.size() < head_bytes) {
+      throw std::runtime_error("mpi_codec<tensor>: bad shape header (ndim " + std::to_string(ndim) +
+                               ")");
+    }
+    std::vector<std::int64_t> sizes(static_cast<std::size_t>(ndim));
+    std::memcpy(sizes.data(), bytes.data() + sizeof ndim, sizes.size() * sizeof(std::int64_t));
+    m.t = torch::empty(sizes, torch::kDouble);
+    const std::size_t data_bytes = static_cast<std::size_t>(m.t.numel()) * sizeof(double);
+    if (bytes.size() != head_bytes + data_bytes) {
+      throw std::runtime_error("mpi_codec<tensor>: shape and payload size disagree");
+    }
+    std::memcpy(m.t.data_ptr<double>(), bytes.data() + head_bytes, data_bytes);
+    return m;
+  }
+};
+static_assert(pipesched::mpi_message<gpt::pipelined_gpt::message>);
+#endif
 
 namespace {
 
 constexpr double tolerance = 1e-10;
 
+using gpt::pipelined_gpt;
+using gpt::split_mode;
 using pipesched::global_chunk;
-using pipesched::op;
 using pipesched::op_kind;
 
-/// The pipelined model: a pipesched executor of the context form. The op_context names the op's
-/// global chunk g (model.chunks[g]) and whether it is the first (reads the tokens) or the last
-/// (computes the loss), so the executor keeps no copy of the schedule or its placement. Each
-/// stage touches only the state of its own chunks, so run() is safe to call concurrently for
-/// different stages.
-class pipelined_gpt {
- public:
-  struct message {
-    torch::Tensor t;  ///< an activation (F) or a gradient (B); undefined when empty
-  };
+#ifdef TORCH_PIPELINE_MPI
+const char* const program = "torch_pipeline_mpi";
+#else
+const char* const program = "torch_pipeline";
+#endif
 
-  /// `perturb`: scale the loss by 1 + perturb (0: exact; a test that the check can fail).
-  pipelined_gpt(gpt::model& m, const gpt::dataset& data, double perturb = 0.0)
-      : model_(&m),
-        data_(&data),
-        chunks_(m.chunks.size()),
-        scale_((1.0 + perturb) / static_cast<double>(static_cast<std::int64_t>(data.inputs.size()) *
-                                                     m.cfg.batch * m.cfg.seq)) {
-    for (std::size_t g = 0; g < chunks_.size(); ++g) {
-      chunks_[g].params = m.chunks[g]->parameters();
-    }
-    zero_grad();
-  }
-
-  message run(const pipesched::op_context& ctx, message&& in) {
-    if (ctx.chunk >= chunks_.size()) {
-      throw std::invalid_argument("global chunk " + std::to_string(ctx.chunk) +
-                                  " is outside the model (" + std::to_string(chunks_.size()) +
-                                  " chunks)");
-    }
-    return run_chunk(ctx.chunk, ctx.first_chunk, ctx.last_chunk, ctx.o, std::move(in));
-  }
-
-  /// Zeroes the accumulated gradients and the loss (the start of a training step).
-  void zero_grad() {
-    torch::NoGradGuard no_grad;
-    for (auto& c : chunks_) {
-      c.grads.clear();
-      for (const auto& p : c.params) {
-        c.grads.push_back(torch::zeros_like(p));
-      }
-      c.loss = 0.0;
-      c.bw_input_seconds.clear();
-    }
-  }
-  /// Loss summed over the micro-batches since zero_grad() (kept by the last chunk).
-  double loss() const { return chunks_.back().loss; }
-  /// Accumulated weight gradients of global chunk g, in chunk->parameters() order.
-  const std::vector<torch::Tensor>& grads(global_chunk g) const { return chunks_.at(g).grads; }
-  /// Graphs still held for a B or W that never ran (0 after a complete iteration).
-  std::size_t stashed() const {
-    std::size_t n = 0;
-    for (const auto& c : chunks_) {
-      n += c.after_f.size() + c.after_b.size();
-    }
-    return n;
-  }
-  /// How long the B half of the BW op of (g, mb) took, in seconds (for profiles of schedules
-  /// that fuse B and W); nullopt when that op did not run since zero_grad().
-  std::optional<double> bw_input_seconds(global_chunk g, std::uint32_t mb) const {
-    const auto& m = chunks_.at(g).bw_input_seconds;
-    const auto it = m.find(mb);
-    return it == m.end() ? std::nullopt : std::optional<double>(it->second);
-  }
-
- private:
-  /// What F keeps for B (input leaf and output), and B for W (output and its gradient): the
-  /// autograd graph between them stays alive through `output`.
-  struct saved {
-    torch::Tensor input;     ///< F's input as a leaf requiring grad (undefined for chunk 0)
-    torch::Tensor output;    ///< F's output, or the micro-batch's loss for the last chunk
-    torch::Tensor grad_out;  ///< dL/d(output), set by B
-  };
-  struct chunk_state {
-    std::vector<torch::Tensor> params;
-    std::vector<torch::Tensor> grads;
-    std::map<std::uint32_t, saved> after_f;  ///< per micro-batch, between F and B
-    std::map<std::uint32_t, saved> after_b;  ///< per micro-batch, between B and W
-    std::map<std::uint32_t, double> bw_input_seconds;
-    double loss = 0.0;
-  };
-
-  message run_chunk(global_chunk g, bool first, bool last, const op& o, message&& in) {
-    chunk_state& c = chunks_[g];
-    switch (o.kind) {
-      case op_kind::forward:
-        return forward(g, c, first, last, o.mb, std::move(in));
-      case op_kind::backward_input:
-        return backward_input(c, first, last, o.mb, std::move(in));
-      case op_kind::backward_weight:
-        backward_weight(c, o.mb);
-        return {};
-      case op_kind::backward_full: {
-        const auto t0 = std::chrono::steady_clock::now();
-        message gx = backward_input(c, first, last, o.mb, std::move(in));
-        const auto t1 = std::chrono::steady_clock::now();
-        backward_weight(c, o.mb);
-        c.bw_input_seconds[o.mb] = std::chrono::duration<double>(t1 - t0).count();
-        return gx;
-      }
-      default:
-        return std::move(in);  // SEND/RECV: the driver's transport moves the data
-    }
-  }
-
-  message forward(
-      global_chunk g, chunk_state& c, bool first, bool last, std::uint32_t mb, message&& in) {
-    saved sv;
-    torch::Tensor x;
-    if (first) {
-      x = data_->inputs.at(mb);
-    } else {
-      if (!in.t.defined()) {
-        throw std::logic_error("F" + std::to_string(mb) + ": no input activation");
-      }
-      sv.input = in.t.detach().requires_grad_(true);
-      x = sv.input;
-    }
-    const torch::Tensor y = model_->chunks[g]->forward(x);
-    message out;
-    if (last) {
-      sv.output = gpt::loss(y, data_->targets.at(mb), scale_);
-      c.loss += sv.output.item<double>();
-    } else {
-      sv.output = y;
-      out.t = y.detach();  // the next chunk starts a graph of its own
-    }
-    if (!c.after_f.emplace(mb, std::move(sv)).second) {
-      throw std::logic_error("F" + std::to_string(mb) + " ran twice");
-    }
-    return out;
-  }
-
-  message backward_input(chunk_state& c, bool first, bool last, std::uint32_t mb, message&& in) {
-    const auto it = c.after_f.find(mb);
-    if (it == c.after_f.end()) {
-      throw std::logic_error("B" + std::to_string(mb) + " before its F");
-    }
-    saved sv = std::move(it->second);
-    c.after_f.erase(it);
-    if (last) {
-      sv.grad_out = torch::ones_like(sv.output);
-    } else {
-      if (!in.t.defined()) {
-        throw std::logic_error("B" + std::to_string(mb) + ": no output gradient");
-      }
-      sv.grad_out = std::move(in.t);
-    }
-    message gx;
-    if (!first) {
-      gx.t = torch::autograd::grad({sv.output}, {sv.input}, {sv.grad_out},
-                                   /*retain_graph=*/true)[0];
-    }
-    sv.input = torch::Tensor();  // the graph keeps what W needs
-    c.after_b.emplace(mb, std::move(sv));
-    return gx;
-  }
-
-  void backward_weight(chunk_state& c, std::uint32_t mb) {
-    const auto it = c.after_b.find(mb);
-    if (it == c.after_b.end()) {
-      throw std::logic_error("W" + std::to_string(mb) + " before its B");
-    }
-    const std::vector<torch::Tensor> g = torch::autograd::grad(
-        {it->second.output}, c.params, {it->second.grad_out}, /*retain_graph=*/false);
-    c.after_b.erase(it);  // the graph is released with the last reference to `output`
-    torch::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      c.grads[i].add_(g[i]);
-    }
-  }
-
-  gpt::model* model_;
-  const gpt::dataset* data_;
-  std::vector<chunk_state> chunks_;
-  double scale_;
-};
-
-static_assert(pipesched::executor<pipelined_gpt>);
-
-/// The unpipelined step: for each micro-batch in order, the whole model's forward, the loss and
-/// one autograd::grad over every parameter, accumulated. Per global chunk, parameters() order.
-std::vector<std::vector<torch::Tensor>> reference_gradients(gpt::model& m,
-                                                            const gpt::dataset& data,
-                                                            double& loss) {
-  std::vector<torch::Tensor> params;
-  for (const auto& ch : m.chunks) {
-    const auto ps = ch->parameters();
-    params.insert(params.end(), ps.begin(), ps.end());
-  }
-  std::vector<torch::Tensor> acc;
-  for (const auto& p : params) {
-    acc.push_back(torch::zeros_like(p));
-  }
-  const double scale = 1.0 / static_cast<double>(static_cast<std::int64_t>(data.inputs.size()) *
-                                                 m.cfg.batch * m.cfg.seq);
-  loss = 0.0;
-  for (std::size_t j = 0; j < data.inputs.size(); ++j) {
-    torch::Tensor x = data.inputs[j];
-    for (const auto& ch : m.chunks) {
-      x = ch->forward(x);
-    }
-    const torch::Tensor l = gpt::loss(x, data.targets[j], scale);
-    loss += l.item<double>();
-    const auto g = torch::autograd::grad({l}, params);
-    torch::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      acc[i].add_(g[i]);
-    }
-  }
-  std::vector<std::vector<torch::Tensor>> out;
-  std::size_t at = 0;
-  for (const auto& ch : m.chunks) {
-    const std::size_t n = ch->parameters().size();
-    out.emplace_back(acc.begin() + static_cast<std::ptrdiff_t>(at),
-                     acc.begin() + static_cast<std::ptrdiff_t>(at + n));
-    at += n;
-  }
-  return out;
+/// This process's place: rank 0 (the only one without MPI) prints and checks.
+int world_rank = 0;
+bool root() {
+  return world_rank == 0;
 }
 
-/// max over parameter tensors of max|a − b| / max|b| (normwise relative difference); a NaN or
-/// an infinity anywhere gives +inf.
-double max_rel_diff(const pipelined_gpt& got, const std::vector<std::vector<torch::Tensor>>& ref) {
-  double worst = 0.0;
-  for (std::size_t g = 0; g < ref.size(); ++g) {
-    const auto& a = got.grads(static_cast<global_chunk>(g));
-    for (std::size_t i = 0; i < ref[g].size(); ++i) {
-      const double diff = (a[i] - ref[g][i]).abs().max().item<double>();
-      const double norm = ref[g][i].abs().max().item<double>();
-      if (!std::isfinite(diff)) {
-        return HUGE_VAL;
-      }
-      worst = std::max(worst, norm > 0.0 ? diff / norm : diff);
-    }
-  }
-  return worst;
-}
-
-void sgd_step(gpt::model& m, const pipelined_gpt& exec, double lr) {
-  torch::NoGradGuard no_grad;
-  for (std::size_t g = 0; g < m.chunks.size(); ++g) {
-    auto params = m.chunks[g]->parameters();
-    const auto& grads = exec.grads(static_cast<global_chunk>(g));
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      params[i].sub_(grads[i] * lr);
-    }
+template <class... A>
+void say(const char* format, A... args) {
+  if (root()) {
+    std::printf(format, args...);
   }
 }
 
@@ -310,8 +138,10 @@ struct options {
   double lr = 0.05;
   gpt::config cfg;
   std::size_t layers = 0;  ///< 0: blocks_per_chunk per chunk
+  split_mode split = split_mode::store;
   std::string profile;
-  std::string replan;
+  std::vector<std::string> replan;
+  bool fused_baseline = false;  ///< also time the profiled schedule with --split fused
   int warmup = 1;
   int repeat = 5;
   double perturb = 0.0;  ///< the pipelined loss is scaled by 1 + perturb (checks the check)
@@ -332,131 +162,249 @@ gpt::config config_for(const pipesched::schedule& sched, const options& opt) {
   return c;
 }
 
+// --- Where the stages run: threads of this process, or MPI ranks ----------------------------
+
+/// Runs `sched` once (validated first when `validate`); with `samples`, timed: its compute ops
+/// are added and the makespan (seconds, the same on every rank) returned.
+double execute(pipelined_gpt& exec,
+               const pipesched::schedule& sched,
+               bool validate,
+               gpt::cost_samples* samples = nullptr) {
+#ifdef TORCH_PIPELINE_MPI
+  pipesched::mpi_options mo;
+  mo.validate = validate;
+  // A compute-only schedule runs as given, each F and B sending its output with MPI_Isend as
+  // it ends (a lowered one: its own SEND / RECV ops, synchronous).
+  mo.lower = false;
+  mo.gather_timings = false;  // each rank keeps its own ops
+  MPI_Barrier(MPI_COMM_WORLD);
+  const pipesched::mpi_run_result r = pipesched::run_mpi(exec, sched, mo);
+  if (samples != nullptr) {
+    samples->add(sched.layout(), r.timings, exec);
+  }
+  double makespan = r.elapsed;
+  MPI_Allreduce(MPI_IN_PLACE, &makespan, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return makespan;
+#else
+  pipesched::thread_driver_options to;
+  to.validate = validate;
+  if (samples == nullptr) {
+    pipesched::run_threaded(exec, sched, to);
+    return 0.0;
+  }
+  pipesched::instrumented_executor<pipelined_gpt> timed(exec, sched.stages());
+  timed.restart();
+  pipesched::run_threaded(timed, sched, to);
+  for (pipesched::stage_index s = 0; s < sched.stages(); ++s) {
+    samples->add(sched.layout(), timed.timings(s), exec);
+  }
+  return timed.makespan();
+#endif
+}
+
+/// Every stage's measured costs (ms), known to every rank.
+std::vector<pipesched::op_costs> stage_costs(const gpt::cost_samples& samples) {
+  std::vector<pipesched::op_costs> out(samples.stages());
+#ifdef TORCH_PIPELINE_MPI
+  const pipesched::op_costs mine =
+      samples.stage_ms(static_cast<pipesched::stage_index>(world_rank));
+  const double local[3] = {mine.forward, mine.backward_input, mine.backward_weight};
+  std::vector<double> all(3 * out.size());
+  MPI_Allgather(local, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, MPI_COMM_WORLD);
+  for (std::size_t s = 0; s < out.size(); ++s) {
+    out[s] = pipesched::op_costs{all[3 * s], all[3 * s + 1], all[3 * s + 2]};
+  }
+#else
+  for (pipesched::stage_index s = 0; s < samples.stages(); ++s) {
+    out[s] = samples.stage_ms(s);
+  }
+#endif
+  return out;
+}
+
+/// Under MPI each rank holds the gradients, loss and stores of its own chunks (zeros
+/// elsewhere): summed, every rank holds them all, exactly (x + 0 = x).
+void combine(pipelined_gpt& exec, std::size_t chunks, double& loss, double& stashed) {
+  loss = exec.loss();
+  stashed = static_cast<double>(exec.stashed());
+#ifdef TORCH_PIPELINE_MPI
+  for (std::size_t g = 0; g < chunks; ++g) {
+    for (torch::Tensor& t : exec.grads(static_cast<global_chunk>(g))) {
+      MPI_Allreduce(MPI_IN_PLACE, t.data_ptr<double>(), static_cast<int>(t.numel()), MPI_DOUBLE,
+                    MPI_SUM, MPI_COMM_WORLD);
+    }
+  }
+  double v[2] = {loss, stashed};
+  MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  loss = v[0];
+  stashed = v[1];
+#else
+  (void)chunks;
+#endif
+}
+
+/// Rank 0's verdict, on every rank.
+double shared_value(double x) {
+#ifdef TORCH_PIPELINE_MPI
+  MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+#endif
+  return x;
+}
+
+/// Rank 0's text, on every rank.
+std::string shared_text(std::string text) {
+#ifdef TORCH_PIPELINE_MPI
+  auto n = static_cast<long long>(text.size());
+  MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  text.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+#endif
+  return text;
+}
+
+// --- Checks ----------------------------------------------------------------------------------
+
+/// One gradient check (after combine): the executor's accumulated gradients against the
+/// reference step, computed on rank 0; the difference on every rank.
+double check_gradients(gpt::model& m,
+                       const gpt::dataset& data,
+                       const pipelined_gpt& exec,
+                       double& ref_loss) {
+  double diff = 0.0;
+  ref_loss = 0.0;
+  if (root()) {
+    const auto ref = gpt::reference_gradients(m, data, ref_loss);
+    diff = gpt::max_rel_diff(exec, ref);
+  }
+  return shared_value(diff);
+}
+
+/// `store` mode: each chunk's store of one micro-batch against the memory model. Its blocks
+/// hold M_W = 16·s·b·h elements each (transformer_costs, at 8-byte elements); the LM head adds
+/// its input and output gradient, s·b·(h + vocab). False when they differ.
+bool check_store_bytes(const pipelined_gpt& exec, const gpt::model& m) {
+  const gpt::config& c = m.cfg;
+  std::vector<double> got(m.chunks.size());
+  for (std::size_t g = 0; g < got.size(); ++g) {
+    got[g] = static_cast<double>(exec.store_bytes(static_cast<global_chunk>(g)));
+  }
+#ifdef TORCH_PIPELINE_MPI
+  MPI_Allreduce(MPI_IN_PLACE, got.data(), static_cast<int>(got.size()), MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
+#endif
+  pipesched::transformer_dims dims;
+  dims.hidden = static_cast<std::uint64_t>(c.d_model);
+  dims.heads = static_cast<std::uint64_t>(c.heads);
+  dims.sequence = static_cast<std::uint64_t>(c.seq);
+  dims.microbatch = static_cast<std::uint64_t>(c.batch);
+  dims.layers = static_cast<std::uint32_t>(c.blocks_per_chunk);
+  dims.activation_bytes = sizeof(double);
+  const double m_w = pipesched::transformer_costs(dims).memory.weight_grad_input;
+  const double head = static_cast<double>(c.seq * c.batch * (c.d_model + c.vocab)) * 8.0;
+  bool ok = true;
+  std::string line = "  W store of one micro-batch, bytes (M_W: transformer_costs at 8 bytes):";
+  for (std::size_t g = 0; g < got.size(); ++g) {
+    const bool last = g + 1 == got.size();
+    const double want = m_w + (last ? head : 0.0);
+    ok = ok && got[g] == want;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " chunk %zu %.0f (M_W %.0f", g, got[g], m_w);
+    line += buf;
+    if (last) {
+      std::snprintf(buf, sizeof buf, " + head %.0f", head);
+      line += buf;
+    }
+    line += got[g] == want ? ")" : ", MISMATCH)";
+  }
+  say("%s\n", line.c_str());
+  return ok;
+}
+
 struct outcome {
   double max_diff = 0.0;
   bool ok = false;
 };
 
-/// One gradient check: the executor's accumulated gradients against the reference step.
-double check_gradients(gpt::model& m,
-                       const gpt::dataset& data,
-                       const pipelined_gpt& exec,
-                       double& ref_loss) {
-  const auto ref = reference_gradients(m, data, ref_loss);
-  return max_rel_diff(exec, ref);
-}
-
-/// Trains `opt.steps` steps of `sched` under run_threaded, checking every step's gradients.
-outcome train(const pipesched::schedule& sched, const options& opt) {
+/// Trains `opt.steps` steps of `sched` (gradients checked every step) with a model built for it.
+outcome train(const pipesched::schedule& sched, const options& opt, split_mode split) {
   const gpt::config cfg = config_for(sched, opt);
   gpt::model m(cfg, sched.layout().total_chunks());
   const gpt::dataset data = gpt::make_dataset(cfg, sched.microbatches());
-  std::printf(
-      "%s%s: p=%u m=%u v=%u, %zu blocks (d_model %lld, %lld heads, seq %lld, vocab %lld), "
-      "%lld parameters, micro-batch %lld\n",
+  say("%s%s: p=%u m=%u v=%u, %zu blocks (d_model %lld, %lld heads, seq %lld, vocab %lld), "
+      "%lld parameters, micro-batch %lld, --split %s\n",
       sched.name().c_str(), sched.has_comm() ? " (lowered)" : "", sched.stages(),
       sched.microbatches(), sched.chunks(), m.blocks(), static_cast<long long>(cfg.d_model),
       static_cast<long long>(cfg.heads), static_cast<long long>(cfg.seq),
       static_cast<long long>(cfg.vocab), static_cast<long long>(m.parameter_count()),
-      static_cast<long long>(cfg.batch));
+      static_cast<long long>(cfg.batch), gpt::to_string(split));
   outcome out;
+  bool store_ok = true;
   std::vector<double> losses;
   for (int step = 0; step < opt.steps; ++step) {
-    pipelined_gpt exec(m, data, opt.perturb);
-    pipesched::run_threaded(exec, sched);
+    pipelined_gpt exec(m, data, split, opt.perturb);
+    execute(exec, sched, /*validate=*/true);
+    double loss = 0.0;
+    double stashed = 0.0;
+    combine(exec, m.chunks.size(), loss, stashed);
     double ref_loss = 0.0;
     const double diff = check_gradients(m, data, exec, ref_loss);
-    out.max_diff = std::max(out.max_diff, diff);
-    losses.push_back(exec.loss());
-    std::printf("  step %d  loss=%.12f  (reference %.12f)  grad_rel_diff=%.3g%s\n", step,
-                exec.loss(), ref_loss, diff, exec.stashed() == 0 ? "" : "  (graphs left stashed!)");
-    if (exec.stashed() != 0) {
-      out.max_diff = HUGE_VAL;
+    out.max_diff = std::max(out.max_diff, stashed == 0.0 ? diff : HUGE_VAL);
+    losses.push_back(loss);
+    say("  step %d  loss=%.12f  (reference %.12f)  grad_rel_diff=%.3g%s\n", step, loss, ref_loss,
+        diff, stashed == 0.0 ? "" : "  (graphs or stores left stashed!)");
+    if (step == 0 && split == split_mode::store) {
+      store_ok = check_store_bytes(exec, m);
     }
-    sgd_step(m, exec, opt.lr);
+    gpt::sgd_step(m, exec, opt.lr);
   }
   const bool fell = losses.size() < 2 || losses.back() < losses.front();
   if (!fell) {
-    std::printf("  FAIL: the loss did not fall\n");
+    say("  FAIL: the loss did not fall\n");
+  }
+  if (!store_ok) {
+    say("  FAIL: the W store is not the memory model's M_W\n");
   }
   const bool match = out.max_diff <= tolerance;
   if (!match) {
-    std::printf("  FAIL: gradients differ from the reference by %.3g\n", out.max_diff);
+    say("  FAIL: gradients differ from the reference by %.3g\n", out.max_diff);
   }
-  out.ok = fell && match;
+  out.ok = fell && match && store_ok;
   return out;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) {
-    return 0.0;
-  }
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+// --- Timing ----------------------------------------------------------------------------------
 
 /// What timed runs of one schedule measured: per-run makespans and the per-stage costs.
 struct measurement {
   std::vector<double> makespans_ms;
-  pipesched::cost_model costs;  ///< per stage, in ms (median over micro-batches and runs)
-  double simulated_ms = 0.0;    ///< simulate(sched, costs).makespan
-  double grad_diff = 0.0;       ///< of the last timed run, against the unpipelined step
+  std::vector<pipesched::op_costs> stage_ms;  ///< median over micro-batches and runs
+  pipesched::cost_model costs;                ///< the same as a cost model
+  double simulated_ms = 0.0;                  ///< simulate(sched, costs).makespan
+  double grad_diff = 0.0;  ///< of the last timed run, against the unpipelined step
 };
 
-/// Timed runs of one schedule on its own copy of the model (built from the seed), through
-/// instrumented_executor. A stage's T_F is the sum over its chunks of the median F time over
-/// micro-batches and runs (likewise T_B, T_W); the B and W halves of a fused BW are timed
-/// inside the executor. Two timers can take turns, so that both schedules see the same load.
+/// Timed runs of one schedule on its own copy of the model (built from the seed). Two timers
+/// can take turns, so that both schedules see the same load.
 class timer {
  public:
-  timer(const pipesched::schedule& sched, const options& opt)
+  timer(const pipesched::schedule& sched, const options& opt, split_mode split, std::string label)
       : sched_(&sched),
+        label_(std::move(label)),
         cfg_(config_for(sched, opt)),
         model_(cfg_, sched.layout().total_chunks()),
         data_(gpt::make_dataset(cfg_, sched.microbatches())),
-        exec_(model_, data_, opt.perturb),
-        timed_(exec_, sched.stages()),
-        samples_(std::size_t{sched.stages()} * sched.chunks() * 3) {
-    no_validate_.validate = false;  // checked by the untimed runs; keep it out of the makespan
+        exec_(model_, data_, split, opt.perturb),
+        samples_(sched.stages(), sched.chunks()) {
     for (int i = 0; i < opt.warmup; ++i) {
       exec_.zero_grad();
-      pipesched::run_threaded(exec_, sched);
+      execute(exec_, sched, /*validate=*/false);
     }
   }
 
-  /// One timed run: its makespan and op times are added to the measurement.
+  /// One timed run (validated by the untimed runs; kept out of the makespan).
   void run() {
     exec_.zero_grad();
-    timed_.restart();
-    pipesched::run_threaded(timed_, *sched_, no_validate_);
-    makespans_ms_.push_back(timed_.makespan() * 1e3);
-    const auto& pl = sched_->layout();
-    for (pipesched::stage_index s = 0; s < sched_->stages(); ++s) {
-      for (const auto& t : timed_.timings(s)) {
-        const std::size_t base = (std::size_t{s} * sched_->chunks() + t.o.chunk) * 3;
-        const double d = t.end - t.start;
-        switch (t.o.kind) {
-          case op_kind::forward:
-            samples_[base].push_back(d);
-            break;
-          case op_kind::backward_input:
-            samples_[base + 1].push_back(d);
-            break;
-          case op_kind::backward_weight:
-            samples_[base + 2].push_back(d);
-            break;
-          case op_kind::backward_full: {
-            const double b = exec_.bw_input_seconds(pl.global(s, t.o.chunk), t.o.mb).value_or(0.0);
-            samples_[base + 1].push_back(b);
-            samples_[base + 2].push_back(std::max(0.0, d - b));
-            break;
-          }
-          default:
-            break;
-        }
-      }
-    }
+    makespans_ms_.push_back(execute(exec_, *sched_, /*validate=*/false, &samples_) * 1e3);
   }
 
   /// The runs so far, checked against the unpipelined step; then forgets them.
@@ -464,66 +412,63 @@ class timer {
     measurement out;
     out.makespans_ms = std::move(makespans_ms_);
     makespans_ms_.clear();
+    double loss = 0.0;
+    double stashed = 0.0;
+    combine(exec_, model_.chunks.size(), loss, stashed);
     double ref_loss = 0.0;
     out.grad_diff = check_gradients(model_, data_, exec_, ref_loss);
-    const std::uint32_t v = sched_->chunks();
-    std::vector<pipesched::op_costs> per_stage(sched_->stages(),
-                                               pipesched::op_costs{0.0, 0.0, 0.0});
-    for (pipesched::stage_index s = 0; s < sched_->stages(); ++s) {
-      for (std::uint32_t c = 0; c < v; ++c) {
-        const std::size_t base = (std::size_t{s} * v + c) * 3;
-        per_stage[s].forward += median(samples_[base]) * 1e3;
-        per_stage[s].backward_input += median(samples_[base + 1]) * 1e3;
-        per_stage[s].backward_weight += median(samples_[base + 2]) * 1e3;
-      }
+    if (stashed != 0.0) {
+      out.grad_diff = HUGE_VAL;
     }
-    for (auto& list : samples_) {
-      list.clear();
-    }
-    out.costs = pipesched::cost_model::uniform(1, 1, 1, 0).set_stage_costs(per_stage);
+    out.stage_ms = stage_costs(samples_);
+    samples_.clear();
+    out.costs = pipesched::cost_model::uniform(1, 1, 1, 0).set_stage_costs(out.stage_ms);
     out.simulated_ms = pipesched::simulate(*sched_, out.costs).makespan;
     return out;
   }
+  const pipesched::schedule& sched() const { return *sched_; }
+  const std::string& label() const { return label_; }
 
  private:
   const pipesched::schedule* sched_;
+  std::string label_;
   gpt::config cfg_;
   gpt::model model_;
   gpt::dataset data_;
   pipelined_gpt exec_;
-  pipesched::instrumented_executor<pipelined_gpt> timed_;
-  pipesched::thread_driver_options no_validate_;
-  std::vector<std::vector<double>> samples_;  ///< [(s*v + c)*3 + k], k: F, B, W; seconds
+  gpt::cost_samples samples_;
   std::vector<double> makespans_ms_;
 };
 
 /// One line per run: measured makespan (median, min, max over the timed runs), the simulated
 /// makespan from `plan_costs` (the costs the schedule is judged by) and their ratio; and the
 /// simulation from the run's own measured costs.
-void print_measurement(const char* label,
+void print_measurement(const char* prefix,
+                       const std::string& label,
                        const pipesched::schedule& sched,
                        const measurement& r,
                        const pipesched::cost_model& plan_costs) {
-  const double measured = median(r.makespans_ms);
+  const double measured = gpt::median(r.makespans_ms);
   const double simulated = pipesched::simulate(sched, plan_costs).makespan;
   const auto [lo, hi] = std::minmax_element(r.makespans_ms.begin(), r.makespans_ms.end());
-  std::printf(
-      "%s %s%s: measured makespan %.3f ms (median of %zu runs, min %.3f, max %.3f), "
+  say("%s %s: measured makespan %.3f ms (median of %zu runs, min %.3f, max %.3f), "
       "simulated from the measured costs %.3f ms, measured/simulated %.3f "
       "(simulated from this run's own op times %.3f ms), grad_rel_diff=%.3g\n",
-      label, sched.name().c_str(), sched.has_comm() ? " (lowered)" : "", measured,
-      r.makespans_ms.size(), *lo, *hi, simulated, simulated > 0.0 ? measured / simulated : 0.0,
-      r.simulated_ms, r.grad_diff);
+      prefix, label.c_str(), measured, r.makespans_ms.size(), *lo, *hi, simulated,
+      simulated > 0.0 ? measured / simulated : 0.0, r.simulated_ms, r.grad_diff);
 }
 
-void print_costs(const pipesched::schedule& sched, const measurement& r, int repeat) {
-  std::printf("%s: measured costs (ms per stage, median over micro-batches and %d runs):\n",
-              sched.name().c_str(), repeat);
-  for (pipesched::stage_index s = 0; s < sched.stages(); ++s) {
-    const auto c = r.costs.at(s);
-    std::printf("  stage %u: T_F %.4f  T_B %.4f  T_W %.4f\n", s, c.forward, c.backward_input,
-                c.backward_weight);
+void print_costs(const std::string& label, const measurement& r, int repeat) {
+  say("%s: measured costs (ms per stage, median over micro-batches and %d runs):\n", label.c_str(),
+      repeat);
+  double sum_bw = 0.0;
+  for (std::size_t s = 0; s < r.stage_ms.size(); ++s) {
+    const auto& c = r.stage_ms[s];
+    say("  stage %zu: T_F %.4f  T_B %.4f  T_W %.4f  (T_B + T_W %.4f)\n", s, c.forward,
+        c.backward_input, c.backward_weight, c.backward_input + c.backward_weight);
+    sum_bw += c.backward_input + c.backward_weight;
   }
+  say("  sum over stages of T_B + T_W: %.4f ms\n", sum_bw);
 }
 
 std::string read_file(const std::string& path) {
@@ -534,6 +479,7 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+/// The schedule as run: lowered with --lowered (under MPI its SEND ops are then synchronous).
 pipesched::schedule maybe_lower(pipesched::schedule s,
                                 bool lowered,
                                 const pipesched::cost_model& costs) {
@@ -545,76 +491,152 @@ pipesched::schedule maybe_lower(pipesched::schedule s,
   return pipesched::lower_communication(s, lo);
 }
 
-/// --profile / --replan: measure `sched`, write its costs, re-plan `opt.replan` from the file
-/// and measure that too. Returns the worst gradient difference seen (checked by the caller).
+/// --profile / --replan: measure `sched`, write its costs, re-plan each of `opt.replan` from
+/// the file, check it, and time them all in turns. Returns the worst gradient difference seen.
 double profile_and_replan(const pipesched::schedule& sched, const options& opt, bool& ok) {
-  timer before_timer(sched, opt);
+  const std::string base_label = sched.name() + (sched.has_comm() ? " (lowered)" : "");
+  timer before_timer(sched, opt, opt.split, base_label);
   for (int r = 0; r < opt.repeat; ++r) {
     before_timer.run();
   }
   const measurement profile = before_timer.take();
-  {
+  if (root()) {
     std::ofstream out(opt.profile, std::ios::binary);
     out << pipesched::write_cost_model(profile.costs) << "\n";
     if (!out) {
       throw std::runtime_error("cannot write " + opt.profile);
     }
   }
-  print_costs(sched, profile, opt.repeat);
-  std::printf("wrote %s\n", opt.profile.c_str());
-  print_measurement("profile:", sched, profile, profile.costs);
+  print_costs(base_label, profile, opt.repeat);
+  say("wrote %s\n", opt.profile.c_str());
+  print_measurement("profile:", base_label, sched, profile, profile.costs);
   double worst = profile.grad_diff;
   if (opt.replan.empty()) {
     return worst;
   }
-  // The loop: the re-planned schedule is generated from the cost model as written to the file.
-  const pipesched::cost_model costs = pipesched::read_cost_model(read_file(opt.profile));
-  const auto& entry = pipesched::default_registry().at(opt.replan);
-  pipesched::generator_params params;
-  params.stages = sched.stages();
-  params.microbatches = sched.microbatches();
-  params.chunks = entry.default_chunks;
-  params.costs = costs;
-  pipesched::schedule next = entry.generate_result(params).sched;
-  next.set_name(entry.name);
-  next = maybe_lower(std::move(next), opt.lowered, costs);
-  const outcome checked = train(next, opt);
-  ok = ok && checked.ok;
-  worst = std::max(worst, checked.max_diff);
-  // Before and after take turns, so that a change of the machine's load hits both alike.
-  timer after_timer(next, opt);
+  // The loop: each re-planned schedule is generated from the cost model as written to the file
+  // (read by rank 0, which wrote it; every rank generates the same schedules from its text).
+  const pipesched::cost_model costs =
+      pipesched::read_cost_model(shared_text(root() ? read_file(opt.profile) : std::string()));
+  std::vector<std::unique_ptr<pipesched::schedule>> planned;
+  for (const std::string& name : opt.replan) {
+    const auto& entry = pipesched::default_registry().at(name);
+    pipesched::generator_params params;
+    params.stages = sched.stages();
+    params.microbatches = sched.microbatches();
+    params.chunks = entry.default_chunks;
+    params.costs = costs;
+    pipesched::schedule next = entry.generate_result(params).sched;
+    next.set_name(entry.name);
+    planned.push_back(
+        std::make_unique<pipesched::schedule>(maybe_lower(std::move(next), opt.lowered, costs)));
+    const outcome checked = train(*planned.back(), opt, opt.split);
+    ok = ok && checked.ok;
+    worst = std::max(worst, checked.max_diff);
+  }
+  // All take turns, so that a change of the machine's load hits each alike.
+  std::unique_ptr<timer> fused_timer;
+  if (opt.fused_baseline && opt.split != split_mode::fused) {
+    fused_timer = std::make_unique<timer>(sched, opt, split_mode::fused, base_label + " (fused)");
+  }
+  std::vector<std::unique_ptr<timer>> timers;
+  for (const auto& p : planned) {
+    timers.push_back(std::make_unique<timer>(*p, opt, opt.split,
+                                             p->name() + (p->has_comm() ? " (lowered)" : "")));
+  }
   for (int r = 0; r < opt.repeat; ++r) {
     before_timer.run();
-    after_timer.run();
+    if (fused_timer) {
+      fused_timer->run();
+    }
+    for (auto& t : timers) {
+      t->run();
+    }
   }
   const measurement before = before_timer.take();
-  const measurement after = after_timer.take();
-  worst = std::max({worst, before.grad_diff, after.grad_diff});
-  print_costs(next, after, opt.repeat);
-  std::printf("alternating runs, %d each:\n", opt.repeat);
-  print_measurement("before:", sched, before, costs);
-  // The re-planned schedule's prediction from the costs it was planned with (the file).
-  print_measurement("after: ", next, after, costs);
-  const double mb = median(before.makespans_ms);
-  const double ma = median(after.makespans_ms);
+  worst = std::max(worst, before.grad_diff);
+  std::vector<measurement> after;
+  for (auto& t : timers) {
+    after.push_back(t->take());
+    worst = std::max(worst, after.back().grad_diff);
+  }
+  for (std::size_t i = 0; i < timers.size(); ++i) {
+    print_costs(timers[i]->label(), after[i], opt.repeat);
+  }
+  std::optional<measurement> fused;
+  if (fused_timer) {
+    fused = fused_timer->take();
+    worst = std::max(worst, fused->grad_diff);
+    print_costs(fused_timer->label(), *fused, opt.repeat);
+  }
+  say("alternating runs, %d each:\n", opt.repeat);
+  print_measurement("before:", base_label, sched, before, costs);
+  if (fused) {
+    print_measurement("before:", fused_timer->label(), sched, *fused, costs);
+  }
+  // Each re-planned schedule's prediction from the costs it was planned with (the file).
+  for (std::size_t i = 0; i < timers.size(); ++i) {
+    print_measurement("after: ", timers[i]->label(), timers[i]->sched(), after[i], costs);
+  }
+  // Gains against the profiled schedule (and its fused form), measured and predicted by the
+  // simulator from the profile; the prediction for the fused form is the same.
   const double sb = pipesched::simulate(sched, costs).makespan;
-  const double sa = pipesched::simulate(next, costs).makespan;
-  std::printf("replan %s -> %s: measured makespan x%.3f, simulated x%.3f\n", sched.name().c_str(),
-              next.name().c_str(), mb > 0.0 ? ma / mb : 0.0, sb > 0.0 ? sa / sb : 0.0);
+  for (std::size_t i = 0; i < timers.size(); ++i) {
+    const double ma = gpt::median(after[i].makespans_ms);
+    const double sa = pipesched::simulate(timers[i]->sched(), costs).makespan;
+    const double predicted_gain = sb > 0.0 ? 1.0 - sa / sb : 0.0;
+    auto gain_line = [&](const std::string& from, const measurement& base) {
+      const double mb = gpt::median(base.makespans_ms);
+      const double measured_gain = mb > 0.0 ? 1.0 - ma / mb : 0.0;
+      say("replan %s -> %s: measured makespan x%.3f, simulated x%.3f\n", from.c_str(),
+          timers[i]->label().c_str(), mb > 0.0 ? ma / mb : 0.0, sb > 0.0 ? sa / sb : 0.0);
+      say("gain %s -> %s: measured %.1f %%, predicted %.1f %%, measured/predicted %.2f\n",
+          from.c_str(), timers[i]->label().c_str(), 100.0 * measured_gain, 100.0 * predicted_gain,
+          predicted_gain != 0.0 ? measured_gain / predicted_gain : 0.0);
+    };
+    gain_line(base_label, before);
+    if (fused) {
+      gain_line(fused_timer->label(), *fused);
+    }
+  }
   return worst;
 }
 
-}  // namespace
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) {
+      out.push_back(item);
+    }
+  }
+  return out;
+}
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   options opt;
+  std::string split = "store";
+  std::string replan;
   CLI::App app{"Train a small GPT-like model (libtorch) through a pipeline schedule"};
   app.add_option("--schedule,-s", opt.schedule, "registered schedule name, or 'all'")->required();
+#ifdef TORCH_PIPELINE_MPI
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  opt.stages = static_cast<std::uint32_t>(size);  // one rank per stage
+#else
   app.add_option("--stages,-p", opt.stages, "pipeline stages")->check(CLI::Range(1u, 64u));
+#endif
   app.add_option("--microbatches,-m", opt.microbatches, "micro-batches")
       ->check(CLI::Range(1u, 4096u));
   app.add_flag("--lowered", opt.lowered,
-               "run the communication-lowered schedule (explicit SEND/RECV ops)");
+               "run the communication-lowered schedule (explicit SEND/RECV ops; under MPI "
+               "synchronous sends, otherwise MPI_Isend as each F and B ends)");
+  app.add_option("--split", split,
+                 "how the backward is split: fused (BW as one autograd::grad), autograd (W a "
+                 "second autograd::grad over the kept graph) or store (W from each linear "
+                 "layer's stored input and output gradient)")
+      ->check(CLI::IsMember({"fused", "autograd", "store"}));
   app.add_option("--steps", opt.steps, "training steps (SGD), each checked")
       ->check(CLI::Range(1, 1000));
   app.add_option("--lr", opt.lr, "SGD learning rate")->check(CLI::Range(0.0, 10.0));
@@ -636,48 +658,65 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 14));
   app.add_option("--seed", opt.cfg.seed, "seed of the weights and the data");
   app.add_option("--profile", opt.profile,
-                 "time the schedule through instrumented_executor and write the measured "
-                 "per-stage costs (ms) as a cost-model JSON file");
-  app.add_option("--replan", opt.replan,
-                 "with --profile: generate this schedule from the measured costs and run it");
+                 "time the schedule and write the measured per-stage costs (ms) as a "
+                 "cost-model JSON file");
+  app.add_option("--replan", replan,
+                 "with --profile: generate these schedules (comma-separated) from the measured "
+                 "costs, check them and time them against the profiled one in turns");
+  app.add_flag("--fused-baseline", opt.fused_baseline,
+               "with --replan: also time the profiled schedule with --split fused");
   app.add_option("--repeat", opt.repeat, "timed runs for --profile / --replan")
       ->check(CLI::Range(1, 10000));
   app.add_option("--warmup", opt.warmup, "untimed runs before them")->check(CLI::Range(0, 10000));
   app.add_option("--perturb", opt.perturb,
                  "scale the pipelined loss by 1+X: the gradient check must then fail (a test)")
       ->check(CLI::Range(-0.5, 0.5));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (root()) {
+      return app.exit(e);
+    }
+    return e.get_exit_code() == 0 ? 0 : 2;
+  }
+  opt.split = split == "fused"      ? split_mode::fused
+              : split == "autograd" ? split_mode::autograd
+                                    : split_mode::store;
+  opt.replan = split_list(replan);
 
-  if (opt.cfg.d_model % opt.cfg.heads != 0) {
-    std::fprintf(stderr, "torch_pipeline: --heads (%lld) must divide --d-model (%lld)\n",
-                 static_cast<long long>(opt.cfg.heads), static_cast<long long>(opt.cfg.d_model));
+  auto refuse = [&](const std::string& why) {
+    if (root()) {
+      std::fprintf(stderr, "%s: %s\n", program, why.c_str());
+    }
     return 2;
+  };
+  if (opt.cfg.d_model % opt.cfg.heads != 0) {
+    return refuse("--heads (" + std::to_string(opt.cfg.heads) + ") must divide --d-model (" +
+                  std::to_string(opt.cfg.d_model) + ")");
   }
   if (!opt.replan.empty() && opt.profile.empty()) {
-    std::fprintf(stderr, "torch_pipeline: --replan needs --profile FILE (the measured costs)\n");
-    return 2;
+    return refuse("--replan needs --profile FILE (the measured costs)");
   }
   if (!opt.profile.empty() && opt.schedule == "all") {
-    std::fprintf(stderr, "torch_pipeline: --profile needs one schedule, not 'all'\n");
-    return 2;
+    return refuse("--profile needs one schedule, not 'all'");
   }
-  if (!opt.replan.empty() && opt.layers == 0) {
-    const auto* from = pipesched::default_registry().find(opt.schedule);
-    const auto* to = pipesched::default_registry().find(opt.replan);
-    if (from && to && from->default_chunks != to->default_chunks) {
-      std::fprintf(stderr,
-                   "torch_pipeline: %s has %u chunks per stage and %s %u: give --layers (a "
-                   "multiple of both p*v) so that both run the same model\n",
-                   opt.schedule.c_str(), from->default_chunks, opt.replan.c_str(),
-                   to->default_chunks);
-      return 2;
+  const auto& registry = pipesched::default_registry();
+  for (const std::string& name : opt.replan) {
+    const auto* from = registry.find(opt.schedule);
+    const auto* to = registry.find(name);
+    if (to == nullptr) {
+      return refuse("--replan: unknown schedule \"" + name + "\"");
+    }
+    if (opt.layers == 0 && from && from->default_chunks != to->default_chunks) {
+      return refuse(opt.schedule + " has " + std::to_string(from->default_chunks) +
+                    " chunks per stage and " + name + " " + std::to_string(to->default_chunks) +
+                    ": give --layers (a multiple of both p*v) so that both run the same model");
     }
   }
   // One thread per stage, each running its ops alone: no intra-op or inter-op pools.
   torch::set_num_threads(1);
   torch::set_num_interop_threads(1);
 
-  const auto& registry = pipesched::default_registry();
   std::vector<const pipesched::generator_entry*> entries;
   try {
     if (opt.schedule == "all") {
@@ -687,12 +726,8 @@ int main(int argc, char** argv) {
     } else {
       entries.push_back(&registry.at(opt.schedule));
     }
-    if (!opt.replan.empty()) {
-      registry.at(opt.replan);
-    }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "torch_pipeline: %s\n", e.what());
-    return 2;
+    return refuse(e.what());
   }
 
   double worst = 0.0;
@@ -711,14 +746,13 @@ int main(int argc, char** argv) {
       config_for(sched, opt);  // --layers fits
     } catch (const pipesched::invalid_argument& e) {
       if (entries.size() == 1) {
-        std::fprintf(stderr, "torch_pipeline: %s\n", e.what());
-        return 2;
+        return refuse(e.what());
       }
-      std::printf("skip %s: %s\n", entry->name.c_str(), e.what());
+      say("skip %s: %s\n", entry->name.c_str(), e.what());
       continue;
     }
     try {
-      const outcome o = train(sched, opt);
+      const outcome o = train(sched, opt, opt.split);
       worst = std::max(worst, o.max_diff);
       failed += o.ok ? 0 : 1;
       if (!opt.profile.empty()) {
@@ -726,7 +760,7 @@ int main(int argc, char** argv) {
         const double d = profile_and_replan(sched, opt, ok);
         worst = std::max(worst, d);
         if (!ok || d > tolerance) {
-          std::printf("  FAIL: profile / replan: gradients differ by %.3g\n", d);
+          say("  FAIL: profile / replan: gradients differ by %.3g\n", d);
           ++failed;
         }
       }
@@ -738,13 +772,36 @@ int main(int argc, char** argv) {
     ++trained;
   }
   if (trained == 0) {
-    std::printf("FAIL: no schedule could be built for p=%u m=%u\n", opt.stages, opt.microbatches);
+    say("FAIL: no schedule could be built for p=%u m=%u\n", opt.stages, opt.microbatches);
     failed = 1;
   } else if (failed == 0) {
-    std::printf("ok: %d schedule(s) trained, gradients match the unpipelined step\n", trained);
+    say("ok: %d schedule(s) trained, gradients match the unpipelined step\n", trained);
   } else {
-    std::printf("FAIL: %d of %d schedule(s)\n", failed, trained);
+    say("FAIL: %d of %d schedule(s)\n", failed, trained);
   }
-  std::printf("max_grad_rel_diff=%.3g\n", worst);
+  say("max_grad_rel_diff=%.3g\n", worst);
   return failed == 0 && worst <= tolerance ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifdef TORCH_PIPELINE_MPI
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  int rc = 1;
+  try {
+    rc = run(argc, argv);
+  } catch (const std::exception& e) {
+    // Not an op failure (those abort inside run_mpi): report and end the whole job.
+    std::fprintf(stderr, "%s: rank %d: %s\n", program, world_rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::fflush(stdout);
+  MPI_Finalize();
+  return rc;
+#else
+  return run(argc, argv);
+#endif
 }

@@ -61,6 +61,30 @@ TEST_CASE("builtin_registry: the built-ins, extended with a user's generator", "
   CHECK(r.at("zb-auto").searches);
 }
 
+TEST_CASE("generate_result keeps the parameters it was generated for", "[gen][registry]") {
+  generator_params p;
+  p.stages = 4;
+  p.microbatches = 8;
+  p.costs = cost_model::uniform(3, 4, 2, 0.5);
+  p.memory = memory_model::uniform(2, 1);
+  p.memory.set_static_memory({5, 5, 5, 5});
+  p.memory_limit = 40.0;
+  const generator_entry by_hand{
+      "mine", "an entry built without a registry", 1,
+      [](const generator_params& q) { return one_f_one_b{}.generate(q); }};
+  for (const generation_result& g :
+       {default_registry().generate_result("zb-v", p),
+        default_registry().generate_result("1f1b", p), by_hand.generate_result(p)}) {
+    INFO(g.sched.name());
+    CHECK(g.params.stages == 4);
+    CHECK(g.params.microbatches == 8);
+    CHECK(g.params.costs.uniform_costs() == p.costs.uniform_costs());
+    CHECK(g.params.costs.uniform_comm() == 0.5);
+    CHECK(g.params.memory.static_memory(3) == 5.0);
+    CHECK(g.params.memory_limit == 40.0);
+  }
+}
+
 namespace {
 
 generator_params zb_params(std::uint32_t p, std::uint32_t m) {

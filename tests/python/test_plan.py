@@ -75,3 +75,21 @@ def test_plan_errors():
         ps.plan("llama4", "h100-sxm-80gb", **REQUEST)
     with pytest.raises(ValueError, match=r"format: must be 'json', 'text' or 'svg'"):
         ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, format="xml")
+
+
+@pytest.mark.skipif(CLI is None, reason="no pipesched CLI built (set PIPESCHED_CLI)")
+def test_exported_compute_comms_csv_times_close_to_the_plan(tmp_path):
+    prefix = str(tmp_path / "best")
+    out = subprocess.run([CLI, "plan", "--model", "llama3-70b", "--gpu", "h100-sxm-80gb",
+                          "--gpus", "1024", "--seq", "8192", "--global-batch-tokens", "4194304",
+                          "--pp", "4", "--json", "--export", prefix],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    predicted = json.loads(out.stdout)["plans"][0]["makespan_s"]
+    sim = subprocess.run([CLI, "simulate", "-i", prefix + ".csv", "--costs",
+                          prefix + ".costs.json", "--transfers", "posted", "--json"],
+                         capture_output=True, text=True)
+    assert sim.returncode == 0, sim.stderr
+    posted = json.loads(sim.stdout)["makespan"]
+    # Receives posted after their sends delay the data (NCCL needs both sides): a little.
+    assert predicted <= posted <= predicted * 1.001

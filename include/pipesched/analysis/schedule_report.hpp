@@ -64,6 +64,8 @@ struct report_options {
   /// false: validate and check memory only, without timing (what `pipesched validate` needs;
   /// `simulation` then stays empty and the memory curve carries no times).
   bool simulate = true;
+  /// How a lowered schedule's SEND / RECV pairs take time (simulate_options::transfers).
+  transfer_timing transfers = transfer_timing::blocking;
 };
 
 /// The result of report_schedule().
@@ -118,6 +120,7 @@ inline schedule_report report_schedule(const schedule& sched, const report_optio
   try {
     simulate_options so;
     so.validate = false;  // validated above; an invalid one is timed on purpose (analyze_invalid)
+    so.transfers = options.transfers;
     rep.simulation = simulate(sched, options.costs, so);
   } catch (const invalid_argument& e) {
     if (rep.validation.ok()) {

@@ -51,6 +51,17 @@ struct stage_timing {
   std::size_t ops_run = 0;  ///< ops simulated (the whole list unless deadlocked)
 };
 
+/// How a lowered schedule's SEND / RECV pairs take time (docs/model.md §3).
+enum class transfer_timing : std::uint8_t {
+  /// Blocking point-to-point (MPI_Send / MPI_Recv; pipesched's MPI driver): a rendezvous both
+  /// stages wait in, T_comm long.
+  blocking,
+  /// Posted, non-blocking (isend / irecv; PyTorch's pipelining runtime): SEND and RECV post and
+  /// return; the data lands T_comm after both are posted and only the op that consumes the RECV
+  /// waits for it. A compute_comms CSV written for PyTorch times this way.
+  posted,
+};
+
 struct simulate_options {
   /// Keep every op with its start and end (a timed_op, 32 bytes per op). Switch off for huge
   /// schedules: the statistics, makespan, bubble rate and critical path are still computed.
@@ -63,6 +74,8 @@ struct simulate_options {
   /// only when the schedule was validated already, or to time a partial order on purpose (then
   /// check completed(): a deadlocked run's makespan is the time its ops reached, not the order's).
   bool validate = true;
+  /// SEND / RECV pairs of a lowered schedule: blocking rendezvous or posted (transfer_timing).
+  transfer_timing transfers = transfer_timing::blocking;
 };
 
 /// The outcome of simulate().
@@ -310,7 +323,8 @@ simulation_result simulate_with(const schedule& sched,
               last_end = t.end;
               last_op = op_location{t.stage, t.index};
             }
-          });
+          },
+      options.transfers == transfer_timing::posted);
 
   double max_span = -1.0;
   double max_busy = 0.0;

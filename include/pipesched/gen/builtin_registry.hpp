@@ -1,45 +1,34 @@
 #pragma once
 
-#include "pipesched/gen/dualpipev.hpp"
-#include "pipesched/gen/gpipe.hpp"
-#include "pipesched/gen/interleaved.hpp"
-#include "pipesched/gen/one_f_one_b.hpp"
 #include "pipesched/gen/registry.hpp"
-#include "pipesched/gen/v_shape.hpp"
-#include "pipesched/gen/zb_auto.hpp"
-#include "pipesched/gen/zb_v.hpp"
-#include "pipesched/gen/zero_bubble.hpp"
 
 // The built-in generators by name. Apart from gen/registry.hpp (the registry type alone) because
-// naming every generator pulls in all of them, the automatic search and its threads included.
+// naming every generator pulls in all of them, the automatic search and its threads included,
+// and compiling them takes seconds in every translation unit that calls these functions.
+// Linking the compiled pipesched::registry (CMake; it defines PIPESCHED_REGISTRY_COMPILED for
+// its users) makes this header declare them only: they are compiled once, in that library.
+// Define the macro in every translation unit of a program or in none.
+
+#ifndef PIPESCHED_REGISTRY_COMPILED
+#include "pipesched/gen/detail/builtin_generators.hpp"
+#endif
 
 namespace pipesched {
 
+#ifdef PIPESCHED_REGISTRY_COMPILED
+// Other names (the inline namespace) than the header-only functions: a translation unit
+// without the macro defines its own inline ones, never a second definition of these.
+inline namespace compiled_registry {
+generator_registry builtin_registry();
+const generator_registry& default_registry();
+}  // namespace compiled_registry
+#else
 /// A new registry holding the built-in generators, to extend with your own
 /// (`auto r = builtin_registry(); r.add(my_generator{}, "one line");`) or to replace one of
 /// them under its name. default_registry() is an immutable one of these, safe to share.
 inline generator_registry builtin_registry() {
   generator_registry r;
-  r.add(gpipe{}, "GPipe: all forwards, then all fused backwards; peak memory m*M_B");
-  r.add(gpipe{true}, "GPipe with split backward (B then W at once), for comparison");
-  r.add(one_f_one_b{}, "1F1B: warm-up forwards, then one forward one backward; peak p*M_B");
-  r.add(one_f_one_b{true}, "1F1B with split backward (B then W at once), for comparison");
-  r.add(zb_h1{}, "ZB-H1: zero-bubble handcrafted, 1F1B memory, bubble (p-1)(TF+TB-TW)");
-  r.add(zb_h2{}, "ZB-H2: zero-bubble handcrafted, (2p-1)*M_B memory, no bubble at equal costs");
-  r.add(interleaved_1f1b{},
-        "Interleaved 1F1B (Megatron virtual pipeline): v chunks per stage, bubble 1/v of 1F1B's",
-        2);
-  r.add(zb_v{}, "ZB-V: V placement, 2 chunks, cost-aware greedy; 1F1B memory, zero bubble", 2);
-  r.add(v_half{}, "V-Half: V placement, 2 chunks; (p+2)//2 stage activations, bubble ~p/(2m)", 2);
-  r.add(v_min{}, "V-Min: V placement, 2 chunks; (p+4)//3 stage activations, bubble ~2p/(3m)", 2);
-  r.add(dualpipev{},
-        "DualPipeV (PyTorch ScheduleDualPipeV): V placement, 2 chunks, overlapped F&B pairs; "
-        "m >= 2p",
-        2);
-  r.add(zb_auto{},
-        "ZB automatic: memory-bounded greedy search (memory_limit, default p*M_B) + bound");
-  r.add(zb_auto{zb_memory_preset::one_p}, "ZB-1p: automatic zero-bubble with limit p*M_B");
-  r.add(zb_auto{zb_memory_preset::two_p}, "ZB-2p: automatic zero-bubble with limit 2p*M_B");
+  detail::add_builtin_generators(r);
   return r;
 }
 
@@ -48,5 +37,6 @@ inline const generator_registry& default_registry() {
   static const generator_registry r = builtin_registry();
   return r;
 }
+#endif
 
 }  // namespace pipesched

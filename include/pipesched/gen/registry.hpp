@@ -47,6 +47,11 @@ struct generation_result {
   /// and every stage over the limit is listed here (check_memory's report). Empty when no
   /// limit was given or the schedule fits.
   std::vector<budget_violation> memory_violations;
+  /// The parameters the schedule was generated for, as given (generator_entry::generate_result
+  /// sets them): a schedule forgets its costs, memory and memory limit, and checking it
+  /// against other ones (unit costs by default) is a silent mistake. report_schedule(const
+  /// generation_result&) (gen/generation_report.hpp) checks it against these.
+  generator_params params;
 };
 
 namespace detail {
@@ -73,6 +78,28 @@ concept searching_generator = requires(const G& g,
 
 }  // namespace detail
 
+struct generator_entry;
+
+namespace detail {
+
+// generator_entry::generate_result's work (defined below the entry as generate_result_here):
+// inline here, or, when the compiled pipesched::registry is linked (PIPESCHED_REGISTRY_COMPILED,
+// gen/builtin_registry.hpp), compiled once in it, under other names (the inline namespace),
+// so that a file calling generate_result() does not compile the memory checker again.
+#ifdef PIPESCHED_REGISTRY_COMPILED
+inline namespace compiled_registry {
+generation_result generate_result_of(const generator_entry& e,
+                                     const generator_params& params,
+                                     const generation_options& opts);
+}  // namespace compiled_registry
+#else
+inline generation_result generate_result_of(const generator_entry& e,
+                                            const generator_params& params,
+                                            const generation_options& opts);
+#endif
+
+}  // namespace detail
+
 /// A generator reachable by name (CLI, file formats, plugins).
 struct generator_entry {
   std::string name;                  ///< e.g. "zb-h1"
@@ -94,31 +121,52 @@ struct generator_entry {
   /// whatever the generator throws for `params`.
   generation_result generate_result(const generator_params& params,
                                     const generation_options& opts = {}) const {
-    if (opts.search) {
-      if (!searches) {
-        detail::fail(name,
-                     ": search options (generation_options::search) apply only to generators "
-                     "that search (generator_entry::searches), such as zb-auto and zb-v");
-      }
-      const double ms = opts.search->search_budget_ms;
-      if (!std::isfinite(ms) || ms < 0.0) {
-        detail::fail(name, ": search_budget_ms (", ms,
-                     ") must be finite and >= 0 (0: no wall-clock cap)");
-      }
+    return detail::generate_result_of(*this, params, opts);
+  }
+};
+
+namespace detail {
+
+/// The body of generator_entry::generate_result, for both ways of compiling it.
+inline generation_result generate_result_here(const generator_entry& e,
+                                              const generator_params& params,
+                                              const generation_options& opts) {
+  if (opts.search) {
+    if (!e.searches) {
+      detail::fail(e.name,
+                   ": search options (generation_options::search) apply only to generators "
+                   "that search (generator_entry::searches), such as zb-auto and zb-v");
     }
-    if (generate_full) {
-      return generate_full(params, opts);
+    const double ms = opts.search->search_budget_ms;
+    if (!std::isfinite(ms) || ms < 0.0) {
+      detail::fail(e.name, ": search_budget_ms (", ms,
+                   ") must be finite and >= 0 (0: no wall-clock cap)");
     }
-    generation_result r;
-    r.sched = generate(params);
+  }
+  generation_result r;
+  if (e.generate_full) {
+    r = e.generate_full(params, opts);
+  } else {
+    r.sched = e.generate(params);
     if (params.memory_limit) {
       memory_options mo = memory_options::with_limit(*params.memory_limit);
       mo.record_curve = false;
       r.memory_violations = check_memory(r.sched, params.memory, mo).violations;
     }
-    return r;
   }
-};
+  r.params = params;
+  return r;
+}
+
+#ifndef PIPESCHED_REGISTRY_COMPILED
+inline generation_result generate_result_of(const generator_entry& e,
+                                            const generator_params& params,
+                                            const generation_options& opts) {
+  return generate_result_here(e, params, opts);
+}
+#endif
+
+}  // namespace detail
 
 /// Name -> generator. Holds type-erased copies of schedule_generator models. The built-in
 /// generators are in gen/builtin_registry.hpp (builtin_registry(), default_registry()): this

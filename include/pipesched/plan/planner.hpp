@@ -299,7 +299,7 @@ inline plan_entry evaluate_choice(const training_job& job,
   e.sched = std::move(g.sched);
   e.costs = std::move(costs);
   e.memory = jc.memory;
-  const simulation_result sim = simulate(e.sched, e.costs, {true, false});
+  const simulation_result sim = simulate(e.sched, e.costs, {true, false, false});
   if (!sim.completed()) {
     fail("plan: ", gen.name, " gave an order that deadlocks");
   }

@@ -216,7 +216,10 @@ inline bool pair_candidate(
 ///   stage) is one slot: both start at the later of the two ops' ready times and both end
 ///   after the two durations added minus the F's overlap_gain (T_FB for an F and a B);
 /// - a SEND and its RECV form a blocking rendezvous: both start at the later of the two sides'
-///   ready times and both end rendezvous(sender stage, receiver stage) later;
+///   ready times and both end rendezvous(sender stage, receiver stage) later; with
+///   `posted_transfers` (non-blocking sends and receives, as PyTorch's runtime posts them) both
+///   take no time on their stages and the data lands rendezvous(...) after the later post, which
+///   only the op consuming the RECV waits for;
 /// - a SEND / RECV without a peer and an op out of range take no time.
 /// Calls `visit(const timed_step&)` once per op, in traversal order (the two sides of a
 /// rendezvous back to back, sender's stage order as traverse gives it). Linear in the ops;
@@ -233,7 +236,8 @@ traversal_result timed_traverse(const Sched& sched,
                                 const traversal_plan& plan,
                                 Costs costs,
                                 Rendezvous&& rendezvous,
-                                Visitor&& visit) {
+                                Visitor&& visit,
+                                bool posted_transfers = false) {
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
   const std::uint32_t m = sched.microbatches();
@@ -297,13 +301,15 @@ traversal_result timed_traverse(const Sched& sched,
   std::vector<timed_step> unsettled;
 
   // The latest arrival of `o`'s inputs from other stages, at least `t`.
-  auto inputs_ready = [ev, cost_of, plan_base, slot_index](const op& o, const op_plan& e, double t,
-                                                           start_reason& why) PIPESCHED_HOT_LAMBDA {
+  auto inputs_ready = [ev, cost_of, plan_base, slot_index, posted_transfers](
+                          const op& o, const op_plan& e, double t,
+                          start_reason& why) PIPESCHED_HOT_LAMBDA {
     const op_cost& oc = cost_of(static_cast<std::size_t>(&e - plan_base), o.mb);
     for (std::uint8_t k = 0; k < e.count; ++k) {
       // A same-stage producer ran earlier on this stage and ended by stage_end[s]: it can't
-      // delay the op, and skipping it keeps old rows out of the cache.
-      if (!e.deps[k].remote) {
+      // delay the op, and skipping it keeps old rows out of the cache. A posted RECV ended
+      // when it was posted; its data lands later (its slot): that one is read.
+      if (!e.deps[k].remote && !(posted_transfers && event_slot(e.deps[k].what) >= 2)) {
         continue;
       }
       const double arrival = input_arrival(
@@ -389,7 +395,23 @@ traversal_result timed_traverse(const Sched& sched,
       pending = false;
       const double start = std::max(ready, first.start);
       const bool i_send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
-      const double end = start + (i_send ? rendezvous(s, first.stage) : rendezvous(first.stage, s));
+      const double latency = i_send ? rendezvous(s, first.stage) : rendezvous(first.stage, s);
+      if (posted_transfers) {
+        // Posted (isend / irecv): each side posts when its stage reaches it and goes on; the
+        // data lands T_comm after the later post, and only the op consuming the RECV waits.
+        timed_step mine{s, i, o, e, ready, ready, why};
+        timed_step& recv = i_send ? first : mine;
+        const timed_step& send = i_send ? mine : first;
+        if (send.start > recv.start) {
+          recv.why = start_reason::partner;  // what the consumer waits for is the send's post
+        }
+        finish(first);
+        finish(mine);
+        record(slot_index(recv.plan->own, recv.o.mb, recv.o.kind == op_kind::recv_forward ? 2 : 3),
+               start + latency);
+        return;
+      }
+      const double end = start + latency;
       // Each side's start is set by its own inputs unless the other side was ready later.
       const start_reason why_first = first.start >= ready ? first.why : start_reason::partner;
       const start_reason why_this = ready >= first.start ? why : start_reason::partner;

@@ -1,0 +1,5 @@
+#pragma once
+
+namespace fixture::detail {
+struct d {};
+}  // namespace fixture::detail
