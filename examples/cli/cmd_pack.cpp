@@ -124,7 +124,8 @@ int cmd_pack(const pack_cli& o) {
   try {
     r = pack(req);
   } catch (const field_error& e) {
-    usage_error("pack: " + in_option_terms(e, {}, pack_options));
+    usage_error("pack: " +
+                in_option_terms(e, {"tokens_per_microbatch", "microbatches"}, pack_options));
   }
   if (o.export_prefix) {
     if (!r.chosen.fits) {

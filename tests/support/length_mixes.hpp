@@ -59,8 +59,8 @@ inline std::vector<std::uint64_t> sample_lengths(const length_mix& mix,
       out.push_back(clamp(median * std::exp(mix.sigma * detail::normal(x))));
     } else if (mix.kind == "bimodal") {
       const bool long_one = detail::unit(x) < 0.2;
-      out.push_back(clamp((long_one ? 4.0 * median : median / 4.0) *
-                          std::exp(0.25 * detail::normal(x))));
+      out.push_back(
+          clamp((long_one ? 4.0 * median : median / 4.0) * std::exp(0.25 * detail::normal(x))));
     } else {  // long tail: the rest near the median, one sequence 16x it
       out.push_back(clamp(median * std::exp(0.3 * detail::normal(x))));
     }

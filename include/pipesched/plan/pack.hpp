@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -261,8 +262,13 @@ class pack_problem {
     if (r.stages == 0) {
       detail::fail_field(who, "stages", "must be at least 1");
     }
-    if (r.tp == 0) {
-      detail::fail_field(who, "tp", "must be at least 1");
+    if (r.tp == 0 || r.model.heads % r.tp != 0 || r.model.kv() % r.tp != 0) {
+      detail::fail_field(who, "tp", "tp=", r.tp, " must divide the heads (", r.model.heads,
+                         ") and the KV heads (", r.model.kv(), ")");
+    }
+    if (r.cluster.gpus_per_node % r.tp != 0) {
+      detail::fail_field(who, "tp", "tp=", r.tp, " must divide the GPUs per node (",
+                         r.cluster.gpus_per_node, "): tensor parallelism stays inside a node");
     }
     if (r.memory_limit && (!std::isfinite(*r.memory_limit) || *r.memory_limit <= 0.0)) {
       detail::fail_field(who, "memory_limit", "must be a finite number of bytes > 0, not ",
@@ -312,14 +318,10 @@ class pack_problem {
       detail::fail_field(who, "stages", "the model's ", r.model.layers,
                          " layers cannot fill p·v = ", n, " chunks with one layer each");
     }
-    const job_op_times ot = op_times_of(job_, layout_, mean, r.recompute);
-    partition_weights w;
-    w.layer_time = ot.layer_total();
-    w.fixed_time.assign(n, 0.0);
-    w.fixed_time[0] += ot.embedding_forward;
-    w.fixed_time[n - 1] += 3.0 * ot.head;
-    partition_ =
-        balanced_partition(r.model.layers, pl_, w).value_or(even_partition(r.model.layers, n));
+    partition_ = balanced_partition(
+                     r.model.layers, pl_,
+                     detail::partition_weights_of(op_times_of(job_, layout_, mean, r.recompute), n))
+                     .value_or(even_partition(r.model.layers, n));
     // Each sequence's own work alone, the packers' weight: the pipeline's F + B + W of a
     // micro-batch holding only it (the stages run in turn, so the sum is what it adds).
     weight_.resize(r.lengths.size());
@@ -357,14 +359,25 @@ class pack_problem {
 
   /// Sequences in file order, equal counts (the first n mod m micro-batches one more).
   std::vector<packed_microbatch> in_order(std::uint32_t m) const {
-    const std::size_t n = req_.lengths.size();
+    std::vector<std::size_t> all(req_.lengths.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    return in_order(all, m);
+  }
+  /// The same rule for the sequences taken in `sequence_order` (a permutation of the indices;
+  /// the benchmark's random orders); each micro-batch's indices ascending.
+  std::vector<packed_microbatch> in_order(const std::vector<std::size_t>& sequence_order,
+                                          std::uint32_t m) const {
+    const std::size_t n = sequence_order.size();
+    PIPESCHED_ASSERT(n == req_.lengths.size() && m >= 1 && m <= n,
+                     "pack: in_order takes every sequence once, in 1..n micro-batches");
     std::vector<packed_microbatch> out(m);
     std::size_t next = 0;
     for (std::uint32_t j = 0; j < m; ++j) {
       const std::size_t count = n / m + (j < n % m ? 1 : 0);
       for (std::size_t k = 0; k < count; ++k) {
-        add(out[j], next++);
+        add(out[j], sequence_order[next++]);
       }
+      std::sort(out[j].sequences.begin(), out[j].sequences.end());
     }
     return out;
   }
@@ -373,32 +386,25 @@ class pack_problem {
   /// first, to the lightest micro-batch it fits in under the token budget); nullopt when the
   /// budget leaves some sequence nowhere.
   std::optional<std::vector<packed_microbatch>> balanced(std::uint32_t m) const {
-    std::vector<std::size_t> idx(req_.lengths.size());
-    std::iota(idx.begin(), idx.end(), std::size_t{0});
-    std::stable_sort(idx.begin(), idx.end(),
-                     [&](std::size_t a, std::size_t b) { return weight_[a] > weight_[b]; });
-    std::vector<packed_microbatch> out(m);
-    std::vector<double> load(m, 0.0);
-    for (std::size_t i : idx) {
-      std::optional<std::uint32_t> best;
-      for (std::uint32_t j = 0; j < m; ++j) {
-        if (fits_budget(out[j], req_.lengths[i]) && (!best || load[j] < load[*best])) {
-          best = j;
-        }
-      }
-      if (!best) {
-        return std::nullopt;
-      }
-      add(out[*best], i);
-      load[*best] += weight_[i];
+    std::vector<std::size_t> all(req_.lengths.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    return balanced(std::move(all), std::vector<double>(m, 1.0));
+  }
+
+  /// Light at the ends: balanced as above, but the first and the last micro-batch take a share
+  /// `ends` (0 < ends < 1) of the others' load. A pipeline fills with its first micro-batch's
+  /// forward and drains with its last one's backward, so lighter ends shorten the step when
+  /// memory lets the middle ones grow. nullopt for m < 3 or when the budget leaves a sequence
+  /// nowhere.
+  std::optional<std::vector<packed_microbatch>> light_ends(std::uint32_t m, double ends) const {
+    if (m < 3) {
+      return std::nullopt;
     }
-    for (packed_microbatch& mb : out) {
-      std::sort(mb.sequences.begin(), mb.sequences.end());
-      if (mb.sequences.empty()) {
-        return std::nullopt;
-      }
-    }
-    return out;
+    std::vector<std::size_t> all(req_.lengths.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    std::vector<double> share(m, 1.0);
+    share.front() = share.back() = ends;
+    return balanced(std::move(all), share);
   }
 
   /// The fewest micro-batches the token budget allows by first-fit decreasing (the count m
@@ -407,26 +413,32 @@ class pack_problem {
     if (req_.microbatches) {
       return *req_.microbatches;
     }
+    return static_cast<std::uint32_t>(first_fit_decreasing().size());
+  }
+
+  /// First-fit decreasing under the token budget: each sequence, longest first, to the first
+  /// micro-batch it fits in, else a new one (without a budget: one micro-batch).
+  std::vector<packed_microbatch> first_fit_decreasing() const {
     std::vector<std::size_t> idx(req_.lengths.size());
     std::iota(idx.begin(), idx.end(), std::size_t{0});
     std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
       return req_.lengths[a] > req_.lengths[b];
     });
-    std::vector<std::uint64_t> bins;
+    std::vector<packed_microbatch> out;
     for (std::size_t i : idx) {
-      bool placed = false;
-      for (std::uint64_t& b : bins) {
-        if (b + req_.lengths[i] <= *req_.tokens_per_microbatch) {
-          b += req_.lengths[i];
-          placed = true;
-          break;
-        }
+      auto it = std::find_if(out.begin(), out.end(), [&](const packed_microbatch& mb) {
+        return fits_budget(mb, req_.lengths[i]);
+      });
+      if (it == out.end()) {
+        out.emplace_back();
+        it = std::prev(out.end());
       }
-      if (!placed) {
-        bins.push_back(req_.lengths[i]);
-      }
+      add(*it, i);
     }
-    return static_cast<std::uint32_t>(bins.size());
+    for (packed_microbatch& mb : out) {
+      std::sort(mb.sequences.begin(), mb.sequences.end());
+    }
+    return out;
   }
 
   /// A packing's micro-batches made ready to evaluate in any order: each one's costs and sizes.
@@ -491,45 +503,16 @@ class pack_problem {
     built out;
     out.costs = detail::microbatch_cost_model(pr.base_costs, c, p, v);
     out.memory = detail::microbatch_memory_model(pr.base_real, real, p, v);
-    const memory_model plain_memory = detail::microbatch_memory_model(pr.base_plain, plain, p, v);
-    schedule_request req;
-    generated_source src{req_.schedule, {}};
-    if (gen_->searches) {
-      zb_auto_options z;
-      if (search_evaluations) {
-        z.search_evaluations = *search_evaluations;
-      }
-      z.threads = 1;
-      src.options.search = z;
-    }
-    req.source = src;
-    req.params.stages = p;
-    req.params.microbatches = static_cast<std::uint32_t>(order.size());
-    req.params.chunks = v;
-    req.params.costs = out.costs;
-    req.params.memory = plain_memory;
-    if (gen_->searches) {
-      req.params.memory_limit = limit_;  // the others are checked, as every one is
-    }
-    generation_result g;
-    try {
-      g = build_schedule(req, *registry_);
-    } catch (const invalid_argument&) {
-      if (!req.params.memory_limit) {
-        throw;
-      }
-      // zb-1p / zb-2p fix their own limit, and no order fits a limit below the minimum:
-      // generated without it, then checked like every other.
-      req.params.memory_limit.reset();
-      g = build_schedule(req, *registry_);
-    }
-    if (req_.recompute != recompute_kind::none) {
-      schedule_request rr;
-      rr.source = given_source{std::move(g.sched)};
-      rr.recompute = recompute_request{true, {}, recompute_placement::before_backward};
-      g = build_schedule(rr, *registry_);
-    }
-    out.sched = std::move(g.sched);
+    detail::job_schedule_spec spec;
+    spec.stages = p;
+    spec.microbatches = static_cast<std::uint32_t>(order.size());
+    spec.chunks = v;
+    spec.recompute = req_.recompute;
+    spec.costs = out.costs;
+    spec.memory = detail::microbatch_memory_model(pr.base_plain, plain, p, v);
+    spec.memory_limit = limit_;
+    spec.search_evaluations = search_evaluations;
+    out.sched = detail::generate_job_schedule(spec, *registry_, *gen_);
     return out;
   }
 
@@ -629,6 +612,14 @@ class pack_problem {
       if (auto b = balanced(m)) {
         packings.emplace_back("balanced", prepare(std::move(*b)));
       }
+      for (const double ends : {0.5, 0.75}) {
+        if (auto b = light_ends(m, ends)) {
+          packings.emplace_back(detail::concat("light-ends ", ends), prepare(std::move(*b)));
+        }
+      }
+      if (req_.tokens_per_microbatch && m == counts.front()) {
+        packings.emplace_back("first-fit", prepare(first_fit_decreasing()));
+      }
       if (m == base.mbs.size()) {
         packings.emplace_back("file-order", base);
       }
@@ -721,6 +712,38 @@ class pack_problem {
   std::string sequence_name(std::size_t i) const {
     return req_.lines.empty() ? detail::concat("sequence ", i)
                               : detail::concat("sequence ", i, " (line ", req_.lines[i], ")");
+  }
+  // Longest processing time first over `seqs` into one micro-batch per entry of `share`: each
+  // sequence, heaviest first, to the micro-batch with the least load for its share that it fits
+  // in under the token budget.
+  std::optional<std::vector<packed_microbatch>> balanced(std::vector<std::size_t> seqs,
+                                                         const std::vector<double>& share) const {
+    std::stable_sort(seqs.begin(), seqs.end(),
+                     [&](std::size_t a, std::size_t b) { return weight_[a] > weight_[b]; });
+    const std::size_t m = share.size();
+    std::vector<packed_microbatch> out(m);
+    std::vector<double> load(m, 0.0);
+    for (std::size_t i : seqs) {
+      std::optional<std::size_t> best;
+      for (std::size_t j = 0; j < m; ++j) {
+        if (fits_budget(out[j], req_.lengths[i]) &&
+            (!best || load[j] / share[j] < load[*best] / share[*best])) {
+          best = j;
+        }
+      }
+      if (!best) {
+        return std::nullopt;
+      }
+      add(out[*best], i);
+      load[*best] += weight_[i];
+    }
+    for (packed_microbatch& mb : out) {
+      std::sort(mb.sequences.begin(), mb.sequences.end());
+      if (mb.sequences.empty()) {
+        return std::nullopt;
+      }
+    }
+    return out;
   }
   std::uint64_t total_tokens() const {
     std::uint64_t t = 0;
