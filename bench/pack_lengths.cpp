@@ -4,7 +4,8 @@
 // random order), over the length distributions users meet:
 //
 //   pack_lengths [--grid full|reduced|small] [--random N] [--random-searching N]
-//                [--median TOKENS] [--per-microbatch K] [--seed S] [--verbose] [schedule ...]
+//                [--median TOKENS] [--per-microbatch K] [--seed S] [--mix TEXT] [--verbose]
+//                [schedule ...]
 //   defaults: --grid full --random 1000 --random-searching 1000 --median 1024
 //             --per-microbatch 4 --seed 1, schedules 1f1b zb-h1 zb-auto
 //
@@ -12,7 +13,8 @@
 // m = 2p (the ctest). Each configuration draws K·m sequences of each mix (median --median
 // tokens, tests/support/length_mixes.hpp) and packs them into m micro-batches for Llama 3 8B on
 // p H100s (TP 1, selective recompute, the GPU's usable memory as the limit). --random-searching
-// is the random orders' count for the searching schedules (each is a zb-auto generation).
+// is the random orders' count for the searching schedules (each is a zb-auto generation);
+// --mix keeps the mixes whose name contains TEXT.
 //
 // Prints one summary row per mix and schedule (docs/benchmarks.md §10): the configurations,
 // chosen / baseline step time (mean and worst over the configurations), chosen / best random
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
   std::uint32_t per_mb = 4;
   std::uint32_t seed = 1;
   bool verbose = false;
+  std::string only_mix;
   std::vector<std::string> schedules;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -76,6 +79,8 @@ int main(int argc, char** argv) {
       per_mb = count_arg("--per-microbatch", argv[++i]);
     } else if (a == "--seed" && has_value) {
       seed = count_arg("--seed", argv[++i], 0);
+    } else if (a == "--mix" && has_value) {
+      only_mix = argv[++i];
     } else if (a == "--verbose") {
       verbose = true;
     } else if (!a.empty() && a[0] != '-') {
@@ -111,6 +116,9 @@ int main(int argc, char** argv) {
       "mean | worst | chosen fit | baseline fit |\n|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   for (const test_support::length_mix& mix : test_support::length_mixes()) {
+    if (mix.name.find(only_mix) == std::string::npos) {
+      continue;
+    }
     for (const std::string& name : schedules) {
       summary s;
       for (std::uint32_t p : stages) {

@@ -5,14 +5,14 @@ pipesched_cli_test("pack: report with units" 0
   "llama3-8b on 4 x h100-sxm-80gb \\(TP 1, PP 4\\), zb-h1: 32 sequences \\([0-9.]+ k tokens\\) in 8 micro-batches\nstep time [0-9.]+ s, naive baseline \\(file order, equal counts, 8 micro-batches\\) [0-9.]+ s: [0-9.]+x\npeak memory per stage [0-9.]+ GiB, [0-9.]+ GiB, [0-9.]+ GiB, [0-9.]+ GiB \\(limit [0-9.]+ GiB\\)\n.* slot micro-batch +tokens"
   pack --model llama3-8b --lengths ${pack_lengths} -m 8 --stages 4 --schedule zb-h1)
 pipesched_cli_test("pack: JSON contract" 0
-  "\"version\": 1.*\"microbatches\": \\[\n +\\{\n +\"sequences\": \\[.*\"tokens\": [0-9]+.*\"order\": \\[.*\"step_time\": [0-9.e-]+,.*\"baseline_step_time\": [0-9.e-]+.*\"peak_memory\": \\[.*\"memory_limit\": [0-9.e+]+"
+  "\"baseline_step_time\": [0-9.e-]+,.*\"memory_limit\": [0-9.e+]+,\n +\"microbatches\": \\[\n +\\{\n +\"sequences\": \\[[0-9,\n ]+\\],\n +\"squares\": [0-9.e+]+,\n +\"tokens\": [0-9]+\n.*\"order\": \\[.*\"peak_memory\": \\[.*\"step_time\": [0-9.e-]+,.*\"version\": 1\n}"
   pack --model llama3-8b --lengths ${pack_lengths} -m 8 --stages 4 --schedule 1f1b --json)
 pipesched_cli_test("pack: a token budget" 0
   "\"tokens_per_microbatch\": 16384"
   pack --model llama3-8b --lengths ${pack_lengths} --tokens-per-microbatch 16384 --stages 4
   --schedule zb-auto --search-evaluations 20 --json)
 pipesched_cli_test("pack: a memory limit nothing meets" 1
-  "\"fits\": false.*error: no packing and order fits the memory limit: the smallest peak found is [0-9.]+ GiB per GPU, the limit 18.6 GiB"
+  "\"fits\": false.*error: no packing and order fits the memory limit: the smallest peak found is [0-9.]+ GiB per GPU, the limit 18.63 GiB"
   pack --model llama3-8b --lengths ${pack_lengths} -m 8 --stages 4 --memory-limit 20GB
   --search-evaluations 4 --json)
 # Bad input: exit 2 naming the value.
