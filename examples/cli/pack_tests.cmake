@@ -2,7 +2,7 @@
 # micro-batches and their order chosen by simulating them, against the naive baseline.
 set(pack_lengths ${data}/lengths_long_tail.txt)
 pipesched_cli_test("pack: report with units" 0
-  "llama3-8b on 4 x h100-sxm-80gb \\(TP 1, PP 4\\), zb-h1: 32 sequences \\([0-9.]+ k tokens\\) in 8 micro-batches\nstep time [0-9.]+ s, naive baseline \\(file order, equal counts, 8 micro-batches\\) [0-9.]+ s: [0-9.]+x\npeak memory per stage [0-9.]+ GiB, [0-9.]+ GiB, [0-9.]+ GiB, [0-9.]+ GiB \\(limit [0-9.]+ GiB\\)\n.* slot micro-batch +tokens"
+  "llama3-8b on 4 x h100-sxm-80gb \\(TP 1, PP 4\\), zb-h1: 32 sequences \\([0-9.]+ k tokens\\) in 8 micro-batches\nstep time [0-9.]+ s, naive baseline \\(file order, equal counts, 8 micro-batches\\) [0-9.]+ s: [0-9.]+x its speed\npeak memory per stage [0-9.]+ GiB, [0-9.]+ GiB, [0-9.]+ GiB, [0-9.]+ GiB \\(limit [0-9.]+ GiB\\)\n.* slot micro-batch +tokens +sum L\\^2 \\(tok\\^2\\) +sequences"
   pack --model llama3-8b --lengths ${pack_lengths} -m 8 --stages 4 --schedule zb-h1)
 pipesched_cli_test("pack: JSON contract" 0
   "\"baseline_step_time\": [0-9.e-]+,.*\"memory_limit\": [0-9.e+]+,\n +\"microbatches\": \\[\n +\\{\n +\"sequences\": \\[[0-9,\n ]+\\],\n +\"squares\": [0-9.e+]+,\n +\"tokens\": [0-9]+\n.*\"order\": \\[.*\"peak_memory\": \\[.*\"step_time\": [0-9.e-]+,.*\"version\": 1\n}"

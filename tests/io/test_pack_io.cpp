@@ -66,5 +66,5 @@ TEST_CASE("pack_text: the report names its units", "[io][pack]") {
                                "counts, 4 micro-batches\\) [0-9.]+ s: [0-9.]+x(.|\n)*"));
   CHECK_THAT(t, Catch::Matches("(.|\n)*peak memory per stage ([0-9.]+ GiB, ){3}[0-9.]+ GiB "
                                "\\(limit [0-9.]+ GiB\\)(.|\n)*"));
-  CHECK_THAT(t, Catch::Contains(" slot micro-batch    tokens     sum L^2  sequences"));
+  CHECK_THAT(t, Catch::Contains(" slot micro-batch    tokens   sum L^2 (tok^2)  sequences"));
 }

@@ -88,7 +88,7 @@ inline std::string pack_text(const pack_request& req, const pack_result& r) {
                                 : std::string());
   out += fmt::format(
       "step time {:.4f} s, naive baseline (file order, equal counts, {} micro-batches) {:.4f} s: "
-      "{:.3f}x{}\n",
+      "{:.3f}x its speed{}\n",
       r.chosen.step_time_s, r.baseline_microbatches.size(), r.baseline.step_time_s,
       r.baseline.step_time_s / r.chosen.step_time_s,
       r.baseline.fits ? "" : " (the baseline does not fit)");
@@ -100,15 +100,15 @@ inline std::string pack_text(const pack_request& req, const pack_result& r) {
                      detail::gib(r.memory_limit_bytes), r.chosen.fits ? "" : ": does not fit");
   out += fmt::format("found: {}, then {} local-search moves ({} packings and orders simulated)\n\n",
                      r.heuristic, r.search_moves, r.evaluations);
-  out += fmt::format("{:>5} {:>11} {:>9} {:>11}  {}\n", "slot", "micro-batch", "tokens", "sum L^2",
-                     "sequences");
+  out += fmt::format("{:>5} {:>11} {:>9} {:>17}  {}\n", "slot", "micro-batch", "tokens",
+                     "sum L^2 (tok^2)", "sequences");
   for (std::size_t j = 0; j < r.order.size(); ++j) {
     const packed_microbatch& mb = r.microbatches[r.order[j]];
     std::string seq;
     for (std::size_t s : mb.sequences) {
       seq += (seq.empty() ? "" : " ") + std::to_string(s);
     }
-    out += fmt::format("{:>5} {:>11} {:>9} {:>11}  {}\n", j, r.order[j], mb.tokens,
+    out += fmt::format("{:>5} {:>11} {:>9} {:>17}  {}\n", j, r.order[j], mb.tokens,
                        detail::si_count(mb.squares), seq);
   }
   return out;
