@@ -194,12 +194,7 @@ int cmd_plan(const plan_cli& o) {
   }
   if (!fits) {
     // The reason on stderr too, so a script reading the JSON on stdout still sees it.
-    constexpr double gib = 1024.0 * 1024.0 * 1024.0;
-    const double need = r.plans.empty() ? r.smallest_need_bytes : r.plans.front().peak_memory_bytes;
-    std::fprintf(stderr, "error: %s %.4g GiB per GPU, %.4g GiB usable\n",
-                 r.plans.empty() ? "no plan fits: the smallest need found is"
-                                 : "the plan does not fit: it needs",
-                 need / gib, job.cluster.usable_memory() / gib);
+    std::fprintf(stderr, "error: %s\n", plan_misfit_text(job, r).c_str());
     return 1;
   }
   return 0;
