@@ -347,4 +347,5 @@ def whatif(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None
 def analyze(path: str, *, abs_threshold: float = 0.0, rel_threshold: float = 0.03,
             comm: float = 0.0, replan: Sequence[str] = ("zb-auto", "zb-v"),
             memory_limit: Optional[float] = None, allow_overlaps: bool = False,
-            format: str = "json") -> str: ...
+            planned_costs: Optional[str] = None, planned_fraction: Optional[float] = None,
+            seconds_per_unit: Optional[float] = None, format: str = "json") -> str: ...
