@@ -62,7 +62,9 @@ struct link_stats {
   double allreduce_end = 0.0;  ///< when its last bucket's all-reduce ended (0: none)
 };
 
+/// simulate_links' options: the links, which sample of which noise, what to record.
 struct link_timing_options {
+  link_model links{};            ///< each stage's link; default: free links (simulate()'s times)
   perturbation noise{};          ///< none by default: the clean cost model
   std::uint64_t sample = 0;      ///< which sample of `noise`
   bool record_ops = true;        ///< fill link_timing_result::ops
@@ -178,7 +180,7 @@ class link_queue {
 }  // namespace detail
 
 /// Times `sched` (compute ops; a lowered schedule is refused) under `costs` over the links of
-/// `links`: each op starts at the later of its stage's previous op's end and the arrival of
+/// `options.links`: each op starts at the later of its stage's previous op's end and the arrival of
 /// each input from another stage, where an input arrives T_comm(from, to) after its message
 /// left the sending stage's link (model/link.hpp), not T_comm after its producer ended.
 /// Durations, latencies, overlapped pairs and recompute ops are the timing engine's
@@ -194,8 +196,8 @@ class link_queue {
 /// `deadlock` set.
 inline link_timing_result simulate_links(const schedule& sched,
                                          const cost_model& costs,
-                                         const link_model& links,
                                          const link_timing_options& options = {}) {
+  const link_model& links = options.links;
   const char* who = "simulate_links";
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
