@@ -18,6 +18,7 @@
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/stage_table.hpp"
 #include "pipesched/ir/timed_op.hpp"
 #include "pipesched/ir/traversal.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -51,7 +52,7 @@ struct dynamic_result {
   /// The order timed by the timing engine under the same sample: the reported result.
   simulation_result timing;
   /// The start and end the policy saw when it chose each op, per stage in run order.
-  std::vector<std::vector<timed_op>> decided;
+  stage_table<timed_op> decided;
 };
 
 namespace detail {
@@ -154,7 +155,10 @@ inline dynamic_result simulate_dynamic(const schedule& shape,
   };
 
   dynamic_result out;
-  out.decided.resize(p);
+  // Every stage runs F, B and W of each of its chunks' micro-batches: v·m·3 ops, written in
+  // place at (stage, position).
+  out.decided.reset(std::vector<std::size_t>(p, std::size_t{v} * m * 3));
+  std::vector<std::uint32_t> decided_count(p, 0);
   std::size_t remaining = std::size_t{p} * v * m * 3;
   std::vector<std::optional<choice>> next(p);
   while (remaining > 0) {
@@ -183,8 +187,10 @@ inline dynamic_result simulate_dynamic(const schedule& shape,
       }
     }
     order.stage_ops(s).push_back(x);
-    out.decided[s].push_back(
-        timed_op{s, static_cast<std::uint32_t>(out.decided[s].size()), x, start, end});
+    PIPESCHED_ASSERT(decided_count[s] < out.decided[s].size(),
+                     "simulate_dynamic: a stage runs each F, B and W of its chunks once");
+    out.decided[s][decided_count[s]] = timed_op{s, decided_count[s], x, start, end};
+    ++decided_count[s];
     --remaining;
   }
   out.timing = detail::simulate_with(order, pc.shaped_costs(), plan, pc.view(), simulate_options{});

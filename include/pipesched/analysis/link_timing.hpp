@@ -15,6 +15,7 @@
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/stage_table.hpp"
 #include "pipesched/ir/timed_op.hpp"
 #include "pipesched/ir/traversal.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -75,7 +76,7 @@ struct link_timing_options {
 struct link_timing_result {
   /// ops[s][i]: op i of stage s with its start and end (record_ops); when the schedule
   /// deadlocks, the ops that ran.
-  std::vector<std::vector<timed_op>> ops;
+  stage_table<timed_op> ops;
   std::vector<link_stats> links;       ///< one per stage
   std::vector<link_message> messages;  ///< in the order they were sent (record_messages)
   double makespan = 0.0;               ///< the last op's end
@@ -265,8 +266,12 @@ inline link_timing_result simulate_links(const schedule& sched,
 
   link_timing_result r;
   r.links.resize(p);
-  if (options.record_ops) {
-    r.ops.resize(p);
+  if (options.record_ops) {  // written in place at (stage, index); a deadlock truncates
+    std::vector<std::size_t> sizes(p);
+    for (stage_index s = 0; s < p; ++s) {
+      sizes[s] = sched.ops(s).size();
+    }
+    r.ops.reset(sizes);
   }
   std::vector<detail::link_queue> link;
   for (stage_index s = 0; s < p; ++s) {
@@ -399,7 +404,7 @@ inline link_timing_result simulate_links(const schedule& sched,
   auto in_range = [&](const op& o) { return o.chunk < v && o.mb < m; };
   auto record = [&](stage_index s, std::size_t i, const op& o, double start, double end) {
     if (options.record_ops) {
-      r.ops[s].push_back(timed_op{s, static_cast<std::uint32_t>(i), o, start, end});
+      r.ops[s][i] = timed_op{s, static_cast<std::uint32_t>(i), o, start, end};
     }
   };
 
@@ -551,6 +556,11 @@ inline link_timing_result simulate_links(const schedule& sched,
   }
   r.iteration = std::max(r.iteration, r.makespan);
   if (!complete) {
+    if (options.record_ops) {  // only the ops that ran: a prefix of each stage's list
+      for (stage_index s = 0; s < p; ++s) {
+        r.ops.truncate(s, pos[s]);
+      }
+    }
     r.deadlock = detail::traversal_outcome(sched, false, pos, done, at).witness;
   }
   if (options.record_messages) {
