@@ -5,11 +5,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/core.h>
 
 #include <pipesched/io/analyze_io.hpp>
+#include <pipesched/io/cost_model_json.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/telemetry_io.hpp>
 #include <pipesched/plan/analyze.hpp>
@@ -30,7 +32,32 @@ struct analyze_options_cli {
   std::optional<double> memory_limit;
   bool allow_overlap = false;
   bool json = false;
+  // The plan the run was made from: --planned-costs, --planned-fraction, --seconds-per-unit.
+  std::optional<std::string> planned_costs, planned_fraction, seconds_per_unit;
 };
+
+// The three calibration options together or none: one alone cannot say anything.
+std::optional<planned_speed> planned_of(const analyze_options_cli& o) {
+  const int given = int{o.planned_costs.has_value()} + int{o.planned_fraction.has_value()} +
+                    int{o.seconds_per_unit.has_value()};
+  if (given == 0) {
+    return std::nullopt;
+  }
+  if (given != 3) {
+    usage_error(
+        "--planned-costs, --planned-fraction and --seconds-per-unit: only meaningful together "
+        "(the plan's op times, the achieved fraction it assumed, the trace's time unit)");
+  }
+  planned_speed p;
+  try {
+    p.costs = read_cost_model(read_text_file(*o.planned_costs));
+  } catch (const pipesched::invalid_argument& e) {
+    usage_error("--planned-costs: " + *o.planned_costs + ": " + e.what());
+  }
+  p.achieved_fraction = parse_real(*o.planned_fraction, "--planned-fraction");
+  p.seconds_per_unit = parse_real(*o.seconds_per_unit, "--seconds-per-unit");
+  return p;
+}
 
 int cmd_analyze(const analyze_options_cli& o) {
   analyze_result r;
@@ -53,13 +80,21 @@ int cmd_analyze(const analyze_options_cli& o) {
     ao.replan.generators = o.replan_with;
     ao.replan.memory_limit = o.memory_limit;
     ao.allow_overlaps = o.allow_overlap;
+    ao.planned = planned_of(o);
     ao.phase = [&progress](const std::string& what) { progress.set("analyze: " + what); };
     try {
       r = analyze_run(run, ao);
     } catch (const field_error& e) {
-      usage_error(option_for(e.field(),
-                             {{"absolute", "--abs-threshold"}, {"relative", "--rel-threshold"}}) +
+      usage_error(option_for(e.field(), {{"absolute", "--abs-threshold"},
+                                         {"relative", "--rel-threshold"},
+                                         {"achieved_fraction", "--planned-fraction"},
+                                         {"seconds_per_unit", "--seconds-per-unit"}}) +
                   ": " + e.rule());
+    } catch (const pipesched::invalid_argument& e) {
+      if (ao.planned && std::string_view(e.what()).starts_with("calibrate_achieved_fraction")) {
+        usage_error(std::string("--planned-costs: ") + e.what());
+      }
+      throw;
     }
   }
   for (const std::string& w : r.warnings) {
@@ -92,6 +127,13 @@ const registration analyze_cmd{
                      "Per-stage limit for the re-plan (M_B units)");
        a->add_flag("--allow-overlap", an->allow_overlap,
                    "Accept ops of one stage that overlap in time (each a warning on stderr)");
+       a->add_option("--planned-costs", an->planned_costs,
+                     "The plan's op times (pipesched plan --export PREFIX: PREFIX.costs.json, "
+                     "seconds): estimate the achieved fraction of peak the run shows");
+       a->add_option("--planned-fraction", an->planned_fraction,
+                     "With --planned-costs: the achieved fraction the plan assumed");
+       a->add_option("--seconds-per-unit", an->seconds_per_unit,
+                     "With --planned-costs: the trace's time unit in seconds (1e-6: microseconds)");
        a->add_flag("--json", an->json, "Print one JSON object");
        return [an] { return cmd_analyze(*an); };
      }}};

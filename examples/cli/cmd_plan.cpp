@@ -12,16 +12,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include <pipesched/io/cost_model_json.hpp>
-#include <pipesched/io/json.hpp>
-#include <pipesched/io/memory_model_json.hpp>
 #include <pipesched/io/plan_json.hpp>
 #include <pipesched/io/plan_svg.hpp>
 #include <pipesched/io/plan_text.hpp>
-#include <pipesched/io/torch_csv.hpp>
 #include <pipesched/plan/plan_request.hpp>
-#include <pipesched/transform/comm_lowering.hpp>
-#include <pipesched/transform/recompute.hpp>
 
 #include "cli_support.hpp"
 
@@ -101,21 +95,9 @@ plan_fixed parse_baseline(const std::string& text) {
 std::vector<std::string> export_plan(const std::string& prefix,
                                      const training_job& job,
                                      const plan_entry& e) {
-  const schedule torch_order = without_recompute(e.sched);
-  lowering_options lo;
-  lo.costs = e.costs;
-  const schedule lowered = lower_communication(torch_order, lo);
-  torch_csv_options list;
-  list.alignment = torch_alignment::list_order;
-  std::vector<std::string> files = {prefix + ".csv",           prefix + ".compute.csv",
-                                    prefix + ".schedule.json", prefix + ".costs.json",
-                                    prefix + ".memory.json",   prefix + ".map.json"};
-  write_output(files[0], to_torch_csv(lowered, list));
-  write_output(files[1], to_torch_csv(torch_order));
-  write_output(files[2], write_schedule_json(e.sched) + "\n");
-  write_output(files[3], write_cost_model(e.costs) + "\n");
-  write_output(files[4], write_memory_model(e.memory) + "\n");
-  write_output(files[5], plan_map_to_json(job, e).dump(2) + "\n");
+  std::vector<std::string> files = export_schedule(prefix, e.sched, e.costs, e.memory);
+  files.push_back(prefix + ".map.json");
+  write_output(files.back(), plan_map_to_json(job, e).dump(2) + "\n");
   return files;
 }
 
@@ -212,12 +194,7 @@ int cmd_plan(const plan_cli& o) {
   }
   if (!fits) {
     // The reason on stderr too, so a script reading the JSON on stdout still sees it.
-    constexpr double gib = 1024.0 * 1024.0 * 1024.0;
-    const double need = r.plans.empty() ? r.smallest_need_bytes : r.plans.front().peak_memory_bytes;
-    std::fprintf(stderr, "error: %s %.4g GiB per GPU, %.4g GiB usable\n",
-                 r.plans.empty() ? "no plan fits: the smallest need found is"
-                                 : "the plan does not fit: it needs",
-                 need / gib, job.cluster.usable_memory() / gib);
+    std::fprintf(stderr, "error: %s\n", plan_misfit_text(job, r).c_str());
     return 1;
   }
   return 0;

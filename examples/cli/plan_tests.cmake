@@ -67,3 +67,13 @@ add_test(NAME "docs: README plan example is current"
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/check_readme_plan.cmake)
 set_tests_properties("docs: README plan example is current" PROPERTIES
   LABELS "cli;docs" TIMEOUT 120 PASS_REGULAR_EXPRESSION "readme plan example ok")
+# The achieved fraction a measured run shows, against the plan it ran (analyze --planned-costs).
+add_test(NAME "cli: plan: analyze calibrates the achieved fraction against an exported plan"
+         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/plan_calibrate
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_calibrate_check.cmake)
+set_tests_properties("cli: plan: analyze calibrates the achieved fraction against an exported plan"
+  PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan calibration ok")
+pipesched_cli_test("analyze: calibration options only together" 2
+  "error: --planned-costs, --planned-fraction and --seconds-per-unit: only meaningful together"
+  analyze ${PROJECT_SOURCE_DIR}/examples/robustness/straggler_run.csv --planned-fraction 0.5)

@@ -32,13 +32,13 @@
 //   MPI (needs <mpi.h>): exec/mpi.hpp
 //   The front ends and the planner: model/inline_recompute.hpp plan/request.hpp plan/job.hpp
 //     plan/job_costs.hpp plan/partition.hpp plan/planner.hpp plan/plan_request.hpp
-//     plan/whatif.hpp plan/analyze.hpp
+//     plan/whatif.hpp plan/analyze.hpp plan/pack.hpp
 //   Interchange and pictures (some need fmt or nlohmann_json: README, "What is in the library"):
 //     io/json.hpp io/cost_model_json.hpp io/memory_model_json.hpp io/simulation_json.hpp
 //     io/schedule_input.hpp io/torch_csv.hpp io/chrome_trace.hpp io/svg.hpp io/terminal.hpp
 //     io/text.hpp io/timeline.hpp io/report_text.hpp io/fmt.hpp io/distribution_svg.hpp
 //     io/telemetry_io.hpp io/model_json.hpp io/plan_json.hpp io/plan_text.hpp io/plan_svg.hpp
-//     io/whatif_io.hpp io/analyze_io.hpp
+//     io/whatif_io.hpp io/analyze_io.hpp io/lengths.hpp io/pack_io.hpp
 
 #include "pipesched/analysis/metrics.hpp"
 #include "pipesched/exec/executor.hpp"
@@ -56,6 +56,7 @@
 #include "pipesched/ir/timed_op.hpp"
 #include "pipesched/model/cost_model.hpp"
 #include "pipesched/model/memory_model.hpp"
+#include "pipesched/model/microbatch_factors.hpp"
 #include "pipesched/model/transformer_costs.hpp"
 #include "pipesched/model/transformer_spec.hpp"
 #include "pipesched/version.hpp"

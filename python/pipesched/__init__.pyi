@@ -325,6 +325,14 @@ def plan(model: str, gpu: str, *, gpus: Optional[int] = None, seq: Optional[int]
          usable_fraction: Optional[float] = None, search_evaluations: Optional[int] = None,
          threads: Optional[int] = None, format: str = "json") -> Any: ...
 
+def pack(model: str, lengths: Union[str, Sequence[int]], *, gpu: str = "h100-sxm-80gb",
+         tokens_per_microbatch: Optional[int] = None, microbatches: Optional[int] = None,
+         stages: Optional[int] = None, schedule: str = "1f1b", chunks: Optional[int] = None,
+         tp: Optional[int] = None, sequence_parallel: bool = False,
+         recompute: str = "selective", memory_limit: Union[None, float, str] = None,
+         search_evaluations: Optional[int] = None, search_budget: Optional[float] = None,
+         format: str = "json") -> Any: ...
+
 def whatif(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None,
            memory: Memory = None, memory_file: Optional[str] = None,
            memory_limit: Optional[float] = None, cv: float = 0.0, link_cv: float = 0.0,
@@ -339,4 +347,5 @@ def whatif(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None
 def analyze(path: str, *, abs_threshold: float = 0.0, rel_threshold: float = 0.03,
             comm: float = 0.0, replan: Sequence[str] = ("zb-auto", "zb-v"),
             memory_limit: Optional[float] = None, allow_overlaps: bool = False,
-            format: str = "json") -> str: ...
+            planned_costs: Optional[str] = None, planned_fraction: Optional[float] = None,
+            seconds_per_unit: Optional[float] = None, format: str = "json") -> str: ...

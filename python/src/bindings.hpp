@@ -27,6 +27,7 @@ void bind_analysis(py::module_& m);
 void bind_io(py::module_& m);
 void bind_plan(py::module_& m);
 void bind_planner(py::module_& m);
+void bind_pack(py::module_& m);
 
 /// `cost=` (a CostModel or a sequence TF, TB, TW[, TC], as the CLI's --cost) or `costs=` (a cost
 /// model JSON file, the CLI's --costs); neither: unit costs, no T_comm (the CLI's default).

@@ -258,4 +258,5 @@ PYBIND11_MODULE(_pipesched, m) {
   bind_io(m);
   bind_plan(m);
   bind_planner(m);
+  bind_pack(m);
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <pipesched/io/analyze_io.hpp>
+#include <pipesched/io/cost_model_json.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/telemetry_io.hpp>
 #include <pipesched/io/whatif_io.hpp>
@@ -37,6 +38,9 @@ std::string keyword_of(const std::string& field) {
   }
   if (field == "relative") {
     return "rel_threshold";
+  }
+  if (field == "achieved_fraction") {
+    return "planned_fraction";
   }
   return field;
 }
@@ -118,8 +122,18 @@ void bind_plan(py::module_& m) {
       "analyze",
       [](const std::string& path, double abs_threshold, double rel_threshold, double comm,
          const std::vector<std::string>& replan, std::optional<double> memory_limit,
-         bool allow_overlaps, const std::string& format) {
+         bool allow_overlaps, std::optional<std::string> planned_costs,
+         std::optional<double> planned_fraction, std::optional<double> seconds_per_unit,
+         const std::string& format) {
         const bool json = json_format(format);
+        const int planned_given = int{planned_costs.has_value()} +
+                                  int{planned_fraction.has_value()} +
+                                  int{seconds_per_unit.has_value()};
+        if (planned_given != 0 && planned_given != 3) {
+          detail::fail(
+              "planned_costs, planned_fraction and seconds_per_unit: only meaningful together "
+              "(the plan's op times, the achieved fraction it assumed, the trace's time unit)");
+        }
         const std::string text = read_text_file(path);
         const std::size_t first = text.find_first_not_of(" \t\r\n");
         measured_run run;
@@ -135,6 +149,17 @@ void bind_plan(py::module_& m) {
         o.replan.generators = replan;
         o.replan.memory_limit = memory_limit;
         o.allow_overlaps = allow_overlaps;
+        if (planned_given == 3) {
+          planned_speed p;
+          try {
+            p.costs = read_cost_model(read_text_file(*planned_costs));
+          } catch (const invalid_argument& e) {
+            detail::fail("planned_costs: ", *planned_costs, ": ", e.what());
+          }
+          p.achieved_fraction = *planned_fraction;
+          p.seconds_per_unit = *seconds_per_unit;
+          o.planned = p;
+        }
         analyze_result r;
         try {
           py::gil_scoped_release unlocked;
@@ -148,9 +173,12 @@ void bind_plan(py::module_& m) {
       py::arg("rel_threshold") = 0.03, py::arg("comm") = 0.0,
       py::arg("replan") = std::vector<std::string>{"zb-auto", "zb-v"},
       py::arg("memory_limit") = py::none(), py::arg("allow_overlaps") = false,
-      py::arg("format") = "json",
+      py::arg("planned_costs") = py::none(), py::arg("planned_fraction") = py::none(),
+      py::arg("seconds_per_unit") = py::none(), py::arg("format") = "json",
       "Measured timings in (a pipesched Chrome trace or a CSV stage,kind,mb,chunk,start,end): "
-      "per-stage costs, stragglers and re-plans, as `pipesched analyze` prints them.");
+      "per-stage costs, stragglers and re-plans, as `pipesched analyze` prints them. With "
+      "planned_costs (a plan's exported PREFIX.costs.json), planned_fraction and "
+      "seconds_per_unit: also the achieved fraction of peak the run shows.");
 }
 
 }  // namespace pipesched::python

@@ -51,3 +51,26 @@ TEST_CASE("analyze writers: estimates, stragglers and re-plans as JSON and text"
              Catch::EndsWith("  zb-auto    22  no gain: 2 (10.0%) slower than the run's order\n"));
   CHECK(analyze_to_json(r)["replans"][0]["improves"] == false);
 }
+
+TEST_CASE("analyze writers: the calibration against a plan, only when asked", "[io][analyze]") {
+  analyze_result r;
+  r.name = "1f1b";
+  r.stages = 1;
+  r.microbatches = 2;
+  r.ops = 6;
+  stage_estimate e;
+  e.per_microbatch = 3.0;
+  r.estimates = {e};
+  CHECK_FALSE(analyze_to_json(r).contains("calibration"));
+  CHECK_THAT(analyze_text(r), !Catch::Contains("achieved fraction"));
+  r.calibration = achieved_fraction_calibration{0.0135, 0.012, 1.125, 0.4};
+  const nlohmann::json j = analyze_to_json(r);
+  CHECK(j["calibration"]["measured_s"] == 0.0135);
+  CHECK(j["calibration"]["planned_s"] == 0.012);
+  CHECK(j["calibration"]["ratio"] == 1.125);
+  CHECK(j["calibration"]["achieved_fraction"] == 0.4);
+  CHECK_THAT(analyze_text(r),
+             Catch::Contains("speed against the plan: F + B + W 0.0135 s per micro-batch over the "
+                             "stages, planned 0.012 s (1.125x); achieved fraction of peak 0.400 "
+                             "(plan with --achieved-fraction 0.400)\n"));
+}

@@ -62,7 +62,7 @@ TEST_CASE("cost model json: errors name the JSON path", "[io][cost_model_json][m
   CHECK(cost_error(R"({"forward":1})") == "/version: missing required key");
   CHECK(cost_error(R"({"version":1,"fwd":1})") ==
         "/fwd: unknown key (expected one of: version, forward, backward_input, "
-        "backward_weight, comm, stages, chunks, links, overlapped, recompute)");
+        "backward_weight, comm, stages, chunks, links, overlapped, recompute, microbatches)");
   CHECK(cost_error(R"({"version":1,"stages":[{"forward":1,"backward_input":1}]})") ==
         "/stages/0/backward_weight: missing required key");
   CHECK(cost_error(R"({"version":1,"links":[[0,1],[1]]})") ==
@@ -103,4 +103,38 @@ TEST_CASE("cost model json: T_FB of overlapped pairs, optional", "[io][cost_mode
   CHECK_FALSE(read_cost_model(R"({"version":1})").uniform_costs().overlapped.has_value());
   CHECK_THROWS_WITH(read_cost_model(R"({"version":1,"overlapped":-1})"),
                     "/overlapped: must be a finite number >= 0, not -1");
+}
+
+TEST_CASE("cost model json: per-micro-batch factors in every form",
+          "[io][cost_model_json][microbatch]") {
+  const cost_model a = read_cost_model(R"({"version":1,"microbatches":[1, 2.5, {"forward":3}]})");
+  REQUIRE(a.has_microbatch_factors());
+  CHECK(a.microbatch_factors().microbatches() == 3);
+  CHECK(a.microbatch_factors().at(0, 0, 1) == cost_factors::all(2.5));
+  CHECK(a.microbatch_factors().at(0, 0, 2) == cost_factors{3, 1, 1});
+  // Per stage, and per (stage, chunk); numbers written short, objects whole; round trips.
+  const cost_model b = read_cost_model(
+      R"({"version":1,"microbatches":[[[1,2]],[[3,{"forward":2,"recompute":0.5}]]]})");
+  CHECK(b.microbatch_factors().stages() == 1);
+  CHECK(b.microbatch_factors().chunks() == 2);
+  CHECK(b.microbatch_factors().at(0, 1, 1).recompute == 0.5);
+  CHECK(read_cost_model(write_cost_model(b)).microbatch_factors() == b.microbatch_factors());
+  CHECK(cost_model_to_json(a)["microbatches"] ==
+        json::parse(R"([1.0, 2.5, {"forward":3.0,"backward_input":1.0,"backward_weight":1.0}])"));
+  const cost_model c = read_cost_model(R"({"version":1,"microbatches":[[1,2,3],[4,5,6]]})");
+  CHECK(c.microbatch_factors().stages() == 3);
+  CHECK(c.microbatch_factors().at(2, 0, 1).forward == 6);
+  CHECK_FALSE(cost_model_to_json(cost_model{}).contains("microbatches"));
+  CHECK_THROWS_WITH(read_cost_model(R"({"version":1,"microbatches":[1,[2]]})"),
+                    "/microbatches/1: must have the form of /microbatches/0 (one factor), not 1 "
+                    "factor, one per stage");
+  CHECK_THROWS_WITH(read_cost_model(R"({"version":1,"microbatches":[]})"),
+                    "/microbatches: must not be empty (one entry per micro-batch)");
+  CHECK_THROWS_WITH(read_cost_model(R"({"version":1,"microbatches":[-1]})"),
+                    "/microbatches/0: must be a finite number >= 0, not -1");
+  CHECK_THROWS_WITH(read_cost_model(R"({"version":1,"microbatches":[{"fwd":1}]})"),
+                    "/microbatches/0/fwd: unknown key (expected one of: forward, backward_input, "
+                    "backward_weight, recompute)");
+  CHECK_THROWS_WITH(read_cost_model(R"({"version":1,"microbatches":[[[1],[2]],[[1],[2,3]]]})"),
+                    "/microbatches/1/1: must hold 1 chunks, like /microbatches/1/0");
 }

@@ -46,3 +46,16 @@ TEST_CASE("memory model json: round trips and errors", "[io][memory_model_json][
   CHECK(memory_error(R"({"version":1,"activation":0.25})") ==
         "/activation: must be >= weight_grad_input (0.5, the default)");
 }
+
+TEST_CASE("memory model json: per-micro-batch factors", "[io][memory_model_json][microbatch]") {
+  const memory_model m =
+      read_memory_model(R"({"version":1,"microbatches":[[1,2],[{"activation":2},0.5]]})");
+  REQUIRE(m.has_microbatch_factors());
+  CHECK(m.microbatch_factors().stages() == 2);
+  CHECK(m.microbatch_factors().at(0, 0, 1) == memory_factors{2, 1, 1, 1});
+  CHECK(m.microbatch_factors().at(1, 0, 1) == memory_factors::all(0.5));
+  CHECK(read_memory_model(write_memory_model(m)).microbatch_factors() == m.microbatch_factors());
+  CHECK(memory_model_to_json(m)["microbatches"][0] == json::parse("[1.0, 2.0]"));
+  CHECK_THROWS_WITH(read_memory_model(R"({"version":1,"microbatches":[{"input":-2}]})"),
+                    "/microbatches/0/input: must be a finite number >= 0, not -2");
+}

@@ -147,3 +147,38 @@ TEST_CASE("transformer_spec: check names the field and the rule", "[model][trans
   t.ffn = std::uint64_t{1} << 40;
   CHECK_THROWS_WITH(t.check("m"), Catch::Contains("too large"));
 }
+
+TEST_CASE(
+    "transformer_spec: packed sequences count Σ L for the linear work and Σ L² for the "
+    "attention core",
+    "[model][transformer][microbatch]") {
+  const transformer_spec t = spec_405b();
+  const std::uint64_t lengths[] = {1000, 3000, 4192};
+  const token_counts n = token_counts::of(lengths);
+  CHECK(n.tokens == 8192);
+  CHECK(n.squares == 1000.0 * 1000 + 3000.0 * 3000 + 4192.0 * 4192);
+  const layer_flops packed = flops_of_layer(t, n);
+  const layer_flops one = flops_of_layer(t, 8192, 1);
+  CHECK(packed.linear == one.linear);  // the same tokens
+  CHECK(packed.core == one.core * n.squares / (8192.0 * 8192.0));
+  // b sequences of s tokens are the special case, bit for bit.
+  for (std::uint64_t s : {1u, 512u, 8192u, 131072u}) {
+    for (std::uint64_t b : {1u, 3u, 16u}) {
+      const layer_flops x = flops_of_layer(t, s, b);
+      const layer_flops y = flops_of_layer(t, token_counts::uniform(s, b));
+      CHECK(x.linear == y.linear);
+      CHECK(x.core == y.core);
+      const layer_activation_bytes u = activation_bytes_of_layer(t, s, b, 8, true);
+      const layer_activation_bytes w =
+          activation_bytes_of_layer(t, token_counts::uniform(s, b), 8, true);
+      CHECK(u.full == w.full);
+      CHECK(u.without_core == w.without_core);
+      CHECK(u.weight_grad == w.weight_grad);
+    }
+  }
+  // Activations: the core's s×s tensors per sequence (Σ L²); the rest per token.
+  const layer_activation_bytes p = activation_bytes_of_layer(t, n, 1, false);
+  const layer_activation_bytes q = activation_bytes_of_layer(t, 8192, 1, 1, false);
+  CHECK(p.without_core == q.without_core);
+  CHECK(p.full - p.without_core == Approx((q.full - q.without_core) * n.squares / (8192.0 * 8192)));
+}

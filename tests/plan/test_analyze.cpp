@@ -1,4 +1,6 @@
+#include <limits>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -95,4 +97,64 @@ TEST_CASE("analyze_run: a re-plan that does not gain is not a suggestion", "[pla
   REQUIRE(r.plan.candidates.size() == 1u);
   CHECK_FALSE(r.plan.candidates[0].improves());
   CHECK(r.plan.candidates[0].gain < 0.0);
+}
+
+TEST_CASE("calibrate_achieved_fraction: the fraction scales with planned / measured time",
+          "[plan][analyze]") {
+  // Per stage per micro-batch the fixture measures 3, 3, 4.5, 3 units (F + B + W, stage 2
+  // 1.5x); in milliseconds that is 13.5 ms over the stages, against a plan of 3 ms per stage.
+  planned_speed plan;
+  plan.costs = cost_model::uniform(0.001, 0.001, 0.001);
+  plan.achieved_fraction = 0.5;
+  plan.seconds_per_unit = 1e-3;
+  for (const char* name : {"1f1b", "zb-v"}) {  // v = 1 and v = 2: per-stage values split
+    CAPTURE(name);
+    analyze_options o;
+    o.planned = plan;
+    const analyze_result r = analyze_run(analyze_fixture(name, 2), o);
+    REQUIRE(r.calibration.has_value());
+    CHECK(r.calibration->measured_s == Approx(0.0135).epsilon(1e-12));
+    CHECK(r.calibration->planned_s == Approx(0.012).epsilon(1e-12));
+    CHECK(r.calibration->ratio == Approx(1.125).epsilon(1e-12));
+    CHECK(r.calibration->achieved_fraction == Approx(0.5 / 1.125).epsilon(1e-12));
+  }
+  // Without a plan, no calibration.
+  CHECK_FALSE(analyze_run(analyze_fixture("1f1b", 2)).calibration.has_value());
+}
+
+TEST_CASE("calibrate_achieved_fraction: bad inputs name the field or the cause",
+          "[plan][analyze]") {
+  const analyze_result measured = analyze_run(analyze_fixture("1f1b", 2));
+  planned_speed plan;
+  plan.costs = cost_model::uniform(0.001, 0.001, 0.001);
+  plan.achieved_fraction = 0.5;
+  plan.seconds_per_unit = 1e-3;
+  auto field_of = [&](const planned_speed& p) {
+    try {
+      (void)calibrate_achieved_fraction(measured.estimates, 1, p);
+    } catch (const field_error& e) {
+      return e.field();
+    }
+    return std::string("(no field_error)");
+  };
+  planned_speed bad = plan;
+  bad.achieved_fraction = 0.0;
+  CHECK(field_of(bad) == "achieved_fraction");
+  bad.achieved_fraction = 1.5;
+  CHECK(field_of(bad) == "achieved_fraction");
+  bad = plan;
+  bad.seconds_per_unit = 0.0;
+  CHECK(field_of(bad) == "seconds_per_unit");
+  bad.seconds_per_unit = std::numeric_limits<double>::infinity();
+  CHECK(field_of(bad) == "seconds_per_unit");
+  // A unit 1000 times too small makes the run faster than the peak: refused, the unit named.
+  bad = plan;
+  bad.seconds_per_unit = 1e-6;
+  CHECK_THROWS_WITH(calibrate_achieved_fraction(measured.estimates, 1, bad),
+                    Catch::Contains("above 1") && Catch::Contains("seconds_per_unit"));
+  // A plan of another shape.
+  bad = plan;
+  bad.costs.set_stage_costs(std::vector<op_costs>(3, op_costs{}));
+  CHECK_THROWS_WITH(calibrate_achieved_fraction(measured.estimates, 1, bad),
+                    Catch::Contains("one entry per stage (p=4)"));
 }

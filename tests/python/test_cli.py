@@ -166,6 +166,29 @@ def test_analyze_through_both():
     assert cli("analyze", run) == ps.analyze(run, format="text")
 
 
+def test_analyze_calibration_through_both(tmp_path):
+    # The run's time unit read as microseconds, against a plan of 10 ms per op and stage.
+    run = os.path.join(ROOT, "examples", "robustness", "straggler_run.csv")
+    costs = tmp_path / "plan.costs.json"
+    costs.write_text(json.dumps({"version": 1, "stages": [
+        {"forward": 0.01, "backward_input": 0.01, "backward_weight": 0.01}] * 4}))
+    opts = ["--planned-costs", str(costs), "--planned-fraction", "0.5",
+            "--seconds-per-unit", "1e-3"]
+    py = ps.analyze(run, planned_costs=str(costs), planned_fraction=0.5, seconds_per_unit=1e-3)
+    assert cli("analyze", run, "--json", *opts) == py
+    cal = json.loads(py)["calibration"]
+    assert cal["planned_s"] == pytest.approx(0.12)
+    assert cal["ratio"] == pytest.approx(cal["measured_s"] / 0.12)
+    assert cal["achieved_fraction"] == pytest.approx(0.5 / cal["ratio"])
+    assert cli("analyze", run, *opts) == ps.analyze(run, planned_costs=str(costs),
+                                                    planned_fraction=0.5, seconds_per_unit=1e-3,
+                                                    format="text")
+    with pytest.raises(ValueError, match="only meaningful together"):
+        ps.analyze(run, planned_fraction=0.5)
+    with pytest.raises(ValueError, match="planned_fraction: must be in \\(0, 1\\], got 2"):
+        ps.analyze(run, planned_costs=str(costs), planned_fraction=2, seconds_per_unit=1e-3)
+
+
 def test_python_takes_memory_and_recompute_as_the_cli():
     g = ps.generate_result("1f1b", 2, 4, memory=(1, 0.5, 0.25), recompute="all")
     kinds = [o["kind"] for stage in json.loads(ps.to_json(g.schedule))["ops"] for o in stage]

@@ -50,7 +50,7 @@ class data_parallel_run {
                     const char* who)
       : sched_(sched),
         dp_(dp),
-        costs_(costs.for_shape(sched.stages(), sched.layout().chunks(), who)),
+        costs_(costs.for_shape(sched.stages(), sched.layout().chunks(), sched.microbatches(), who)),
         plan_(sched.layout(), sched.has_comm()),
         sampler_(plan_, sched.layout(), costs_, noise) {
     dp.check(sched.stages(), who);

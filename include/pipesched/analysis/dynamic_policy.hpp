@@ -98,7 +98,7 @@ inline dynamic_result simulate_dynamic(const schedule& shape,
   const std::uint32_t v = pl.chunks();
   const std::uint32_t m = shape.microbatches();
   schedule order("dynamic", m, pl);  // checks m
-  const memory_model mem = o.memory.for_shape(p, v, who);
+  const memory_model mem = o.memory.for_shape(p, v, m, who);
   const std::optional<double> cap = detail::dynamic_cap(who, pl, mem, o.memory_limit);
   const perturbed_costs pc(pl, m, false, costs, o.noise, o.sample, who);
   const detail::traversal_plan& plan = pc.plan();

@@ -185,13 +185,15 @@ std::vector<std::span<const timed_op>> stage_spans(const Lists& lists) {
   return out;
 }
 
-inline memory_report check_memory_impl(const schedule& sched,
-                                       const memory_model& model_in,
-                                       const memory_options& options,
-                                       const std::vector<std::span<const timed_op>>* times) {
+/// PerMb: the model has per-micro-batch factors (sizes looked up per micro-batch); false: one
+/// size per (chunk, buffer kind), the loop as it was without them.
+template <bool PerMb>
+memory_report check_memory_impl(const schedule& sched,
+                                const memory_model& model,
+                                const memory_options& options,
+                                const std::vector<std::span<const timed_op>>* times) {
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
-  const memory_model model = model_in.for_shape(p, pl.chunks(), "check_memory");
   const std::uint32_t m = sched.microbatches();
   const bool lowered = sched.has_comm();
 
@@ -233,17 +235,28 @@ inline memory_report check_memory_impl(const schedule& sched,
     const double threshold = limit_threshold(limit, options.tolerance);
     bool over = false;
 
-    // Sizes of each buffer kind per local chunk, read once per stage.
-    std::vector<double> sizes(std::size_t{pl.chunks()} * buffer_kind_count);
-    for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      const chunk_memory cm = model.at(s, c);
-      for (std::size_t b = 0; b < buffer_kind_count; ++b) {
-        sizes[c * buffer_kind_count + b] = buffer_size(static_cast<buffer_kind>(b), cm);
+    // Sizes of each buffer kind per local chunk (and micro-batch), read once per stage.
+    const std::size_t per_mb = std::size_t{pl.chunks()} * buffer_kind_count;
+    const std::uint32_t mbs = PerMb ? m : 1;
+    std::vector<double> sizes(per_mb * mbs);
+    for (microbatch_index j = 0; j < mbs; ++j) {
+      for (chunk_index c = 0; c < pl.chunks(); ++c) {
+        const chunk_memory cm = PerMb ? model.at(s, c, j) : model.at(s, c);
+        for (std::size_t b = 0; b < buffer_kind_count; ++b) {
+          sizes[j * per_mb + c * buffer_kind_count + b] =
+              buffer_size(static_cast<buffer_kind>(b), cm);
+        }
       }
     }
     const double* const size_at = sizes.data();
-    auto size_of = [size_at](buffer_kind k, chunk_index c) {
-      return size_at[std::size_t{c} * buffer_kind_count + static_cast<std::size_t>(k)];
+    auto size_of = [size_at, per_mb](buffer_kind k, const op& o) {
+      const std::size_t at = std::size_t{o.chunk} * buffer_kind_count + static_cast<std::size_t>(k);
+      if constexpr (PerMb) {
+        return size_at[o.mb * per_mb + at];
+      } else {
+        static_cast<void>(per_mb);
+        return size_at[at];
+      }
     };
     auto bits = [&](const op& o) -> buffer_bits& {
       const std::uint64_t key = std::uint64_t{pl.global(s, o.chunk)} * m + o.mb;
@@ -269,7 +282,7 @@ inline memory_report check_memory_impl(const schedule& sched,
         return;
       }
       st_bits = static_cast<buffer_bits>(st_bits | buffer_live(b));
-      value += size_of(b, o.chunk);
+      value += size_of(b, o);
     };
     auto release = [&](buffer_bits& st_bits, std::size_t i, const op& o, buffer_kind b) {
       if ((st_bits & buffer_live(b)) == 0) {
@@ -281,7 +294,7 @@ inline memory_report check_memory_impl(const schedule& sched,
         return;
       }
       st_bits = static_cast<buffer_bits>((st_bits & ~buffer_live(b)) | buffer_freed(b));
-      value -= size_of(b, o.chunk);
+      value -= size_of(b, o);
     };
     // Lowered schedules: an F / B / BW whose input came from another stage consumes the RECV.
     auto consume_received = [&](std::size_t i, const op& o) {
@@ -315,7 +328,7 @@ inline memory_report check_memory_impl(const schedule& sched,
         const std::uint64_t key =
             (std::uint64_t{o.chunk} * m + o.mb) * buffer_kind_count + static_cast<std::uint64_t>(b);
         if (seen.insert(key).second) {
-          live.push_back(live_buffer{buffer_id{b, s, o.chunk, o.mb}, size_of(b, o.chunk)});
+          live.push_back(live_buffer{buffer_id{b, s, o.chunk, o.mb}, size_of(b, o)});
         }
       });
       return live;
@@ -400,6 +413,16 @@ inline memory_report check_memory_impl(const schedule& sched,
     });
   }
   return report;
+}
+
+inline memory_report check_memory_impl(const schedule& sched,
+                                       const memory_model& model_in,
+                                       const memory_options& options,
+                                       const std::vector<std::span<const timed_op>>* times) {
+  const memory_model model = model_in.for_shape(sched.stages(), sched.layout().chunks(),
+                                                sched.microbatches(), "check_memory");
+  return model.has_microbatch_factors() ? check_memory_impl<true>(sched, model, options, times)
+                                        : check_memory_impl<false>(sched, model, options, times);
 }
 
 }  // namespace detail

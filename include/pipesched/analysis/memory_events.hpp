@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -172,35 +173,52 @@ constexpr double held_after(double f, double b, double w, const chunk_memory& c)
 
 /// memory_delta of every op a stage can hold, by (local chunk, kind, recompute mark), computed
 /// once from the rule: what a loop over a long list looks up instead of evaluating the rule per
-/// op (like buffer_effect_table, for the sizes of one stage).
+/// op (like buffer_effect_table, for the sizes of one stage). With per-micro-batch sizes
+/// (docs/model.md §5.1) one such table per micro-batch.
 class stage_deltas {
  public:
-  /// `sizes(c)`: local chunk c's chunk_memory, for c < chunks.
+  /// `sizes(c)`: local chunk c's chunk_memory, for c < chunks (every micro-batch the same).
   template <class Sizes>
-  stage_deltas(std::uint32_t chunks, Sizes&& sizes)
-      : deltas_(std::size_t{chunks} * op_kind_count * 2) {
-    for (chunk_index c = 0; c < chunks; ++c) {
-      const chunk_memory cm = sizes(c);
-      for (std::size_t k = 0; k < op_kind_count; ++k) {
-        const op plain = make_op(static_cast<op_kind>(k), 0, c);
-        deltas_[index(plain)] = memory_delta(plain, cm);
-        deltas_[index(recomputing(plain))] = memory_delta(recomputing(plain), cm);
+    requires std::invocable<Sizes&, chunk_index> stage_deltas(std::uint32_t chunks, Sizes&& sizes)
+        : stage_deltas(chunks, 1, [&](chunk_index c, microbatch_index) { return sizes(c); }) {}
+    /// `sizes(c, mb)`: micro-batch mb's chunk_memory of local chunk c, for c < chunks and
+    /// mb < microbatches.
+    template <class Sizes>
+      requires std::invocable<Sizes&, chunk_index, microbatch_index> stage_deltas(
+          std::uint32_t chunks, std::uint32_t microbatches, Sizes&& sizes)
+          : deltas_(std::size_t{microbatches} * chunks * op_kind_count * 2),
+            mb_stride_(microbatches > 1 ? std::size_t{chunks} * op_kind_count * 2 : 0) {
+        for (microbatch_index j = 0; j < microbatches; ++j) {
+          for (chunk_index c = 0; c < chunks; ++c) {
+            const chunk_memory cm = sizes(c, j);
+            for (std::size_t k = 0; k < op_kind_count; ++k) {
+              const op plain = make_op(static_cast<op_kind>(k), j, c);
+              deltas_[index(plain)] = memory_delta(plain, cm);
+              deltas_[index(recomputing(plain))] = memory_delta(recomputing(plain), cm);
+            }
+          }
+        }
       }
-    }
-  }
-  /// Stage s of `memory` (read for the shape), `chunks` chunks.
-  stage_deltas(const memory_model& memory, stage_index s, std::uint32_t chunks)
-      : stage_deltas(chunks, [&](chunk_index c) { return memory.at(s, c); }) {}
+      /// Stage s of `memory` (read for the shape), `chunks` chunks; per micro-batch when `memory`
+      /// has per-micro-batch factors.
+      stage_deltas(const memory_model& memory, stage_index s, std::uint32_t chunks)
+          : stage_deltas(chunks,
+                         std::max(memory.microbatch_factors().microbatches(), 1u),
+                         [&](chunk_index c, microbatch_index j) { return memory.at(s, c, j); }) {}
 
-  /// memory_delta(o, sizes(o.chunk)); o.chunk < chunks.
-  double operator()(const op& o) const noexcept { return deltas_[index(o)]; }
+      /// memory_delta(o, sizes(o.chunk, o.mb)); o.chunk < chunks, o.mb < microbatches.
+      double operator()(const op& o) const noexcept {
+        return deltas_[index(o)];
+      }
 
- private:
-  static std::size_t index(const op& o) noexcept {
-    return (std::size_t{o.chunk} * op_kind_count + static_cast<std::size_t>(o.kind)) * 2 +
-           ((o.flags & op_flag::recompute) != 0 ? 1 : 0);
-  }
-  std::vector<double> deltas_;
+     private:
+      std::size_t index(const op& o) const noexcept {
+        return o.mb * mb_stride_ +
+               (std::size_t{o.chunk} * op_kind_count + static_cast<std::size_t>(o.kind)) * 2 +
+               ((o.flags & op_flag::recompute) != 0 ? 1 : 0);
+      }
+      std::vector<double> deltas_;
+      std::size_t mb_stride_ = 0;  // 0: one table for every micro-batch
 };
 
 /// The running sum of one stage's list (docs/model.md §5): `value` starts at `start` (the
@@ -243,18 +261,22 @@ constexpr double limit_threshold(double limit, double tolerance = 1e-9) noexcept
 }
 
 /// One micro-batch's activations of every chunk of stage s, Σ_c M_B: the unit of
-/// stage_memory::peak_stage_units, and what each chunk's F must hold at least once.
+/// stage_memory::peak_stage_units, and what each chunk's F must hold at least once. With
+/// per-micro-batch sizes, Σ_c of each chunk's largest M_B (memory_model::envelope).
 inline double stage_activation(const memory_model& memory, stage_index s, std::uint32_t chunks) {
   double act = 0.0;
   for (chunk_index c = 0; c < chunks; ++c) {
-    act += memory.at(s, c).activation;
+    act += memory.envelope(s, c).activation;
   }
   return act;
 }
 
 /// The least memory any schedule needs on stage s: static memory plus stage_activation (every
 /// chunk's F precedes its backward, so some moment holds one micro-batch's activations of
-/// each chunk; an order running one micro-batch at a time needs no more).
+/// each chunk; an order running one micro-batch at a time needs no more). With per-micro-batch
+/// sizes and one chunk, the largest micro-batch's; with several chunks the envelope's sum, at
+/// most the largest micro-batch's sum of another chunk more: what the admission rule below
+/// needs never to block (docs/model.md §5.1).
 inline double minimum_stage_memory(const memory_model& memory,
                                    stage_index s,
                                    std::uint32_t chunks) {
@@ -297,7 +319,7 @@ inline double memory_tolerance(const placement& pl,
   }
   for (stage_index s = 0; s < pl.stages(); ++s) {
     for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      scale = std::max(scale, memory.at(s, c).activation);
+      scale = std::max(scale, memory.envelope(s, c).activation);
     }
   }
   return 1e-9 * (scale > 0.0 ? scale : 1.0);
@@ -306,7 +328,8 @@ inline double memory_tolerance(const placement& pl,
 /// What an F of local chunk c on stage s must leave free besides its own activation: one
 /// activation (M_B) of each chunk of the stage later in the model. The oldest micro-batch in
 /// flight still has to pass forward through those before any backward frees memory, so without
-/// that room a stage could fill up with one chunk's forwards and block.
+/// that room a stage could fill up with one chunk's forwards and block. With per-micro-batch
+/// sizes, each later chunk's largest M_B: the oldest may be the largest.
 inline double later_chunk_reserve(const placement& pl,
                                   const memory_model& memory,
                                   stage_index s,
@@ -314,7 +337,7 @@ inline double later_chunk_reserve(const placement& pl,
   double reserve = 0.0;
   for (chunk_index d = 0; d < pl.chunks(); ++d) {
     if (pl.global(s, d) > pl.global(s, c)) {
-      reserve += memory.at(s, d).activation;
+      reserve += memory.envelope(s, d).activation;
     }
   }
   return reserve;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <numbers>
+#include <optional>
 #include <vector>
 
 #include "pipesched/analysis/detail/timed_traverse.hpp"
@@ -109,6 +110,9 @@ class cost_sampler {
                const cost_model& costs,
                const perturbation& noise)
       : base_(cost_table(plan, pl, costs)),
+        per_mb_(costs.has_microbatch_factors()
+                    ? std::optional<microbatch_costs>(std::in_place, plan, pl, costs)
+                    : std::nullopt),
         entries_(plan.size()),
         stalls_(noise.stalls()),
         link_(noise.link_cv()),
@@ -133,7 +137,7 @@ class cost_sampler {
   }
   /// The costs of plan entry `i` for micro-batch `mb` in the sample whose hash is `h`.
   op_cost operator()(std::uint64_t h, std::size_t i, microbatch_index mb) const {
-    op_cost oc = base_[i];
+    op_cost oc = per_mb_ ? (*per_mb_)(i, mb) : base_[i];
     const entry& e = entries_[i];
     const noise_key key = noise_key::from_sample(h, i, mb);
     if (e.compute) {
@@ -161,6 +165,7 @@ class cost_sampler {
     lognormal_unit_mean_of noise;
   };
   std::vector<op_cost> base_;
+  std::optional<microbatch_costs> per_mb_;  // per-micro-batch factors (docs/model.md §3.1)
   std::vector<entry> entries_;
   stall_model stalls_;
   lognormal_unit_mean_of link_;
@@ -183,7 +188,7 @@ class perturbed_costs {
                   const perturbation& noise,
                   std::uint64_t sample,
                   const char* who = "perturbed_costs")
-      : costs_(costs.for_shape(pl.stages(), pl.chunks(), who)),
+      : costs_(costs.for_shape(pl.stages(), pl.chunks(), microbatches, who)),
         plan_(pl, lowered),
         m_(microbatches) {
     noise.check_shape(pl.stages(), who);

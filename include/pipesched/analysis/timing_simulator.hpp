@@ -249,7 +249,8 @@ inline std::vector<op_location> critical_path(const schedule& sched,
 /// critical path.
 ///
 /// Costs are read for the schedule's shape (cost_model::for_shape: per-stage costs split over
-/// its v chunks; tables of another shape throw invalid_argument). Times that overflow to
+/// its v chunks; tables of another shape throw invalid_argument). Per-micro-batch factors
+/// (docs/model.md §3.1) time each micro-batch's ops with its own costs. Times that overflow to
 /// infinity throw invalid_argument rather than return numbers that are not finite.
 ///
 /// Never hangs: a schedule that cannot complete returns with `deadlock` set. Linear time;
@@ -368,14 +369,16 @@ inline simulation_result simulate(const schedule& sched,
                                   const cost_model& model,
                                   const simulate_options& options) {
   const placement& pl = sched.layout();
-  const cost_model costs = model.for_shape(sched.stages(), pl.chunks(), "simulate");
+  const cost_model costs =
+      model.for_shape(sched.stages(), pl.chunks(), sched.microbatches(), "simulate");
   detail::require_traversable(sched, "simulate");  // refused, not allocated
   if (options.validate) {
     detail::require_valid(sched, "simulate");
   }
   const detail::traversal_plan plan(pl, sched.has_comm());
-  const std::vector<detail::op_cost> table = detail::cost_table(plan, pl, costs);
-  return detail::simulate_with(sched, costs, plan, table.data(), options);
+  return detail::with_op_costs(plan, pl, costs, [&](auto cost_of) {
+    return detail::simulate_with(sched, costs, plan, cost_of, options);
+  });
 }
 
 }  // namespace pipesched

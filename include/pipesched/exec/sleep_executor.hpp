@@ -37,7 +37,9 @@ class sleep_executor {
   sleep_executor(const schedule& sched,
                  const cost_model& costs,
                  std::chrono::nanoseconds unit = std::chrono::milliseconds(1))
-      : sleep_executor(costs.for_shape(sched.stages(), sched.chunks(), "sleep_executor"), unit) {}
+      : sleep_executor(
+            costs.for_shape(sched.stages(), sched.chunks(), sched.microbatches(), "sleep_executor"),
+            unit) {}
 
   message run(stage_index s, const op& o, message&&) {
     if (o.chunk > 0 && costs_.split_chunks() == 0) {
@@ -45,7 +47,7 @@ class sleep_executor {
                    " of a schedule with several chunks per stage, and the costs were not read "
                    "for its shape (construct with the schedule, or use cost_model::for_shape)");
     }
-    const double d = costs_.duration(s, o.kind, o.chunk);
+    const double d = costs_.duration(s, o.kind, o.chunk, o.mb);
     if (d > 0.0) {
       const auto dur = std::chrono::duration_cast<std::chrono::nanoseconds>(
           std::chrono::duration<double, std::nano>(d * static_cast<double>(unit_.count())));

@@ -91,13 +91,18 @@ inline std::uint32_t check_shape(std::string_view who,
 }
 
 /// `p` with its cost and memory models read for `chunks` chunks per stage (per-stage values
-/// split over them; tables checked against p and v, errors prefixed with `who`).
+/// split over them; tables checked against p, v and m, errors prefixed with `who`), with
+/// per-micro-batch factors that are the same for every micro-batch folded into the costs and
+/// sizes (with_equal_factors_folded).
 inline generator_params for_shape(std::string_view who,
                                   const generator_params& p,
                                   std::uint32_t chunks) {
   generator_params out = p;
-  out.costs = p.costs.for_shape(p.stages, chunks, who);
-  out.memory = p.memory.for_shape(p.stages, chunks, who);
+  // Equal micro-batches, whatever their factors, are searched as the model they scale.
+  out.costs = p.costs.for_shape(p.stages, chunks, p.microbatches, who)
+                  .with_equal_factors_folded(p.stages, chunks);
+  out.memory = p.memory.for_shape(p.stages, chunks, p.microbatches, who)
+                   .with_equal_factors_folded(p.stages, chunks);
   return out;
 }
 

@@ -51,6 +51,12 @@ inline zb_auto_result zb_auto_search(const generator_params& given,
   const placement pl = placement::sequential(params.stages);
   const double factor = preset == zb_memory_preset::two_p ? 2.0 : 1.0;
   const std::vector<double> limits = detail::stage_limits(who, params, pl, factor);
+  if (opts.recompute &&
+      (params.costs.has_microbatch_factors() || params.memory.has_microbatch_factors())) {
+    detail::fail(who,
+                 ": recompute (search an order with every chunk recomputed) does not take "
+                 "per-micro-batch factors (docs/model.md §3.1) yet");
+  }
   zb_auto_result plain = detail::zb_search(who, params, pl, limits, opts);
   if (!opts.recompute) {
     return plain;

@@ -83,6 +83,11 @@ inline zb_exact_result zb_exact_search(const generator_params& given,
   const generator_params params = detail::for_shape(who, given, 1);
   const std::uint32_t p = params.stages;
   const std::uint32_t m = params.microbatches;
+  if (params.costs.has_microbatch_factors() || params.memory.has_microbatch_factors()) {
+    detail::fail(who,
+                 ": per-micro-batch factors (docs/model.md §3.1) are not supported by the "
+                 "exact search: its states count micro-batches, not which ones (use zb-auto)");
+  }
   if (p > opts.max_stages) {
     detail::fail(who, ": stages (p=", p, ") must be at most max_stages (", opts.max_stages,
                  "): the exact search is exponential in p*m (raise the cap to try)");

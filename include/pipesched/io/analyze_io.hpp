@@ -17,7 +17,8 @@ namespace pipesched {
 
 /// The JSON object: schedule, stages (per stage F, B, W, BW as {median, mad, count}, each left
 /// out when not measured, and per_microbatch), stragglers, current, replans (improves: predicted
-/// faster than the run's order).
+/// faster than the run's order), and with a plan to compare with, calibration {measured_s,
+/// planned_s, ratio, achieved_fraction}.
 inline nlohmann::json analyze_to_json(const analyze_result& r) {
   // A kind the trace has no op of is left out (never null: every value is a number).
   auto put = [](nlohmann::json& j, const char* kind, const std::optional<duration_estimate>& d) {
@@ -52,6 +53,13 @@ inline nlohmann::json analyze_to_json(const analyze_result& r) {
                             {"relative_gain", c.relative_gain},
                             {"improves", c.improves()}});
   }
+  if (r.calibration) {
+    const achieved_fraction_calibration& c = *r.calibration;
+    j["calibration"] = {{"measured_s", c.measured_s},
+                        {"planned_s", c.planned_s},
+                        {"ratio", c.ratio},
+                        {"achieved_fraction", c.achieved_fraction}};
+  }
   return j;
 }
 
@@ -78,6 +86,14 @@ inline std::string analyze_text(const analyze_result& r) {
     t += fmt::format(
         "straggler: stage {}: {:.4g} per micro-batch, {:.4g} ({:.1f}%) above its peers\n", x.stage,
         x.per_microbatch, x.excess, 100 * x.relative);
+  }
+  if (r.calibration) {
+    const achieved_fraction_calibration& c = *r.calibration;
+    t += fmt::format(
+        "speed against the plan: F + B + W {:.4g} s per micro-batch over the stages, planned "
+        "{:.4g} s ({:.3f}x); achieved fraction of peak {:.3f} (plan with --achieved-fraction "
+        "{:.3f})\n",
+        c.measured_s, c.planned_s, c.ratio, c.achieved_fraction, c.achieved_fraction);
   }
   t += fmt::format("re-plan with the measured costs (the run's order predicts {:.6g}):\n",
                    r.plan.current);

@@ -49,6 +49,32 @@ inline op_costs read_costs(const json_reader& c) {
   return out;
 }
 
+inline nlohmann::json cost_factors_json(const cost_factors& f) {
+  if (f.forward == f.backward_input && f.forward == f.backward_weight && !f.recompute) {
+    return f.forward;  // the short form: one number for every kind
+  }
+  nlohmann::json j = {{"forward", f.forward},
+                      {"backward_input", f.backward_input},
+                      {"backward_weight", f.backward_weight}};
+  if (f.recompute) {
+    j["recompute"] = *f.recompute;
+  }
+  return j;
+}
+// A number (every kind that factor) or an object whose keys default to 1.
+inline cost_factors read_cost_factors(const json_reader& c) {
+  if (c.v.is_number()) {
+    return cost_factors::all(c.non_negative());
+  }
+  c.object({"forward", "backward_input", "backward_weight", "recompute"});
+  cost_factors f{c.non_negative_or("forward", 1.0), c.non_negative_or("backward_input", 1.0),
+                 c.non_negative_or("backward_weight", 1.0)};
+  if (c.has("recompute")) {
+    f.recompute = c["recompute"].non_negative();
+  }
+  return f;
+}
+
 }  // namespace detail
 
 /// Cost model as JSON (schema v1):
@@ -56,7 +82,8 @@ inline op_costs read_costs(const json_reader& c) {
 ///   "overlapped":T_FB, "stages":[{triple}...] | "chunks":[[{triple}...]...], "links":[[...]...]}`
 /// where `overlapped` (T_FB of an overlapped F and B pair, docs/model.md §3; also allowed in
 /// each triple), `recompute` (T_R of an R, default T_F; also allowed in each triple), `stages`,
-/// `chunks` and `links` appear only when set.
+/// `chunks` and `links` appear only when set; `microbatches` (per-micro-batch factors,
+/// docs/model.md §3.1) likewise.
 inline nlohmann::json cost_model_to_json(const cost_model& m) {
   nlohmann::json j = {{"version", cost_model_json_version}};
   const op_costs& u = m.uniform_costs();
@@ -97,16 +124,22 @@ inline nlohmann::json cost_model_to_json(const cost_model& m) {
       j["links"].push_back(std::move(row));
     }
   }
+  if (m.has_microbatch_factors()) {
+    const auto& t = m.microbatch_factors();
+    j["microbatches"] = detail::microbatch_table_json(t.stages(), t.chunks(), t.values(),
+                                                      detail::cost_factors_json);
+  }
   return j;
 }
 
 /// Reads a cost model (schema v1). The uniform triple defaults to 1 each and `comm` to 0;
 /// entries of `stages` and `chunks` need all three fields; `stages` and `chunks` exclude each
-/// other; `links` is a square matrix (row = sending stage, column = receiving stage).
+/// other; `links` is a square matrix (row = sending stage, column = receiving stage);
+/// `microbatches` holds one factor entry per micro-batch (detail::read_microbatch_table).
 inline cost_model cost_model_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
   c.object({"version", "forward", "backward_input", "backward_weight", "comm", "stages", "chunks",
-            "links", "overlapped", "recompute"});
+            "links", "overlapped", "recompute", "microbatches"});
   c.version(cost_model_json_version, "cost model");
   cost_model m(op_costs{c.non_negative_or("forward", 1.0), c.non_negative_or("backward_input", 1.0),
                         c.non_negative_or("backward_weight", 1.0)},
@@ -147,6 +180,11 @@ inline cost_model cost_model_from_json(const nlohmann::json& j) {
       }
     }
     m.set_link_comm(static_cast<std::uint32_t>(p), std::move(lat));
+  }
+  if (c.has("microbatches")) {
+    auto [stages, chunks, flat] =
+        detail::read_microbatch_table(c["microbatches"], detail::read_cost_factors);
+    m.set_microbatch_factors(stages, chunks, std::move(flat));
   }
   return m;
 }

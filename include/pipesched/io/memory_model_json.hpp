@@ -42,6 +42,27 @@ inline chunk_memory read_chunk_memory(const json_reader& c) {
   return m;
 }
 
+inline nlohmann::json memory_factors_json(const memory_factors& f) {
+  if (f.activation == f.weight_grad_input && f.activation == f.input &&
+      f.activation == f.received) {
+    return f.activation;  // the short form: one number for every buffer
+  }
+  return {{"activation", f.activation},
+          {"weight_grad_input", f.weight_grad_input},
+          {"input", f.input},
+          {"received", f.received}};
+}
+// A number (every buffer that factor) or an object whose keys default to 1.
+inline memory_factors read_memory_factors(const json_reader& c) {
+  if (c.v.is_number()) {
+    return memory_factors::all(c.non_negative());
+  }
+  c.object({"activation", "weight_grad_input", "input", "received"});
+  return memory_factors{c.non_negative_or("activation", 1.0),
+                        c.non_negative_or("weight_grad_input", 1.0),
+                        c.non_negative_or("input", 1.0), c.non_negative_or("received", 1.0)};
+}
+
 }  // namespace detail
 
 /// Memory model as JSON (schema v1):
@@ -49,7 +70,7 @@ inline chunk_memory read_chunk_memory(const json_reader& c) {
 ///   "stages":[{entry}...] | "chunks":[[{entry}...]...], "static":[S0, S1, ...]}`
 /// with entries `{"activation", "weight_grad_input", "received" (optional, 0), "input"
 /// (optional, 0)}`; `input` is M_in, what an F marked recompute keeps (docs/model.md §5), written
-/// only when not 0.
+/// only when not 0; `microbatches` (per-micro-batch factors, docs/model.md §5.1) when set.
 inline nlohmann::json memory_model_to_json(const memory_model& m) {
   nlohmann::json j = {{"version", memory_model_json_version}};
   const chunk_memory& u = m.uniform_memory();
@@ -78,6 +99,11 @@ inline nlohmann::json memory_model_to_json(const memory_model& m) {
   if (!m.static_memories().empty()) {
     j["static"] = m.static_memories();
   }
+  if (m.has_microbatch_factors()) {
+    const auto& t = m.microbatch_factors();
+    j["microbatches"] = detail::microbatch_table_json(t.stages(), t.chunks(), t.values(),
+                                                      detail::memory_factors_json);
+  }
   return j;
 }
 
@@ -87,7 +113,7 @@ inline nlohmann::json memory_model_to_json(const memory_model& m) {
 inline memory_model memory_model_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
   c.object({"version", "activation", "weight_grad_input", "received", "input", "stages", "chunks",
-            "static"});
+            "static", "microbatches"});
   c.version(memory_model_json_version, "memory model");
   const chunk_memory u{c.non_negative_or("activation", 1.0),
                        c.non_negative_or("weight_grad_input", 0.5),
@@ -121,6 +147,11 @@ inline memory_model memory_model_from_json(const nlohmann::json& j) {
       s[i] = st[i].non_negative();
     }
     m.set_static_memory(std::move(s));
+  }
+  if (c.has("microbatches")) {
+    auto [stages, chunks, flat] =
+        detail::read_microbatch_table(c["microbatches"], detail::read_memory_factors);
+    m.set_microbatch_factors(stages, chunks, std::move(flat));
   }
   return m;
 }

@@ -52,6 +52,23 @@ inline std::string plan_header_text() {
 
 }  // namespace detail
 
+/// Why the job has no plan to run, one line without its newline ("no plan fits: ...", or "the
+/// plan does not fit: ..." when every choice was fixed); empty when the first plan fits. The
+/// report and the CLI's stderr line say it in these same words.
+inline std::string plan_misfit_text(const training_job& job, const plan_result& r) {
+  if (r.plans.empty()) {
+    return fmt::format("no plan fits: the smallest need found is {} per GPU, {} usable",
+                       detail::gib(r.smallest_need_bytes),
+                       detail::gib(job.cluster.usable_memory()));
+  }
+  if (!r.plans.front().fits) {
+    return fmt::format("the plan does not fit: it needs {} per GPU, {} usable",
+                       detail::gib(r.plans.front().peak_memory_bytes),
+                       detail::gib(job.cluster.usable_memory()));
+  }
+  return {};
+}
+
 /// The plan report: the job and the search, the plans (best first) with step time, tokens/s,
 /// TFLOP/s per GPU, MFU, bubble and peak memory per GPU, the first plan's memory per stage,
 /// and with a baseline the speedup and the GPUs' worth of time it recovers.
@@ -73,10 +90,7 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
       r.stats.candidates, r.stats.evaluated, r.stats.pruned_memory, r.stats.pruned_time,
       r.stats.failed, r.stats.seconds);
   if (r.plans.empty()) {
-    out +=
-        fmt::format("no plan fits: the smallest need found is {} per GPU, {} usable\n",
-                    detail::gib(r.smallest_need_bytes), detail::gib(job.cluster.usable_memory()));
-    return out;
+    return out + plan_misfit_text(job, r) + "\n";
   }
   out += detail::plan_header_text();
   for (std::size_t i = 0; i < r.plans.size(); ++i) {

@@ -9,6 +9,7 @@
 
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
+#include "pipesched/model/microbatch_factors.hpp"
 
 namespace pipesched {
 
@@ -45,6 +46,11 @@ struct op_costs {
 /// generators, lowering, executors) do this themselves; call it before at() / duration() with
 /// a chunk > 0 in your own code. Communication ops (SEND_*/RECV_*) take zero compute time; the
 /// transfer latency is charged on the cross-stage edge.
+///
+/// Micro-batches that differ (docs/model.md §3.1): set_microbatch_factors() multiplies each
+/// micro-batch's costs (cost_factors), for every stage and chunk or per stage or per chunk;
+/// at(s, c, mb) and duration(s, k, c, mb) read them. Without factors every micro-batch costs
+/// at(s, c); factors of 1 give the same numbers bit for bit. T_comm is not scaled.
 class cost_model {
  public:
   cost_model() = default;
@@ -121,9 +127,43 @@ class cost_model {
     return *this;
   }
 
+  /// Per micro-batch (docs/model.md §3.1): one cost_factors per micro-batch, for every stage and
+  /// chunk; micro-batch j's ops of any chunk cost at(s, c) scaled by per_mb[j].
+  cost_model& set_microbatch_factors(std::vector<cost_factors> per_mb) {
+    return set_microbatch_factors(1, 1, std::move(per_mb));
+  }
+  /// Per micro-batch and stage (`chunks` 1: every chunk of the stage) or per (stage, chunk):
+  /// index (mb·stages + s)·chunks + c, `stages` 1 or p and `chunks` 1 or v (for_shape checks).
+  cost_model& set_microbatch_factors(std::uint32_t stages,
+                                     std::uint32_t chunks,
+                                     std::vector<cost_factors> table) {
+    const char* who = "cost_model::set_microbatch_factors";
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      const cost_factors& f = table[i];
+      detail::check_factor(f.forward, who, i, "forward");
+      detail::check_factor(f.backward_input, who, i, "backward_input");
+      detail::check_factor(f.backward_weight, who, i, "backward_weight");
+      if (f.recompute) {
+        detail::check_factor(*f.recompute, who, i, "recompute");
+      }
+    }
+    factors_ = detail::microbatch_table<cost_factors>(stages, chunks, std::move(table), who);
+    return *this;
+  }
+  /// Removes the per-micro-batch factors: every micro-batch costs at(s, c) again.
+  cost_model& clear_microbatch_factors() {
+    factors_ = {};
+    return *this;
+  }
+  bool has_microbatch_factors() const noexcept { return !factors_.empty(); }
+  const detail::microbatch_table<cost_factors>& microbatch_factors() const noexcept {
+    return factors_;
+  }
+
   /// This model read for a schedule of `stages` stages and `chunks` chunks per stage: throws
   /// invalid_argument, prefixed with `who`, when a table does not have that shape; the copy
-  /// splits per-stage values over `chunks`.
+  /// splits per-stage values over `chunks`. The per-micro-batch table's micro-batch count is
+  /// checked by the overload that takes m.
   cost_model for_shape(std::uint32_t stages, std::uint32_t chunks, std::string_view who) const {
     if (!stage_costs_.empty() && stage_costs_.size() != stages) {
       detail::fail(who, ": cost model stages table (", stage_costs_.size(),
@@ -138,10 +178,42 @@ class cost_model {
       detail::fail(who, ": cost model links matrix (", link_stages_, " x ", link_stages_,
                    ") must be p x p (", stages, " x ", stages, ")");
     }
+    factors_.check_shape(stages, chunks, std::nullopt, who, "cost model");
     cost_model out = *this;
     out.split_ = chunks == 0 ? 1 : chunks;
     return out;
   }
+  /// for_shape(stages, chunks, who), and a per-micro-batch table must hold `microbatches`
+  /// entries.
+  cost_model for_shape(std::uint32_t stages,
+                       std::uint32_t chunks,
+                       std::uint32_t microbatches,
+                       std::string_view who) const {
+    factors_.check_shape(stages, chunks, microbatches, who, "cost model");
+    return for_shape(stages, chunks, who);
+  }
+  /// This model (read for a schedule of `stages` × `chunks`: for_shape) with per-micro-batch
+  /// factors that do not differ between micro-batches folded away: none when they are all 1, a
+  /// per-chunk table of the scaled costs when they are equal otherwise; unchanged when the
+  /// micro-batches differ. What a search that treats equal micro-batches alike runs on.
+  cost_model with_equal_factors_folded(std::uint32_t stages, std::uint32_t chunks) const {
+    cost_model out = *this;
+    if (factors_.empty() || !factors_.rows_equal()) {
+      return out;
+    }
+    if (!factors_.all_one()) {
+      std::vector<op_costs> table(std::size_t{stages} * chunks);
+      for (stage_index s = 0; s < stages; ++s) {
+        for (chunk_index c = 0; c < chunks; ++c) {
+          table[std::size_t{s} * chunks + c] = at(s, c, 0);
+        }
+      }
+      out.set_chunk_costs(chunks, std::move(table));
+    }
+    out.factors_ = {};
+    return out;
+  }
+
   /// The v per-stage values are split over (for_shape); 0 when not read for a shape yet.
   std::uint32_t split_chunks() const noexcept { return split_; }
 
@@ -171,10 +243,34 @@ class cost_model {
     return out;
   }
 
-  /// Duration of an op of kind k for local chunk c on stage s (R: T_R, or T_F when unset).
-  /// Comm ops take 0.
-  double duration(stage_index s, op_kind k, chunk_index c = 0) const noexcept {
-    const op_costs t = at(s, c);
+  /// Costs of micro-batch mb for local chunk c on stage s: at(s, c) scaled by its factors
+  /// (scaled(); at(s, c) itself without factors).
+  op_costs at(stage_index s, chunk_index c, microbatch_index mb) const noexcept {
+    return factors_.empty() ? at(s, c) : scaled(at(s, c), factors_.at(s, c, mb));
+  }
+
+  /// The per-micro-batch rule, written once (docs/model.md §3.1): each cost times its factor;
+  /// T_R times the recompute factor (unset: forward's), set when either is; T_FB times the
+  /// forward factor, so an overlapped pair of micro-batch j's F saves T_F(j) + T_B(j) − T_FB(j).
+  /// Factors of 1 return `t` unchanged, bit for bit.
+  static op_costs scaled(const op_costs& t, const cost_factors& f) noexcept {
+    op_costs out{t.forward * f.forward, t.backward_input * f.backward_input,
+                 t.backward_weight * f.backward_weight};
+    const double fr = f.recompute.value_or(f.forward);
+    if (t.recompute) {
+      out.recompute = *t.recompute * fr;
+    } else if (f.recompute) {
+      out.recompute = t.forward * fr;
+    }
+    if (t.overlapped) {
+      out.overlapped = *t.overlapped * f.forward;
+    }
+    return out;
+  }
+
+  /// Duration of an op of kind k with costs `t` (R: T_R, or T_F when unset; BW: T_B + T_W;
+  /// comm ops 0).
+  static double duration_of(const op_costs& t, op_kind k) noexcept {
     switch (k) {
       case op_kind::forward:
         return t.forward;
@@ -190,13 +286,30 @@ class cost_model {
         return 0.0;
     }
   }
+  /// What overlapping an F with costs `t` with a B saves: T_F + T_B − T_FB, 0 when T_FB is unset.
+  static double overlap_gain_of(const op_costs& t) noexcept {
+    return t.overlapped ? t.forward + t.backward_input - *t.overlapped : 0.0;
+  }
+
+  /// Duration of an op of kind k for local chunk c on stage s (R: T_R, or T_F when unset).
+  /// Comm ops take 0.
+  double duration(stage_index s, op_kind k, chunk_index c = 0) const noexcept {
+    return duration_of(at(s, c), k);
+  }
+  /// Duration of micro-batch mb's op of kind k for local chunk c on stage s.
+  double duration(stage_index s, op_kind k, chunk_index c, microbatch_index mb) const noexcept {
+    return duration_of(at(s, c, mb), k);
+  }
 
   /// What overlapping an F of local chunk c on stage s with a B saves: T_F + T_B − T_FB of
   /// that chunk, 0 when T_FB is unset. An overlapped pair lasts the sum of its two ops'
   /// durations minus the gain of its F (docs/model.md §3): T_FB with a B, T_FB + T_W with a BW.
   double overlap_gain(stage_index s, chunk_index c = 0) const noexcept {
-    const op_costs t = at(s, c);
-    return t.overlapped ? t.forward + t.backward_input - *t.overlapped : 0.0;
+    return overlap_gain_of(at(s, c));
+  }
+  /// The gain of micro-batch mb's F (docs/model.md §3.1).
+  double overlap_gain(stage_index s, chunk_index c, microbatch_index mb) const noexcept {
+    return overlap_gain_of(at(s, c, mb));
   }
 
   /// Latency of a transfer from stage `from` to stage `to`; 0 when from == to.
@@ -212,8 +325,9 @@ class cost_model {
 
   const op_costs& uniform_costs() const noexcept { return uniform_; }
   double uniform_comm() const noexcept { return comm_; }
+  /// No per-stage, per-chunk, per-link or per-micro-batch table: one triple for everything.
   bool is_uniform() const noexcept {
-    return stage_costs_.empty() && chunk_costs_.empty() && link_comm_.empty();
+    return stage_costs_.empty() && chunk_costs_.empty() && link_comm_.empty() && factors_.empty();
   }
   const std::vector<op_costs>& stage_costs() const noexcept { return stage_costs_; }
   const std::vector<op_costs>& chunk_costs() const noexcept { return chunk_costs_; }
@@ -246,6 +360,7 @@ class cost_model {
   std::uint32_t link_stages_ = 0;
   std::vector<double> link_comm_;
   std::uint32_t split_ = 0;  // v for per-stage values (for_shape); 0: not read for a shape
+  detail::microbatch_table<cost_factors> factors_;
 };
 
 }  // namespace pipesched

@@ -1,13 +1,16 @@
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
+#include "pipesched/model/microbatch_factors.hpp"
 
 namespace pipesched {
 
@@ -40,6 +43,10 @@ struct chunk_memory {
 ///
 /// for_shape(p, v) checks the tables against a schedule's shape (`stages` p entries, `chunks`
 /// p x v, `static` p) and fixes v; check_memory and the generators call it themselves.
+///
+/// Micro-batches that differ (docs/model.md §5.1): set_microbatch_factors() multiplies each
+/// micro-batch's sizes (memory_factors); at(s, c, mb) reads them, envelope(s, c) is the largest
+/// over the micro-batches. Static memory is not scaled. Factors of 1 give the same numbers.
 class memory_model {
  public:
   memory_model() = default;
@@ -84,9 +91,41 @@ class memory_model {
     return *this;
   }
 
+  /// Per micro-batch (docs/model.md §5.1): one memory_factors per micro-batch, for every stage
+  /// and chunk; micro-batch j's buffers of any chunk take at(s, c) scaled by per_mb[j].
+  memory_model& set_microbatch_factors(std::vector<memory_factors> per_mb) {
+    return set_microbatch_factors(1, 1, std::move(per_mb));
+  }
+  /// Per micro-batch and stage (`chunks` 1) or per (stage, chunk): index (mb·stages + s)·chunks
+  /// + c, `stages` 1 or p and `chunks` 1 or v (for_shape checks).
+  memory_model& set_microbatch_factors(std::uint32_t stages,
+                                       std::uint32_t chunks,
+                                       std::vector<memory_factors> table) {
+    const char* who = "memory_model::set_microbatch_factors";
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      const memory_factors& f = table[i];
+      detail::check_factor(f.activation, who, i, "activation");
+      detail::check_factor(f.weight_grad_input, who, i, "weight_grad_input");
+      detail::check_factor(f.input, who, i, "input");
+      detail::check_factor(f.received, who, i, "received");
+    }
+    factors_ = detail::microbatch_table<memory_factors>(stages, chunks, std::move(table), who);
+    return *this;
+  }
+  /// Removes the per-micro-batch factors.
+  memory_model& clear_microbatch_factors() {
+    factors_ = {};
+    return *this;
+  }
+  bool has_microbatch_factors() const noexcept { return !factors_.empty(); }
+  const detail::microbatch_table<memory_factors>& microbatch_factors() const noexcept {
+    return factors_;
+  }
+
   /// This model read for a schedule of `stages` stages and `chunks` chunks per stage: throws
   /// invalid_argument, prefixed with `who`, when a table does not have that shape; the copy
-  /// splits per-stage entries over `chunks`.
+  /// splits per-stage entries over `chunks`. The per-micro-batch table's micro-batch count is
+  /// checked by the overload that takes m.
   memory_model for_shape(std::uint32_t stages, std::uint32_t chunks, std::string_view who) const {
     if (!stage_.empty() && stage_.size() != stages) {
       detail::fail(who, ": memory model stages table (", stage_.size(),
@@ -100,10 +139,44 @@ class memory_model {
       detail::fail(who, ": memory model static list (", static_.size(),
                    " entries) must hold one entry per stage (p=", stages, ")");
     }
+    factors_.check_shape(stages, chunks, std::nullopt, who, "memory model");
     memory_model out = *this;
     out.split_ = chunks == 0 ? 1 : chunks;
+    if (!factors_.empty()) {
+      out.check_scaled(stages, chunks, who);
+    }
     return out;
   }
+  /// for_shape(stages, chunks, who), and a per-micro-batch table must hold `microbatches`
+  /// entries.
+  memory_model for_shape(std::uint32_t stages,
+                         std::uint32_t chunks,
+                         std::uint32_t microbatches,
+                         std::string_view who) const {
+    factors_.check_shape(stages, chunks, microbatches, who, "memory model");
+    return for_shape(stages, chunks, who);
+  }
+  /// This model (read for a schedule of `stages` × `chunks`: for_shape) with per-micro-batch
+  /// factors that do not differ between micro-batches folded away (as
+  /// cost_model::with_equal_factors_folded).
+  memory_model with_equal_factors_folded(std::uint32_t stages, std::uint32_t chunks) const {
+    memory_model out = *this;
+    if (factors_.empty() || !factors_.rows_equal()) {
+      return out;
+    }
+    if (!factors_.all_one()) {
+      std::vector<chunk_memory> table(std::size_t{stages} * chunks);
+      for (stage_index s = 0; s < stages; ++s) {
+        for (chunk_index c = 0; c < chunks; ++c) {
+          table[std::size_t{s} * chunks + c] = at(s, c, 0);
+        }
+      }
+      out.set_chunk_memory(chunks, std::move(table));
+    }
+    out.factors_ = {};
+    return out;
+  }
+
   /// The v per-stage entries are split over (for_shape); 0 when not read for a shape yet.
   std::uint32_t split_chunks() const noexcept { return split_; }
 
@@ -125,12 +198,43 @@ class memory_model {
     const double v = split_;
     return chunk_memory{m.activation / v, m.weight_grad_input / v, m.received, m.input};
   }
+  /// Sizes of micro-batch mb for local chunk c on stage s: at(s, c) scaled by its factors
+  /// (scaled(); at(s, c) itself without factors).
+  chunk_memory at(stage_index s, chunk_index c, microbatch_index mb) const noexcept {
+    return factors_.empty() ? at(s, c) : scaled(at(s, c), factors_.at(s, c, mb));
+  }
+  /// The per-micro-batch rule, written once (docs/model.md §5.1): each size times its factor.
+  static chunk_memory scaled(const chunk_memory& m, const memory_factors& f) noexcept {
+    return chunk_memory{m.activation * f.activation, m.weight_grad_input * f.weight_grad_input,
+                        m.received * f.received, m.input * f.input};
+  }
+  /// The largest sizes of local chunk c on stage s over the micro-batches (each field its own
+  /// maximum; at(s, c) without factors): what a decision that must hold for any micro-batch
+  /// takes (the schedulers' minimum budget and admission reserve, docs/model.md §5.1).
+  chunk_memory envelope(stage_index s, chunk_index c = 0) const noexcept {
+    chunk_memory out = at(s, c);
+    if (factors_.empty()) {
+      return out;
+    }
+    out = at(s, c, 0);
+    for (microbatch_index j = 1; j < factors_.microbatches(); ++j) {
+      const chunk_memory x = at(s, c, j);
+      out.activation = std::max(out.activation, x.activation);
+      out.weight_grad_input = std::max(out.weight_grad_input, x.weight_grad_input);
+      out.received = std::max(out.received, x.received);
+      out.input = std::max(out.input, x.input);
+    }
+    return out;
+  }
   double static_memory(stage_index s) const noexcept {
     return s < static_.size() ? static_[s] : 0.0;
   }
 
   const chunk_memory& uniform_memory() const noexcept { return uniform_; }
-  bool is_uniform() const noexcept { return stage_.empty() && chunk_.empty() && static_.empty(); }
+  /// No per-stage, per-chunk, static or per-micro-batch table.
+  bool is_uniform() const noexcept {
+    return stage_.empty() && chunk_.empty() && static_.empty() && factors_.empty();
+  }
   const std::vector<chunk_memory>& stage_memory() const noexcept { return stage_; }
   const std::vector<chunk_memory>& chunk_memories() const noexcept { return chunk_; }
   std::uint32_t chunk_memory_chunks() const noexcept { return chunks_; }
@@ -153,12 +257,30 @@ class memory_model {
     }
   }
 
+  // Scaled sizes keep M_W <= M_B (the rule B frees M_B − M_W): within 1e-12 relative, the
+  // rounding of factors computed as ratios of sizes.
+  void check_scaled(std::uint32_t stages, std::uint32_t chunks, std::string_view who) const {
+    for (microbatch_index j = 0; j < factors_.microbatches(); ++j) {
+      for (stage_index s = 0; s < stages; ++s) {
+        for (chunk_index c = 0; c < chunks; ++c) {
+          const chunk_memory x = at(s, c, j);
+          if (x.weight_grad_input > x.activation * (1.0 + 1e-12)) {
+            detail::fail(who, ": memory model microbatches entry ", j, " on stage ", s, ", chunk ",
+                         c, ": weight-gradient memory (M_W=", x.weight_grad_input,
+                         ") must be <= activation memory (M_B=", x.activation, ")");
+          }
+        }
+      }
+    }
+  }
+
   chunk_memory uniform_{};
   std::vector<chunk_memory> stage_;
   std::uint32_t chunks_ = 1;
   std::vector<chunk_memory> chunk_;
   std::vector<double> static_;
   std::uint32_t split_ = 0;  // v for per-stage entries (for_shape); 0: not read for a shape
+  detail::microbatch_table<memory_factors> factors_;
 };
 
 }  // namespace pipesched

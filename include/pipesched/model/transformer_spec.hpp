@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -162,30 +163,66 @@ struct layer_flops {
   double backward_weight() const noexcept { return linear; }
 };
 
-/// `causal` false gives the full (unmasked) attention core, 4·s²·b·(a·d): the zero-bubble
-/// paper's convention (model/transformer_costs.hpp).
+/// What one micro-batch's work and memory depend on (docs/model.md §10.1): its sequences of
+/// lengths L_i packed together, each attending only within itself (document masking). The
+/// linear work, the activations and the transfers grow with the tokens Σ L_i; the attention
+/// core with Σ L_i². b sequences of s tokens are the special case s·b and s²·b.
+struct token_counts {
+  double tokens = 0.0;   ///< Σ L_i
+  double squares = 0.0;  ///< Σ L_i²
+
+  /// b sequences of s tokens each: s·b tokens, s²·b squares.
+  static token_counts uniform(std::uint64_t sequence, std::uint64_t micro_batch) noexcept {
+    const auto s = static_cast<double>(sequence);
+    const auto b = static_cast<double>(micro_batch);
+    return token_counts{s * b, s * s * b};
+  }
+  /// Sequences of these lengths packed into one micro-batch.
+  static token_counts of(std::span<const std::uint64_t> lengths) noexcept {
+    token_counts out;
+    for (std::uint64_t l : lengths) {
+      const auto x = static_cast<double>(l);
+      out.tokens += x;
+      out.squares += x * x;
+    }
+    return out;
+  }
+};
+
+/// FLOPs of one layer's ops for a micro-batch of `n` tokens: linear = 2·Σ L·(sharded
+/// parameters), core = 2·Σ L²·(a·d) with the causal mask (each sequence its own square, halved),
+/// 4·Σ L²·(a·d) without (`causal` false: the zero-bubble paper's convention,
+/// model/transformer_costs.hpp).
+inline layer_flops flops_of_layer(const transformer_spec& t,
+                                  const token_counts& n,
+                                  bool causal = true) {
+  layer_flops out;
+  out.linear = 2.0 * n.tokens * parameters_of_layer(t).sharded;
+  out.core = (causal ? 2.0 : 4.0) * n.squares * t.query_size();
+  return out;
+}
+
+/// One micro-batch of b sequences of s tokens: flops_of_layer(t, token_counts::uniform(s, b)).
 inline layer_flops flops_of_layer(const transformer_spec& t,
                                   std::uint64_t sequence,
                                   std::uint64_t micro_batch,
                                   bool causal = true) {
-  const auto s = static_cast<double>(sequence);
-  const auto b = static_cast<double>(micro_batch);
-  const double q = t.query_size();
-  layer_flops out;
-  out.linear = 2.0 * s * b * parameters_of_layer(t).sharded;
-  out.core = (causal ? 2.0 : 4.0) * s * s * b * q;
-  return out;
+  return flops_of_layer(t, token_counts::uniform(sequence, micro_batch), causal);
 }
 
-/// FLOPs of the LM head (the logits) for one micro-batch: 2·s·b·h·V_padded in each of F, B
-/// (input gradient) and W (weight gradient). The embedding lookup, the final norm and the loss
-/// count nothing, as in Megatron-LM's model FLOPs.
+/// FLOPs of the LM head (the logits) for a micro-batch of `tokens` tokens: 2·tokens·h·V_padded
+/// in each of F, B (input gradient) and W (weight gradient). The embedding lookup, the final
+/// norm and the loss count nothing, as in Megatron-LM's model FLOPs.
+inline double head_flops(const transformer_spec& t, double tokens, std::uint64_t vocab_padded) {
+  return 2.0 * tokens * static_cast<double>(t.hidden) * static_cast<double>(vocab_padded);
+}
+
+/// head_flops for b sequences of s tokens (s·b tokens).
 inline double head_flops(const transformer_spec& t,
                          std::uint64_t sequence,
                          std::uint64_t micro_batch,
                          std::uint64_t vocab_padded) {
-  return 2.0 * static_cast<double>(sequence) * static_cast<double>(micro_batch) *
-         static_cast<double>(t.hidden) * static_cast<double>(vocab_padded);
+  return head_flops(t, token_counts::uniform(sequence, micro_batch).tokens, vocab_padded);
 }
 
 /// What one layer keeps for its backward, in bytes, for one micro-batch on one
@@ -209,27 +246,26 @@ struct layer_activation_bytes {
   double weight_grad = 0.0;
 };
 
+/// What one layer keeps for a micro-batch of `n` tokens: the terms above with s·b = Σ L and the
+/// attention core's s²·b = Σ L² (document masking: each sequence's own s×s tensors).
 inline layer_activation_bytes activation_bytes_of_layer(const transformer_spec& t,
-                                                        std::uint64_t sequence,
-                                                        std::uint64_t micro_batch,
+                                                        const token_counts& n,
                                                         std::uint32_t tp,
                                                         bool sequence_parallel) {
   const double tpd = tp == 0 ? 1.0 : static_cast<double>(tp);
-  const auto s = static_cast<double>(sequence);
-  const auto b = static_cast<double>(micro_batch);
   const auto h = static_cast<double>(t.hidden);
   const auto f = static_cast<double>(t.ffn);
   const auto a = static_cast<double>(t.heads);
   const double q = t.query_size();
   const double kv = t.kv_size();
   const auto e = static_cast<double>(t.activation_bytes);
-  const double sbh = s * b * h;
+  const double sbh = n.tokens * h;
   // Tensors every TP rank holds whole unless the sequence is split too: the two norms' inputs,
   // the QKV and first MLP matrices' inputs (4 tensors), and the two 1-byte dropout masks.
   const double whole = 4.0 * e * sbh + 2.0 * sbh;
   // Tensors split over TP: Q, K, V, the attention output, the MLP's two f-wide tensors.
   const double split = e * sbh * (4.0 + 2.0 * f / h);
-  const double core = (2.0 * e + 1.0) * a * s * s * b;
+  const double core = (2.0 * e + 1.0) * a * n.squares;
   const double whole_div = sequence_parallel ? tpd : 1.0;
   layer_activation_bytes out;
   out.without_core = whole / whole_div + split / tpd;
@@ -240,10 +276,21 @@ inline layer_activation_bytes activation_bytes_of_layer(const transformer_spec& 
   // output gradients of QKV and the first MLP matrix and the inputs of O and the second are
   // split.
   const double w_whole = 4.0 * e * sbh;
-  const double w_split = e * s * b * (q + 2.0 * kv + q + 2.0 * f);
+  const double w_split = e * n.tokens * (q + 2.0 * kv + q + 2.0 * f);
   // Megatron's activation terms take a·d = h; only a·d > h could put W's operands above them.
   out.weight_grad = std::min(w_whole / whole_div + w_split / tpd, out.without_core);
   return out;
+}
+
+/// One micro-batch of b sequences of s tokens: activation_bytes_of_layer(t,
+/// token_counts::uniform(s, b), ...).
+inline layer_activation_bytes activation_bytes_of_layer(const transformer_spec& t,
+                                                        std::uint64_t sequence,
+                                                        std::uint64_t micro_batch,
+                                                        std::uint32_t tp,
+                                                        bool sequence_parallel) {
+  return activation_bytes_of_layer(t, token_counts::uniform(sequence, micro_batch), tp,
+                                   sequence_parallel);
 }
 
 }  // namespace pipesched

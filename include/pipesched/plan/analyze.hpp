@@ -1,7 +1,9 @@
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +21,67 @@
 
 namespace pipesched {
 
+/// What a plan assumed, to compare a measured run with (calibrate_achieved_fraction): the op
+/// times of `pipesched plan --export PREFIX` (PREFIX.costs.json, in seconds) and the achieved
+/// fraction of peak they were computed with.
+struct planned_speed {
+  cost_model costs;              ///< the plan's per-stage op times, in seconds
+  double achieved_fraction = 0;  ///< the share of peak the plan assumed, in (0, 1]
+  double seconds_per_unit = 0;   ///< the trace's time unit in seconds (1e-6: microseconds)
+};
+
+/// How fast the measured ops ran against the plan's, and the achieved fraction that makes the
+/// plan's op times match them (docs/model.md §10, "Calibration").
+struct achieved_fraction_calibration {
+  double measured_s = 0.0;  ///< Σ over stages of the measured F + B + W per micro-batch, seconds
+  double planned_s = 0.0;   ///< the same sum of the plan's op times, seconds
+  double ratio = 0.0;       ///< measured_s / planned_s: above 1, slower than planned
+  double achieved_fraction = 0.0;  ///< planned achieved fraction / ratio: plan with this
+};
+
+/// The achieved fraction of peak a measured run shows, against the plan it ran: op time is
+/// FLOPs / (peak · fraction), so the fraction scales with planned / measured time. The op times
+/// are taken as all compute (a tensor-parallel collective inside F and B is counted as compute
+/// too, which makes the estimate slightly low when collectives take a large share). Throws
+/// field_error for a fraction outside (0, 1] or a unit that is not finite and > 0 (fields
+/// "achieved_fraction", "seconds_per_unit"), invalid_argument when the plan's costs do not have
+/// the run's shape or the result exceeds the peak (the unit or the costs are not the run's).
+inline achieved_fraction_calibration calibrate_achieved_fraction(
+    const std::vector<stage_estimate>& measured, std::uint32_t chunks, const planned_speed& plan) {
+  if (!(plan.achieved_fraction > 0.0 && plan.achieved_fraction <= 1.0)) {
+    detail::fail_field("calibrate_achieved_fraction", "achieved_fraction",
+                       "must be in (0, 1], got ", plan.achieved_fraction);
+  }
+  if (!(std::isfinite(plan.seconds_per_unit) && plan.seconds_per_unit > 0.0)) {
+    detail::fail_field("calibrate_achieved_fraction", "seconds_per_unit",
+                       "must be finite and > 0, got ", plan.seconds_per_unit);
+  }
+  const auto stages = static_cast<std::uint32_t>(measured.size());
+  const cost_model costs =
+      plan.costs.for_shape(stages, chunks, "calibrate_achieved_fraction: the planned costs");
+  achieved_fraction_calibration c;
+  for (stage_index s = 0; s < stages; ++s) {
+    c.measured_s += measured[s].per_microbatch * plan.seconds_per_unit;
+    for (chunk_index k = 0; k < std::max<std::uint32_t>(chunks, 1); ++k) {
+      const op_costs t = costs.at(s, k);
+      c.planned_s += t.forward + t.backward_input + t.backward_weight;
+    }
+  }
+  if (!(c.measured_s > 0.0 && c.planned_s > 0.0)) {
+    detail::fail("calibrate_achieved_fraction: the measured (", c.measured_s, " s) and planned (",
+                 c.planned_s, " s) op times must both be > 0");
+  }
+  c.ratio = c.measured_s / c.planned_s;
+  c.achieved_fraction = plan.achieved_fraction / c.ratio;
+  if (!(c.achieved_fraction <= 1.0)) {
+    detail::fail("calibrate_achieved_fraction: the run's ops took ", c.ratio,
+                 " times the planned time, an achieved fraction of ", c.achieved_fraction,
+                 " of peak (above 1): the trace's unit (seconds_per_unit ", plan.seconds_per_unit,
+                 ") or the planned costs are not the run's");
+  }
+  return c;
+}
+
 struct analyze_options {
   straggler_thresholds thresholds{};
   double comm = 0.0;  ///< transfer latency of the re-plan, in the run's time unit
@@ -27,6 +90,9 @@ struct analyze_options {
   /// Ops of one stage whose measured times overlap are an error (a stage runs one op at a time:
   /// the trace's clock or its ops are wrong); true accepts them, each a warning in the result.
   bool allow_overlaps = false;
+  /// Set: also estimate the achieved fraction of peak against this plan (analyze_result::
+  /// calibration).
+  std::optional<planned_speed> planned{};
   /// Told the phase it starts ("estimating the costs of 96 ops", "re-planning with zb-auto").
   std::function<void(const std::string&)> phase{};
 };
@@ -43,6 +109,8 @@ struct analyze_result {
   /// Overlapping ops accepted with allow_overlaps, one line each ("stage 1: F3 (10 .. 14)
   /// overlaps B2 (12 .. 15)").
   std::vector<std::string> warnings;
+  /// With analyze_options::planned: the run's speed against the plan's.
+  std::optional<achieved_fraction_calibration> calibration;
 };
 
 /// estimate_costs, find_stragglers, measured_cost_model and replan on `run`, after checking
@@ -87,6 +155,9 @@ inline analyze_result analyze_run(const measured_run& run,
   tell(detail::concat("estimating the costs of ", run.ops.size(), " ops"));
   r.estimates = estimate_costs(run);
   r.stragglers = find_stragglers(r.estimates, o.thresholds);
+  if (o.planned) {
+    r.calibration = calibrate_achieved_fraction(r.estimates, run.layout.chunks(), *o.planned);
+  }
   const cost_model measured = measured_cost_model(r.estimates, run.layout.chunks(), o.comm);
   std::string names;
   for (const std::string& g : o.replan.generators) {

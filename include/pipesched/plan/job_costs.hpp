@@ -85,17 +85,29 @@ inline bool in_one_node(std::uint64_t stride, std::uint64_t size, std::uint32_t 
 }
 
 /// Ring time of the collectives tensor parallelism adds to one layer's forward (or to its input
-/// gradient): two all-reduces of the layer's s·b·h activation, or with sequence parallelism
-/// two all-gathers and two reduce-scatters, the same volume (Megatron-LM).
-inline double tensor_parallel_comm_per_layer(const training_job& job, const plan_layout& lay) {
+/// gradient) for a micro-batch of `tokens` tokens: two all-reduces of the layer's tokens·h
+/// activation, or with sequence parallelism two all-gathers and two reduce-scatters, the same
+/// volume (Megatron-LM).
+inline double tensor_parallel_comm_per_layer(const training_job& job,
+                                             const plan_layout& lay,
+                                             double tokens) {
   if (lay.tp <= 1) {
     return 0.0;
   }
-  const double bytes = static_cast<double>(job.model.activation_bytes) *
-                       static_cast<double>(job.sequence) * lay.micro_batch *
+  const double bytes = static_cast<double>(job.model.activation_bytes) * tokens *
                        static_cast<double>(job.model.hidden);
   return 2.0 * ring_allreduce_time(lay.tp, bytes, job.cluster.intra_node_bandwidth,
                                    job.cluster.intra_node_latency);
+}
+
+/// The layout's micro-batch: b sequences of the job's s tokens (token_counts::uniform).
+inline token_counts layout_tokens(const training_job& job, const plan_layout& lay) {
+  return token_counts::uniform(job.sequence, lay.micro_batch);
+}
+
+/// tensor_parallel_comm_per_layer for the layout's micro-batch (s·b tokens).
+inline double tensor_parallel_comm_per_layer(const training_job& job, const plan_layout& lay) {
+  return tensor_parallel_comm_per_layer(job, lay, layout_tokens(job, lay).tokens);
 }
 
 /// Seconds of one micro-batch's ops: per layer (its FLOPs / TP at the achieved share of the
@@ -112,15 +124,17 @@ struct job_op_times {
   }
 };
 
+/// For a micro-batch of `n` tokens (docs/model.md §10.1: packed sequences of any lengths).
 inline job_op_times op_times_of(const training_job& job,
                                 const plan_layout& lay,
+                                const token_counts& n,
                                 recompute_kind recompute) {
   const transformer_spec& t = job.model;
   const double tp = lay.tp;
   const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
   const double rate = job.cluster.peak_flops(t.activation_bytes) * job.cluster.achieved_fraction;
-  const layer_flops lf = flops_of_layer(t, job.sequence, lay.micro_batch);
-  const double tp_comm = tensor_parallel_comm_per_layer(job, lay);
+  const layer_flops lf = flops_of_layer(t, n);
+  const double tp_comm = tensor_parallel_comm_per_layer(job, lay, n.tokens);
   job_op_times out;
   out.layer.forward = lf.forward() / tp / rate + tp_comm;
   out.layer.backward_input = lf.backward_input() / tp / rate + tp_comm;
@@ -128,21 +142,29 @@ inline job_op_times op_times_of(const training_job& job,
   out.layer_recompute = recompute == recompute_kind::full        ? out.layer.forward
                         : recompute == recompute_kind::selective ? lf.core / tp / rate
                                                                  : 0.0;
-  out.head = head_flops(t, job.sequence, lay.micro_batch, vocab) / tp / rate;
+  out.head = head_flops(t, n.tokens, vocab) / tp / rate;
   // The vocabulary-parallel embedding sums its TP slices: one all-reduce of s·b·h.
-  const double sbh =
-      static_cast<double>(job.sequence) * lay.micro_batch * static_cast<double>(t.hidden);
+  const double sbh = n.tokens * static_cast<double>(t.hidden);
   out.embedding_forward =
       ring_allreduce_time(lay.tp, static_cast<double>(t.activation_bytes) * sbh,
                           job.cluster.intra_node_bandwidth, job.cluster.intra_node_latency);
   return out;
 }
 
-/// job_costs for `job` cut by `lay`, with `layers_per_chunk` layers on each global chunk (in
-/// model order, p·v entries summing to L) on placement `pl`, and `recompute` on every chunk.
-/// Throws invalid_argument naming the field for shapes that do not match.
+/// op_times_of for the layout's micro-batch: b sequences of the job's s tokens.
+inline job_op_times op_times_of(const training_job& job,
+                                const plan_layout& lay,
+                                recompute_kind recompute) {
+  return op_times_of(job, lay, layout_tokens(job, lay), recompute);
+}
+
+/// job_costs for `job` cut by `lay`, one micro-batch of `n` tokens (docs/model.md §10.1), with
+/// `layers_per_chunk` layers on each global chunk (in model order, p·v entries summing to L) on
+/// placement `pl`, and `recompute` on every chunk. Throws invalid_argument naming the field for
+/// shapes that do not match.
 inline job_costs make_job_costs(const training_job& job,
                                 const plan_layout& lay,
+                                const token_counts& n_tokens,
                                 recompute_kind recompute,
                                 const std::vector<std::uint32_t>& layers_per_chunk,
                                 const placement& pl) {
@@ -168,23 +190,22 @@ inline job_costs make_job_costs(const training_job& job,
   const double tp = lay.tp;
   const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
   const double e = t.activation_bytes;
-  const double s = static_cast<double>(job.sequence);
-  const double b = lay.micro_batch;
+  const double tokens = n_tokens.tokens;  // s·b for b sequences of s tokens
   const double h = static_cast<double>(t.hidden);
-  const double sbh = s * b * h;
+  const double sbh = tokens * h;
 
-  const job_op_times ot = op_times_of(job, lay, recompute);
+  const job_op_times ot = op_times_of(job, lay, n_tokens, recompute);
 
   // Memory per layer and at the ends of the model (Megatron-LM's estimator's terms).
   const layer_activation_bytes la =
-      activation_bytes_of_layer(t, job.sequence, lay.micro_batch, lay.tp, lay.sequence_parallel);
+      activation_bytes_of_layer(t, n_tokens, lay.tp, lay.sequence_parallel);
   const double layer_kept = recompute == recompute_kind::none ? la.full : la.without_core;
   // Token ids (8 bytes each) and the embedding's dropout mask, per micro-batch in flight; the
   // last chunk: the final norm's output and the fp32 logits (4·s·b·(h + V)), all over TP.
-  const double embed_bytes = (8.0 * s * b + sbh) / tp;
-  const double head_bytes = 4.0 * s * b * (h + static_cast<double>(vocab)) / tp;
+  const double embed_bytes = (8.0 * tokens + sbh) / tp;
+  const double head_bytes = 4.0 * tokens * (h + static_cast<double>(vocab)) / tp;
   // The LM head's weight gradient needs its input and the logits' gradient.
-  const double head_w_bytes = e * s * b * (h + static_cast<double>(vocab)) / tp;
+  const double head_w_bytes = e * tokens * (h + static_cast<double>(vocab)) / tp;
   const double received = la.input;
 
   // Parameters.
@@ -315,6 +336,15 @@ inline job_costs make_job_costs(const training_job& job,
   out.memory.set_chunk_memory(v, chunk_mem);
   out.memory.set_static_memory(static_total);
   return out;
+}
+
+/// make_job_costs for the layout's micro-batch: b sequences of the job's s tokens.
+inline job_costs make_job_costs(const training_job& job,
+                                const plan_layout& lay,
+                                recompute_kind recompute,
+                                const std::vector<std::uint32_t>& layers_per_chunk,
+                                const placement& pl) {
+  return make_job_costs(job, lay, layout_tokens(job, lay), recompute, layers_per_chunk, pl);
 }
 
 }  // namespace pipesched

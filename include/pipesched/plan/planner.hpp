@@ -239,6 +239,82 @@ inline std::optional<placement> placement_for(const generator_entry& g,
   }
 }
 
+/// One micro-batch's op times as balanced_partition weighs them (docs/model.md §10,
+/// "Partition"): a layer's F + B + W (+ R), the embedding on global chunk 0, the head's three
+/// ops on the last of `n` chunks. The planner weighs the layout's micro-batch, `pack` the
+/// batch's mean one.
+inline partition_weights partition_weights_of(const job_op_times& ot,
+                                              std::uint32_t n,
+                                              std::vector<std::uint32_t> caps = {}) {
+  partition_weights w;
+  w.layer_time = ot.layer_total();
+  w.fixed_time.assign(n, 0.0);
+  w.fixed_time[0] += ot.embedding_forward;
+  w.fixed_time[n - 1] += 3.0 * ot.head;
+  w.max_stage_layers = std::move(caps);
+  return w;
+}
+
+/// What a job's schedule is generated from: the generator's shape, the timing model and the
+/// sizes it decides with, and the byte limit a searching generator keeps within.
+struct job_schedule_spec {
+  std::uint32_t stages = 0;
+  std::uint32_t microbatches = 0;
+  std::uint32_t chunks = 1;
+  recompute_kind recompute = recompute_kind::none;
+  cost_model costs;     ///< inline recompute's when recomputing
+  memory_model memory;  ///< likewise: the plain model the searching generators decide with
+  double memory_limit = 0.0;
+  /// The zero-bubble search's local-search budget (searching generators; nullopt: theirs).
+  std::optional<std::size_t> search_evaluations;
+};
+
+/// The schedule of a job (the planner's candidates, `pack`'s packings): generated, searching
+/// generators within the byte limit, then the R ops right before each backward when
+/// recomputing. Throws invalid_argument when the generator refuses the shape.
+inline schedule generate_job_schedule(const job_schedule_spec& spec,
+                                      const generator_registry& registry,
+                                      const generator_entry& gen) {
+  schedule_request req;
+  generated_source src{gen.name, {}};
+  if (gen.searches) {
+    zb_auto_options z;
+    if (spec.search_evaluations) {
+      z.search_evaluations = *spec.search_evaluations;
+    }
+    z.threads = 1;
+    src.options.search = z;
+  }
+  req.source = src;
+  req.params.stages = spec.stages;
+  req.params.microbatches = spec.microbatches;
+  req.params.chunks = spec.chunks;
+  req.params.costs = spec.costs;
+  req.params.memory = spec.memory;
+  if (gen.searches) {
+    req.params.memory_limit = spec.memory_limit;  // the others are checked by the caller
+  }
+  generation_result g;
+  try {
+    g = build_schedule(req, registry);
+  } catch (const invalid_argument&) {
+    if (!req.params.memory_limit) {
+      throw;
+    }
+    // A searching generator that fixes its own limit (zb-1p, zb-2p: p·M_B, 2p·M_B), or finds
+    // none within this one: generated without it, then checked like the others.
+    req.params.memory_limit.reset();
+    g = build_schedule(req, registry);
+  }
+  if (spec.recompute != recompute_kind::none) {
+    schedule_request rr;
+    rr.source = given_source{std::move(g.sched)};
+    rr.recompute = recompute_request{true, {}, recompute_placement::before_backward};
+    g = build_schedule(rr, registry);
+  }
+  return std::move(g.sched);
+}
+
 /// Evaluates one candidate whose job_costs are built: generates (searching generators get
 /// the byte limit; recomputation inside the backward), simulates, checks memory and
 /// reduces gradients. Throws invalid_argument when the generator refuses.
@@ -259,44 +335,18 @@ inline plan_entry evaluate_choice(const training_job& job,
   if (choice.recompute != recompute_kind::none) {
     std::tie(costs, plain_memory) = inline_recompute(jc.costs, jc.memory, lay.pp, lay.chunks);
   }
-  schedule_request req;
-  generated_source src{gen.name, {}};
-  if (gen.searches) {
-    zb_auto_options z;
-    z.search_evaluations = search_evaluations;
-    z.threads = 1;
-    src.options.search = z;
-  }
-  req.source = src;
-  req.params.stages = lay.pp;
-  req.params.microbatches = lay.microbatches;
-  req.params.chunks = lay.chunks;
-  req.params.costs = costs;
-  req.params.memory = plain_memory;
-  if (gen.searches) {
-    req.params.memory_limit = jc.usable_memory;  // the others are checked below
-  }
-  generation_result g;
-  try {
-    g = build_schedule(req, registry);
-  } catch (const invalid_argument&) {
-    if (!req.params.memory_limit) {
-      throw;
-    }
-    // A searching generator that fixes its own limit (zb-1p, zb-2p: p·M_B, 2p·M_B), or finds
-    // none within this one: generated without it, then checked like the others.
-    req.params.memory_limit.reset();
-    g = build_schedule(req, registry);
-  }
-  if (choice.recompute != recompute_kind::none) {
-    schedule_request rr;
-    rr.source = given_source{std::move(g.sched)};
-    rr.recompute = recompute_request{true, {}, recompute_placement::before_backward};
-    g = build_schedule(rr, registry);
-  }
+  job_schedule_spec spec;
+  spec.stages = lay.pp;
+  spec.microbatches = lay.microbatches;
+  spec.chunks = lay.chunks;
+  spec.recompute = choice.recompute;
+  spec.costs = costs;
+  spec.memory = plain_memory;
+  spec.memory_limit = jc.usable_memory;
+  spec.search_evaluations = search_evaluations;
   plan_entry e;
   e.choice = choice;
-  e.sched = std::move(g.sched);
+  e.sched = generate_job_schedule(spec, registry, gen);
   e.costs = std::move(costs);
   e.memory = jc.memory;
   const simulation_result sim = simulate(e.sched, e.costs, {true, false, false});
@@ -445,14 +495,8 @@ inline std::optional<std::vector<std::uint32_t>> partition_for(
   if (spec.kind == partition_kind::even) {
     return even_partition(job.model.layers, n);
   }
-  const job_op_times ot = op_times_of(job, lay, recompute);
-  partition_weights w;
-  w.layer_time = ot.layer_total();
-  w.fixed_time.assign(n, 0.0);
-  w.fixed_time[0] += ot.embedding_forward;
-  w.fixed_time[n - 1] += 3.0 * ot.head;
-  w.max_stage_layers = caps;
-  return balanced_partition(job.model.layers, pl, w);
+  return balanced_partition(job.model.layers, pl,
+                            partition_weights_of(op_times_of(job, lay, recompute), n, caps));
 }
 
 /// Fills a group's costs and bounds from its partition.

@@ -295,7 +295,6 @@ inline bool lower_ranked(const schedule& in, const cost_model& costs, bool eager
   std::vector<std::vector<comm_entry>> comm(p);
   std::uint64_t seq = 0;
   const traversal_plan plan(pl, false);
-  const std::vector<op_cost> table = cost_table(plan, pl, costs);
   auto record = [&](const transfer& x, double end) {
     const std::uint64_t id = seq++;
     comm[x.from].push_back({end, id, x.send});
@@ -305,26 +304,27 @@ inline bool lower_ranked(const schedule& in, const cost_model& costs, bool eager
   // its transfer is ranked with the partner's (same end, later id), so every receive the pair
   // needs ranks before the pair's sends, whatever the durations.
   std::vector<std::optional<transfer>> held(p);
-  const traversal_result tr = timed_traverse(
-      in, plan, table.data(),
-      [&](stage_index from, stage_index to) { return costs.comm(from, to); },
-      [&](const timed_step& t) {
-        if (eager) {
-          starts[t.stage][t.index] = t.start;
-        }
-        if (t.shares_slot && held[t.stage]) {
-          record(*held[t.stage], t.end);
-          held[t.stage].reset();
-        }
-        if (const auto x = outgoing(pl, m, t.stage, t.o)) {
-          const auto ops = in.ops(t.stage);
-          if (pair_candidate(ops.data(), ops.size(), t.index, pl.chunks(), m)) {
-            held[t.stage] = *x;
-          } else {
-            record(*x, t.end);
+  const traversal_result tr = with_op_costs(plan, pl, costs, [&](auto cost_of) {
+    return timed_traverse(
+        in, plan, cost_of, [&](stage_index from, stage_index to) { return costs.comm(from, to); },
+        [&](const timed_step& t) {
+          if (eager) {
+            starts[t.stage][t.index] = t.start;
           }
-        }
-      });
+          if (t.shares_slot && held[t.stage]) {
+            record(*held[t.stage], t.end);
+            held[t.stage].reset();
+          }
+          if (const auto x = outgoing(pl, m, t.stage, t.o)) {
+            const auto ops = in.ops(t.stage);
+            if (pair_candidate(ops.data(), ops.size(), t.index, pl.chunks(), m)) {
+              held[t.stage] = *x;
+            } else {
+              record(*x, t.end);
+            }
+          }
+        });
+  });
   if (!tr.complete) {
     return false;
   }
@@ -481,8 +481,8 @@ inline schedule lower_communication(const schedule& compute_only,
   }
   schedule out(in.name(), in.microbatches(), in.layout());
   const bool eager = options.receives == receive_placement::eager;
-  const cost_model costs =
-      options.costs.for_shape(in.stages(), in.layout().chunks(), "lower_communication");
+  const cost_model costs = options.costs.for_shape(in.stages(), in.layout().chunks(),
+                                                   in.microbatches(), "lower_communication");
   if (!detail::lower_ranked(in, costs, eager, out)) {
     const traversal_result tr = traverse(in, [](stage_index, std::size_t, const op&) {});
     detail::fail("lower_communication: input schedule \"", in.name(),

@@ -144,8 +144,8 @@ inline bool move_recompute_into_gaps(schedule& sched,
         continue;  // validated: its F is before it
       }
       const std::size_t fi = f - 1;
-      const double d = costs.duration(s, op_kind::recompute, r.chunk);
-      const chunk_memory& cm = memory.at(s, r.chunk);
+      const double d = costs.duration(s, op_kind::recompute, r.chunk, r.mb);
+      const chunk_memory cm = memory.at(s, r.chunk, r.mb);
       const double extra = cm.activation - cm.input;  // held longer when R runs earlier
       for (std::size_t j = fi + 1; j < i; ++j) {
         if (overlaps_next(list[j - 1])) {
@@ -206,8 +206,10 @@ inline schedule with_recompute(const schedule& sched,
   }
   schedule out = detail::recompute_before_backward(sched, chosen);
   if (opts.placement == recompute_placement::idle_slot) {
-    const cost_model costs = opts.costs.for_shape(pl.stages(), pl.chunks(), "with_recompute");
-    const memory_model memory = opts.memory.for_shape(pl.stages(), pl.chunks(), "with_recompute");
+    const std::uint32_t m = sched.microbatches();
+    const cost_model costs = opts.costs.for_shape(pl.stages(), pl.chunks(), m, "with_recompute");
+    const memory_model memory =
+        opts.memory.for_shape(pl.stages(), pl.chunks(), m, "with_recompute");
     std::vector<double> limits = opts.limits;
     if (limits.empty()) {
       limits.resize(pl.stages());

@@ -57,13 +57,21 @@ class dynamic_policy_stage {
         cap_(cap),
         next_f_(pl.chunks(), 0),
         next_b_(pl.chunks(), 0),
-        delta_f_(pl.chunks()),
         reserve_(pl.chunks()),
-        sizes_(pl.chunks()),
+        mb_stride_(mem.has_microbatch_factors() ? pl.chunks() : 0),
         live_(mem.static_memory(s)) {
+    // Per micro-batch sizes only when they differ (docs/model.md §5.1): one row otherwise.
+    const std::uint32_t rows = mem.has_microbatch_factors() ? microbatches : 1;
+    sizes_.resize(std::size_t{rows} * pl.chunks());
+    delta_f_.resize(sizes_.size());
+    for (microbatch_index j = 0; j < rows; ++j) {
+      for (chunk_index c = 0; c < pl.chunks(); ++c) {
+        const std::size_t i = std::size_t{j} * pl.chunks() + c;
+        sizes_[i] = mem.at(s, c, j);
+        delta_f_[i] = memory_delta(op_kind::forward, sizes_[i]);
+      }
+    }
     for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      sizes_[c] = mem.at(s, c);
-      delta_f_[c] = memory_delta(op_kind::forward, sizes_[c]);
       reserve_[c] = later_chunk_reserve(pl, mem, s, c);
     }
   }
@@ -80,7 +88,7 @@ class dynamic_policy_stage {
     }
     for (chunk_index c = 0; c < pl_->chunks(); ++c) {
       const microbatch_index j = next_f_[c];
-      if (j < m_ && (!cap_ || admits_forward(live_, delta_f_[c], reserve_[c], *cap_))) {
+      if (j < m_ && (!cap_ || admits_forward(live_, delta_f_[at(c, j)], reserve_[c], *cap_))) {
         f(op{op_kind::forward, j, c});
       }
     }
@@ -109,7 +117,7 @@ class dynamic_policy_stage {
 
   /// Accounts `x` (an op pick() returned) as started: its memory is committed.
   void commit(const op& x) {
-    live_ += memory_delta(x.kind, sizes_[x.chunk]);
+    live_ += memory_delta(x.kind, sizes_[at(x.chunk, x.mb)]);
     switch (x.kind) {
       case op_kind::forward:
         ++next_f_[x.chunk];
@@ -146,10 +154,14 @@ class dynamic_policy_stage {
     return pl_->global(s_, x.chunk) > pl_->global(s_, y.chunk);
   }
 
+  std::size_t at(chunk_index c, microbatch_index j) const noexcept { return j * mb_stride_ + c; }
+
   std::optional<double> cap_;
   std::vector<microbatch_index> next_f_, next_b_;
-  std::vector<double> delta_f_, reserve_;
-  std::vector<chunk_memory> sizes_;
+  std::vector<double> reserve_;
+  std::vector<double> delta_f_;      // by at(c, mb)
+  std::vector<chunk_memory> sizes_;  // by at(c, mb)
+  std::size_t mb_stride_ = 0;        // 0: every micro-batch the same sizes
   std::deque<op> pending_w_;
   double live_;
 };

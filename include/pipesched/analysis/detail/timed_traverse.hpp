@@ -75,6 +75,83 @@ inline std::vector<op_cost> cost_table(const traversal_plan& plan,
   return table;
 }
 
+/// The per-(plan index, micro-batch) costs of a cost model with per-micro-batch factors
+/// (cost_model::at(s, c, mb), docs/model.md §3.1), as timed_traverse takes them: the latencies
+/// of the plain table (T_comm is not scaled), the duration and overlap gain of the micro-batch's
+/// scaled costs (cost_model::scaled, the one rule). Owns its tables; view() is the cheap
+/// copyable callable for the engine. Computed per op as it is asked for: no table per
+/// micro-batch.
+class microbatch_costs {
+ public:
+  /// `costs` read for the shape (for_shape).
+  microbatch_costs(const traversal_plan& plan, const placement& pl, const cost_model& costs)
+      : base_(cost_table(plan, pl, costs)),
+        chunk_(std::size_t{pl.stages()} * pl.chunks()),
+        factors_(costs.microbatch_factors()),
+        chunks_(pl.chunks()) {
+    for (stage_index s = 0; s < pl.stages(); ++s) {
+      for (chunk_index c = 0; c < pl.chunks(); ++c) {
+        chunk_[std::size_t{s} * pl.chunks() + c] = costs.at(s, c);
+      }
+    }
+  }
+
+  /// Costs of plan entry i (index (s·v + c)·op_kind_count + kind) for micro-batch mb.
+  op_cost operator()(std::size_t i, microbatch_index mb) const noexcept {
+    return at(base_.data(), chunk_.data(), &factors_, chunks_, i, mb);
+  }
+  /// What timed_traverse takes: a cheap copyable view of this object's tables (valid while
+  /// the object lives).
+  auto view() const noexcept {
+    return [base = base_.data(), chunk = chunk_.data(), factors = &factors_, v = chunks_](
+               std::size_t i, microbatch_index mb)
+               PIPESCHED_HOT_LAMBDA { return at(base, chunk, factors, v, i, mb); };
+  }
+
+ private:
+  static op_cost at(const op_cost* base,
+                    const op_costs* chunk,
+                    const microbatch_table<cost_factors>* factors,
+                    std::uint32_t v,
+                    std::size_t i,
+                    microbatch_index mb) noexcept {
+    op_cost oc = base[i];
+    const std::size_t sc = i / op_kind_count;
+    const auto k = static_cast<op_kind>(i % op_kind_count);
+    if (!is_compute(k)) {
+      return oc;
+    }
+    const auto s = static_cast<stage_index>(sc / v);
+    const auto c = static_cast<chunk_index>(sc % v);
+    const op_costs t = cost_model::scaled(chunk[sc], factors->at(s, c, mb));
+    oc.duration = cost_model::duration_of(t, k);
+    oc.overlap_gain = k == op_kind::forward ? cost_model::overlap_gain_of(t) : 0.0;
+    return oc;
+  }
+
+  std::vector<op_cost> base_;
+  std::vector<op_costs> chunk_;
+  microbatch_table<cost_factors> factors_;
+  std::uint32_t chunks_ = 1;
+};
+
+/// Calls f(costs_arg) with what timed_traverse takes as `costs` for `costs` (read for the
+/// shape): the plain table's pointer, or, with per-micro-batch factors, a microbatch_costs view
+/// (valid during the call). The one place that picks: simulate, communication lowering, the
+/// search's order timing and recomputation's gap search go through it. Returns f's result.
+template <class F>
+auto with_op_costs(const traversal_plan& plan,
+                   const placement& pl,
+                   const cost_model& costs,
+                   F&& f) {
+  if (costs.has_microbatch_factors()) {
+    const microbatch_costs per_mb(plan, pl, costs);
+    return f(per_mb.view());
+  }
+  const std::vector<op_cost> table = cost_table(plan, pl, costs);
+  return f(table.data());
+}
+
 /// Storage slot of an event: B's two events share one slot (they happen together, and BW
 /// only produces the first), so compute-only schedules need two doubles per (chunk, mb).
 constexpr std::size_t event_slot(event_kind e) noexcept {
@@ -132,9 +209,9 @@ inline bool pair_candidate(
 /// - a compute op starts at max(end of the previous op on its stage, end of each producer on
 ///   another stage + its latency) and lasts costs[plan index].duration;
 /// `costs` is a `const op_cost*` indexed by plan index, or, for costs that differ per op (a
-/// sampled perturbation, analysis/perturbed_timing.hpp), a callable
-/// `(std::size_t plan_index, microbatch_index mb) -> const op_cost&` (a pure function of its
-/// arguments: the pair rounds below may ask twice);
+/// sampled perturbation, analysis/perturbed_timing.hpp; per-micro-batch factors,
+/// microbatch_costs), a callable `(std::size_t plan_index, microbatch_index mb) -> op_cost`
+/// (or a const reference; a pure function of its arguments: the pair rounds below may ask twice);
 /// - an overlapped pair (pair_candidate: an op marked overlaps_next and the next op of its
 ///   stage) is one slot: both start at the later of the two ops' ready times and both end
 ///   after the two durations added minus the F's overlap_gain (T_FB for an F and a B);
@@ -167,11 +244,12 @@ traversal_result timed_traverse(const Sched& sched,
   const std::uint32_t v = pl.chunks();
   const std::size_t nslots = plan.lowered() ? 4 : 2;
   const op_plan* const plan_base = plan.data();
+  // A reference into a table, or the callable's own result (by value when it computes one).
   auto cost_of = [costs](std::size_t i, microbatch_index mb)
-                     PIPESCHED_HOT_LAMBDA -> const op_cost& {
+                     PIPESCHED_HOT_LAMBDA -> decltype(auto) {
     if constexpr (std::is_pointer_v<Costs>) {
       static_cast<void>(mb);
-      return costs[i];
+      return (costs[i]);
     } else {
       return costs(i, mb);
     }

@@ -174,6 +174,116 @@ inline search_bounds lower_bounds(const placement& pl,
   return out;
 }
 
+/// lower_bounds when micro-batches differ (per-micro-batch factors, docs/model.md §3.1, §5.1):
+/// the terms above that stay valid whichever micro-batch runs where, in a simpler form (weaker,
+/// never wrong): every chain is timed with each chunk's cheapest F and B over the micro-batches.
+/// Per stage s: busy_s = Σ_j Σ_c (F+B+W)(j); the head window less the most forward work the
+/// budget holds (a fractional knapsack over every (micro-batch, chunk)); with one chunk per
+/// stage the drain chain (a forward to stage j, all of j's F and B, a backward back to s and a
+/// W on s) and throughput (at most budget / the smallest M_B held at once, each for at least
+/// its F + B + the backward below). The makespan: the forward chain to the stage's lowest chunk
+/// plus its span bound.
+inline search_bounds lower_bounds_per_microbatch(const placement& pl,
+                                                 std::uint32_t m,
+                                                 const cost_model& costs,
+                                                 const memory_model& memory,
+                                                 const std::vector<double>& avail) {
+  const std::uint32_t p = pl.stages();
+  const std::uint32_t v = pl.chunks();
+  const std::uint32_t G = pl.total_chunks();
+  // Prefix sums along the global chunk chain of the cheapest F and B, and of the hops.
+  std::vector<double> fpre(G + 1, 0.0), bpre(G + 1, 0.0), hpre(G + 1, 0.0);
+  for (global_chunk g = 0; g < G; ++g) {
+    const stage_index s = pl.stage_of(g);
+    const chunk_index c = pl.local_of(g);
+    double f = std::numeric_limits<double>::infinity();
+    double b = f;
+    for (microbatch_index j = 0; j < m; ++j) {
+      const op_costs t = costs.at(s, c, j);
+      f = std::min(f, t.forward);
+      b = std::min(b, t.backward_input);
+    }
+    fpre[g + 1] = fpre[g] + f;
+    bpre[g + 1] = bpre[g] + b;
+    const double hop =
+        g + 1 < G ? std::min(costs.comm(s, pl.stage_of(g + 1)), costs.comm(pl.stage_of(g + 1), s))
+                  : 0.0;
+    hpre[g + 1] = hpre[g] + hop;
+  }
+  const double meps = memory_tolerance(pl, memory, avail);
+  std::vector<double> fb_work(p, 0.0);  // Σ_j Σ_c (F + B)(j) per stage
+  std::vector<double> busy(p, 0.0);
+  for (stage_index s = 0; s < p; ++s) {
+    for (chunk_index c = 0; c < v; ++c) {
+      for (microbatch_index j = 0; j < m; ++j) {
+        const op_costs t = costs.at(s, c, j);
+        fb_work[s] += t.forward + t.backward_input;
+        busy[s] += t.forward + t.backward_input + t.backward_weight;
+      }
+    }
+  }
+  search_bounds out;
+  for (stage_index s = 0; s < p; ++s) {
+    const double budget = avail[s] + meps;
+    global_chunk gmin = G;
+    global_chunk gmax = 0;
+    for (chunk_index c = 0; c < v; ++c) {
+      gmin = std::min(gmin, pl.global(s, c));
+      gmax = std::max(gmax, pl.global(s, c));
+    }
+    const double d_head = (fpre[G] - fpre[gmin]) + (bpre[G] - bpre[gmax + 1]) +
+                          (hpre[G - 1] - hpre[gmin]) + (hpre[G - 1] - hpre[gmax]);
+    // The most forward work that fits before the first B: most work per unit of memory first.
+    struct item {
+      double work, size;
+    };
+    std::vector<item> items;
+    items.reserve(std::size_t{m} * v);
+    for (chunk_index c = 0; c < v; ++c) {
+      for (microbatch_index j = 0; j < m; ++j) {
+        items.push_back({costs.at(s, c, j).forward, memory.at(s, c, j).activation});
+      }
+    }
+    std::sort(items.begin(), items.end(),
+              [](const item& a, const item& b) { return a.work * b.size > b.work * a.size; });
+    double room = std::max(0.0, budget);
+    double fwork = 0.0;
+    for (const item& it : items) {
+      const double n = it.size <= 0.0 ? 1.0 : std::min(1.0, room / it.size);
+      if (n <= 0.0) {
+        break;
+      }
+      fwork += n * it.work;
+      room -= n * it.size;
+    }
+    double best = busy[s] + std::max(0.0, d_head - fwork);
+    if (v == 1) {
+      double smallest = std::numeric_limits<double>::infinity();
+      double hold = smallest;
+      double w_min = smallest;
+      for (microbatch_index j = 0; j < m; ++j) {
+        const op_costs t = costs.at(s, 0, j);
+        smallest = std::min(smallest, memory.at(s, 0, j).activation);
+        hold = std::min(hold, t.forward + t.backward_input);
+        w_min = std::min(w_min, t.backward_weight);
+      }
+      for (stage_index j = s + 1; j < p; ++j) {  // drain chain
+        const double chain = (fpre[j] - fpre[s]) + (bpre[j] - bpre[s]) + 2.0 * (hpre[j] - hpre[s]);
+        best = std::max(best, chain + fb_work[j] + w_min);
+      }
+      if (smallest > 0.0) {  // throughput
+        const double k = std::max(1.0, std::floor(budget / smallest));
+        const double below =
+            (fpre[G] - fpre[s + 1]) + (bpre[G] - bpre[s + 1]) + 2.0 * (hpre[G - 1] - hpre[s]);
+        best = std::max(best, std::ceil(double(m) / k - 1e-9) * (hold + below) + w_min);
+      }
+    }
+    out.span = std::max(out.span, best);
+    out.makespan = std::max(out.makespan, (fpre[gmin] + hpre[gmin]) + best);
+  }
+  return out;
+}
+
 /// lower_bounds(...).span: no order within the budgets has a shorter longest stage span.
 inline double span_lower_bound(const placement& pl,
                                std::uint32_t m,

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -48,6 +49,13 @@ struct greedy_run {
 };
 
 /// Problem data flattened for the greedy (index s*v + c unless noted).
+///
+/// Micro-batches that differ (docs/model.md §3.1, §5.1): `varies` is set and the per-(micro-batch,
+/// s, c) tables vt*, vd* (index mb·(p·v) + s·v + c) hold each micro-batch's costs and memory
+/// changes, which the greedy, the gap filling and the local search read (op_time, op_delta);
+/// tf, tb, tw are then each (s, c)'s mean over the micro-batches and mb, mw, df, db, dw its
+/// largest (memory_model::envelope): what the authors' heuristics, which take one micro-batch
+/// for all, decide with (their orders are re-timed and checked with the real model).
 struct greedy_problem {
   placement pl;
   std::uint32_t m = 0;
@@ -78,10 +86,24 @@ struct greedy_problem {
   double meps = 1e-9;
   /// What the search minimises (the cuts, the best-first order, the local search).
   search_objective objective;
-  /// The timing engine's tables for this problem (time_order).
+  /// The timing engine's tables for this problem (time_order): one op_cost per plan entry, or
+  /// with per-micro-batch factors the per-micro-batch costs (`timing_mb`).
   traversal_plan plan;
   std::vector<op_cost> timing;
+  std::optional<microbatch_costs> timing_mb;
+  /// Per-micro-batch costs or memory (above); vt*, vd* hold m·(p·v) values each.
+  bool varies = false;
+  std::vector<double> vtf, vtb, vtw, vdf, vdb, vdw;
   static constexpr std::size_t npos = std::size_t(-1);
+
+  /// Duration of micro-batch j's F, B or W of flat index i (s·v + c).
+  double op_time(std::size_t i, op_kind k, microbatch_index j) const noexcept {
+    const std::size_t at = varies ? std::size_t{j} * tf.size() + i : i;
+    const std::vector<double>& t = k == op_kind::forward          ? (varies ? vtf : tf)
+                                   : k == op_kind::backward_input ? (varies ? vtb : tb)
+                                                                  : (varies ? vtw : tw);
+    return t[at];
+  }
 
   greedy_problem(placement layout,
                  std::uint32_t microbatches,
@@ -146,6 +168,37 @@ struct greedy_problem {
         next_stage[i] = static_cast<stage_index>(next[i] / v);
       }
     }
+    varies = costs.has_microbatch_factors() || memory.has_microbatch_factors();
+    if (varies) {
+      vtf.resize(n * m), vtb.resize(n * m), vtw.resize(n * m);
+      vdf.resize(n * m), vdb.resize(n * m), vdw.resize(n * m);
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto s = static_cast<stage_index>(i / v);
+        const auto c = static_cast<chunk_index>(i % v);
+        double sf = 0.0;
+        double sb = 0.0;
+        double sw = 0.0;
+        for (microbatch_index j = 0; j < m; ++j) {
+          const std::size_t at = std::size_t{j} * n + i;
+          const op_costs t = costs.at(s, c, j);
+          vtf[at] = t.forward, vtb[at] = t.backward_input, vtw[at] = t.backward_weight;
+          scale = std::max({scale, t.forward, t.backward_input, t.backward_weight});
+          sf += t.forward, sb += t.backward_input, sw += t.backward_weight;
+          const chunk_memory cm = memory.at(s, c, j);
+          vdf[at] = memory_delta(op_kind::forward, cm);
+          vdb[at] = memory_delta(op_kind::backward_input, cm);
+          vdw[at] = memory_delta(op_kind::backward_weight, cm);
+        }
+        tf[i] = sf / double(m), tb[i] = sb / double(m), tw[i] = sw / double(m);
+        const chunk_memory env = memory.envelope(s, c);
+        mb[i] = env.activation;
+        mw[i] = env.weight_grad_input;
+        df[i] = memory_delta(op_kind::forward, env);
+        db[i] = memory_delta(op_kind::backward_input, env);
+        dw[i] = memory_delta(op_kind::backward_weight, env);
+      }
+      timing_mb.emplace(plan, pl, costs);
+    }
     eps = 1e-9 * (scale > 0.0 ? scale : 1.0);
     meps = memory_tolerance(pl, memory, avail);
     timing = cost_table(plan, pl, costs);
@@ -163,14 +216,14 @@ class greedy_scheduler {
  public:
   explicit greedy_scheduler(const greedy_problem& pr)
       : pr_(pr),
-        tf_(pr.tf.data()),
-        tb_(pr.tb.data()),
-        tw_(pr.tw.data()),
+        tf_(pr.varies ? pr.vtf.data() : pr.tf.data()),
+        tb_(pr.varies ? pr.vtb.data() : pr.tb.data()),
+        tw_(pr.varies ? pr.vtw.data() : pr.tw.data()),
         fcomm_(pr.fcomm.data()),
         bcomm_(pr.bcomm.data()),
-        df_(pr.df.data()),
-        db_(pr.db.data()),
-        dw_(pr.dw.data()),
+        df_(pr.varies ? pr.vdf.data() : pr.df.data()),
+        db_(pr.varies ? pr.vdb.data() : pr.db.data()),
+        dw_(pr.varies ? pr.vdw.data() : pr.dw.data()),
         reserve_(pr.reserve.data()),
         gl_(pr.gl.data()),
         prev_(pr.prev.data()),
@@ -181,7 +234,9 @@ class greedy_scheduler {
         prev_stage_(pr.prev_stage.data()),
         next_stage_(pr.next_stage.data()),
         eps_(pr.eps),
-        obj_(pr.objective) {
+        obj_(pr.objective),
+        n_(pr.tf.size()),
+        varies_(pr.varies) {
     // The memory budget with its tolerance folded in, once: the hot loop then compares
     // memory against memory (never against the time tolerance) with one load.
     cap_.resize(pr.avail.size());
@@ -217,7 +272,11 @@ class greedy_scheduler {
   /// Runs up to `steps` more steps; true once the run is over (complete, cut or stalled).
   bool advance(std::size_t steps) {
     if (!over_) {
-      over_ = v_ == 1 ? loop<true>(steps) : loop<false>(steps);
+      if (varies_) {
+        over_ = v_ == 1 ? loop<true, true>(steps) : loop<false, true>(steps);
+      } else {
+        over_ = v_ == 1 ? loop<true, false>(steps) : loop<false, false>(steps);
+      }
     }
     return over_;
   }
@@ -297,8 +356,9 @@ class greedy_scheduler {
 
  private:
   // The run's main loop, for at most `steps` steps; true when the run is over. One: a
-  // single chunk per stage (zb-auto), compiled without the per-chunk loops.
-  template <bool One>
+  // single chunk per stage (zb-auto), compiled without the per-chunk loops. Var: costs and
+  // memory per micro-batch (greedy_problem::varies), compiled without them otherwise.
+  template <bool One, bool Var>
   bool loop(std::size_t steps) {
     while (steps-- > 0) {
       if (cut_hit_ || budget_-- == 0) {
@@ -306,7 +366,7 @@ class greedy_scheduler {
       }
       if (--until_chain_ == 0) {
         until_chain_ = chain_every_;
-        chain_bound();
+        chain_bound<Var>();
       }
       const stage_index s = tree_[1].stage;
       const double k = tree_[1].key;
@@ -314,7 +374,7 @@ class greedy_scheduler {
         return true;  // every stage done or asleep
       }
       key_[s] = never;  // the tree is fixed below, once, unless step() pushes s again
-      step<One>(s, k);
+      step<One, Var>(s, k);
       if (key_[s] == never) {
         update(s);
       }
@@ -379,7 +439,29 @@ class greedy_scheduler {
     for (stage_index s = 0; s < p_; ++s) {
       for (chunk_index c = 0; c < v_; ++c) {
         const std::size_t i = idx<false>(s, c);
-        rem_[s] += double(m_) * (tf_[i] + tb_[i] + tw_[i]);
+        if (!varies_) {
+          rem_[s] += double(m_) * (tf_[i] + tb_[i] + tw_[i]);
+          continue;
+        }
+        for (std::uint32_t j = 0; j < m_; ++j) {
+          const std::size_t a = at<true>(i, j);
+          rem_[s] += tf_[a] + tb_[a] + tw_[a];
+        }
+      }
+    }
+    if (varies_) {
+      // Per (global chunk, micro-batch): the work of that chunk's F (and B) from that
+      // micro-batch on, for chain_bound.
+      const std::size_t rows = std::size_t{pr_.pl.total_chunks()} * (m_ + 1);
+      f_rest_.assign(rows, 0.0);
+      b_rest_.assign(rows, 0.0);
+      for (global_chunk g = 0; g < pr_.pl.total_chunks(); ++g) {
+        const std::size_t i = pr_.flat[g];
+        for (std::uint32_t j = m_; j-- > 0;) {
+          const std::size_t cell = std::size_t{g} * (m_ + 1) + j;
+          f_rest_[cell] = f_rest_[cell + 1] + tf_[at<true>(i, j)];
+          b_rest_[cell] = b_rest_[cell + 1] + tb_[at<true>(i, j)];
+        }
       }
     }
     first_.assign(p_, never);
@@ -422,6 +504,18 @@ class greedy_scheduler {
     return One ? std::size_t{s} : std::size_t{s} * v_ + c;
   }
 
+  // Where micro-batch j's cost or memory change of flat index i is: per micro-batch (Var),
+  // or the one value of i.
+  template <bool Var>
+  std::size_t at(std::size_t i, std::uint32_t j) const noexcept {
+    if constexpr (Var) {
+      return std::size_t{j} * n_ + i;
+    } else {
+      static_cast<void>(j);
+      return i;
+    }
+  }
+
   void push(stage_index s, double k) {
     key_[s] = k;
     update(s);
@@ -434,6 +528,7 @@ class greedy_scheduler {
 
   // When the F of micro-batch j on flat index i gets its input: exact when the previous
   // chunk's F(j) is placed (`known`), else a lower bound.
+  template <bool Var>
   double f_input(std::size_t i, std::uint32_t j, double now, bool& known) const {
     const std::size_t pc = prev_cell_[i];
     known = true;
@@ -442,11 +537,13 @@ class greedy_scheduler {
     }
     known = nf_[prev_[i]] > j;
     return input_arrival(
-        known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[prev_[i]]), fcomm_[i]);
+        known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[at<Var>(prev_[i], j)]),
+        fcomm_[i]);
   }
 
   // Likewise for B of micro-batch j: the next chunk's B(j), or the own F(j) for the last
   // chunk (always placed before its B is considered).
+  template <bool Var>
   double b_input(std::size_t i, std::uint32_t j, double now, bool& known) const {
     const std::size_t nc = next_cell_[i];
     known = true;
@@ -455,10 +552,11 @@ class greedy_scheduler {
     }
     known = nb_[next_[i]] > j;
     return input_arrival(
-        known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[next_[i]]), bcomm_[i]);
+        known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[at<Var>(next_[i], j)]),
+        bcomm_[i]);
   }
 
-  template <bool One>
+  template <bool One, bool Var>
   cand next_b(stage_index s, double now) const {
     if constexpr (One) {
       // One chunk: no comparison, and the result built in one go (a piecewise-built struct
@@ -469,7 +567,7 @@ class greedy_scheduler {
         return cand{};
       }
       bool known = true;
-      const double ready = b_input(i, j, now, known);
+      const double ready = b_input<Var>(i, j, now, known);
       return cand{true, known, ready, 0};
     }
     // Scalars, not a cand built field by field and copied: see the single-chunk path.
@@ -484,7 +582,7 @@ class greedy_scheduler {
       }
       const std::uint32_t j = nb_[i];
       bool known = true;
-      const double ready = b_input(i, j, now, known);
+      const double ready = b_input<Var>(i, j, now, known);
       if (!b_exists || (known && !b_known) || (known == b_known && ready < b_ready - eps_)) {
         b_exists = true;
         b_known = known;
@@ -495,14 +593,15 @@ class greedy_scheduler {
     return cand{b_exists, b_known, b_ready, b_c};
   }
 
-  // Whether an F of flat index i fits stage s's budget, room for its later chunks kept: the
-  // memory engine's admission rule.
+  // Whether the next F of flat index i (its micro-batch nf_[i]) fits stage s's budget, room
+  // for its later chunks kept: the memory engine's admission rule.
+  template <bool Var>
   bool f_fits(stage_index s, std::size_t i) const noexcept {
-    return admits_forward(mem_[s], df_[i], reserve_[i], cap_[s]);
+    return admits_forward(mem_[s], df_[at<Var>(i, nf_[i])], reserve_[i], cap_[s]);
   }
 
   // Next admissible F; `blocked` reports an F held back only by the memory budget.
-  template <bool One>
+  template <bool One, bool Var>
   cand next_f(stage_index s, double now, bool& blocked, double& blocked_ready) {
     blocked = false;
     blocked_ready = never;
@@ -513,8 +612,8 @@ class greedy_scheduler {
         return cand{};
       }
       bool known = true;
-      const double ready = f_input(i, j, now, known);
-      if (!f_fits(s, i)) {
+      const double ready = f_input<Var>(i, j, now, known);
+      if (!f_fits<Var>(s, i)) {
         blocked = true;
         blocked_ready = known ? ready : never;
         return cand{};
@@ -532,8 +631,8 @@ class greedy_scheduler {
       }
       const std::uint32_t j = nf_[i];
       bool known = true;
-      const double ready = f_input(i, j, now, known);
-      if (!f_fits(s, i)) {
+      const double ready = f_input<Var>(i, j, now, known);
+      if (!f_fits<Var>(s, i)) {
         blocked = true;
         if (known) {
           blocked_ready = std::min(blocked_ready, ready);
@@ -565,15 +664,16 @@ class greedy_scheduler {
       // A later chunk's F that arrives before the chosen one could end: waiting for it keeps
       // the chunk order a small transfer latency would otherwise flip (only meaningful when
       // later chunks are preferred: otherwise the flag is unused, and its runs are copies).
-      const double end = std::max(t_[s], b_ready) + tf_[idx<One>(s, b_c)];
-      const global_chunk h = gl_[idx<One>(s, b_c)];
+      const std::size_t bi = idx<One>(s, b_c);
+      const double end = std::max(t_[s], b_ready) + tf_[at<Var>(bi, nf_[bi])];
+      const global_chunk h = gl_[bi];
       for (chunk_index c = 0; c < chunks<One>(); ++c) {
         const std::size_t i = idx<One>(s, c);
-        if (nf_[i] >= m_ || gl_[i] <= h || !f_fits(s, i)) {
+        if (nf_[i] >= m_ || gl_[i] <= h || !f_fits<Var>(s, i)) {
           continue;
         }
         bool known = true;
-        const double ready = f_input(i, nf_[i], now, known);
+        const double ready = f_input<Var>(i, nf_[i], now, known);
         if (known && ready > now + eps_ && ready < end - eps_) {
           used_ |= 32u;
           if (fl_.wait_for_later_chunk) {
@@ -628,8 +728,10 @@ class greedy_scheduler {
   //   LF(g) = max(t(stage) + remaining F of g, LF(g−1) + comm + T_F(g))        (its last F)
   //   LB(g) = max(t(stage) + remaining F and B of g, LB(g+1) + comm + T_B(g))  (LF for the last)
   // (exact end times once placed), and the stage's last op, a W, ends T_W later.
+  template <bool Var>
   void chain_bound() {
     const std::size_t G = lf_.size();
+    const std::uint32_t last_mb = m_ - 1;
     for (std::size_t g = 0; g < G; ++g) {
       const std::size_t i = pr_.flat[g];
       const stage_index s = pr_.stage[g];
@@ -638,9 +740,9 @@ class greedy_scheduler {
       if (nf_[i] == m_) {
         e = f_end_[last];
       } else {
-        e = t_[s] + double(m_ - nf_[i]) * tf_[i];
+        e = t_[s] + f_rest<Var>(g, i);
         if (g > 0) {
-          e = std::max(e, lf_[g - 1] + fcomm_[i] + tf_[i]);
+          e = std::max(e, lf_[g - 1] + fcomm_[i] + tf_[at<Var>(i, last_mb)]);
         }
       }
       lf_[g] = e;
@@ -653,8 +755,8 @@ class greedy_scheduler {
       if (nb_[i] == m_) {
         e = b_end_[last];
       } else {
-        e = t_[s] + double(m_ - nf_[i]) * tf_[i] + double(m_ - nb_[i]) * tb_[i];
-        e = std::max(e, (g + 1 == G ? lf_[g] : lb_[g + 1] + bcomm_[i]) + tb_[i]);
+        e = t_[s] + f_rest<Var>(g, i) + b_rest<Var>(g, i);
+        e = std::max(e, (g + 1 == G ? lf_[g] : lb_[g + 1] + bcomm_[i]) + tb_[at<Var>(i, last_mb)]);
       }
       lb_[g] = e;
     }
@@ -664,11 +766,30 @@ class greedy_scheduler {
       if (first_[s] == never) {
         continue;
       }
-      max_bound_ = std::max(max_bound_, lb_[g] + tw_[i] - first_[s]);
-      max_end_ = std::max(max_end_, lb_[g] + tw_[i]);
+      // The last micro-batch's W follows its B, on the same stage.
+      max_bound_ = std::max(max_bound_, lb_[g] + tw_[at<Var>(i, last_mb)] - first_[s]);
+      max_end_ = std::max(max_end_, lb_[g] + tw_[at<Var>(i, last_mb)]);
     }
     if (obj_.loses(cut_, max_bound_, max_end_, eps_)) {
       cut_hit_ = true;
+    }
+  }
+
+  // The F (B) work of global chunk g (flat index i) still to place.
+  template <bool Var>
+  double f_rest(std::size_t g, std::size_t i) const noexcept {
+    if constexpr (Var) {
+      return f_rest_[g * (m_ + 1) + nf_[i]];
+    } else {
+      return double(m_ - nf_[i]) * tf_[i];
+    }
+  }
+  template <bool Var>
+  double b_rest(std::size_t g, std::size_t i) const noexcept {
+    if constexpr (Var) {
+      return b_rest_[g * (m_ + 1) + nb_[i]];
+    } else {
+      return double(m_ - nb_[i]) * tb_[i];
     }
   }
 
@@ -679,23 +800,24 @@ class greedy_scheduler {
     }
   }
 
-  template <bool One>
+  template <bool One, bool Var>
   void do_w(stage_index s) {
     const op w = wq_[s][wq_head_[s]++];
-    place(s, w, t_[s], tw_[idx<One>(s, w.chunk)]);
-    const std::size_t i = idx<One>(s, w.chunk);
-    t_[s] += tw_[i];
-    mem_[s] += dw_[i];
+    const std::size_t a = at<Var>(idx<One>(s, w.chunk), w.mb);
+    place(s, w, t_[s], tw_[a]);
+    t_[s] += tw_[a];
+    mem_[s] += dw_[a];
   }
 
-  template <bool One>
+  template <bool One, bool Var>
   void do_f(stage_index s, chunk_index c, double ready) {
     const std::size_t i = idx<One>(s, c);
     const std::uint32_t j = nf_[i]++;
+    const std::size_t a = at<Var>(i, j);
     const double start = std::max(t_[s], ready);
-    place(s, make_op(op_kind::forward, j, c), start, tf_[i]);
-    t_[s] = start + tf_[i];
-    mem_[s] += df_[i];
+    place(s, make_op(op_kind::forward, j, c), start, tf_[a]);
+    t_[s] = start + tf_[a];
+    mem_[s] += df_[a];
     f_end_[own_cell_[i] + j] = t_[s];
     const std::size_t nx = next_[i];
     if (nx != greedy_problem::npos && next_stage_[i] != s) {
@@ -703,14 +825,15 @@ class greedy_scheduler {
     }
   }
 
-  template <bool One>
+  template <bool One, bool Var>
   void do_b(stage_index s, chunk_index c, double ready) {
     const std::size_t i = idx<One>(s, c);
     const std::uint32_t j = nb_[i]++;
+    const std::size_t a = at<Var>(i, j);
     const double start = std::max(t_[s], ready);
-    place(s, make_op(op_kind::backward_input, j, c), start, tb_[i]);
-    t_[s] = start + tb_[i];
-    mem_[s] += db_[i];
+    place(s, make_op(op_kind::backward_input, j, c), start, tb_[a]);
+    t_[s] = start + tb_[a];
+    mem_[s] += db_[a];
     wq_[s].push_back(make_op(op_kind::backward_weight, j, c));
     b_end_[own_cell_[i] + j] = t_[s];
     const std::size_t pv = prev_[i];
@@ -722,9 +845,10 @@ class greedy_scheduler {
   bool w_pending(stage_index s) const { return wq_head_[s] < wq_[s].size(); }
 
   // Whether to put the oldest pending W into a gap of length `gap` before the next op.
-  template <bool One>
+  template <bool One, bool Var>
   bool w_fits(stage_index s, double gap) {
-    const double tw = tw_[idx<One>(s, wq_[s][wq_head_[s]].chunk)];
+    const op& w = wq_[s][wq_head_[s]];
+    const double tw = tw_[at<Var>(idx<One>(s, w.chunk), w.mb)];
     if (gap >= tw - eps_) {
       return true;
     }
@@ -741,24 +865,25 @@ class greedy_scheduler {
     return fl_.fill_small_gaps || (fl_.bubble_rule && raises);
   }
 
-  template <bool One>
+  template <bool One, bool Var>
   void step(stage_index s, double now) {
     for (;;) {
       bool f_blocked = false;
       double f_blocked_ready = never;
-      const cand b = next_b<One>(s, now);
-      const cand f = next_f<One>(s, now, f_blocked, f_blocked_ready);
+      const cand b = next_b<One, Var>(s, now);
+      const cand f = next_f<One, Var>(s, now, f_blocked, f_blocked_ready);
       if (!b.exists && !f.exists && !f_blocked) {
         while (w_pending(s)) {  // all F and B placed: flush the W
-          do_w<One>(s);
+          do_w<One, Var>(s);
         }
         return;
       }
       const bool b_now = b.exists && b.known && b.ready <= now + eps_;
       bool f_now = f.exists && f.known && f.ready <= now + eps_;
       bool f_deferred = false;
+      const std::size_t fi = idx<One>(s, f.c);
       if (f_now && b.exists && b.known && !b_now &&
-          b.ready < std::max(t_[s], f.ready) + tf_[idx<One>(s, f.c)] - eps_) {
+          b.ready < std::max(t_[s], f.ready) + tf_[at<Var>(fi, nf_[fi])] - eps_) {
         used_ |= 2u;
         if (fl_.wait_for_b) {
           f_now = false;  // the F would delay a B that is about to arrive
@@ -777,14 +902,14 @@ class greedy_scheduler {
       }
       if (pick != 0) {
         const double start = std::max(t_[s], pick == 1 ? b.ready : f.ready);
-        if (w_pending(s) && start > t_[s] + eps_ && w_fits<One>(s, start - t_[s])) {
-          do_w<One>(s);
+        if (w_pending(s) && start > t_[s] + eps_ && w_fits<One, Var>(s, start - t_[s])) {
+          do_w<One, Var>(s);
           continue;
         }
         if (pick == 1) {
-          do_b<One>(s, b.c, b.ready);
+          do_b<One, Var>(s, b.c, b.ready);
         } else {
-          do_f<One>(s, f.c, f.ready);
+          do_f<One, Var>(s, f.c, f.ready);
         }
         push(s, std::max(t_[s], now));
         return;
@@ -800,8 +925,8 @@ class greedy_scheduler {
       if (w_pending(s)) {
         // Memory must be recycled: an F waits only for room and no B is coming to free it.
         const bool recycle = f_blocked && (!b.exists || f_blocked_ready <= now + eps_);
-        if (recycle || (next < never && w_fits<One>(s, next - t_[s]))) {
-          do_w<One>(s);
+        if (recycle || (next < never && w_fits<One, Var>(s, next - t_[s]))) {
+          do_w<One, Var>(s);
           continue;
         }
       }
@@ -841,6 +966,8 @@ class greedy_scheduler {
   const stage_index* next_stage_;
   double eps_;
   search_objective obj_;
+  std::size_t n_;  // p·v: the stride of one micro-batch's row in the per-micro-batch tables
+  bool varies_;    // greedy_problem::varies
   greedy_flags fl_{};
   greedy_cut cut_;
   double max_end_ = 0.0;  // lower bound on the makespan
@@ -872,6 +999,9 @@ class greedy_scheduler {
   std::vector<double> rem_;      // busy time still to place, per stage
   std::vector<double> first_;    // start of each stage's first op
   std::vector<double> lf_, lb_;  // chain_bound's scratch, per global chunk
+  // Per-micro-batch costs only: F and B work of (global chunk, micro-batch j on), for
+  // chain_bound (row g·(m + 1), a last 0).
+  std::vector<double> f_rest_, b_rest_;
   std::size_t chain_every_ = 64;
 };
 
@@ -898,16 +1028,18 @@ inline order_times time_order(const greedy_problem& pr,
   std::vector<double> last(p, 0.0);
   std::vector<char> ran(p, 0);
   const op_lists lists{&pr.pl, pr.m, &ops};
-  const traversal_result tr = timed_traverse(
-      lists, pr.plan, pr.timing.data(), [](stage_index, stage_index) { return 0.0; },
-      [&](const timed_step& t) {
-        start[t.stage][t.index] = t.start;
-        if (t.index == 0) {
-          first[t.stage] = t.start;
-          ran[t.stage] = 1;
-        }
-        last[t.stage] = t.end;
-      });
+  auto visit = [&](const timed_step& t) {
+    start[t.stage][t.index] = t.start;
+    if (t.index == 0) {
+      first[t.stage] = t.start;
+      ran[t.stage] = 1;
+    }
+    last[t.stage] = t.end;
+  };
+  auto no_rendezvous = [](stage_index, stage_index) { return 0.0; };
+  const traversal_result tr =
+      pr.timing_mb ? timed_traverse(lists, pr.plan, pr.timing_mb->view(), no_rendezvous, visit)
+                   : timed_traverse(lists, pr.plan, pr.timing.data(), no_rendezvous, visit);
   order_times out;
   out.complete = tr.complete;
   for (stage_index s = 0; s < p; ++s) {

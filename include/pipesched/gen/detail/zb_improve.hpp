@@ -199,10 +199,7 @@ class order_improver {
   };
 
   double dur(stage_index s, const op& o) const noexcept {
-    const std::size_t i = std::size_t{s} * pr_.pl.chunks() + o.chunk;
-    return o.kind == op_kind::forward          ? pr_.tf[i]
-           : o.kind == op_kind::backward_input ? pr_.tb[i]
-                                               : pr_.tw[i];
+    return pr_.op_time(std::size_t{s} * pr_.pl.chunks() + o.chunk, o.kind, o.mb);
   }
 
   bool score(const std::vector<std::vector<op>>& ops,

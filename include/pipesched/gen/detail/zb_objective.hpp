@@ -21,6 +21,11 @@ namespace pipesched::detail {
 inline bool stages_differ(const placement& pl,
                           const cost_model& costs,
                           const memory_model& memory) {
+  // Micro-batches that differ (docs/model.md §3.1): which one a stage runs first decides when
+  // the later stages start, which the span does not see; the makespan is the step time.
+  if (costs.has_microbatch_factors() || memory.has_microbatch_factors()) {
+    return true;
+  }
   for (stage_index s = 1; s < pl.stages(); ++s) {
     if (memory.static_memory(s) != memory.static_memory(0)) {
       return true;

@@ -36,6 +36,24 @@ namespace pipesched {
 
 namespace detail {
 
+/// The F + B + W work of local chunk c on stage s over m micro-batches: m·(T_F + T_B + T_W), or
+/// with per-micro-batch factors the sum of each micro-batch's (docs/model.md §3.1).
+inline double stage_chunk_work(const cost_model& costs,
+                               std::uint32_t m,
+                               stage_index s,
+                               chunk_index c) {
+  if (!costs.has_microbatch_factors()) {
+    const op_costs t = costs.at(s, c);
+    return double(m) * (t.forward + t.backward_input + t.backward_weight);
+  }
+  double sum = 0.0;
+  for (microbatch_index j = 0; j < m; ++j) {
+    const op_costs t = costs.at(s, c, j);
+    sum += t.forward + t.backward_input + t.backward_weight;
+  }
+  return sum;
+}
+
 /// Per-stage peak memory (static included) of an order with `chunks` chunks per stage: the
 /// memory engine's running sum (stage_peak, analysis/memory_events.hpp).
 template <class Lists>
@@ -72,11 +90,7 @@ inline bool fill_gaps_with_w(const greedy_problem& pr,
     out.reserve(list.size());
     std::size_t head = 0;
     double cursor = start[s][0];
-    auto dur = [&](const op& o) {
-      const std::size_t i = std::size_t{s} * v + o.chunk;
-      return o.kind == op_kind::forward ? pr.tf[i]
-                                        : (o.kind == op_kind::backward_input ? pr.tb[i] : pr.tw[i]);
-    };
+    auto dur = [&](const op& o) { return pr.op_time(std::size_t{s} * v + o.chunk, o.kind, o.mb); };
     for (std::size_t k = 0; k < list.size(); ++k) {
       const op& x = list[k];
       const std::size_t cell = std::size_t{x.mb} * v + x.chunk;
@@ -395,9 +409,8 @@ inline zb_auto_result zb_search(std::string_view who,
   double all_work = 0.0;
   for (stage_index s = 0; s < p; ++s) {
     for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      const op_costs t = params.costs.at(s, c);
-      all_work += double(m) * (t.forward + t.backward_input + t.backward_weight +
-                               3.0 * params.costs.comm(s, (s + 1) % p));
+      all_work += stage_chunk_work(params.costs, m, s, c) +
+                  double(m) * 3.0 * params.costs.comm(s, (s + 1) % p);
     }
   }
   if (!std::isfinite(all_work)) {
@@ -412,7 +425,9 @@ inline zb_auto_result zb_search(std::string_view who,
   const greedy_problem pr(pl, m, params.costs, params.memory, avail, obj);
   zb_auto_result res;
   res.objective = obj.kind();
-  const search_bounds bounds = lower_bounds(pl, m, params.costs, params.memory, avail);
+  const search_bounds bounds =
+      pr.varies ? lower_bounds_per_microbatch(pl, m, params.costs, params.memory, avail)
+                : lower_bounds(pl, m, params.costs, params.memory, avail);
   const double bound = obj.primary(bounds.span, bounds.makespan);  // on the objective
   // Seeds: the hand-crafted ZB-H1 / ZB-H2 orders, when they fit the limits. The greedy's
   // list scheduling can lose to them with T_comm or uneven per-stage costs.
@@ -479,9 +494,11 @@ inline zb_auto_result zb_search(std::string_view who,
           used.push_back(~0u);  // a copy, or a candidate already reaches the lower bound
           continue;
         }
-        // A run longer than the best candidate so far cannot win: it stops early.
-        const double cut =
-            opts.prune && !seed.empty() ? seed.value(pr) : std::numeric_limits<double>::infinity();
+        // A run longer than the best candidate so far cannot win: it stops early. Not when
+        // micro-batches differ: the port times with one micro-batch's costs for all.
+        const double cut = opts.prune && !seed.empty() && !pr.varies
+                               ? seed.value(pr)
+                               : std::numeric_limits<double>::infinity();
         published_order o = published_zb_order(pr, published_zb_combination(i), cut);
         used.push_back(o.used);
         try_published(std::move(o));
@@ -586,8 +603,7 @@ inline zb_auto_result zb_search(std::string_view who,
   for (stage_index s = 0; s < p; ++s) {
     double busy = 0.0;
     for (chunk_index c = 0; c < pl.chunks(); ++c) {
-      const op_costs& t = params.costs.at(s, c);
-      busy += double(m) * (t.forward + t.backward_input + t.backward_weight);
+      busy += stage_chunk_work(params.costs, m, s, c);
     }
     res.ideal = std::max(res.ideal, busy);
   }

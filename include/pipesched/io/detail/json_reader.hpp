@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
+#include "pipesched/ir/schedule.hpp"
 
 namespace pipesched::detail {
 
@@ -210,6 +212,106 @@ auto read_per_chunk(const json_reader& c, Read&& read) {
     }
   }
   return std::pair{chunks, std::move(flat)};
+}
+
+/// A per-micro-batch factor table (docs/formats.md, "microbatches"): one entry per micro-batch,
+/// each a factor (`read_factor`: a number, every field that value, or an object) for every
+/// stage and chunk, an array of p factors (per stage), or an array of p arrays of v factors (per
+/// (stage, chunk)); every entry of the same form and size as the first. Returns (stages, chunks,
+/// entries flattened (mb·stages + s)·chunks + c). Shared by the cost and memory model formats.
+template <class ReadFactor>
+auto read_microbatch_table(const json_reader& c, ReadFactor&& read_factor) {
+  using T = decltype(read_factor(c));
+  std::vector<T> flat;
+  const std::size_t n = c.array();
+  if (n == 0) {
+    c.error("must not be empty (one entry per micro-batch)");
+  }
+  if (n > max_microbatches) {
+    c.error("must hold at most ", max_microbatches, " entries (one per micro-batch)");
+  }
+  // The form of entry 0: stages (0: a single factor) and chunks (0: factors, not arrays).
+  std::size_t stages = 0;
+  std::size_t chunks = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const json_reader e = c[j];
+    std::size_t es = 0;
+    std::size_t ec = 0;
+    if (e.v.is_array()) {
+      es = e.array();
+      if (es == 0) {
+        e.error("must not be empty (one factor per stage)");
+      }
+      ec = e[0].v.is_array() ? e[0].array() : 0;
+    }
+    if (j == 0) {
+      stages = es;
+      chunks = ec;
+    } else if (es != stages || ec != chunks) {
+      const auto form = [](std::size_t ns, std::size_t nc) {
+        return ns == 0 ? std::string("one factor")
+               : nc == 0
+                   ? std::to_string(ns) + (ns == 1 ? " factor" : " factors") + ", one per stage"
+                   : std::to_string(ns) + " x " + std::to_string(nc) +
+                         " factors, per stage and chunk";
+      };
+      e.error("must have the form of ", c.path, "/0 (", form(stages, chunks), "), not ",
+              form(es, ec));
+    }
+    if (es == 0) {
+      flat.push_back(read_factor(e));
+      continue;
+    }
+    for (std::size_t s = 0; s < es; ++s) {
+      const json_reader row = e[s];
+      if (ec == 0) {
+        if (row.v.is_array()) {
+          row.error("must be a factor (a number or an object), like ", e.path, "/0");
+        }
+        flat.push_back(read_factor(row));
+        continue;
+      }
+      if (row.array() != ec) {
+        row.error("must hold ", ec, " chunks, like ", e.path, "/0");
+      }
+      for (std::size_t k = 0; k < ec; ++k) {
+        flat.push_back(read_factor(row[k]));
+      }
+    }
+  }
+  return std::tuple{static_cast<std::uint32_t>(std::max<std::size_t>(stages, 1)),
+                    static_cast<std::uint32_t>(std::max<std::size_t>(chunks, 1)), std::move(flat)};
+}
+
+/// The "microbatches" table as JSON, in the form read_microbatch_table reads: per micro-batch
+/// a factor (`factor_json`), an array per stage, or an array of arrays per (stage, chunk).
+template <class T, class FactorJson>
+nlohmann::json microbatch_table_json(std::uint32_t stages,
+                                     std::uint32_t chunks,
+                                     const std::vector<T>& values,
+                                     FactorJson&& factor_json) {
+  nlohmann::json out = nlohmann::json::array();
+  const std::size_t row = std::size_t{stages} * chunks;
+  for (std::size_t at = 0; at < values.size(); at += row) {
+    if (stages == 1 && chunks == 1) {
+      out.push_back(factor_json(values[at]));
+      continue;
+    }
+    nlohmann::json e = nlohmann::json::array();
+    for (std::size_t s = 0; s < stages; ++s) {
+      if (chunks == 1) {
+        e.push_back(factor_json(values[at + s]));
+        continue;
+      }
+      nlohmann::json r = nlohmann::json::array();
+      for (std::size_t k = 0; k < chunks; ++k) {
+        r.push_back(factor_json(values[at + s * chunks + k]));
+      }
+      e.push_back(std::move(r));
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 }  // namespace pipesched::detail

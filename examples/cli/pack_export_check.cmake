@@ -1,0 +1,53 @@
+# `pipesched pack --export` (issue 29): the chosen schedule's files read back. The compute-only
+# CSV with the exported costs (per-micro-batch factors included) simulates to pack's step time;
+# the pipesched JSON (R ops included) with the exported sizes peaks where pack says; the
+# compute_comms CSV validates. -DCLI=pipesched -DWORK=dir -DARGS="pack options" (a ;-list).
+file(MAKE_DIRECTORY ${WORK})
+set(prefix ${WORK}/chosen)
+execute_process(COMMAND ${CLI} pack ${ARGS} --json --export ${prefix}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE packed ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pack failed (${rc}): ${err}")
+endif()
+string(JSON predicted GET "${packed}" step_time)
+string(JSON stages LENGTH "${packed}" peak_memory)
+foreach(f csv compute.csv schedule.json costs.json memory.json)
+  if(NOT EXISTS ${prefix}.${f})
+    message(FATAL_ERROR "--export did not write ${prefix}.${f}")
+  endif()
+endforeach()
+foreach(input ${prefix}.compute.csv ${prefix}.csv ${prefix}.schedule.json)
+  execute_process(COMMAND ${CLI} validate -i ${input} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "validate ${input}: ${out}${err}")
+  endif()
+endforeach()
+execute_process(COMMAND ${CLI} simulate -i ${prefix}.compute.csv --costs ${prefix}.costs.json --json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE sim ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "simulate: ${err}")
+endif()
+string(JSON simulated GET "${sim}" makespan)
+if(NOT simulated STREQUAL predicted)
+  message(FATAL_ERROR "simulated makespan ${simulated} != pack's step time ${predicted}")
+endif()
+execute_process(COMMAND ${CLI} simulate -i ${prefix}.schedule.json --costs ${prefix}.costs.json
+                        --memory-file ${prefix}.memory.json --json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE sim ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "simulate (schedule.json): ${err}")
+endif()
+string(JSON simulated GET "${sim}" makespan)
+if(NOT simulated STREQUAL predicted)
+  message(FATAL_ERROR "schedule.json: simulated makespan ${simulated} != pack's ${predicted}")
+endif()
+math(EXPR last "${stages} - 1")
+foreach(s RANGE ${last})
+  string(JSON peak GET "${sim}" stages ${s} peak_memory)
+  string(JSON want GET "${packed}" peak_memory ${s})
+  if(NOT peak STREQUAL want)
+    message(FATAL_ERROR "stage ${s}: simulated peak ${peak} != pack's ${want}")
+  endif()
+endforeach()
+message("pack export ok: step time ${predicted} s reproduced")

@@ -1,0 +1,56 @@
+# `pipesched pack` (issue 29): one global batch's sequence lengths in, the packing into
+# micro-batches and their order chosen by simulating them, against the naive baseline.
+set(pack_lengths ${data}/lengths_long_tail.txt)
+pipesched_cli_test("pack: report with units" 0
+  "llama3-8b on 4 x h100-sxm-80gb \\(TP 1, PP 4\\), zb-h1: 32 sequences \\([0-9.]+ k tokens\\) in 8 micro-batches\nstep time [0-9.]+ s, naive baseline \\(file order, equal counts, 8 micro-batches\\) [0-9.]+ s: [0-9.]+x its speed\npeak memory per stage [0-9.]+ GiB, [0-9.]+ GiB, [0-9.]+ GiB, [0-9.]+ GiB \\(limit [0-9.]+ GiB\\)\n.* slot micro-batch +tokens +sum L\\^2 \\(tok\\^2\\) +sequences"
+  pack --model llama3-8b --lengths ${pack_lengths} -m 8 --stages 4 --schedule zb-h1)
+pipesched_cli_test("pack: JSON contract" 0
+  "\"baseline_step_time\": [0-9.e-]+,.*\"memory_limit\": [0-9.e+]+,\n +\"microbatches\": \\[\n +\\{\n +\"sequences\": \\[[0-9,\n ]+\\],\n +\"squares\": [0-9.e+]+,\n +\"tokens\": [0-9]+\n.*\"order\": \\[.*\"peak_memory\": \\[.*\"step_time\": [0-9.e-]+,.*\"version\": 1\n}"
+  pack --model llama3-8b --lengths ${pack_lengths} -m 8 --stages 4 --schedule 1f1b --json)
+pipesched_cli_test("pack: a token budget" 0
+  "\"tokens_per_microbatch\": 16384"
+  pack --model llama3-8b --lengths ${pack_lengths} --tokens-per-microbatch 16384 --stages 4
+  --schedule zb-auto --search-evaluations 20 --json)
+pipesched_cli_test("pack: a memory limit nothing meets" 1
+  "\"fits\": false.*error: no packing and order fits the memory limit: the smallest peak found is [0-9.]+ GiB per GPU, the limit 18.63 GiB"
+  pack --model llama3-8b --lengths ${pack_lengths} -m 8 --stages 4 --memory-limit 20GB
+  --search-evaluations 4 --json)
+# Bad input: exit 2 naming the value.
+pipesched_cli_test("pack: a negative length" 2
+  "error: --lengths: .*lengths_negative.txt line 3: -5 tokens: a sequence length must be at least 1"
+  pack --model llama3-8b --lengths ${data}/lengths_negative.txt -m 2 --stages 4)
+pipesched_cli_test("pack: a zero length" 2
+  "error: --lengths: .*lengths_zero.txt line 2: 0 tokens: a sequence length must be at least 1"
+  pack --model llama3-8b --lengths ${data}/lengths_zero.txt -m 2 --stages 4)
+pipesched_cli_test("pack: a fractional length" 2
+  "error: --lengths: .*lengths_fraction.txt line 2: \"1536.5\" is not a whole number of tokens \\(one length per line\\)"
+  pack --model llama3-8b --lengths ${data}/lengths_fraction.txt -m 2 --stages 4)
+pipesched_cli_test("pack: no lengths" 2
+  "error: --lengths: .*lengths_empty.txt: no sequence lengths \\(one whole number of tokens per line\\)"
+  pack --model llama3-8b --lengths ${data}/lengths_empty.txt -m 2 --stages 4)
+pipesched_cli_test("pack: a sequence longer than the token budget" 2
+  "error: pack: --tokens-per-microbatch: sequence 2 \\(line 3\\) has 9000 tokens, more than the budget of 8192 tokens per micro-batch"
+  pack --model llama3-8b --lengths ${data}/lengths_long_one.txt --tokens-per-microbatch 8192 --stages 4)
+pipesched_cli_test("pack: more micro-batches than sequences" 2
+  "error: pack: --microbatches: m=5 is more than the 4 sequences \\(each micro-batch holds at least one\\)"
+  pack --model llama3-8b --lengths ${data}/lengths_long_one.txt -m 5 --stages 4)
+pipesched_cli_test("pack: neither a budget nor a count" 2
+  "error: pack: --microbatches: give either --tokens-per-microbatch"
+  pack --model llama3-8b --lengths ${data}/lengths_long_one.txt --stages 4)
+pipesched_cli_test("pack: a bad memory limit" 2
+  "error: --memory-limit: must be a number of bytes > 0 with an optional unit .*, not \"-3GiB\""
+  pack --model llama3-8b --lengths ${data}/lengths_long_one.txt -m 2 --stages 4 --memory-limit -3GiB)
+pipesched_cli_test("pack: no such lengths file" 2
+  "error: --lengths: .*does_not_exist.txt: cannot open file"
+  pack --model llama3-8b --lengths ${data}/does_not_exist.txt -m 2 --stages 4)
+add_test(NAME "cli: pack: the exported schedule reads back and reproduces its step time and peaks"
+         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pack_export
+                 "-DARGS=--model;llama3-8b;--lengths;${pack_lengths};-m;8;--stages;4;--schedule;zb-h1"
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/pack_export_check.cmake)
+set_tests_properties("cli: pack: the exported schedule reads back and reproduces its step time and peaks"
+  PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "pack export ok")
+# Per-micro-batch factors from a cost model file (issue 29 item 1): micro-batch 1 twice as long.
+pipesched_cli_test("simulate: per-micro-batch cost factors from the costs file" 0
+  "makespan 16,"
+  simulate -s 1f1b -p 2 -m 3 --costs ${data}/costs_microbatches.json)

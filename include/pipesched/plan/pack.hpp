@@ -1,0 +1,920 @@
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <iterator>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/gen/builtin_registry.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/model/inline_recompute.hpp"
+#include "pipesched/plan/job.hpp"
+#include "pipesched/plan/job_costs.hpp"
+#include "pipesched/plan/partition.hpp"
+#include "pipesched/plan/planner.hpp"
+#include "pipesched/plan/request.hpp"
+
+// Variable-length batches (docs/model.md §10.1): the sequences of one global batch packed into
+// micro-batches, each micro-batch's costs and sizes from its Σ L and Σ L², and the packing and
+// the order of the micro-batches chosen by simulating them: `pipesched pack`, pipesched.pack().
+
+namespace pipesched {
+
+/// What `pack` is asked: a model on one pipeline of GPUs, the lengths of one global batch, how
+/// to cut it (a token budget per micro-batch or a count) and the schedule.
+struct pack_request {
+  transformer_spec model;
+  cluster_spec cluster;
+  std::vector<std::uint64_t> lengths;  ///< tokens of each sequence, in the batch's order
+  /// 1-based line of each length in its file, for messages (empty: named by index).
+  std::vector<std::size_t> lines;
+  std::optional<std::uint64_t> tokens_per_microbatch;  ///< a budget (exactly one of the two)
+  std::optional<std::uint32_t> microbatches;           ///< a count m
+  std::uint32_t stages = 0;                            ///< p
+  std::string schedule = "1f1b";                       ///< a registered generator
+  std::uint32_t chunks = 0;                            ///< v; 0: the schedule's default
+  std::uint32_t tp = 1;                                ///< tensor parallelism (one node)
+  bool sequence_parallel = false;
+  /// What each layer keeps for its backward (selective: the attention core recomputed, as
+  /// flash attention does, so no Σ L² term in memory).
+  recompute_kind recompute = recompute_kind::selective;
+  /// Bytes per GPU a stage may hold, weights and optimizer state included; unset: the GPU's
+  /// usable memory (memory × usable fraction).
+  std::optional<double> memory_limit;
+  /// Packings and orders simulated by the local search after the heuristics (deterministic;
+  /// default sized from the problem, 0: heuristics only).
+  std::size_t search_evaluations = default_evaluations;
+  /// A wall-clock cap on the local search in milliseconds (0: none; a capped result depends
+  /// on the machine's speed).
+  double search_budget_ms = 0.0;
+  std::uint32_t vocab_multiple = 128;
+  static constexpr std::size_t default_evaluations = std::size_t(-1);
+};
+
+/// One micro-batch of a packing: the sequences in it.
+struct packed_microbatch {
+  std::vector<std::size_t> sequences;  ///< indices into pack_request::lengths, ascending
+  std::uint64_t tokens = 0;            ///< Σ L
+  double squares = 0.0;                ///< Σ L²
+
+  friend bool operator==(const packed_microbatch&, const packed_microbatch&) = default;
+};
+
+/// A packing and an order, simulated and checked.
+struct pack_evaluation {
+  double step_time_s = std::numeric_limits<double>::infinity();  ///< the schedule's makespan
+  std::vector<double> peak_memory_bytes;                         ///< per stage
+  bool fits = false;                                             ///< every stage within the limit
+  double max_peak() const noexcept {
+    double out = 0.0;
+    for (double x : peak_memory_bytes) {
+      out = std::max(out, x);
+    }
+    return out;
+  }
+  /// Better: fits where `o` does not; both fit: a shorter step (beyond 1e-12 of it), then less
+  /// memory; neither fits: less memory (closer to fitting), then a shorter step.
+  bool better_than(const pack_evaluation& o) const noexcept {
+    if (fits != o.fits) {
+      return fits;
+    }
+    if (!fits && max_peak() != o.max_peak()) {
+      return max_peak() < o.max_peak();
+    }
+    const double tol = 1e-12 * std::max(step_time_s, o.step_time_s);
+    if (step_time_s < o.step_time_s - tol) {
+      return true;
+    }
+    if (step_time_s > o.step_time_s + tol) {
+      return false;
+    }
+    return max_peak() < o.max_peak();
+  }
+};
+
+/// The chosen packing and order and the naive baseline's, with the schedule, costs and sizes
+/// that time and check them (schedule micro-batch j is packed micro-batch order[j]).
+struct pack_result {
+  std::vector<packed_microbatch> microbatches;
+  std::vector<std::uint32_t> order;
+  pack_evaluation chosen;
+  /// The naive baseline: the sequences in their order, equal counts per micro-batch (sizes
+  /// differ by one at most), micro-batch j in slot j.
+  std::vector<packed_microbatch> baseline_microbatches;
+  pack_evaluation baseline;
+  double memory_limit_bytes = 0.0;
+  schedule sched;       ///< the chosen schedule, R ops included when recomputing
+  cost_model costs;     ///< seconds, per-micro-batch factors in schedule order
+  memory_model memory;  ///< bytes, likewise
+  plan_layout layout;
+  std::vector<std::uint32_t> partition;  ///< layers per global chunk
+  std::string heuristic;                 ///< where the chosen one came from, before the search
+  std::size_t evaluations = 0;           ///< packings and orders simulated in all
+  std::size_t search_moves = 0;          ///< local-search moves kept
+};
+
+namespace detail {
+
+/// splitmix64: the pack search's deterministic move generator.
+inline std::uint64_t pack_next(std::uint64_t& x) noexcept {
+  std::uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// The factors that make `base` cost what each of `per_mb` costs (docs/model.md §3.1): for
+/// micro-batch j, stage s, chunk c, per_mb[j]'s value over base's (1 where both are 0). All
+/// read for p × v.
+inline cost_model microbatch_cost_model(const cost_model& base,
+                                        const std::vector<cost_model>& per_mb,
+                                        std::uint32_t p,
+                                        std::uint32_t v) {
+  auto ratio = [](double x, double b) {
+    if (b == 0.0) {
+      PIPESCHED_ASSERT(x == 0.0, "pack: a micro-batch costs time where the mean costs none");
+      return 1.0;
+    }
+    return x / b;
+  };
+  std::vector<cost_factors> table;
+  table.reserve(per_mb.size() * p * v);
+  for (const cost_model& mc : per_mb) {
+    for (stage_index s = 0; s < p; ++s) {
+      for (chunk_index c = 0; c < v; ++c) {
+        const op_costs b = base.at(s, c);
+        const op_costs x = mc.at(s, c);
+        cost_factors f{ratio(x.forward, b.forward), ratio(x.backward_input, b.backward_input),
+                       ratio(x.backward_weight, b.backward_weight)};
+        if (b.recompute || x.recompute) {
+          f.recompute = ratio(cost_model::duration_of(x, op_kind::recompute),
+                              cost_model::duration_of(b, op_kind::recompute));
+        }
+        table.push_back(f);
+      }
+    }
+  }
+  cost_model out = base;
+  out.set_microbatch_factors(p, v, std::move(table));
+  return out;
+}
+
+/// Likewise for sizes; static memory is the largest of the micro-batches' (inline recompute's
+/// grows with the largest transient).
+inline memory_model microbatch_memory_model(const memory_model& base,
+                                            const std::vector<memory_model>& per_mb,
+                                            std::uint32_t p,
+                                            std::uint32_t v) {
+  auto ratio = [](double x, double b) { return b == 0.0 ? 1.0 : x / b; };
+  std::vector<memory_factors> table;
+  table.reserve(per_mb.size() * p * v);
+  std::vector<double> statics(p);
+  for (stage_index s = 0; s < p; ++s) {
+    statics[s] = base.static_memory(s);
+  }
+  for (const memory_model& mm : per_mb) {
+    for (stage_index s = 0; s < p; ++s) {
+      statics[s] = std::max(statics[s], mm.static_memory(s));
+      for (chunk_index c = 0; c < v; ++c) {
+        const chunk_memory b = base.at(s, c);
+        const chunk_memory x = mm.at(s, c);
+        table.push_back(memory_factors{ratio(x.activation, b.activation),
+                                       ratio(x.weight_grad_input, b.weight_grad_input),
+                                       ratio(x.input, b.input), ratio(x.received, b.received)});
+      }
+    }
+  }
+  memory_model out = base;
+  out.set_static_memory(std::move(statics));
+  out.set_microbatch_factors(p, v, std::move(table));
+  return out;
+}
+
+}  // namespace detail
+
+/// A pack request made ready to evaluate packings and orders: the job, its layout, partition
+/// and placement, and each sequence's own work (the packers' weight). `pack()` runs
+/// solve(); the benchmark (bench/bench_pack.cpp) also evaluates orders of its own.
+class pack_problem {
+ public:
+  /// Checks the request: throws field_error (field: lengths, tokens_per_microbatch,
+  /// microbatches, stages, schedule, chunks, tp, memory_limit, search_budget_ms) naming the
+  /// rule and the value, or invalid_argument from the model, cluster or generator.
+  explicit pack_problem(pack_request req) : req_(std::move(req)) {
+    constexpr const char* who = "pack";
+    const pack_request& r = req_;
+    if (r.lengths.empty()) {
+      detail::fail_field(who, "lengths", "must hold at least one sequence");
+    }
+    if (!r.lines.empty() && r.lines.size() != r.lengths.size()) {
+      detail::fail_field(who, "lines", "must be empty or hold one line per length (",
+                         r.lengths.size(), "), not ", r.lines.size());
+    }
+    for (std::size_t i = 0; i < r.lengths.size(); ++i) {
+      if (r.lengths[i] == 0) {
+        detail::fail_field(who, "lengths", sequence_name(i),
+                           " has 0 tokens: every length must be at least 1");
+      }
+    }
+    if (r.tokens_per_microbatch.has_value() == r.microbatches.has_value()) {
+      detail::fail_field(who, "microbatches",
+                         "give either tokens_per_microbatch (a token budget per micro-batch) or "
+                         "microbatches (a count), not ",
+                         r.microbatches ? "both" : "neither");
+    }
+    if (r.tokens_per_microbatch) {
+      const std::uint64_t budget = *r.tokens_per_microbatch;
+      if (budget == 0) {
+        detail::fail_field(who, "tokens_per_microbatch", "must be at least 1");
+      }
+      for (std::size_t i = 0; i < r.lengths.size(); ++i) {
+        if (r.lengths[i] > budget) {
+          detail::fail_field(who, "tokens_per_microbatch", sequence_name(i), " has ", r.lengths[i],
+                             " tokens, more than the budget of ", budget,
+                             " tokens per micro-batch");
+        }
+      }
+    }
+    if (r.microbatches) {
+      if (*r.microbatches == 0) {
+        detail::fail_field(who, "microbatches", "must be at least 1");
+      }
+      if (*r.microbatches > r.lengths.size()) {
+        detail::fail_field(who, "microbatches", "m=", *r.microbatches, " is more than the ",
+                           r.lengths.size(), " sequences (each micro-batch holds at least one)");
+      }
+    }
+    if (r.stages == 0) {
+      detail::fail_field(who, "stages", "must be at least 1");
+    }
+    if (r.tp == 0 || r.model.heads % r.tp != 0 || r.model.kv() % r.tp != 0) {
+      detail::fail_field(who, "tp", "tp=", r.tp, " must divide the heads (", r.model.heads,
+                         ") and the KV heads (", r.model.kv(), ")");
+    }
+    if (r.cluster.gpus_per_node % r.tp != 0) {
+      detail::fail_field(who, "tp", "tp=", r.tp, " must divide the GPUs per node (",
+                         r.cluster.gpus_per_node, "): tensor parallelism stays inside a node");
+    }
+    if (r.memory_limit && (!std::isfinite(*r.memory_limit) || *r.memory_limit <= 0.0)) {
+      detail::fail_field(who, "memory_limit", "must be a finite number of bytes > 0, not ",
+                         *r.memory_limit);
+    }
+    if (!std::isfinite(r.search_budget_ms) || r.search_budget_ms < 0.0) {
+      detail::fail_field(who, "search_budget_ms", "must be finite and >= 0, not ",
+                         r.search_budget_ms);
+    }
+    gen_ = &registry_->at(r.schedule);
+    const std::optional<placement> pl = detail::placement_for(*gen_, r.stages, r.chunks);
+    if (!pl) {
+      detail::fail_field(who, "chunks", "the schedule \"", r.schedule,
+                         "\" does not take p=", r.stages, r.chunks != 0 ? " and v=" : "",
+                         r.chunks != 0 ? std::to_string(r.chunks) : std::string());
+    }
+    pl_ = *pl;
+    std::uint64_t longest = 0;
+    for (std::uint64_t l : r.lengths) {
+      longest = std::max(longest, l);
+    }
+    job_.model = r.model;
+    job_.cluster = r.cluster;
+    job_.gpus = std::uint64_t{r.tp} * r.stages;
+    job_.sequence = longest;
+    job_.global_batch = r.lengths.size();
+    job_.vocab_multiple = r.vocab_multiple;
+    job_.check(who);
+    layout_.tp = r.tp;
+    layout_.pp = r.stages;
+    layout_.dp = 1;
+    layout_.chunks = pl_.chunks();
+    layout_.micro_batch = 1;
+    layout_.sequence_parallel = r.sequence_parallel && r.tp > 1;
+    limit_ = r.memory_limit.value_or(r.cluster.usable_memory());
+    // The partition: balanced for the batch's average sequence (every micro-batch's layers
+    // weigh alike; the ends' share follows the tokens).
+    token_counts mean;
+    for (std::uint64_t l : r.lengths) {
+      mean.tokens += static_cast<double>(l);
+      mean.squares += static_cast<double>(l) * static_cast<double>(l);
+    }
+    mean.tokens /= static_cast<double>(r.lengths.size());
+    mean.squares /= static_cast<double>(r.lengths.size());
+    const std::uint32_t n = pl_.total_chunks();
+    if (r.model.layers < n) {
+      detail::fail_field(who, "stages", "the model's ", r.model.layers,
+                         " layers cannot fill p·v = ", n, " chunks with one layer each");
+    }
+    partition_ = balanced_partition(
+                     r.model.layers, pl_,
+                     detail::partition_weights_of(op_times_of(job_, layout_, mean, r.recompute), n))
+                     .value_or(even_partition(r.model.layers, n));
+    // Each sequence's own work alone, the packers' weight: the pipeline's F + B + W of a
+    // micro-batch holding only it (the stages run in turn, so the sum is what it adds).
+    weight_.resize(r.lengths.size());
+    for (std::size_t i = 0; i < r.lengths.size(); ++i) {
+      weight_[i] = work_of(token_counts::of(std::span<const std::uint64_t>(&r.lengths[i], 1)));
+    }
+  }
+
+  const pack_request& request() const noexcept { return req_; }
+  const plan_layout& layout() const noexcept { return layout_; }
+  const placement& layout_placement() const noexcept { return pl_; }
+  const std::vector<std::uint32_t>& partition() const noexcept { return partition_; }
+  double memory_limit() const noexcept { return limit_; }
+  /// Sequence i's weight: the pipeline's F + B + W seconds of a micro-batch of it alone.
+  double weight(std::size_t i) const { return weight_.at(i); }
+
+  /// The naive baseline (pack_result::baseline_microbatches): m given, or with a token budget
+  /// the fewest equal-count micro-batches in file order within it.
+  std::vector<packed_microbatch> naive() const {
+    const std::size_t n = req_.lengths.size();
+    if (req_.microbatches) {
+      return in_order(*req_.microbatches);
+    }
+    for (std::size_t m =
+             (total_tokens() + *req_.tokens_per_microbatch - 1) / *req_.tokens_per_microbatch;
+         m < n; ++m) {
+      std::vector<packed_microbatch> out =
+          in_order(static_cast<std::uint32_t>(std::max<std::size_t>(m, 1)));
+      if (within_budget(out)) {
+        return out;
+      }
+    }
+    return in_order(static_cast<std::uint32_t>(n));  // one sequence each fits: checked
+  }
+
+  /// Sequences in file order, equal counts (the first n mod m micro-batches one more).
+  std::vector<packed_microbatch> in_order(std::uint32_t m) const {
+    std::vector<std::size_t> all(req_.lengths.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    return in_order(all, m);
+  }
+  /// The same rule for the sequences taken in `sequence_order` (a permutation of the indices;
+  /// the benchmark's random orders); each micro-batch's indices ascending.
+  std::vector<packed_microbatch> in_order(const std::vector<std::size_t>& sequence_order,
+                                          std::uint32_t m) const {
+    const std::size_t n = sequence_order.size();
+    PIPESCHED_ASSERT(n == req_.lengths.size() && m >= 1 && m <= n,
+                     "pack: in_order takes every sequence once, in 1..n micro-batches");
+    std::vector<packed_microbatch> out(m);
+    std::size_t next = 0;
+    for (std::uint32_t j = 0; j < m; ++j) {
+      const std::size_t count = n / m + (j < n % m ? 1 : 0);
+      for (std::size_t k = 0; k < count; ++k) {
+        add(out[j], sequence_order[next++]);
+      }
+      std::sort(out[j].sequences.begin(), out[j].sequences.end());
+    }
+    return out;
+  }
+
+  /// m micro-batches balanced by weight (longest processing time first: each sequence, heaviest
+  /// first, to the lightest micro-batch it fits in under the token budget); nullopt when the
+  /// budget leaves some sequence nowhere.
+  std::optional<std::vector<packed_microbatch>> balanced(std::uint32_t m) const {
+    std::vector<std::size_t> all(req_.lengths.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    return balanced(std::move(all), std::vector<double>(m, 1.0));
+  }
+
+  /// Light at the ends: balanced as above, but the first and the last micro-batch take a share
+  /// `ends` (0 < ends < 1) of the others' load. A pipeline fills with its first micro-batch's
+  /// forward and drains with its last one's backward, so lighter ends shorten the step when
+  /// memory lets the middle ones grow. nullopt for m < 3 or when the budget leaves a sequence
+  /// nowhere.
+  std::optional<std::vector<packed_microbatch>> light_ends(std::uint32_t m, double ends) const {
+    if (m < 3) {
+      return std::nullopt;
+    }
+    std::vector<std::size_t> all(req_.lengths.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    std::vector<double> share(m, 1.0);
+    share.front() = share.back() = ends;
+    return balanced(std::move(all), share);
+  }
+
+  /// The fewest micro-batches the token budget allows by first-fit decreasing (the count m
+  /// when given).
+  std::uint32_t fewest_microbatches() const {
+    if (req_.microbatches) {
+      return *req_.microbatches;
+    }
+    return static_cast<std::uint32_t>(first_fit_decreasing().size());
+  }
+
+  /// First-fit decreasing under the token budget: each sequence, longest first, to the first
+  /// micro-batch it fits in, else a new one (without a budget: one micro-batch).
+  std::vector<packed_microbatch> first_fit_decreasing() const {
+    std::vector<std::size_t> idx(req_.lengths.size());
+    std::iota(idx.begin(), idx.end(), std::size_t{0});
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+      return req_.lengths[a] > req_.lengths[b];
+    });
+    std::vector<packed_microbatch> out;
+    for (std::size_t i : idx) {
+      auto it = std::find_if(out.begin(), out.end(), [&](const packed_microbatch& mb) {
+        return fits_budget(mb, req_.lengths[i]);
+      });
+      if (it == out.end()) {
+        out.emplace_back();
+        it = std::prev(out.end());
+      }
+      add(*it, i);
+    }
+    for (packed_microbatch& mb : out) {
+      std::sort(mb.sequences.begin(), mb.sequences.end());
+    }
+    return out;
+  }
+
+  /// A packing's micro-batches made ready to evaluate in any order: each one's costs and sizes.
+  struct prepared {
+    std::vector<packed_microbatch> mbs;
+    cost_model base_costs;
+    memory_model base_plain;  ///< what the generators decide with (inline recompute's sizes)
+    memory_model base_real;   ///< what the order is checked with
+    std::vector<cost_model> costs;
+    std::vector<memory_model> plain;
+    std::vector<memory_model> real;
+    std::vector<double> work;  ///< each micro-batch's pipeline F + B + W, seconds
+  };
+
+  prepared prepare(std::vector<packed_microbatch> mbs) const {
+    prepared pr;
+    token_counts mean;
+    for (const packed_microbatch& mb : mbs) {
+      mean.tokens += static_cast<double>(mb.tokens);
+      mean.squares += mb.squares;
+    }
+    mean.tokens /= static_cast<double>(mbs.size());
+    mean.squares /= static_cast<double>(mbs.size());
+    std::tie(pr.base_costs, pr.base_plain, pr.base_real) = models_of(mean);
+    pr.mbs = std::move(mbs);
+    for (const packed_microbatch& mb : pr.mbs) {
+      append(pr, mb);
+    }
+    return pr;
+  }
+  /// Micro-batch j of `pr` replaced by `mb` (a packing move).
+  void replace(prepared& pr, std::size_t j, packed_microbatch mb) const {
+    auto [c, plain, real] = models_of(counts_of(mb));
+    pr.work[j] = work_of(counts_of(mb));
+    pr.costs[j] = std::move(c);
+    pr.plain[j] = std::move(plain);
+    pr.real[j] = std::move(real);
+    pr.mbs[j] = std::move(mb);
+  }
+
+  /// The schedule for `pr` in `order` (slot j runs micro-batch order[j]), with the models in
+  /// slot order. `search_evaluations`: the zero-bubble search's own local-search budget
+  /// (searching generators; nullopt: theirs).
+  struct built {
+    schedule sched;
+    cost_model costs;
+    memory_model memory;
+  };
+  built build(const prepared& pr,
+              const std::vector<std::uint32_t>& order,
+              std::optional<std::size_t> search_evaluations) const {
+    const std::uint32_t p = pl_.stages();
+    const std::uint32_t v = pl_.chunks();
+    std::vector<cost_model> c;
+    std::vector<memory_model> plain;
+    std::vector<memory_model> real;
+    for (std::uint32_t j : order) {
+      c.push_back(pr.costs[j]);
+      plain.push_back(pr.plain[j]);
+      real.push_back(pr.real[j]);
+    }
+    built out;
+    out.costs = detail::microbatch_cost_model(pr.base_costs, c, p, v);
+    out.memory = detail::microbatch_memory_model(pr.base_real, real, p, v);
+    detail::job_schedule_spec spec;
+    spec.stages = p;
+    spec.microbatches = static_cast<std::uint32_t>(order.size());
+    spec.chunks = v;
+    spec.recompute = req_.recompute;
+    spec.costs = out.costs;
+    spec.memory = detail::microbatch_memory_model(pr.base_plain, plain, p, v);
+    spec.memory_limit = limit_;
+    spec.search_evaluations = search_evaluations;
+    out.sched = detail::generate_job_schedule(spec, *registry_, *gen_);
+    return out;
+  }
+
+  /// `pr` in `order`, built, simulated and checked against the limit.
+  pack_evaluation evaluate(const prepared& pr,
+                           const std::vector<std::uint32_t>& order,
+                           std::optional<std::size_t> search_evaluations = 0) const {
+    return evaluate(build(pr, order, search_evaluations));
+  }
+  pack_evaluation evaluate(const built& b) const {
+    pack_evaluation e;
+    const simulation_result sim = simulate(b.sched, b.costs, {false, false, false});
+    memory_options mo = memory_options::with_limit(limit_);
+    mo.record_curve = false;
+    const memory_report mem = check_memory(b.sched, b.memory, mo);
+    e.step_time_s = sim.makespan;
+    e.fits = mem.within_budget();
+    for (const stage_memory& st : mem.stages) {
+      e.peak_memory_bytes.push_back(st.peak);
+    }
+    return e;
+  }
+
+  /// The orders the heuristics try for `pr`, by name: as packed; lightest first; heaviest
+  /// first; light at both ends and heavy in the middle (the warm-up and the drain, where a
+  /// heavy micro-batch delays every stage, get the light ones); heavy and light alternating
+  /// (fewer heavy ones in flight at once: a lower peak).
+  std::vector<std::pair<std::string, std::vector<std::uint32_t>>> heuristic_orders(
+      const prepared& pr) const {
+    const auto m = static_cast<std::uint32_t>(pr.mbs.size());
+    std::vector<std::uint32_t> as_packed(m);
+    std::iota(as_packed.begin(), as_packed.end(), 0u);
+    std::vector<std::uint32_t> light = as_packed;
+    std::stable_sort(light.begin(), light.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return pr.work[a] < pr.work[b]; });
+    std::vector<std::uint32_t> heavy(light.rbegin(), light.rend());
+    std::vector<std::uint32_t> middle(m);
+    std::uint32_t lo = 0;
+    std::uint32_t hi = m;
+    for (std::uint32_t k = 0; k < m; ++k) {  // lightest to the ends, inwards
+      (k % 2 == 0 ? middle[lo++] : middle[--hi]) = light[k];
+    }
+    std::vector<std::uint32_t> alternate;
+    for (std::uint32_t a = 0, b = m; a < b;) {
+      alternate.push_back(heavy[a++]);
+      if (a < b) {
+        alternate.push_back(heavy[--b]);
+      }
+    }
+    return {{"as-packed", as_packed},
+            {"light-first", light},
+            {"heavy-first", heavy},
+            {"heavy-middle", middle},
+            {"alternate", alternate}};
+  }
+
+  /// The search (docs/model.md §10.1): the naive baseline; for each count (m, or with a token
+  /// budget the fewest first-fit decreasing reaches and the baseline's) the balanced packing
+  /// (and the baseline's own packing) in each heuristic order; then a local search from the
+  /// best over orders (swap two, move one) and packings (move a sequence, swap two) within the
+  /// budget, each candidate generated, simulated and checked; the best that fits is kept (none
+  /// fits: the one with the smallest peak is returned, fits false). Deterministic.
+  pack_result solve() const {
+    pack_result res;
+    res.layout = layout_;
+    res.partition = partition_;
+    res.memory_limit_bytes = limit_;
+    // Candidates while searching are built with the zero-bubble search's greedy and seeds
+    // only; the final schedule (and the baseline's) gets its default local search too.
+    constexpr std::size_t quick = 0;
+    std::vector<packed_microbatch> base_mbs = naive();
+    const prepared base = prepare(base_mbs);
+    std::vector<std::uint32_t> identity(base.mbs.size());
+    std::iota(identity.begin(), identity.end(), 0u);
+
+    struct candidate {
+      prepared pr;
+      std::vector<std::uint32_t> order;
+      pack_evaluation eval;
+      std::string name;
+    };
+    std::optional<candidate> best;
+    auto consider = [&](const prepared& pr, const std::vector<std::uint32_t>& order,
+                        const std::string& name) {
+      const pack_evaluation e = evaluate(pr, order, quick);
+      ++res.evaluations;
+      if (!best || e.better_than(best->eval)) {
+        best = candidate{pr, order, e, name};
+      }
+    };
+    std::vector<std::uint32_t> counts = {fewest_microbatches()};
+    if (counts.front() != base.mbs.size()) {
+      counts.push_back(static_cast<std::uint32_t>(base.mbs.size()));
+    }
+    for (std::uint32_t m : counts) {
+      std::vector<std::pair<std::string, prepared>> packings;
+      if (auto b = balanced(m)) {
+        packings.emplace_back("balanced", prepare(std::move(*b)));
+      }
+      for (const double ends : {0.5, 0.75}) {
+        if (auto b = light_ends(m, ends)) {
+          packings.emplace_back(detail::concat("light-ends ", ends), prepare(std::move(*b)));
+        }
+      }
+      if (req_.tokens_per_microbatch && m == counts.front()) {
+        packings.emplace_back("first-fit", prepare(first_fit_decreasing()));
+      }
+      if (m == base.mbs.size()) {
+        packings.emplace_back("file-order", base);
+      }
+      for (const auto& [pname, pr] : packings) {
+        for (const auto& [oname, order] : heuristic_orders(pr)) {
+          consider(pr, order, pname + ", " + oname);
+        }
+      }
+    }
+    PIPESCHED_ASSERT(best.has_value(), "pack: no candidate (the baseline is one)");
+    res.heuristic = best->name;
+
+    // The local search.
+    const std::size_t ops = std::size_t{3} * pl_.stages() * pl_.chunks() * best->order.size();
+    std::size_t budget = req_.search_evaluations;
+    if (budget == pack_request::default_evaluations) {
+      // About 5e7 op visits in all (a few seconds): a searching generator's greedy visits each
+      // op about 16 times.
+      const double cost = static_cast<double>(ops) * (gen_->searches ? 16.0 : 1.0);
+      budget = static_cast<std::size_t>(std::clamp(5e7 / cost, 32.0, 1000.0));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out_of_time = [&] {
+      if (req_.search_budget_ms <= 0.0) {
+        return false;
+      }
+      const std::chrono::duration<double, std::milli> d = std::chrono::steady_clock::now() - t0;
+      return d.count() > req_.search_budget_ms;
+    };
+    std::uint64_t rng = 0x7061636b5f736565ull;  // fixed: the same input, the same result
+    candidate cur = *best;
+    const auto m = static_cast<std::uint32_t>(cur.order.size());
+    for (std::size_t k = 0; k < budget && !out_of_time() && m > 1; ++k) {
+      candidate trial = cur;
+      const std::uint64_t r = detail::pack_next(rng);
+      const auto a = static_cast<std::uint32_t>(detail::pack_next(rng) % m);
+      auto b = static_cast<std::uint32_t>(detail::pack_next(rng) % (m - 1));
+      b = b >= a ? b + 1 : b;
+      bool moved = false;
+      switch (r % 4) {
+        case 0:  // swap two slots
+          std::swap(trial.order[a], trial.order[b]);
+          moved = true;
+          break;
+        case 1: {  // move one slot
+          const std::uint32_t x = trial.order[a];
+          trial.order.erase(trial.order.begin() + a);
+          trial.order.insert(trial.order.begin() + b, x);
+          moved = true;
+          break;
+        }
+        default:  // a sequence from micro-batch a to b, or swap one of each
+          moved = move_sequence(trial.pr, trial.order[a], trial.order[b], r % 4 == 3, rng);
+          break;
+      }
+      if (!moved) {
+        continue;
+      }
+      trial.eval = evaluate(trial.pr, trial.order, quick);
+      ++res.evaluations;
+      if (trial.eval.better_than(cur.eval)) {
+        cur = std::move(trial);
+        ++res.search_moves;
+      }
+    }
+
+    // The final schedules, with the searching generators' own local search.
+    built chosen = build(cur.pr, cur.order, std::nullopt);
+    res.chosen = evaluate(chosen);
+    const built naive_built = build(base, identity, std::nullopt);
+    res.baseline = evaluate(naive_built);
+    res.evaluations += 2;
+    res.microbatches = cur.pr.mbs;
+    res.order = cur.order;
+    res.baseline_microbatches = base.mbs;
+    // The baseline is a candidate too: never return worse (the polish could, in principle,
+    // change the ranking of two candidates that tied while searching).
+    if (res.baseline.better_than(res.chosen)) {
+      res.microbatches = base.mbs;
+      res.order = identity;
+      res.chosen = res.baseline;
+      chosen = naive_built;
+      res.heuristic = "file-order, as-packed";
+    }
+    res.sched = std::move(chosen.sched);
+    res.costs = std::move(chosen.costs);
+    res.memory = std::move(chosen.memory);
+    return res;
+  }
+
+ private:
+  std::string sequence_name(std::size_t i) const {
+    return req_.lines.empty() ? detail::concat("sequence ", i)
+                              : detail::concat("sequence ", i, " (line ", req_.lines[i], ")");
+  }
+  // Longest processing time first over `seqs` into one micro-batch per entry of `share`: each
+  // sequence, heaviest first, to the micro-batch with the least load for its share that it fits
+  // in under the token budget.
+  std::optional<std::vector<packed_microbatch>> balanced(std::vector<std::size_t> seqs,
+                                                         const std::vector<double>& share) const {
+    std::stable_sort(seqs.begin(), seqs.end(),
+                     [&](std::size_t a, std::size_t b) { return weight_[a] > weight_[b]; });
+    const std::size_t m = share.size();
+    std::vector<packed_microbatch> out(m);
+    std::vector<double> load(m, 0.0);
+    for (std::size_t i : seqs) {
+      std::optional<std::size_t> best;
+      for (std::size_t j = 0; j < m; ++j) {
+        if (fits_budget(out[j], req_.lengths[i]) &&
+            (!best || load[j] / share[j] < load[*best] / share[*best])) {
+          best = j;
+        }
+      }
+      if (!best) {
+        return std::nullopt;
+      }
+      add(out[*best], i);
+      load[*best] += weight_[i];
+    }
+    for (packed_microbatch& mb : out) {
+      std::sort(mb.sequences.begin(), mb.sequences.end());
+      if (mb.sequences.empty()) {
+        return std::nullopt;
+      }
+    }
+    return out;
+  }
+  std::uint64_t total_tokens() const {
+    std::uint64_t t = 0;
+    for (std::uint64_t l : req_.lengths) {
+      t += l;
+    }
+    return t;
+  }
+  void add(packed_microbatch& mb, std::size_t i) const {
+    const std::uint64_t l = req_.lengths[i];
+    mb.sequences.push_back(i);
+    mb.tokens += l;
+    mb.squares += static_cast<double>(l) * static_cast<double>(l);
+  }
+  bool fits_budget(const packed_microbatch& mb, std::uint64_t more) const {
+    return !req_.tokens_per_microbatch || mb.tokens + more <= *req_.tokens_per_microbatch;
+  }
+  bool within_budget(const std::vector<packed_microbatch>& mbs) const {
+    for (const packed_microbatch& mb : mbs) {
+      if (!fits_budget(mb, 0)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  static token_counts counts_of(const packed_microbatch& mb) {
+    return token_counts{static_cast<double>(mb.tokens), mb.squares};
+  }
+
+  // The timing model (costs, inline recompute's when recomputing), the sizes the generators
+  // decide with and the real sizes, of one micro-batch of `n` tokens, read for the shape.
+  std::tuple<cost_model, memory_model, memory_model> models_of(const token_counts& n) const {
+    const std::uint32_t p = pl_.stages();
+    const std::uint32_t v = pl_.chunks();
+    const job_costs jc = make_job_costs(job_, layout_, n, req_.recompute, partition_, pl_);
+    cost_model c = jc.costs.for_shape(p, v, "pack");
+    memory_model plain = jc.memory.for_shape(p, v, "pack");
+    if (req_.recompute != recompute_kind::none) {
+      auto [ic, im] = inline_recompute(jc.costs, jc.memory, p, v);
+      c = ic.for_shape(p, v, "pack");
+      plain = im.for_shape(p, v, "pack");
+    }
+    return {std::move(c), std::move(plain), jc.memory.for_shape(p, v, "pack")};
+  }
+  // The pipeline's F + B + W seconds of a micro-batch of `n` tokens: its weight.
+  double work_of(const token_counts& n) const {
+    const cost_model c = std::get<0>(models_of(n));
+    double w = 0.0;
+    for (stage_index s = 0; s < pl_.stages(); ++s) {
+      for (chunk_index k = 0; k < pl_.chunks(); ++k) {
+        const op_costs t = c.at(s, k);
+        w += t.forward + t.backward_input + t.backward_weight;
+      }
+    }
+    return w;
+  }
+  void append(prepared& pr, const packed_microbatch& mb) const {
+    auto [c, plain, real] = models_of(counts_of(mb));
+    pr.costs.push_back(std::move(c));
+    pr.plain.push_back(std::move(plain));
+    pr.real.push_back(std::move(real));
+    pr.work.push_back(work_of(counts_of(mb)));
+  }
+
+  // Moves a random sequence of micro-batch a to b (or, `swap`, exchanges one of each) within
+  // the token budget, a keeping at least one; false when nothing moves.
+  bool move_sequence(
+      prepared& pr, std::uint32_t a, std::uint32_t b, bool swap, std::uint64_t& rng) const {
+    packed_microbatch x = pr.mbs[a];
+    packed_microbatch y = pr.mbs[b];
+    if (!swap && x.sequences.size() < 2) {
+      return false;
+    }
+    const std::size_t i = x.sequences[detail::pack_next(rng) % x.sequences.size()];
+    std::optional<std::size_t> k;
+    if (swap) {
+      k = y.sequences[detail::pack_next(rng) % y.sequences.size()];
+      if (req_.lengths[*k] == req_.lengths[i]) {
+        return false;  // the same micro-batches
+      }
+    }
+    auto take = [&](packed_microbatch& mb, std::size_t s) {
+      mb.sequences.erase(std::find(mb.sequences.begin(), mb.sequences.end(), s));
+      mb.tokens -= req_.lengths[s];
+      mb.squares -= static_cast<double>(req_.lengths[s]) * static_cast<double>(req_.lengths[s]);
+    };
+    auto put = [&](packed_microbatch& mb, std::size_t s) {
+      add(mb, s);
+      std::sort(mb.sequences.begin(), mb.sequences.end());
+    };
+    take(x, i);
+    if (k) {
+      take(y, *k);
+      put(x, *k);
+    }
+    put(y, i);
+    if (!fits_budget(x, 0) || !fits_budget(y, 0)) {
+      return false;
+    }
+    // Sums recomputed, not updated: the same packing reached two ways has the same numbers.
+    recount(x);
+    recount(y);
+    replace(pr, a, std::move(x));
+    replace(pr, b, std::move(y));
+    return true;
+  }
+  void recount(packed_microbatch& mb) const {
+    mb.tokens = 0;
+    mb.squares = 0.0;
+    for (std::size_t s : mb.sequences) {
+      mb.tokens += req_.lengths[s];
+      mb.squares += static_cast<double>(req_.lengths[s]) * static_cast<double>(req_.lengths[s]);
+    }
+  }
+
+  pack_request req_;
+  const generator_registry* registry_ = &default_registry();
+  const generator_entry* gen_ = nullptr;
+  placement pl_ = placement::sequential(1);
+  training_job job_;
+  plan_layout layout_;
+  double limit_ = 0.0;
+  std::vector<std::uint32_t> partition_;
+  std::vector<double> weight_;
+};
+
+/// A number of bytes with an optional unit, as `pack --memory-limit` and pipesched.pack() take
+/// it: B, kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), spaces allowed
+/// before the unit; no unit is bytes ("72GiB", "7.5e10", "80 GB"). nullopt unless the number is
+/// finite and > 0 (and its product with the unit too).
+inline std::optional<double> parse_bytes(std::string_view text) {
+  static constexpr std::pair<std::string_view, double> units[] = {
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"kB", 1e3},     {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+      {"TB", 1e12},    {"B", 1.0}};
+  double scale = 1.0;
+  for (const auto& [unit, factor] : units) {
+    if (text.size() > unit.size() && text.substr(text.size() - unit.size()) == unit) {
+      text.remove_suffix(unit.size());
+      scale = factor;
+      break;
+    }
+  }
+  while (!text.empty() && text.back() == ' ') {
+    text.remove_suffix(1);
+  }
+  // A plain decimal number: digits, one point, an exponent; nothing else (no sign, no "inf").
+  const std::string number(text);
+  if (number.empty() || number.find_first_not_of("0123456789.eE+-") != std::string::npos ||
+      !(std::isdigit(static_cast<unsigned char>(number.front())) || number.front() == '.')) {
+    return std::nullopt;
+  }
+  std::size_t used = 0;
+  double v = 0.0;
+  try {
+    v = std::stod(number, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != number.size() || !std::isfinite(v * scale) || !(v > 0.0)) {
+    return std::nullopt;
+  }
+  return v * scale;
+}
+
+/// The packing and order of `req`'s sequences that minimise the simulated step time within the
+/// memory limit, against the naive baseline (pack_problem::solve).
+inline pack_result pack(const pack_request& req) {
+  return pack_problem(req).solve();
+}
+
+}  // namespace pipesched

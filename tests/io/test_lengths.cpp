@@ -1,0 +1,37 @@
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include <pipesched/io/lengths.hpp>
+
+using namespace pipesched;
+
+TEST_CASE("read_lengths: one whole number of tokens per line", "[io][lengths]") {
+  const sequence_lengths l = read_lengths("# a batch\n4096\n  512\t\r\n\n   \n16384\n1");
+  CHECK(l.lengths == std::vector<std::uint64_t>{4096, 512, 16384, 1});
+  CHECK(l.lines == std::vector<std::size_t>{2, 3, 6, 7});
+  CHECK(read_lengths("2147483648\n").lengths.front() == max_sequence_length);
+}
+
+TEST_CASE("read_lengths: bad lines name the line and the value", "[io][lengths]") {
+  CHECK_THROWS_WITH(read_lengths("10\n-5\n", "b.txt"),
+                    "b.txt line 2: -5 tokens: a sequence length must be at least 1");
+  CHECK_THROWS_WITH(read_lengths("10\n0\n", "b.txt"),
+                    "b.txt line 2: 0 tokens: a sequence length must be at least 1");
+  CHECK_THROWS_WITH(read_lengths("1.5\n", "b.txt"),
+                    "b.txt line 1: \"1.5\" is not a whole number of tokens (one length per line)");
+  CHECK_THROWS_WITH(
+      read_lengths("12 13\n", "b.txt"),
+      "b.txt line 1: \"12 13\" is not a whole number of tokens (one length per line)");
+  CHECK_THROWS_WITH(read_lengths("+7\n", "b.txt"),
+                    "b.txt line 1: \"+7\" is not a whole number of tokens (one length per line)");
+  CHECK_THROWS_WITH(
+      read_lengths("2147483649\n", "b.txt"),
+      "b.txt line 1: 2147483649 tokens: a sequence length must be at most 2147483648");
+  CHECK_THROWS_WITH(read_lengths("99999999999999999999999999\n", "b.txt"),
+                    Catch::EndsWith("a sequence length must be at most 2147483648"));
+  CHECK_THROWS_WITH(read_lengths("# nothing\n\n", "b.txt"),
+                    "b.txt: no sequence lengths (one whole number of tokens per line)");
+  CHECK_THROWS_WITH(read_lengths(""),
+                    "lengths: no sequence lengths (one whole number of tokens per line)");
+}
