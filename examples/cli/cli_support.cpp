@@ -22,6 +22,7 @@
 #include <pipesched/io/cost_model_json.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/memory_model_json.hpp>
+#include <pipesched/io/plan_json.hpp>
 #include <pipesched/io/schedule_input.hpp>
 #include <pipesched/io/svg.hpp>
 #include <pipesched/plan/request.hpp>
@@ -271,6 +272,22 @@ void write_output_with(const std::string& path, const std::function<void(std::os
 
 void write_output(const std::string& path, const std::string& text) {
   write_output_with(path, [&](std::ostream& os) { os << text; });
+}
+
+std::pair<transformer_spec, cluster_spec> load_model_and_gpu(const std::string& model,
+                                                             const std::string& gpu) {
+  std::pair<transformer_spec, cluster_spec> out;
+  try {
+    out.first = load_transformer_spec(model);
+  } catch (const pipesched::invalid_argument& e) {
+    usage_error(std::string("--model: ") + e.what());
+  }
+  try {
+    out.second = load_cluster_spec(gpu);
+  } catch (const pipesched::invalid_argument& e) {
+    usage_error(std::string("--gpu: ") + e.what());
+  }
+  return out;
 }
 
 std::vector<std::string> export_schedule(const std::string& prefix,

@@ -36,6 +36,7 @@
 #include <pipesched/ir/schedule.hpp>
 #include <pipesched/model/cost_model.hpp>
 #include <pipesched/model/memory_model.hpp>
+#include <pipesched/plan/job.hpp>
 #include <pipesched/plan/whatif.hpp>
 
 namespace pipesched::cli {
@@ -160,6 +161,10 @@ bool is_stdout(const std::string& path);
 /// large outputs stream instead of being built as one string first.
 void write_output_with(const std::string& path, const std::function<void(std::ostream&)>& write);
 void write_output(const std::string& path, const std::string& text);
+
+/// --model and --gpu of plan and pack: a preset name or a JSON file each; errors name the option.
+std::pair<transformer_spec, cluster_spec> load_model_and_gpu(const std::string& model,
+                                                             const std::string& gpu);
 
 /// A schedule and the models it was timed and checked with, as files a runtime reads:
 /// PREFIX.csv (PyTorch compute_comms: SEND/RECV in list order), PREFIX.compute.csv (compute

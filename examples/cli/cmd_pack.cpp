@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -64,16 +65,7 @@ int cmd_pack(const pack_cli& o) {
   }
   const bool json = o.json || o.format == "json";
   pack_request req;
-  try {
-    req.model = load_transformer_spec(o.model);
-  } catch (const pipesched::invalid_argument& e) {
-    usage_error(std::string("--model: ") + e.what());
-  }
-  try {
-    req.cluster = load_cluster_spec(o.gpu);
-  } catch (const pipesched::invalid_argument& e) {
-    usage_error(std::string("--gpu: ") + e.what());
-  }
+  std::tie(req.model, req.cluster) = load_model_and_gpu(o.model, o.gpu);
   try {
     sequence_lengths l = read_lengths(read_text_file(o.lengths), o.lengths);
     req.lengths = std::move(l.lengths);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -110,16 +111,7 @@ int cmd_plan(const plan_cli& o) {
   }
   const bool json = o.json || o.format == "json";
   plan_request req;
-  try {
-    req.model = load_transformer_spec(o.model);
-  } catch (const pipesched::invalid_argument& e) {
-    usage_error(std::string("--model: ") + e.what());
-  }
-  try {
-    req.cluster = load_cluster_spec(o.gpu);
-  } catch (const pipesched::invalid_argument& e) {
-    usage_error(std::string("--gpu: ") + e.what());
-  }
+  std::tie(req.model, req.cluster) = load_model_and_gpu(o.model, o.gpu);
   if (o.achieved_fraction) {
     req.achieved_fraction = parse_real(*o.achieved_fraction, "--achieved-fraction");
   }

@@ -133,10 +133,17 @@ inline nlohmann::json cluster_spec_to_json(const cluster_spec& k) {
           {"inter_node_latency", k.inter_node_latency}};
 }
 
-/// A model by preset name (model_presets()), else read from the model JSON file of that path.
-/// Errors name the path; an unknown name that is no file lists the presets.
-inline transformer_spec load_transformer_spec(const std::string& name_or_path) {
-  for (const transformer_spec& t : model_presets()) {
+namespace detail {
+
+/// A spec by preset name (`presets()`), else read by `read` from the JSON file of that path.
+/// Errors name the path; a name that is no file and looks like none (no '/', no ".json") goes
+/// to `preset()`, which throws listing the presets.
+template <class Spec, class Presets, class Preset, class Read>
+Spec load_preset_or_file(const std::string& name_or_path,
+                         Presets presets,
+                         Preset preset,
+                         Read read) {
+  for (const Spec& t : presets()) {
     if (t.name == name_or_path) {
       return t;
     }
@@ -149,37 +156,32 @@ inline transformer_spec load_transformer_spec(const std::string& name_or_path) {
         name_or_path.find(".json") != std::string::npos) {
       throw;  // meant as a file: say why it cannot be read
     }
-    model_preset(name_or_path);  // throws: unknown model, listing the presets
+    preset(name_or_path);  // throws: unknown name, listing the presets
   }
   try {
-    return read_transformer_spec(text);
+    return read(text);
   } catch (const invalid_argument& e) {
     detail::fail(name_or_path, ": ", e.what());
   }
 }
 
+}  // namespace detail
+
+/// A model by preset name (model_presets()), else read from the model JSON file of that path.
+/// Errors name the path; an unknown name that is no file lists the presets.
+inline transformer_spec load_transformer_spec(const std::string& name_or_path) {
+  return detail::load_preset_or_file<transformer_spec>(
+      name_or_path, [] { return model_presets(); },
+      [](const std::string& n) { return model_preset(n); },
+      [](const std::string& t) { return read_transformer_spec(t); });
+}
+
 /// A cluster by preset name (cluster_presets()), else read from that cluster JSON file.
 inline cluster_spec load_cluster_spec(const std::string& name_or_path) {
-  for (const cluster_spec& c : cluster_presets()) {
-    if (c.name == name_or_path) {
-      return c;
-    }
-  }
-  std::string text;
-  try {
-    text = read_text_file(name_or_path);
-  } catch (const invalid_argument&) {
-    if (name_or_path.find('/') != std::string::npos ||
-        name_or_path.find(".json") != std::string::npos) {
-      throw;  // meant as a file: say why it cannot be read
-    }
-    cluster_preset(name_or_path);
-  }
-  try {
-    return read_cluster_spec(text);
-  } catch (const invalid_argument& e) {
-    detail::fail(name_or_path, ": ", e.what());
-  }
+  return detail::load_preset_or_file<cluster_spec>(
+      name_or_path, [] { return cluster_presets(); },
+      [](const std::string& n) { return cluster_preset(n); },
+      [](const std::string& t) { return read_cluster_spec(t); });
 }
 
 /// One plan as JSON: its layout, schedule, recompute, whether it fits, its time and rates (SI
