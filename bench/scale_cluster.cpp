@@ -127,7 +127,12 @@ int main(int argc, char** argv) {
       const schedule s = default_registry().generate(name, gp);
       const double ops = static_cast<double>(s.size()) * d * n;
       timer t;
-      const data_parallel_stats r = monte_carlo_data_parallel(s, costs, noise, dp, n, 0, threads);
+      data_parallel_monte_carlo_options o;
+      o.noise = noise;
+      o.samples = n;
+      o.data_parallel = dp;
+      o.threads = threads;
+      const data_parallel_stats r = monte_carlo_data_parallel(s, costs, o);
       const double wall = t.wall_s();
       const double cpu = t.cpu_s();
       std::printf("%s p=%u m=%u D=%u N=%u threads=%u ops/replica=%zu simulated ops=%.0f\n",
@@ -142,7 +147,8 @@ int main(int argc, char** argv) {
           100.0 * r.slowest_replica_share);
       if (check_serial) {
         timer t1;
-        const data_parallel_stats one = monte_carlo_data_parallel(s, costs, noise, dp, n, 0, 1);
+        o.threads = 1;
+        const data_parallel_stats one = monte_carlo_data_parallel(s, costs, o);
         std::printf("  one thread: wall %.3f s cpu %.3f s; same result: %s\n", t1.wall_s(),
                     t1.cpu_s(), same(one, r) ? "yes" : "NO");
         if (!same(one, r)) {

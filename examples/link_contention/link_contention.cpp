@@ -106,11 +106,11 @@ int main(int argc, char** argv) try {
   for (const std::string& name : names) {
     const schedule s = default_registry().generate(name, gp);
     const double free_links = simulate(s, costs).makespan;
-    const link_timing_result alone = simulate_links(s, costs, no_bulk);
+    const link_timing_result alone = simulate_links(s, costs, {.links = no_bulk});
     links.discipline = link_discipline::fifo;
-    const link_timing_result f = simulate_links(s, costs, links);
+    const link_timing_result f = simulate_links(s, costs, {.links = links});
     links.discipline = link_discipline::priority;
-    const link_timing_result q = simulate_links(s, costs, links);
+    const link_timing_result q = simulate_links(s, costs, {.links = links});
     std::printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", name.c_str(),
                 free_links, alone.makespan, f.iteration, f.makespan, f.stall_behind_bulk,
                 q.iteration, q.makespan, q.stall_behind_bulk);

@@ -85,13 +85,13 @@ int main(int argc, char** argv) try {
     const std::string_view nm = name;
     const bool dynamic = nm.starts_with("dynamic");
     const placement pl = nm == "dynamic-v" ? placement::v_shape(p) : placement::sequential(p);
-    dynamic_policy_options dyn;
-    dyn.memory_limit = p * 1.0;
-    auto measure = [&](const perturbation& n, const robustness_options& ro) {
-      return dynamic ? monte_carlo_dynamic(pl, m, costs, n, dyn, ro)
-                     : monte_carlo(default_registry().generate(name, gp), costs, n, ro);
+    auto measure = [&](const perturbation& n, dynamic_monte_carlo_options ro) {
+      ro.noise = n;
+      ro.memory_limit = p * 1.0;  // the dynamic policy's; the static orders ignore it
+      return dynamic ? monte_carlo_dynamic(schedule::on("dynamic", pl, m), costs, ro)
+                     : monte_carlo(default_registry().generate(name, gp), costs, ro);
     };
-    robustness_options o;
+    dynamic_monte_carlo_options o;
     o.samples = samples;
     double worst = 0.0;
     std::printf("| %s |", name);
@@ -106,7 +106,7 @@ int main(int argc, char** argv) try {
       worst = std::max(worst, r.iteration.max);
     }
     std::printf(" %.2f |\n", worst);
-    robustness_options so;
+    dynamic_monte_carlo_options so;
     so.samples = 1;
     so.sensitivity = true;
     sens.push_back(measure(perturbation{}, so).sensitivity);
@@ -152,15 +152,17 @@ int main(int argc, char** argv) try {
     n.set_cv(0.05).set_straggler(p, slow, 1.05).set_seed(seed);
     std::printf("| %s |", name);
     for (std::uint32_t d : ds) {
-      data_parallel_model dp;
-      dp.replicas = d;
-      dp.gradient_bytes = {1.0};
-      dp.latency = 0.001;
+      data_parallel_options dp;
+      dp.data_parallel.replicas = d;
+      dp.data_parallel.gradient_bytes = {1.0};
+      dp.data_parallel.latency = 0.001;
+      dp.noise = n;
       double it = 0.0;
       double lost = 0.0;
       const std::uint32_t iterations = samples / 10 + 1;
       for (std::uint32_t k = 0; k < iterations; ++k) {
-        const data_parallel_result r = simulate_data_parallel(s, costs, n, dp, k);
+        dp.sample = k;
+        const data_parallel_result r = simulate_data_parallel(s, costs, dp);
         it += r.iteration / iterations;
         lost += r.slowest_replica_share / iterations;
       }

@@ -1,5 +1,6 @@
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -9,7 +10,25 @@
 #include <pipesched/analysis/perturbed_timing.hpp>
 #include <pipesched/analysis/validator.hpp>
 
+#include "support/options.hpp"
+
 using namespace pipesched;
+using namespace test_options;
+
+// One options style (issue 28 item 4): the policy runs on a schedule's shape, options hold the
+// rest; its Monte-Carlo shares monte_carlo's options and result.
+template <class P>
+concept old_dynamic_spelling = requires(const P& pl) {
+  simulate_dynamic(pl, 8u, cost_model{}, dynamic_policy_options{});
+};
+static_assert(!old_dynamic_spelling<placement>, "simulate_dynamic(placement, m, costs, options)");
+template <class P>
+concept old_monte_carlo_dynamic_spelling = requires(const P& pl) {
+  monte_carlo_dynamic(pl, 8u, cost_model{}, perturbation{}, dynamic_policy_options{},
+                      robustness_options{});
+};
+static_assert(!old_monte_carlo_dynamic_spelling<placement>);
+static_assert(std::is_base_of_v<robustness_options, dynamic_monte_carlo_options>);
 
 namespace {
 
@@ -40,12 +59,13 @@ TEST_CASE("simulate_dynamic: the recorded order validates, fits and times the sa
       o.memory_limit = sh.limit;
       o.noise.set_cv(cv).set_link_cv(cv).set_seed(11);
       o.sample = 2;
-      const dynamic_result r = simulate_dynamic(sh.pl, 8, costs, o);
+      const dynamic_result r = simulate_dynamic(schedule::on("dynamic", sh.pl, 8), costs, o);
       REQUIRE(validate(r.order).ok());
       CHECK(check_memory(r.order, o.memory, memory_options::with_limit(sh.limit)).within_budget());
       REQUIRE(r.timing.completed());
       // The engine, given the order and the same sample, reproduces the policy's times.
-      const simulation_result again = simulate_perturbed(r.order, costs, o.noise, o.sample);
+      const simulation_result again =
+          simulate_perturbed(r.order, costs, perturbed(o.noise, o.sample));
       CHECK(again.ops == r.decided);
       CHECK(r.timing.ops == r.decided);
     }
@@ -58,12 +78,14 @@ TEST_CASE("simulate_dynamic: on clean unit costs it finds the zero-bubble orders
   // (p-1)(T_F+T_B-T_W) = 3 in the longest span. At one activation it runs F B W in turn.
   dynamic_policy_options roomy;
   roomy.memory_limit = 7.0;
-  const dynamic_result a = simulate_dynamic(placement::sequential(4), 8, cost_model{}, roomy);
+  const dynamic_result a =
+      simulate_dynamic(schedule::on("dynamic", placement::sequential(4), 8), cost_model{}, roomy);
   CHECK(a.timing.bubble_rate == 0.0);
   CHECK(check_memory(a.order).peak_memory(0) == 7.0);
   dynamic_policy_options onefb;
   onefb.memory_limit = 4.0;
-  const dynamic_result b = simulate_dynamic(placement::sequential(4), 8, cost_model{}, onefb);
+  const dynamic_result b =
+      simulate_dynamic(schedule::on("dynamic", placement::sequential(4), 8), cost_model{}, onefb);
   CHECK(b.timing.makespan == 27.0);
   CHECK(b.timing.bubble_rate == Approx(3.0 / 27.0));
   CHECK(std::vector<op>(b.order.ops(0).begin(), b.order.ops(0).begin() + 5) ==
@@ -71,7 +93,8 @@ TEST_CASE("simulate_dynamic: on clean unit costs it finds the zero-bubble orders
                         op{op_kind::forward, 3}, op{op_kind::backward_input, 0}});
   dynamic_policy_options one;
   one.memory_limit = 1.0;
-  const dynamic_result c = simulate_dynamic(placement::sequential(4), 8, cost_model{}, one);
+  const dynamic_result c =
+      simulate_dynamic(schedule::on("dynamic", placement::sequential(4), 8), cost_model{}, one);
   // Each micro-batch: 4 F down, 4 B up, then stage 0's W (its M_W = 0.5 is still held) before
   // the next F: 8 * 9.
   CHECK(c.timing.makespan == 72.0);
@@ -80,13 +103,16 @@ TEST_CASE("simulate_dynamic: on clean unit costs it finds the zero-bubble orders
 TEST_CASE("simulate_dynamic: deterministic per sample; invalid limits are refused", "[dynamic]") {
   dynamic_policy_options o;
   o.noise.set_cv(0.2).set_seed(5);
-  const dynamic_result a = simulate_dynamic(placement::sequential(3), 6, cost_model{}, o);
-  const dynamic_result b = simulate_dynamic(placement::sequential(3), 6, cost_model{}, o);
+  const dynamic_result a =
+      simulate_dynamic(schedule::on("dynamic", placement::sequential(3), 6), cost_model{}, o);
+  const dynamic_result b =
+      simulate_dynamic(schedule::on("dynamic", placement::sequential(3), 6), cost_model{}, o);
   CHECK(a.decided == b.decided);
   o.memory_limit = 0.9;
-  CHECK_THROWS_WITH(simulate_dynamic(placement::sequential(3), 6, cost_model{}, o),
-                    Catch::Matchers::Contains("simulate_dynamic: memory_limit (0.9) is below the "
-                                              "minimum any schedule needs on stage 0 (1 = "));
+  CHECK_THROWS_WITH(
+      simulate_dynamic(schedule::on("dynamic", placement::sequential(3), 6), cost_model{}, o),
+      Catch::Matchers::Contains("simulate_dynamic: memory_limit (0.9) is below the "
+                                "minimum any schedule needs on stage 0 (1 = "));
 }
 
 TEST_CASE("monte_carlo_dynamic: the policy against a static order under the same samples",
@@ -97,14 +123,15 @@ TEST_CASE("monte_carlo_dynamic: the policy against a static order under the same
   ro.samples = 10;
   dynamic_policy_options o;
   o.memory_limit = 4.0;
-  const robustness_result d =
-      monte_carlo_dynamic(placement::sequential(4), 8, cost_model{}, n, o, ro);
+  const robustness_result d = monte_carlo_dynamic(
+      schedule::on("dynamic", placement::sequential(4), 8), cost_model{}, dynamic_mc(n, o, ro));
   CHECK(d.clean == 27.0);
   CHECK(d.iteration.count == 10);
   CHECK(d.iteration.mean > d.clean);
   // No noise: every sample is the clean run.
   const robustness_result quiet =
-      monte_carlo_dynamic(placement::sequential(4), 8, cost_model{}, perturbation{}, o, ro);
+      monte_carlo_dynamic(schedule::on("dynamic", placement::sequential(4), 8), cost_model{},
+                          dynamic_mc(perturbation{}, o, ro));
   CHECK(quiet.iteration.max == 27.0);
   CHECK(quiet.iteration.min == 27.0);
 }
@@ -115,7 +142,7 @@ TEST_CASE("simulate_dynamic: the memory engine's admission, so no block above th
   // after it that still has F, compared exactly): both blocked at a valid limit with
   // "no stage can run an op".
   auto runs_within = [](const placement& pl, const dynamic_policy_options& o) {
-    const dynamic_result r = simulate_dynamic(pl, 4, cost_model{}, o);
+    const dynamic_result r = simulate_dynamic(schedule::on("dynamic", pl, 4), cost_model{}, o);
     CHECK(validate(r.order).ok());
     CHECK(check_memory(r.order, o.memory, memory_options::with_limit(*o.memory_limit))
               .within_budget());
@@ -141,8 +168,9 @@ TEST_CASE("simulate_dynamic: the memory engine's admission, so no block above th
   o.memory_limit = 0.3;
   runs_within(placement::sequential(2), o);
   o.memory_limit = 0.29;
-  CHECK_THROWS_WITH(simulate_dynamic(placement::sequential(2), 3, cost_model{}, o),
-                    Catch::Matchers::Contains("is below the minimum any schedule needs"));
+  CHECK_THROWS_WITH(
+      simulate_dynamic(schedule::on("dynamic", placement::sequential(2), 3), cost_model{}, o),
+      Catch::Matchers::Contains("is below the minimum any schedule needs"));
 }
 
 TEST_CASE("monte_carlo_dynamic: the progress observer counts every sample and changes nothing",
@@ -152,8 +180,8 @@ TEST_CASE("monte_carlo_dynamic: the progress observer counts every sample and ch
   robustness_options ro;
   ro.samples = 4;
   ro.keep_samples = true;
-  const robustness_result quiet =
-      monte_carlo_dynamic(placement::sequential(3), 6, cost_model{}, n, {}, ro);
+  const robustness_result quiet = monte_carlo_dynamic(
+      schedule::on("dynamic", placement::sequential(3), 6), cost_model{}, dynamic_mc(n, {}, ro));
   std::uint64_t last = 0;
   std::uint64_t calls = 0;
   ro.progress = [&](std::uint64_t done, std::uint64_t total) {
@@ -162,8 +190,8 @@ TEST_CASE("monte_carlo_dynamic: the progress observer counts every sample and ch
     last = done;
     ++calls;
   };
-  const robustness_result told =
-      monte_carlo_dynamic(placement::sequential(3), 6, cost_model{}, n, {}, ro);
+  const robustness_result told = monte_carlo_dynamic(
+      schedule::on("dynamic", placement::sequential(3), 6), cost_model{}, dynamic_mc(n, {}, ro));
   CHECK(calls == 4u);
   CHECK(told.samples == quiet.samples);
   CHECK(told.iteration.mean == quiet.iteration.mean);

@@ -1,4 +1,5 @@
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -16,7 +17,17 @@
 #include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/transform/recompute.hpp>
 
+#include "support/options.hpp"
+
 using namespace pipesched;
+using namespace test_options;
+
+// One options style (issue 28 item 4): the links inside the options.
+template <class S>
+concept old_links_spelling = requires(const S& s, const link_model& l) {
+  simulate_links(s, cost_model{}, l);
+};
+static_assert(!old_links_spelling<schedule>, "simulate_links(sched, costs, links, options)");
 
 namespace {
 
@@ -77,8 +88,10 @@ TEST_CASE("simulate_links: free links reproduce simulate exactly on every family
           const simulation_result want = simulate(s, models[c]);
           const std::string what = s.name() + " p=" + std::to_string(p) +
                                    " m=" + std::to_string(m) + " costs " + std::to_string(c);
-          require_same_times(want, simulate_links(s, models[c], free_links), what + " free");
-          require_same_times(want, simulate_links(s, models[c], zero_bytes), what + " 0 bytes");
+          require_same_times(want, simulate_links(s, models[c], {.links = free_links}),
+                             what + " free");
+          require_same_times(want, simulate_links(s, models[c], {.links = zero_bytes}),
+                             what + " 0 bytes");
         }
       }
     }
@@ -94,8 +107,8 @@ TEST_CASE("simulate_links: free links under noise reproduce simulate_perturbed",
   for (std::uint64_t sample : {0u, 1u, 7u}) {
     o.sample = sample;
     for (const schedule& s : families(4, 8, costs)) {
-      require_same_times(simulate_perturbed(s, costs, noise, sample),
-                         simulate_links(s, costs, link_model{}, o), s.name());
+      require_same_times(simulate_perturbed(s, costs, perturbed(noise, sample)),
+                         simulate_links(s, costs, with_links(o, link_model{})), s.name());
     }
   }
 }
@@ -111,7 +124,8 @@ TEST_CASE("simulate_links: a message waits for the link, then T_comm", "[link_ti
   l.gradient_bytes = 4.0;
   link_timing_options o;
   o.record_messages = true;
-  const link_timing_result r = simulate_links(s, cost_model::uniform(1, 1, 1, 0.5), l, o);
+  const link_timing_result r =
+      simulate_links(s, cost_model::uniform(1, 1, 1, 0.5), with_links(o, l));
   REQUIRE(r.completed());
   CHECK(r.ops[1][0].start == 3.5);
   CHECK(r.ops[0][1].start == 9.0);
@@ -130,7 +144,8 @@ TEST_CASE("simulate_links: a message waits for the link, then T_comm", "[link_ti
 
   // Per-stage links: stage 1's at bandwidth 4 sends the gradient in 1 (leaves 7.5, arrives 8).
   l.bandwidth = {2.0, 4.0};
-  const link_timing_result two = simulate_links(s, cost_model::uniform(1, 1, 1, 0.5), l, o);
+  const link_timing_result two =
+      simulate_links(s, cost_model::uniform(1, 1, 1, 0.5), with_links(o, l));
   CHECK(two.ops[1][0].start == 3.5);
   CHECK(two.messages[1].sent == 7.5);
   CHECK(two.ops[0][1].start == 8.0);
@@ -179,7 +194,7 @@ TEST_CASE("simulate_links: two messages on one link, FIFO against priority (by h
   o.record_messages = true;
 
   l.discipline = link_discipline::fifo;
-  const link_timing_result f = simulate_links(s, costs, l, o);
+  const link_timing_result f = simulate_links(s, costs, with_links(o, l));
   REQUIRE(f.completed());
   CHECK(f.ops[0][4].start == 11.0);  // B of chunk 0 (g0) on stage 0
   CHECK(f.makespan == 13.0);
@@ -191,7 +206,7 @@ TEST_CASE("simulate_links: two messages on one link, FIFO against priority (by h
   CHECK(f.links[1].behind_bulk == 1.0);
 
   l.discipline = link_discipline::priority;
-  const link_timing_result q = simulate_links(s, costs, l, o);
+  const link_timing_result q = simulate_links(s, costs, with_links(o, l));
   REQUIRE(q.completed());
   CHECK(q.ops[0][4].start == 10.0);
   CHECK(q.makespan == 12.0);
@@ -222,7 +237,7 @@ TEST_CASE("simulate_links: an uncontended bucket takes the ring formula", "[link
   l.bulk.replicas = 4;
   l.bulk.gradient_bytes = {1e6};
   l.bulk.step_latency = 0.5;
-  const link_timing_result r = simulate_links(s, cost_model{}, l);
+  const link_timing_result r = simulate_links(s, cost_model{}, {.links = l});
   const double ring = ring_allreduce_time(4, 1e6, 1e5, 0.5);
   const std::vector<double> last{33, 31, 29, 27};
   for (stage_index st = 0; st < 4; ++st) {
@@ -238,14 +253,14 @@ TEST_CASE("simulate_links: an uncontended bucket takes the ring formula", "[link
   // send wait for a ring step: 0.25 on stages 0-2).
   l.bulk.buckets_per_chunk = 2;
   l.discipline = link_discipline::priority;
-  const link_timing_result two = simulate_links(s, cost_model{}, l);
+  const link_timing_result two = simulate_links(s, cost_model{}, {.links = l});
   const double half = ring_allreduce_time(4, 5e5, 1e5, 0.5);
   for (stage_index st = 0; st < 4; ++st) {
     CHECK(two.links[st].allreduce_end == Approx(last[st] - 1.0 + 2 * half));
     CHECK(two.links[st].bulk_messages == 12);
   }
   l.discipline = link_discipline::fifo;
-  const link_timing_result fifo = simulate_links(s, cost_model{}, l);
+  const link_timing_result fifo = simulate_links(s, cost_model{}, {.links = l});
   CHECK(fifo.stall_behind_bulk == Approx(0.75));
   CHECK(fifo.makespan == 33.75);
 }
@@ -267,9 +282,9 @@ TEST_CASE("simulate_links: priority is never slower than FIFO on the test scenar
           l.bulk.step_latency = 0.01;
           l.bulk.buckets_per_chunk = buckets;
           l.discipline = link_discipline::fifo;
-          const link_timing_result f = simulate_links(s, costs, l);
+          const link_timing_result f = simulate_links(s, costs, {.links = l});
           l.discipline = link_discipline::priority;
-          const link_timing_result q = simulate_links(s, costs, l);
+          const link_timing_result q = simulate_links(s, costs, {.links = l});
           INFO(s.name() << " p=" << p << " bucket bytes " << bytes << " buckets " << buckets);
           REQUIRE(f.completed());
           REQUIRE(q.completed());
@@ -286,24 +301,25 @@ TEST_CASE("simulate_links: invalid input throws, deadlocks are reported", "[link
   const schedule s = generate(one_f_one_b{}, 2, 2);
   link_model l;
   l.bandwidth = {0.0};
-  CHECK_THROWS_WITH(simulate_links(s, cost_model{}, l),
+  CHECK_THROWS_WITH(simulate_links(s, cost_model{}, {.links = l}),
                     "simulate_links: link bandwidth (0) must be > 0 (bytes per time unit; "
                     "infinity: no serialization)");
   l.bandwidth = {1.0, 1.0, 1.0};
   CHECK_THROWS_WITH(
-      simulate_links(s, cost_model{}, l),
+      simulate_links(s, cost_model{}, {.links = l}),
       "simulate_links: link bandwidth (3 entries) must hold one value or one per stage (p=2)");
   const schedule lowered = lower_communication(s);
-  CHECK_THROWS_AS(simulate_links(lowered, cost_model{}, link_model{}), pipesched::invalid_argument);
+  CHECK_THROWS_AS(simulate_links(lowered, cost_model{}, {.links = link_model{}}),
+                  pipesched::invalid_argument);
   cost_model wrong;
   wrong.set_stage_costs({op_costs{}, op_costs{}, op_costs{}});
-  CHECK_THROWS_WITH(simulate_links(s, wrong, link_model{}),
+  CHECK_THROWS_WITH(simulate_links(s, wrong, {.links = link_model{}}),
                     Catch::Contains("simulate_links: cost model stages table (3 entries)"));
 
   schedule stuck("stuck", 1, placement::sequential(2));
   stuck.stage_ops(0) = {make_op(op_kind::backward_full, 0), make_op(op_kind::forward, 0)};
   stuck.stage_ops(1) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
-  const link_timing_result r = simulate_links(stuck, cost_model{}, link_model{});
+  const link_timing_result r = simulate_links(stuck, cost_model{}, {.links = link_model{}});
   REQUIRE_FALSE(r.completed());
   CHECK(r.deadlock->describe() ==
         simulate(stuck, {}, simulate_options{true, true, false}).deadlock->describe());

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -13,7 +14,24 @@
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
+#include "support/options.hpp"
+
 using namespace pipesched;
+using namespace test_options;
+
+// One options style (issue 28 item 4): noise and sample go inside the options struct.
+template <class S>
+concept old_perturbed_spelling = requires(const S& s, const perturbation& n) {
+  simulate_perturbed(s, cost_model{}, n, std::uint64_t{0});
+};
+static_assert(!old_perturbed_spelling<schedule>, "simulate_perturbed(sched, costs, noise, sample)");
+template <class S>
+concept new_perturbed_spelling = requires(const S& s, const perturbation& n) {
+  simulate_perturbed(s, cost_model{}, perturbed_options{});
+};
+static_assert(new_perturbed_spelling<schedule>);
+static_assert(std::is_base_of_v<simulate_options, perturbed_options>);
+static_assert(std::is_base_of_v<monte_carlo_options, robustness_options>);
 
 TEST_CASE("simulate_perturbed: no noise reproduces simulate exactly", "[perturbation]") {
   const cost_model costs = cost_model::uniform(3, 4, 2, 0.5);
@@ -24,7 +42,7 @@ TEST_CASE("simulate_perturbed: no noise reproduces simulate exactly", "[perturba
         generate(zb_v{}, 4, 8), generate(v_half{}, 4, 8), generate(gpipe{}, 4, 3)}) {
     const simulation_result clean = simulate(s, costs);
     for (std::uint64_t sample : {0u, 5u}) {
-      const simulation_result r = simulate_perturbed(s, costs, none, sample);
+      const simulation_result r = simulate_perturbed(s, costs, perturbed(none, sample));
       CHECK(r.makespan == clean.makespan);
       CHECK(r.ops == clean.ops);
       CHECK(r.critical_path == clean.critical_path);
@@ -39,13 +57,14 @@ TEST_CASE("simulate_perturbed: a 5% straggler adds 5% of its critical work", "[p
   // path, stage 1's 3 units become 3.15.
   perturbation slow1;
   slow1.set_straggler(2, 1, 1.05);
-  CHECK(simulate_perturbed(generate(one_f_one_b{}, 2, 1), unit, slow1, 0).makespan == Approx(6.15));
+  CHECK(simulate_perturbed(generate(one_f_one_b{}, 2, 1), unit, perturbed(slow1, 0)).makespan ==
+        Approx(6.15));
   // 1F1B p = 4, m = 8 (span 33): the last stage runs without a gap from its first F at 3 to
   // its last BW, and the drain after it is the other stages' BW; its 8 * (1 + 2) = 24 units
   // of work stretch by 5%.
   perturbation slow3;
   slow3.set_straggler(4, 3, 1.05);
-  CHECK(simulate_perturbed(generate(one_f_one_b{}, 4, 8), unit, slow3, 0).makespan ==
+  CHECK(simulate_perturbed(generate(one_f_one_b{}, 4, 8), unit, perturbed(slow3, 0)).makespan ==
         Approx(33.0 + 0.05 * 24));
 }
 
@@ -55,14 +74,14 @@ TEST_CASE("simulate_perturbed: same seed same times, another seed or sample othe
   const cost_model costs = cost_model::uniform(1, 1, 1, 0.1);
   perturbation n;
   n.set_cv(0.05).set_link_cv(0.2).set_seed(42);
-  const simulation_result a = simulate_perturbed(s, costs, n, 3);
-  const simulation_result b = simulate_perturbed(s, costs, n, 3);
+  const simulation_result a = simulate_perturbed(s, costs, perturbed(n, 3));
+  const simulation_result b = simulate_perturbed(s, costs, perturbed(n, 3));
   CHECK(a.ops == b.ops);
   CHECK(a.makespan == b.makespan);
-  CHECK(simulate_perturbed(s, costs, n, 4).makespan != a.makespan);
+  CHECK(simulate_perturbed(s, costs, perturbed(n, 4)).makespan != a.makespan);
   perturbation other = n;
   other.set_seed(43);
-  CHECK(simulate_perturbed(s, costs, other, 3).makespan != a.makespan);
+  CHECK(simulate_perturbed(s, costs, perturbed(other, 3)).makespan != a.makespan);
   // The result keeps simulate's shape and invariants.
   REQUIRE(a.completed());
   CHECK(a.ops.size() == 4);
@@ -81,7 +100,7 @@ TEST_CASE("perturbed_costs: the same op gets the same numbers whatever its posit
   CHECK(pc.of(1, b2).duration == again.of(1, b2).duration);
   CHECK(pc.of(1, b2).duration != pc.of(1, op{op_kind::backward_input, 3}).duration);
   // The times simulate_perturbed reports are these durations.
-  const simulation_result r = simulate_perturbed(s, cost_model::uniform(2, 3, 1), n, 0);
+  const simulation_result r = simulate_perturbed(s, cost_model::uniform(2, 3, 1), perturbed(n, 0));
   for (const timed_op& t : r.ops[1]) {
     CHECK(t.duration() == Approx(pc.of(1, t.o).duration));
   }
@@ -118,20 +137,22 @@ TEST_CASE("perturbed_costs: stalls with probability 1 lengthen every compute op"
   const schedule s = generate(zb_h1{}, 1, 4);  // one stage: 12 ops back to back
   perturbation n;
   n.set_stalls({1.0, 0.5});
-  CHECK(simulate_perturbed(s, cost_model::uniform(1, 1, 1), n, 0).makespan == Approx(12 + 6));
+  CHECK(simulate_perturbed(s, cost_model::uniform(1, 1, 1), perturbed(n, 0)).makespan ==
+        Approx(12 + 6));
   perturbation rare;
   rare.set_stalls({0.25, 10.0}).set_seed(5);
-  const double t = simulate_perturbed(s, cost_model::uniform(1, 1, 1), rare, 0).makespan;
+  const double t = simulate_perturbed(s, cost_model::uniform(1, 1, 1), perturbed(rare, 0)).makespan;
   CHECK(std::fmod(t - 12.0, 10.0) == 0.0);  // a whole number of stalls
 }
 
 TEST_CASE("simulate_perturbed: lowered schedules and shape errors", "[perturbation]") {
   const schedule lowered = lower_communication(generate(one_f_one_b{}, 3, 4));
   const cost_model costs = cost_model::uniform(1, 1, 1, 0.25);
-  CHECK(simulate_perturbed(lowered, costs, perturbation{}, 0).ops == simulate(lowered, costs).ops);
+  CHECK(simulate_perturbed(lowered, costs, perturbed(perturbation{}, 0)).ops ==
+        simulate(lowered, costs).ops);
   perturbation bad;
   bad.set_stage_slowdown({1.0, 1.1});
-  CHECK_THROWS_WITH(simulate_perturbed(lowered, costs, bad, 0),
+  CHECK_THROWS_WITH(simulate_perturbed(lowered, costs, perturbed(bad, 0)),
                     Catch::Matchers::Contains("simulate_perturbed: perturbation stage_slowdown"));
 }
 

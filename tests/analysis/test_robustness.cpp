@@ -1,4 +1,5 @@
 #include <cstdint>
+#include <type_traits>
 
 #include <catch2/catch.hpp>
 
@@ -6,14 +7,26 @@
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 
+#include "support/options.hpp"
+
 using namespace pipesched;
+using namespace test_options;
+
+// One options style (issue 28 item 4): the noise inside the options; one result core.
+template <class S>
+concept old_monte_carlo_spelling = requires(const S& s) {
+  monte_carlo(s, cost_model{}, perturbation{}, robustness_options{});
+};
+static_assert(!old_monte_carlo_spelling<schedule>, "monte_carlo(sched, costs, noise, options)");
+static_assert(std::is_base_of_v<monte_carlo_stats, robustness_result>);
 
 TEST_CASE("monte_carlo: no noise gives simulate's makespan in every sample", "[robustness]") {
   const schedule s = generate(zb_h1{}, 4, 8);
   robustness_options o;
   o.samples = 5;
   o.keep_samples = true;
-  const robustness_result r = monte_carlo(s, cost_model::uniform(1, 1, 1), perturbation{}, o);
+  const robustness_result r =
+      monte_carlo(s, cost_model::uniform(1, 1, 1), with_noise(o, perturbation{}));
   CHECK(r.clean == 27.0);
   CHECK(r.iteration.mean == 27.0);
   CHECK(r.iteration.p99 == 27.0);
@@ -29,8 +42,8 @@ TEST_CASE("monte_carlo: sensitivity of 1F1B to its last stage, by hand", "[robus
   robustness_options o;
   o.samples = 1;
   o.sensitivity = true;
-  const robustness_result r =
-      monte_carlo(generate(one_f_one_b{}, 4, 8), cost_model::uniform(1, 1, 1), perturbation{}, o);
+  const robustness_result r = monte_carlo(
+      generate(one_f_one_b{}, 4, 8), cost_model::uniform(1, 1, 1), with_noise(o, perturbation{}));
   REQUIRE(r.sensitivity.size() == 4);
   CHECK(r.sensitivity[3] == Approx(0.24));
   CHECK(r.sensitivity[0] < r.sensitivity[3]);
@@ -43,8 +56,8 @@ TEST_CASE("monte_carlo: deterministic, and noise only lengthens the mean of a ti
   n.set_cv(0.1).set_seed(3);
   robustness_options o;
   o.samples = 50;
-  const robustness_result a = monte_carlo(s, cost_model::uniform(1, 1, 1), n, o);
-  const robustness_result b = monte_carlo(s, cost_model::uniform(1, 1, 1), n, o);
+  const robustness_result a = monte_carlo(s, cost_model::uniform(1, 1, 1), with_noise(o, n));
+  const robustness_result b = monte_carlo(s, cost_model::uniform(1, 1, 1), with_noise(o, n));
   CHECK(a.iteration.mean == b.iteration.mean);
   CHECK(a.iteration.max == b.iteration.max);
   // A synchronous pipeline waits for its slowest path: noise of mean 1 raises the mean span.
@@ -53,7 +66,8 @@ TEST_CASE("monte_carlo: deterministic, and noise only lengthens the mean of a ti
   CHECK(a.iteration.p50 <= a.iteration.p99);
   CHECK(a.iteration.p99 <= a.iteration.max);
   o.first_sample = 50;
-  CHECK(monte_carlo(s, cost_model::uniform(1, 1, 1), n, o).iteration.mean != a.iteration.mean);
+  CHECK(monte_carlo(s, cost_model::uniform(1, 1, 1), with_noise(o, n)).iteration.mean !=
+        a.iteration.mean);
 }
 
 TEST_CASE("monte_carlo: invalid options", "[robustness]") {
@@ -61,11 +75,11 @@ TEST_CASE("monte_carlo: invalid options", "[robustness]") {
   const schedule s = generate(zb_h1{}, 2, 2);
   robustness_options o;
   o.samples = 0;
-  CHECK_THROWS_WITH(monte_carlo(s, cost_model{}, perturbation{}, o),
+  CHECK_THROWS_WITH(monte_carlo(s, cost_model{}, with_noise(o, perturbation{})),
                     Contains("monte_carlo: samples (0) must be at least 1"));
   o.samples = 1;
   o.sensitivity_step = 0.0;
-  CHECK_THROWS_WITH(monte_carlo(s, cost_model{}, perturbation{}, o),
+  CHECK_THROWS_WITH(monte_carlo(s, cost_model{}, with_noise(o, perturbation{})),
                     Contains("sensitivity_step (0) must be finite and > 0"));
 }
 
@@ -77,13 +91,13 @@ TEST_CASE("monte_carlo: the progress observer counts every sample and changes no
   robustness_options o;
   o.samples = 6;
   o.sensitivity = true;
-  const robustness_result quiet = monte_carlo(s, cost_model{}, n, o);
+  const robustness_result quiet = monte_carlo(s, cost_model{}, with_noise(o, n));
   std::vector<std::uint64_t> seen;
   o.progress = [&](std::uint64_t done, std::uint64_t total) {
     CHECK(total == 6u * 5u);  // N, and N per stage for the sensitivity
     seen.push_back(done);
   };
-  const robustness_result told = monte_carlo(s, cost_model{}, n, o);
+  const robustness_result told = monte_carlo(s, cost_model{}, with_noise(o, n));
   REQUIRE(seen.size() == 30u);
   CHECK(seen.front() == 1u);
   CHECK(seen.back() == 30u);

@@ -9,7 +9,10 @@
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 
+#include "support/options.hpp"
+
 using namespace pipesched;
+using namespace test_options;
 
 namespace {
 
@@ -57,7 +60,7 @@ TEST_CASE("telemetry: a straggler in a noisy run is found, and only it", "[telem
   perturbation n;
   n.set_cv(0.05).set_straggler(4, 2, 1.15).set_seed(4);
   const measured_run run =
-      as_measured(s, simulate_perturbed(s, cost_model::uniform(1, 1, 1), n, 0));
+      as_measured(s, simulate_perturbed(s, cost_model::uniform(1, 1, 1), perturbed(n, 0)));
   const std::vector<stage_estimate> e = estimate_costs(run);
   CHECK(e[2].per_microbatch == Approx(3.45).epsilon(0.05));
   const std::vector<straggler> found = find_stragglers(e, {0.1, 0.05});

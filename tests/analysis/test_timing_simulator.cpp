@@ -18,7 +18,10 @@
 #include <pipesched/ir/traversal.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
+#include "support/options.hpp"
+
 using namespace pipesched;
+using namespace test_options;
 
 namespace {
 
@@ -492,7 +495,7 @@ TEST_CASE("simulate refuses an invalid or deadlocked schedule by default (issue 
   dead.stage_ops(0) = {F(0), BW(0), F(1), BW(1)};
   dead.stage_ops(1) = {F(1), F(0), BW(0), BW(1)};
   CHECK_THROWS_WITH(simulate(dead), Catch::StartsWith("simulate: schedule \"dead\" is invalid: "));
-  CHECK_THROWS_WITH(simulate_perturbed(dead, {}, perturbation{}, 0),
+  CHECK_THROWS_WITH(simulate_perturbed(dead, {}, perturbed(perturbation{}, 0)),
                     Catch::StartsWith("simulate_perturbed: schedule \"dead\" is invalid: "));
 }
 

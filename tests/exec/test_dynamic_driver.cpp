@@ -179,7 +179,7 @@ TEST_CASE("dynamic_stage: the drivers' pick by message keys makes simulate_dynam
     const std::uint32_t m = 6;
     dynamic_policy_options o;
     o.memory_limit = sh.limit;
-    const dynamic_result sim = simulate_dynamic(sh.pl, m, costs, o);
+    const dynamic_result sim = simulate_dynamic(schedule::on("dynamic", sh.pl, m), costs, o);
     // When each message arrives at its consumer, from the simulation's times.
     std::map<message_key, double> arrival;
     for (stage_index s = 0; s < sh.pl.stages(); ++s) {

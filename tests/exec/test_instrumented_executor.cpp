@@ -18,7 +18,6 @@ using namespace pipesched;
 static_assert(executor<instrumented_executor<null_executor>>);
 static_assert(executor<instrumented_executor<exec_test::checking_executor>>);
 static_assert(executor<instrumented_executor<exec_test::context_executor>>);
-static_assert(std::same_as<measured_op, timed_op>, "measured_op is the old name of timed_op");
 
 namespace {
 void check_timeline(const instrumented_executor<exec_test::checking_executor>& t,

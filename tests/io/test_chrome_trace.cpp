@@ -287,9 +287,11 @@ TEST_CASE("chrome trace: a timeline prefix and out-of-range ops stream like the 
   schedule s = generate(one_f_one_b{}, 2, 3);
   s.stage_ops(1).push_back(make_op(op_kind::forward, 7));
   timeline tl = cost_timeline(generate(one_f_one_b{}, 2, 3));
-  tl.stages[0].resize(4);
-  tl.stages[1].push_back({1, static_cast<std::uint32_t>(s.ops(1).size() - 1),
-                          make_op(op_kind::forward, 7), 20.0, 21.0});
+  std::vector<std::vector<timed_op>> lists = tl.stages.to_vectors();
+  lists[0].resize(4);
+  lists[1].push_back({1, static_cast<std::uint32_t>(s.ops(1).size() - 1),
+                      make_op(op_kind::forward, 7), 20.0, 21.0});
+  tl.stages = lists;
   const std::string text = streamed(s, tl);
   CHECK(json::parse(text) == reference_trace(s, tl, {}));
 }

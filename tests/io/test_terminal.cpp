@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <regex>
+#include <span>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -342,7 +343,8 @@ TEST_CASE("terminal: ops far shorter than the rest are keys explained by a legen
   // picture; each is a one-letter key explained under its window.
   const schedule s = generate(one_f_one_b{}, 2, 4);
   timeline tl = unit_step_timeline(s);
-  for (auto& st : tl.stages) {
+  for (std::size_t si = 0; si < tl.stages.size(); ++si) {
+    const std::span<timed_op> st = tl.stages[si];  // a mutable stage list
     for (timed_op& t : st) {
       if (t.o.kind == op_kind::forward) {
         t.end = t.start + 0.001;
@@ -359,7 +361,8 @@ TEST_CASE("terminal: ops far shorter than the rest are keys explained by a legen
   // even without wrapping.
   const schedule big = generate(one_f_one_b{}, 2, 64);
   timeline many = unit_step_timeline(big);
-  for (auto& st : many.stages) {
+  for (std::size_t si = 0; si < many.stages.size(); ++si) {
+    const std::span<timed_op> st = many.stages[si];  // a mutable stage list
     for (timed_op& t : st) {
       if (t.o.kind == op_kind::forward) {
         t.end = t.start + 0.001;
@@ -385,7 +388,8 @@ TEST_CASE("terminal: random measured-like timelines", "[io][terminal]") {
     const schedule& s = schedules[static_cast<std::size_t>(round) % schedules.size()];
     timeline tl = unit_step_timeline(s);
     const double tiny = unit(rng) * 0.5;
-    for (auto& st : tl.stages) {
+    for (std::size_t si = 0; si < tl.stages.size(); ++si) {
+      const std::span<timed_op> st = tl.stages[si];  // a mutable stage list
       double t = unit(rng) * 3.0;
       for (timed_op& o : st) {
         o.start = t + (unit(rng) < 0.2 ? unit(rng) * 4.0 : 0.0);

@@ -6,7 +6,10 @@
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/plan/whatif.hpp>
 
+#include "support/options.hpp"
+
 using namespace pipesched;
+using namespace test_options;
 
 namespace {
 
@@ -41,7 +44,7 @@ TEST_CASE("run_whatif: the three runs are the library's, number for number", "[p
   n.set_cv(0.1).set_straggler(4, 2, 1.1).set_seed(4);
   robustness_options ro;
   ro.samples = 20;
-  const robustness_result direct = monte_carlo(s, cost_model{}, n, ro);
+  const robustness_result direct = monte_carlo(s, cost_model{}, with_noise(ro, n));
   CHECK(r.robustness.iteration.mean == direct.iteration.mean);
   CHECK(r.robustness.iteration.max == direct.iteration.max);
   CHECK(r.name == "zb-h1");
@@ -51,8 +54,9 @@ TEST_CASE("run_whatif: the three runs are the library's, number for number", "[p
   req.dynamic = true;
   const whatif_result d = run_whatif(s, req);
   CHECK(d.name == "dynamic policy on zb-h1's placement");
-  CHECK(d.robustness.iteration.mean ==
-        monte_carlo_dynamic(s.layout(), 8, cost_model{}, n, {}, ro).iteration.mean);
+  CHECK(d.robustness.iteration.mean == monte_carlo_dynamic(schedule::on("dynamic", s.layout(), 8),
+                                                           cost_model{}, dynamic_mc(n, {}, ro))
+                                           .iteration.mean);
 
   req.dynamic = false;
   req.replicas = 3;
@@ -65,7 +69,7 @@ TEST_CASE("run_whatif: the three runs are the library's, number for number", "[p
   m.replicas = 3;
   m.gradient_bytes = {5.0};
   CHECK(dp.data_parallel->iteration.mean ==
-        monte_carlo_data_parallel(s, cost_model{}, n, m, 20).iteration.mean);
+        monte_carlo_data_parallel(s, cost_model{}, dp_options(n, m, 20)).iteration.mean);
   CHECK(dp.samples().size() == 20u);
 }
 
@@ -135,7 +139,7 @@ TEST_CASE("time_links: the request's links, without noise, are simulate_links'",
   lm.bandwidth = {1.0};
   lm.activation_bytes = lm.gradient_bytes = 0.5;
   lm.bulk = bulk_traffic{4, {16.0}, 0.0, 4};
-  const link_timing_result direct = simulate_links(s, cost_model{}, lm);
+  const link_timing_result direct = simulate_links(s, cost_model{}, {.links = lm});
   CHECK(fifo.iteration == direct.iteration);
   CHECK(fifo.stall_behind_bulk == direct.stall_behind_bulk);
   CHECK(fifo.stall_behind_bulk > 0.0);

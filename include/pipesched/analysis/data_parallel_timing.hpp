@@ -151,7 +151,15 @@ class data_parallel_run {
 
 }  // namespace detail
 
-/// Iteration `sample` of D replicas of `sched` under `noise`: replica r is sample
+/// simulate_data_parallel's options: the replicas and their all-reduce, and which sample of
+/// which noise (the same field names as every simulate_* options struct).
+struct data_parallel_options {
+  data_parallel_model data_parallel{};  ///< D replicas and the ring all-reduce per stage
+  perturbation noise{};                 ///< none by default: every replica is the clean run
+  std::uint64_t sample = 0;             ///< the iteration: replica r is sample sample·D + r
+};
+
+/// Iteration `o.sample` of D replicas of `sched` under `o.noise`: replica r is sample
 /// sample·D + r of the noise (so replicas are independent and iterations reproducible), timed
 /// by the one timing engine (the same numbers as simulate_perturbed); the all-reduce of stage s
 /// starts when the last replica's stage s has run its last op (its last W or BW) and lasts
@@ -159,29 +167,25 @@ class data_parallel_run {
 /// makespan. Throws invalid_argument for an invalid model or a schedule that deadlocks.
 inline data_parallel_result simulate_data_parallel(const schedule& sched,
                                                    const cost_model& costs,
-                                                   const perturbation& noise,
-                                                   const data_parallel_model& dp,
-                                                   std::uint64_t sample = 0) {
-  const detail::data_parallel_run run(sched, costs, noise, dp, "simulate_data_parallel");
+                                                   const data_parallel_options& o = {}) {
+  const detail::data_parallel_run run(sched, costs, o.noise, o.data_parallel,
+                                      "simulate_data_parallel");
   detail::data_parallel_run::workspace w;
-  return run.iteration(sample, w);
+  return run.iteration(o.sample, w);
 }
 
-/// N data-parallel iterations (simulate_data_parallel with iteration = first_sample .. + N − 1):
-/// the distribution of the iteration time and the mean share lost to the slowest replica.
-struct [[nodiscard]] data_parallel_stats {
-  sample_stats iteration;
+/// N data-parallel iterations (simulate_data_parallel with sample = first_sample .. + N − 1):
+/// the common core (the iteration time's distribution, the kept samples) plus the mean share
+/// lost to the slowest replica.
+struct [[nodiscard]] data_parallel_stats : monte_carlo_stats {
   double slowest_replica_share = 0.0;  ///< mean over the iterations
-  std::vector<double> samples;         ///< each iteration's time, in order, when keep_samples
 };
 
-/// How monte_carlo_data_parallel samples.
-struct data_parallel_options {
-  std::uint32_t samples = 100;     ///< N iterations, >= 1
-  std::uint64_t first_sample = 0;  ///< iterations first_sample .. first_sample + N − 1
-  unsigned threads = 0;            ///< 0: one per hardware thread (at most one per iteration)
-  bool keep_samples = false;       ///< keep every iteration's time (data_parallel_stats)
-  progress_observer progress{};    ///< told (done, N) on the calling thread
+/// monte_carlo_data_parallel's options: the common core (noise, samples, first_sample,
+/// keep_samples, progress) plus the replicas and the threads.
+struct data_parallel_monte_carlo_options : monte_carlo_options {
+  data_parallel_model data_parallel{};  ///< D replicas and the ring all-reduce per stage
+  unsigned threads = 0;                 ///< 0: one per hardware thread (at most one per iteration)
 };
 
 /// The iterations run on `o.threads` threads, each with its own buffers; every iteration is a
@@ -190,14 +194,13 @@ struct data_parallel_options {
 /// sampled cost table (p·v·9 entries × m) and the timing engine's tables.
 inline data_parallel_stats monte_carlo_data_parallel(const schedule& sched,
                                                      const cost_model& costs,
-                                                     const perturbation& noise,
-                                                     const data_parallel_model& dp,
-                                                     const data_parallel_options& o) {
+                                                     const data_parallel_monte_carlo_options& o) {
   const std::uint32_t samples = o.samples;
   if (samples == 0) {
     detail::fail("monte_carlo_data_parallel: samples (0) must be at least 1");
   }
-  const detail::data_parallel_run run(sched, costs, noise, dp, "simulate_data_parallel");
+  const detail::data_parallel_run run(sched, costs, o.noise, o.data_parallel,
+                                      "simulate_data_parallel");
   unsigned threads = o.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : o.threads;
   threads = std::min(threads, samples);
   std::vector<double> t(samples);
@@ -258,21 +261,6 @@ inline data_parallel_stats monte_carlo_data_parallel(const schedule& sched,
   out.iteration = stats_of(std::move(t));
   out.slowest_replica_share = total / samples;
   return out;
-}
-
-/// monte_carlo_data_parallel with `samples` iterations from `first_sample` on `threads` threads.
-inline data_parallel_stats monte_carlo_data_parallel(const schedule& sched,
-                                                     const cost_model& costs,
-                                                     const perturbation& noise,
-                                                     const data_parallel_model& dp,
-                                                     std::uint32_t samples,
-                                                     std::uint64_t first_sample = 0,
-                                                     unsigned threads = 0) {
-  data_parallel_options o;
-  o.samples = samples;
-  o.first_sample = first_sample;
-  o.threads = threads;
-  return monte_carlo_data_parallel(sched, costs, noise, dp, o);
 }
 
 }  // namespace pipesched

@@ -18,6 +18,7 @@
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/stage_table.hpp"
 #include "pipesched/ir/timed_op.hpp"
 #include "pipesched/ir/traversal.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -51,7 +52,7 @@ struct dynamic_result {
   /// The order timed by the timing engine under the same sample: the reported result.
   simulation_result timing;
   /// The start and end the policy saw when it chose each op, per stage in run order.
-  std::vector<std::vector<timed_op>> decided;
+  stage_table<timed_op> decided;
 };
 
 namespace detail {
@@ -71,9 +72,10 @@ class event_ends {
 
 }  // namespace detail
 
-/// Runs the dynamic policy on placement `pl` with `microbatches` micro-batches, `costs` and
-/// options: a discrete-event simulation in which each stage, whenever it is free at time t,
-/// starts the first of
+/// Runs the dynamic policy on the shape of `shape` (its placement and micro-batch count; its
+/// ops are not read: pass the static order the policy is compared with, or an empty
+/// schedule::on(...)) with `costs` and options: a discrete-event simulation in which each stage,
+/// whenever it is free at time t, starts the first of
 ///   1. a B whose inputs are ready by t (lowest micro-batch, then the chunk latest in the model),
 ///   2. an F ready by t that memory admits (the chunk latest in the model first; F of each chunk
 ///      in micro-batch order): live memory + its allocation + one activation of each chunk of
@@ -87,14 +89,14 @@ class event_ends {
 /// Throws invalid_argument for a memory limit below static memory plus one activation of every
 /// chunk of a stage (require_minimum_memory), and when the policy cannot go on (no stage has
 /// an op it may run).
-inline dynamic_result simulate_dynamic(const placement& pl,
-                                       std::uint32_t microbatches,
+inline dynamic_result simulate_dynamic(const schedule& shape,
                                        const cost_model& costs,
                                        const dynamic_policy_options& o = {}) {
   const char* who = "simulate_dynamic";
+  const placement& pl = shape.layout();
   const std::uint32_t p = pl.stages();
   const std::uint32_t v = pl.chunks();
-  const std::uint32_t m = microbatches;
+  const std::uint32_t m = shape.microbatches();
   schedule order("dynamic", m, pl);  // checks m
   const memory_model mem = o.memory.for_shape(p, v, m, who);
   const std::optional<double> cap = detail::dynamic_cap(who, pl, mem, o.memory_limit);
@@ -153,7 +155,10 @@ inline dynamic_result simulate_dynamic(const placement& pl,
   };
 
   dynamic_result out;
-  out.decided.resize(p);
+  // Every stage runs F, B and W of each of its chunks' micro-batches: v·m·3 ops, written in
+  // place at (stage, position).
+  out.decided.reset(std::vector<std::size_t>(p, std::size_t{v} * m * 3));
+  std::vector<std::uint32_t> decided_count(p, 0);
   std::size_t remaining = std::size_t{p} * v * m * 3;
   std::vector<std::optional<choice>> next(p);
   while (remaining > 0) {
@@ -182,8 +187,10 @@ inline dynamic_result simulate_dynamic(const placement& pl,
       }
     }
     order.stage_ops(s).push_back(x);
-    out.decided[s].push_back(
-        timed_op{s, static_cast<std::uint32_t>(out.decided[s].size()), x, start, end});
+    PIPESCHED_ASSERT(decided_count[s] < out.decided[s].size(),
+                     "simulate_dynamic: a stage runs each F, B and W of its chunks once");
+    out.decided[s][decided_count[s]] = timed_op{s, decided_count[s], x, start, end};
+    ++decided_count[s];
     --remaining;
   }
   out.timing = detail::simulate_with(order, pc.shaped_costs(), plan, pc.view(), simulate_options{});
@@ -191,54 +198,61 @@ inline dynamic_result simulate_dynamic(const placement& pl,
   return out;
 }
 
-/// monte_carlo() for the dynamic policy: the policy re-decides its order in each of the N
-/// samples of `noise` (o.noise and o.sample are replaced), so its distribution compares with a
-/// static order's under the very same samples.
-inline robustness_result monte_carlo_dynamic(const placement& pl,
-                                             std::uint32_t microbatches,
+/// monte_carlo_dynamic's options: monte_carlo's (noise, samples, sensitivity, ...) plus the
+/// policy's memory sizes and limit (dynamic_policy_options without the one sample).
+struct dynamic_monte_carlo_options : robustness_options {
+  memory_model memory{};               ///< as dynamic_policy_options::memory
+  std::optional<double> memory_limit;  ///< as dynamic_policy_options::memory_limit
+};
+
+/// monte_carlo() for the dynamic policy on the shape of `shape` (simulate_dynamic): the policy
+/// re-decides its order in each of the N samples of `o.noise`, so its distribution compares
+/// with a static order's under the very same samples.
+inline robustness_result monte_carlo_dynamic(const schedule& shape,
                                              const cost_model& costs,
-                                             const perturbation& noise,
-                                             dynamic_policy_options o = {},
-                                             const robustness_options& ro = {}) {
-  if (ro.samples == 0) {
+                                             const dynamic_monte_carlo_options& o = {}) {
+  if (o.samples == 0) {
     detail::fail("monte_carlo_dynamic: samples (0) must be at least 1");
   }
-  if (!std::isfinite(ro.sensitivity_step) || ro.sensitivity_step <= 0.0) {
-    detail::fail("monte_carlo_dynamic: sensitivity_step (", ro.sensitivity_step,
+  if (!std::isfinite(o.sensitivity_step) || o.sensitivity_step <= 0.0) {
+    detail::fail("monte_carlo_dynamic: sensitivity_step (", o.sensitivity_step,
                  ") must be finite and > 0");
   }
-  detail::sample_progress progress(
-      ro.progress, std::uint64_t{ro.samples} * (ro.sensitivity ? 1u + pl.stages() : 1u));
+  const std::uint32_t p = shape.stages();
+  detail::sample_progress progress(o.progress,
+                                   std::uint64_t{o.samples} * (o.sensitivity ? 1u + p : 1u));
+  dynamic_policy_options one;
+  one.memory = o.memory;
+  one.memory_limit = o.memory_limit;
   auto run = [&](const perturbation& n) {
     std::vector<double> out;
-    out.reserve(ro.samples);
-    for (std::uint32_t i = 0; i < ro.samples; ++i) {
-      o.noise = n;
-      o.sample = ro.first_sample + i;
-      out.push_back(simulate_dynamic(pl, microbatches, costs, o).timing.makespan);
+    out.reserve(o.samples);
+    for (std::uint32_t i = 0; i < o.samples; ++i) {
+      one.noise = n;
+      one.sample = o.first_sample + i;
+      out.push_back(simulate_dynamic(shape, costs, one).timing.makespan);
       progress.step();
     }
     return out;
   };
   robustness_result r;
-  o.noise = perturbation{};
-  r.clean = simulate_dynamic(pl, microbatches, costs, o).timing.makespan;
-  std::vector<double> all = run(noise);
+  r.clean = simulate_dynamic(shape, costs, one).timing.makespan;
+  std::vector<double> all = run(o.noise);
   r.iteration = stats_of(all);
-  if (ro.keep_samples) {
+  if (o.keep_samples) {
     r.samples = std::move(all);
   }
-  if (ro.sensitivity) {
-    r.sensitivity.resize(pl.stages());
-    for (stage_index k = 0; k < pl.stages(); ++k) {
-      std::vector<double> f(pl.stages());
-      for (stage_index s = 0; s < pl.stages(); ++s) {
-        f[s] = noise.slowdown(s) * (s == k ? 1.0 + ro.sensitivity_step : 1.0);
+  if (o.sensitivity) {
+    r.sensitivity.resize(p);
+    for (stage_index k = 0; k < p; ++k) {
+      std::vector<double> f(p);
+      for (stage_index s = 0; s < p; ++s) {
+        f[s] = o.noise.slowdown(s) * (s == k ? 1.0 + o.sensitivity_step : 1.0);
       }
-      perturbation slower = noise;
+      perturbation slower = o.noise;
       slower.set_stage_slowdown(std::move(f));
       r.sensitivity[k] =
-          (detail::mean_of(run(slower)) - r.iteration.mean) / (100.0 * ro.sensitivity_step);
+          (detail::mean_of(run(slower)) - r.iteration.mean) / (100.0 * o.sensitivity_step);
     }
   }
   return r;

@@ -15,6 +15,7 @@
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/stage_table.hpp"
 #include "pipesched/ir/timed_op.hpp"
 #include "pipesched/ir/traversal.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -62,7 +63,9 @@ struct link_stats {
   double allreduce_end = 0.0;  ///< when its last bucket's all-reduce ended (0: none)
 };
 
+/// simulate_links' options: the links, which sample of which noise, what to record.
 struct link_timing_options {
+  link_model links{};            ///< each stage's link; default: free links (simulate()'s times)
   perturbation noise{};          ///< none by default: the clean cost model
   std::uint64_t sample = 0;      ///< which sample of `noise`
   bool record_ops = true;        ///< fill link_timing_result::ops
@@ -73,7 +76,7 @@ struct link_timing_options {
 struct link_timing_result {
   /// ops[s][i]: op i of stage s with its start and end (record_ops); when the schedule
   /// deadlocks, the ops that ran.
-  std::vector<std::vector<timed_op>> ops;
+  stage_table<timed_op> ops;
   std::vector<link_stats> links;       ///< one per stage
   std::vector<link_message> messages;  ///< in the order they were sent (record_messages)
   double makespan = 0.0;               ///< the last op's end
@@ -178,7 +181,7 @@ class link_queue {
 }  // namespace detail
 
 /// Times `sched` (compute ops; a lowered schedule is refused) under `costs` over the links of
-/// `links`: each op starts at the later of its stage's previous op's end and the arrival of
+/// `options.links`: each op starts at the later of its stage's previous op's end and the arrival of
 /// each input from another stage, where an input arrives T_comm(from, to) after its message
 /// left the sending stage's link (model/link.hpp), not T_comm after its producer ended.
 /// Durations, latencies, overlapped pairs and recompute ops are the timing engine's
@@ -194,8 +197,8 @@ class link_queue {
 /// `deadlock` set.
 inline link_timing_result simulate_links(const schedule& sched,
                                          const cost_model& costs,
-                                         const link_model& links,
                                          const link_timing_options& options = {}) {
+  const link_model& links = options.links;
   const char* who = "simulate_links";
   const placement& pl = sched.layout();
   const std::uint32_t p = sched.stages();
@@ -263,8 +266,12 @@ inline link_timing_result simulate_links(const schedule& sched,
 
   link_timing_result r;
   r.links.resize(p);
-  if (options.record_ops) {
-    r.ops.resize(p);
+  if (options.record_ops) {  // written in place at (stage, index); a deadlock truncates
+    std::vector<std::size_t> sizes(p);
+    for (stage_index s = 0; s < p; ++s) {
+      sizes[s] = sched.ops(s).size();
+    }
+    r.ops.reset(sizes);
   }
   std::vector<detail::link_queue> link;
   for (stage_index s = 0; s < p; ++s) {
@@ -397,7 +404,7 @@ inline link_timing_result simulate_links(const schedule& sched,
   auto in_range = [&](const op& o) { return o.chunk < v && o.mb < m; };
   auto record = [&](stage_index s, std::size_t i, const op& o, double start, double end) {
     if (options.record_ops) {
-      r.ops[s].push_back(timed_op{s, static_cast<std::uint32_t>(i), o, start, end});
+      r.ops[s][i] = timed_op{s, static_cast<std::uint32_t>(i), o, start, end};
     }
   };
 
@@ -549,6 +556,11 @@ inline link_timing_result simulate_links(const schedule& sched,
   }
   r.iteration = std::max(r.iteration, r.makespan);
   if (!complete) {
+    if (options.record_ops) {  // only the ops that ran: a prefix of each stage's list
+      for (stage_index s = 0; s < p; ++s) {
+        r.ops.truncate(s, pos[s]);
+      }
+    }
     r.deadlock = detail::traversal_outcome(sched, false, pos, done, at).witness;
   }
   if (options.record_messages) {

@@ -229,21 +229,27 @@ class perturbed_costs {
   std::vector<detail::op_cost> table_;
 };
 
-/// simulate() under sample `sample` of `noise`: the same result (per-op times, statistics,
-/// critical path), the ops timed by the one timing engine with the sampled durations and
-/// latencies. With no noise (perturbation::is_none) it equals simulate(sched, costs) exactly.
-/// In a lowered schedule a SEND / RECV rendezvous lasts its unperturbed T_comm.
+/// simulate_perturbed's options: simulate()'s (records, critical path, validation, transfers)
+/// plus which sample of which noise. Every simulate_* and monte_carlo_* takes (schedule, costs,
+/// options) and names these fields `noise` and `sample` (docs/model.md §11).
+struct perturbed_options : simulate_options {
+  perturbation noise{};      ///< none by default: simulate()'s times exactly
+  std::uint64_t sample = 0;  ///< which sample of `noise`
+};
+
+/// simulate() under sample `options.sample` of `options.noise`: the same result (per-op times,
+/// statistics, critical path), the ops timed by the one timing engine with the sampled
+/// durations and latencies. With no noise (perturbation::is_none) it equals simulate(sched,
+/// costs) exactly. In a lowered schedule a SEND / RECV rendezvous lasts its unperturbed T_comm.
 inline simulation_result simulate_perturbed(const schedule& sched,
                                             const cost_model& costs,
-                                            const perturbation& noise,
-                                            std::uint64_t sample,
-                                            const simulate_options& options = {}) {
+                                            const perturbed_options& options = {}) {
   detail::require_traversable(sched, "simulate_perturbed");
   if (options.validate) {
     detail::require_valid(sched, "simulate_perturbed");
   }
-  const perturbed_costs pc(sched.layout(), sched.microbatches(), sched.has_comm(), costs, noise,
-                           sample, "simulate_perturbed");
+  const perturbed_costs pc(sched.layout(), sched.microbatches(), sched.has_comm(), costs,
+                           options.noise, options.sample, "simulate_perturbed");
   return detail::simulate_with(sched, pc.shaped_costs(), pc.plan(), pc.view(), options);
 }
 
@@ -285,6 +291,24 @@ struct sample_stats {
   double p50 = 0.0;
   double p99 = 0.0;
   double max = 0.0;
+};
+
+/// The options every monte_carlo_* takes (its common core; robustness_options,
+/// dynamic_monte_carlo_options and data_parallel_monte_carlo_options add their own fields):
+/// which noise, which samples, whether to keep them, who to tell.
+struct monte_carlo_options {
+  perturbation noise{};            ///< none by default: every sample is the clean run
+  std::uint32_t samples = 100;     ///< N sampled iterations, >= 1
+  std::uint64_t first_sample = 0;  ///< sample indices first_sample .. first_sample + N − 1
+  bool keep_samples = false;       ///< keep every sample's iteration time (monte_carlo_stats)
+  progress_observer progress{};    ///< told (done, total) on the calling thread
+};
+
+/// What every monte_carlo_* returns (its common core; robustness_result and
+/// data_parallel_stats add their own fields).
+struct monte_carlo_stats {
+  sample_stats iteration;       ///< the iteration time over the N samples
+  std::vector<double> samples;  ///< each sample's iteration time, in order, when keep_samples
 };
 
 namespace detail {

@@ -13,23 +13,19 @@
 
 namespace pipesched {
 
-struct robustness_options {
-  std::uint32_t samples = 100;     ///< N sampled iterations, >= 1
-  std::uint64_t first_sample = 0;  ///< sample indices first_sample .. first_sample + N − 1
-  bool keep_samples = false;       ///< keep every sample's iteration time (robustness_result)
+/// monte_carlo's options: the common core (noise, samples, first_sample, keep_samples,
+/// progress) plus the sensitivity.
+struct robustness_options : monte_carlo_options {
   /// Also measure each stage's sensitivity (robustness_result::sensitivity): N more samples per
-  /// stage, with that stage `sensitivity_step` slower.
+  /// stage, with that stage `sensitivity_step` slower. `progress` then counts N·(1 + p).
   bool sensitivity = false;
   double sensitivity_step = 0.01;  ///< relative slowdown for the sensitivity, > 0
-  /// Told (done, total) after each sample; total is N, or N·(1 + p) with the sensitivity.
-  progress_observer progress{};
 };
 
-/// What monte_carlo() measures. Iteration time = the makespan (time 0 to the last end).
-struct [[nodiscard]] robustness_result {
-  double clean = 0.0;           ///< the makespan without noise (simulate)
-  sample_stats iteration;       ///< over the N samples
-  std::vector<double> samples;  ///< each sample's iteration time, when keep_samples
+/// What monte_carlo() measures: the common core (iteration, samples) plus the clean run and the
+/// sensitivity. Iteration time = the makespan (time 0 to the last end).
+struct [[nodiscard]] robustness_result : monte_carlo_stats {
+  double clean = 0.0;  ///< the makespan without noise (simulate)
   /// Per stage k: mean iteration-time increase per 1 % extra slowdown of stage k, under the
   /// same samples (common random numbers, so the difference is not noise); empty unless
   /// robustness_options::sensitivity. In cost-model time units per percent.
@@ -44,14 +40,16 @@ inline std::vector<double> sample_makespans(const schedule& sched,
                                             const perturbation& noise,
                                             const robustness_options& o,
                                             sample_progress& progress) {
-  simulate_options so;
-  so.record_ops = false;
-  so.critical_path = false;
-  so.validate = false;  // monte_carlo validated it once
+  perturbed_options po;
+  po.record_ops = false;
+  po.critical_path = false;
+  po.validate = false;  // monte_carlo validated it once
+  po.noise = noise;
   std::vector<double> out;
   out.reserve(o.samples);
   for (std::uint32_t i = 0; i < o.samples; ++i) {
-    const simulation_result r = simulate_perturbed(sched, costs, noise, o.first_sample + i, so);
+    po.sample = o.first_sample + i;
+    const simulation_result r = simulate_perturbed(sched, costs, po);
     out.push_back(r.makespan);
     progress.step();
   }
@@ -60,14 +58,14 @@ inline std::vector<double> sample_makespans(const schedule& sched,
 
 }  // namespace detail
 
-/// Monte-Carlo robustness of a static order: N sampled iterations of `noise`
+/// Monte-Carlo robustness of a static order: N sampled iterations of `o.noise`
 /// (simulate_perturbed, i.e. the one timing engine), their distribution, and optionally the
 /// sensitivity of the mean to each stage's speed. Throws invalid_argument for N = 0, a
 /// non-positive step, or a schedule that deadlocks.
 inline robustness_result monte_carlo(const schedule& sched,
                                      const cost_model& costs,
-                                     const perturbation& noise,
                                      const robustness_options& o = {}) {
+  const perturbation& noise = o.noise;
   if (o.samples == 0) {
     detail::fail("monte_carlo: samples (0) must be at least 1");
   }

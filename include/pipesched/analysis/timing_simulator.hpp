@@ -24,9 +24,6 @@
 
 namespace pipesched {
 
-/// The old name of timed_op (ir/timed_op.hpp), the one "op with start and end" type.
-using op_timing = timed_op;
-
 /// An op by position: stage and index in that stage's list.
 struct op_location {
   stage_index stage = 0;
@@ -35,7 +32,8 @@ struct op_location {
   friend bool operator==(const op_location&, const op_location&) = default;
 };
 
-/// Timing statistics of one stage.
+/// Timing statistics of one stage: the simulator's (simulation_result::stages) and a
+/// timeline's (timeline::summary, io/timeline.hpp), the one per-stage summary type.
 struct stage_timing {
   double first_start = 0.0;    ///< start of the stage's first op (0 when it ran none)
   double last_end = 0.0;       ///< end of its last op

@@ -14,11 +14,6 @@
 
 namespace pipesched {
 
-/// The old name of timed_op (ir/timed_op.hpp), kept for existing code: a measured op is a
-/// timed_op in seconds since the run's start, its `index` (formerly `op_index`) the position
-/// in the stage's list.
-using measured_op = timed_op;
-
 /// An executor adapter that times every run() of the wrapped executor with steady_clock and
 /// records a timed_op {stage, index, op, start, end} (seconds since restart()) per stage, so a
 /// real run feeds timeline_from_measured (io/timeline.hpp) and can be laid next to the

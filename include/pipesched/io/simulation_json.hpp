@@ -41,7 +41,7 @@ struct simulation_record {
   std::optional<double> lower_bound;               ///< span lower bound (searching generators)
   std::optional<double> memory_limit;              ///< the per-stage limit checked, when given
   std::vector<std::string> violations;             ///< rule violations (schedule, memory)
-  std::vector<stage_summary> summaries;            ///< one per stage
+  std::vector<stage_timing> summaries;             ///< one per stage: span, busy, idle
   std::vector<std::optional<double>> peak_memory;  ///< one per stage; nullopt when unknown
   std::optional<timeline> ops;                     ///< per-op times, when the file has them
   std::optional<std::string> deadlock;             ///< why the simulation stopped early
@@ -53,7 +53,7 @@ inline nlohmann::json simulation_json(const schedule& sched,
                                       double makespan,
                                       double bubble_rate,
                                       double utilization,
-                                      const std::vector<stage_summary>& stages,
+                                      const std::vector<stage_timing>& stages,
                                       const std::vector<std::optional<double>>& peaks,
                                       const timeline* ops) {
   nlohmann::json j = {
@@ -98,10 +98,10 @@ inline nlohmann::json simulation_to_json(const schedule& sched,
                                          const simulation_result& r,
                                          const memory_report* memory = nullptr,
                                          bool with_ops = true) {
-  std::vector<stage_summary> stages;
+  std::vector<stage_timing> stages;
   std::vector<std::optional<double>> peaks;
   for (std::size_t s = 0; s < r.stages.size(); ++s) {
-    stages.push_back({r.stages[s].span, r.stages[s].busy, r.stages[s].idle});
+    stages.push_back(r.stages[s]);
     peaks.push_back(memory && s < memory->stages.size()
                         ? std::optional<double>(memory->stages[s].peak)
                         : std::nullopt);
@@ -129,7 +129,7 @@ inline nlohmann::json simulation_to_json(
     const timeline& tl,
     const std::vector<std::vector<memory_sample>>* memory = nullptr,
     bool with_ops = true) {
-  std::vector<stage_summary> stages;
+  std::vector<stage_timing> stages;
   std::vector<std::optional<double>> peaks;
   for (stage_index s = 0; s < tl.stages.size(); ++s) {
     stages.push_back(tl.summary(s));
@@ -177,12 +177,15 @@ inline simulation_record simulation_from_json(const nlohmann::json& j) {
     st.error("must hold p (", r.stages, ") entries");
   }
   std::size_t with_ops = 0;
-  timeline tl;
-  tl.stages.resize(r.stages);
+  std::vector<std::vector<timed_op>> lists(r.stages);
   for (stage_index s = 0; s < r.stages; ++s) {
     const detail::json_reader e = st[s];
     e.object({"span", "busy", "idle", "peak_memory", "ops"});
-    r.summaries.push_back({e["span"].non_negative(), e["busy"].non_negative(), e["idle"].number()});
+    stage_timing summary;  // the file keeps span, busy and idle
+    summary.span = e["span"].non_negative();
+    summary.busy = e["busy"].non_negative();
+    summary.idle = e["idle"].number();
+    r.summaries.push_back(summary);
     const detail::json_reader pk = e["peak_memory"];
     r.peak_memory.push_back(pk.v.is_null() ? std::nullopt
                                            : std::optional<double>(pk.non_negative()));
@@ -206,13 +209,15 @@ inline simulation_record simulation_from_json(const nlohmann::json& j) {
       if (end < start) {
         o["end"].error("must be >= start (", start, ")");
       }
-      tl.stages[s].push_back({s, i, make_op(kind, mb, chunk), start, end});
+      lists[s].push_back({s, i, make_op(kind, mb, chunk), start, end});
     }
   }
   if (with_ops != 0 && with_ops != r.stages) {
     st.error("ops must be given for every stage or for none");
   }
   if (with_ops != 0) {
+    timeline tl;
+    tl.stages = lists;
     tl.reported_bubble_rate = r.bubble_rate;
     r.ops = std::move(tl);
   }

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -107,7 +108,7 @@ struct terminal_grid {
 
 /// The label of op i of a stage's row: "F3" ("F3.1" when chunked); an overlapped pair sharing
 /// its slot (shares_slot_with_next) is one block labelled with both ops, "F7.0|BW3.1".
-inline std::string terminal_label(const std::vector<timed_op>& row, std::size_t i, bool chunked) {
+inline std::string terminal_label(std::span<const timed_op> row, std::size_t i, bool chunked) {
   std::string label = to_string(row[i].o, chunked);
   if (shares_slot_with_next(row, i)) {
     label += '|' + to_string(row[i + 1].o, chunked);
@@ -116,7 +117,7 @@ inline std::string terminal_label(const std::vector<timed_op>& row, std::size_t 
 }
 
 /// Whether op i of a row is the second op of a pair, drawn in the block of the op before it.
-inline bool terminal_second_of_pair(const std::vector<timed_op>& row, std::size_t i) {
+inline bool terminal_second_of_pair(std::span<const timed_op> row, std::size_t i) {
   return i > 0 && shares_slot_with_next(row, i - 1);
 }
 

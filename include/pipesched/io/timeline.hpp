@@ -17,6 +17,7 @@
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/stage_table.hpp"
 #include "pipesched/ir/timed_op.hpp"
 #include "pipesched/ir/traversal.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -38,16 +39,9 @@ inline bool shares_slot_with_next(std::span<const timed_op> row, std::size_t i) 
          row[i + 1].end == row[i].end;
 }
 
-/// Per-stage summary of a timeline.
-struct stage_summary {
-  double span = 0.0;  ///< end of the last op − start of the first op (0 for an empty stage)
-  double busy = 0.0;  ///< sum of op durations
-  double idle = 0.0;  ///< span − busy
-};
-
 /// Every op of a schedule with its interval, by stage and in list order.
 struct timeline {
-  std::vector<std::vector<timed_op>> stages;  ///< stages[s][i] is op i of stage s
+  stage_table<timed_op> stages;  ///< stages[s][i] is op i of stage s
   /// The bubble rate as the source computed it (e.g. the simulator's, from the cost model);
   /// when unset, bubble_rate() derives one from the intervals.
   std::optional<double> reported_bubble_rate;
@@ -62,10 +56,16 @@ struct timeline {
     }
     return m;
   }
-  stage_summary summary(stage_index s) const noexcept {
-    stage_summary r;
+  /// Stage s's summary from the intervals (stage_timing, analysis/timing_simulator.hpp):
+  /// first_start, last_end, span (last end − first start; 0 for an empty stage), busy (the op
+  /// durations, an overlapped pair's slot once; a timeline does not tell transfers apart, so
+  /// `comm` is 0 and busy includes them), idle = span − busy, idle_fraction and ops_run;
+  /// makespan_idle against this timeline's makespan.
+  stage_timing summary(stage_index s) const noexcept {
+    stage_timing r;
     const auto& st = stages[s];
     if (st.empty()) {
+      r.makespan_idle = makespan();
       return r;
     }
     double first = st.front().start;
@@ -77,8 +77,13 @@ struct timeline {
       // An overlapped pair's slot counts once (its second op has the same interval).
       r.busy += i > 0 && shares_slot_with_next(st, i - 1) ? 0.0 : t.duration();
     }
+    r.first_start = first;
+    r.last_end = last;
     r.span = last - first;
     r.idle = r.span - r.busy;
+    r.idle_fraction = r.span > 0.0 ? r.idle / r.span : 0.0;
+    r.makespan_idle = makespan() - r.busy;
+    r.ops_run = st.size();
     return r;
   }
   /// reported_bubble_rate when set, else bubble_rate_of(longest stage span, largest stage
@@ -90,7 +95,7 @@ struct timeline {
     double span = 0.0;
     double busy = 0.0;
     for (stage_index s = 0; s < stages.size(); ++s) {
-      const stage_summary r = summary(s);
+      const stage_timing r = summary(s);
       span = std::max(span, r.span);
       busy = std::max(busy, r.busy);
     }
@@ -130,13 +135,14 @@ inline timeline unit_step_timeline(const schedule& sched, const char* who) {
   const traversal_plan plan(sched.layout(), sched.has_comm());
   const std::vector<op_cost> steps(plan.size(), op_cost{1.0, {}});
   timeline out;
-  out.stages.resize(sched.stages());
+  std::vector<std::size_t> sizes(sched.stages());
   for (stage_index s = 0; s < sched.stages(); ++s) {
-    out.stages[s].reserve(sched.ops(s).size());
+    sizes[s] = sched.ops(s).size();
   }
+  out.stages.reset(sizes);  // every op is written at (stage, index) unless the run stops
   const traversal_result res = timed_traverse(
       sched, plan, steps.data(), [](stage_index, stage_index) { return 1.0; },
-      [&](const timed_step& t) { out.stages[t.stage].push_back(t.record()); });
+      [&](const timed_step& t) { out.stages[t.stage][t.index] = t.record(); });
   if (!res.complete) {
     fail(who, ": the schedule cannot run to the end (", res.witness.describe(), ")");
   }
@@ -160,16 +166,15 @@ inline timeline to_timeline(const schedule& sched, const simulation_result& r) {
                  " stages, the schedule has ", sched.stages(),
                  " (simulate the same schedule with record_ops = true)");
   }
-  timeline out;
-  out.stages.resize(sched.stages());
   for (stage_index s = 0; s < sched.stages(); ++s) {
     const auto ops = sched.ops(s);
     if (r.ops[s].size() > ops.size() || (r.completed() && r.ops[s].size() != ops.size())) {
       detail::fail("to_timeline: stage ", s, " has ", r.ops[s].size(),
                    " timed ops, the schedule's list ", ops.size());
     }
-    out.stages[s].assign(r.ops[s].begin(), r.ops[s].end());
   }
+  timeline out;
+  out.stages = r.ops;
   out.reported_bubble_rate = r.bubble_rate;
   return out;
 }
@@ -190,12 +195,13 @@ inline timeline cost_timeline(const schedule& sched, const cost_model& costs = c
 /// disagrees with the schedule's op at that position, has end < start, or an op is missing.
 inline timeline timeline_from_measured(const schedule& sched, std::span<const timed_op> measured) {
   timeline out;
-  out.stages.resize(sched.stages());
+  std::vector<std::size_t> sizes(sched.stages());
   std::vector<std::vector<char>> seen(sched.stages());
   for (stage_index s = 0; s < sched.stages(); ++s) {
-    out.stages[s].resize(sched.ops(s).size());
+    sizes[s] = sched.ops(s).size();
     seen[s].assign(sched.ops(s).size(), 0);
   }
+  out.stages.reset(sizes);
   for (std::size_t k = 0; k < measured.size(); ++k) {
     const timed_op& t = measured[k];
     if (t.stage >= sched.stages() || t.index >= sched.ops(t.stage).size()) {

@@ -45,6 +45,16 @@ class schedule {
   schedule(std::string name, std::uint32_t stages, std::uint32_t microbatches)
       : schedule(std::move(name), microbatches, placement::sequential(stages)) {}
 
+  /// An empty schedule (no ops) for `microbatches` micro-batches on placement `pl`. The named
+  /// factories take the shape first and m last, always.
+  static schedule on(std::string name, placement pl, std::uint32_t microbatches) {
+    return schedule(std::move(name), microbatches, std::move(pl));
+  }
+  /// An empty schedule with one chunk per stage (placement::sequential(stages)).
+  static schedule sequential(std::string name, std::uint32_t stages, std::uint32_t microbatches) {
+    return on(std::move(name), placement::sequential(stages), microbatches);
+  }
+
   const std::string& name() const noexcept { return name_; }
   void set_name(std::string n) { name_ = std::move(n); }
 

@@ -178,9 +178,10 @@ inline robustness_result whatif_links(const schedule& sched,
   require_valid(sched, who);
   out.traffic = lm.discipline;
   link_timing_options lo;
+  lo.links = lm;
   lo.record_ops = false;
   robustness_result r;
-  r.clean = simulate_links(sched, req.costs, lm, lo).iteration;
+  r.clean = simulate_links(sched, req.costs, lo).iteration;
   sample_progress progress(req.progress, req.samples);
   std::vector<double> all;
   all.reserve(req.samples);
@@ -189,7 +190,7 @@ inline robustness_result whatif_links(const schedule& sched,
   lo.noise = noise;
   for (std::uint32_t i = 0; i < req.samples; ++i) {
     lo.sample = i;
-    const link_timing_result t = simulate_links(sched, req.costs, lm, lo);
+    const link_timing_result t = simulate_links(sched, req.costs, lo);
     all.push_back(t.iteration);
     stalls.push_back(t.stall_behind_bulk);
     progress.step();
@@ -283,28 +284,29 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
       throw;
     }
     r.replicas = m.replicas;
-    data_parallel_options o;
+    data_parallel_monte_carlo_options o;
+    o.noise = noise;
     o.samples = req.samples;
-    o.threads = req.threads;
     o.keep_samples = req.keep_samples;
     o.progress = req.progress;
-    r.data_parallel = monte_carlo_data_parallel(sched, req.costs, noise, m, o);
+    o.data_parallel = m;
+    o.threads = req.threads;
+    r.data_parallel = monte_carlo_data_parallel(sched, req.costs, o);
     detail::require_finite(r);
     return r;
   }
-  robustness_options ro;
+  dynamic_monte_carlo_options ro;
+  ro.noise = noise;
   ro.samples = req.samples;
-  ro.sensitivity = req.sensitivity;
   ro.keep_samples = req.keep_samples;
   ro.progress = req.progress;
+  ro.sensitivity = req.sensitivity;
   if (req.dynamic) {
-    dynamic_policy_options dyn;
-    dyn.memory = req.memory;
-    dyn.memory_limit = req.memory_limit;
-    r.robustness =
-        monte_carlo_dynamic(sched.layout(), sched.microbatches(), req.costs, noise, dyn, ro);
+    ro.memory = req.memory;
+    ro.memory_limit = req.memory_limit;
+    r.robustness = monte_carlo_dynamic(sched, req.costs, ro);
   } else {
-    r.robustness = monte_carlo(sched, req.costs, noise, ro);
+    r.robustness = monte_carlo(sched, req.costs, ro);  // the robustness_options part
   }
   detail::require_finite(r);
   return r;
@@ -326,8 +328,9 @@ inline link_timing_result time_links(const schedule& sched,
     *traffic = lm.discipline;
   }
   link_timing_options lo;
+  lo.links = lm;
   lo.record_messages = false;
-  link_timing_result r = simulate_links(sched, req.costs, lm, lo);
+  link_timing_result r = simulate_links(sched, req.costs, lo);
   if (!std::isfinite(r.iteration)) {
     detail::fail(
         "simulate_links: the iteration time does not fit in a double: the costs or "
