@@ -60,7 +60,7 @@ void bind_plan(py::module_& m) {
       "whatif",
       [](const schedule& s, const py::object& cost, const std::optional<std::string>& costs,
          const py::object& memory, const std::optional<std::string>& memory_file,
-         std::optional<double> memory_limit, double cv, double link_cv,
+         const memory_limits& memory_limit, double cv, double link_cv,
          const std::vector<std::pair<stage_index, double>>& stragglers,
          std::optional<std::pair<double, double>> stalls, std::uint32_t samples, std::uint64_t seed,
          bool sensitivity, bool dynamic, std::optional<std::uint32_t> replicas,
@@ -121,7 +121,7 @@ void bind_plan(py::module_& m) {
   m.def(
       "analyze",
       [](const std::string& path, double abs_threshold, double rel_threshold, double comm,
-         const std::vector<std::string>& replan, std::optional<double> memory_limit,
+         const std::vector<std::string>& replan, const memory_limits& memory_limit,
          bool allow_overlaps, std::optional<std::string> planned_costs,
          std::optional<double> planned_fraction, std::optional<double> seconds_per_unit,
          const std::string& format) {

@@ -177,7 +177,7 @@ TEST_CASE("check_memory: budget violation at the right op with the right live bu
   // Per-stage limits, static memory included.
   auto with_static = model;
   with_static.set_static_memory({0, 0, 0, 5});
-  const auto r2 = check_memory(s, with_static, memory_options::with_limits({16, 13, 10, 11}));
+  const auto r2 = check_memory(s, with_static, memory_options::with_limit({16, 13, 10, 11}));
   REQUIRE(r2.violations.size() == 1);
   CHECK(r2.violations[0].stage == 3);
   // 5 static + F1 B1 F2 B2 F3 B3 F4: three M_W and one M_B alive -> 12 after op 6.
@@ -185,9 +185,9 @@ TEST_CASE("check_memory: budget violation at the right op with the right live bu
   CHECK(r2.violations[0].op_index == 6);
   CHECK(r2.violations[0].live ==
         std::vector<live_buffer>{wgrad(3, 0, 1), wgrad(3, 1, 1), wgrad(3, 2, 1), act(3, 3, 4)});
-  CHECK(check_memory(s, model, memory_options::with_limits({16, 13, 10, 7})).within_budget());
+  CHECK(check_memory(s, model, memory_options::with_limit({16, 13, 10, 7})).within_budget());
 
-  CHECK_THROWS_AS(check_memory(s, model, memory_options::with_limits({1, 2})), invalid_argument);
+  CHECK_THROWS_AS(check_memory(s, model, memory_options::with_limit({1, 2})), invalid_argument);
   CHECK_THROWS_AS(check_memory(s, model, memory_options::with_limit(-1)), invalid_argument);
 }
 

@@ -101,7 +101,7 @@ TEST_CASE(
             const zb_auto_result r = run(g, gp, objective);
             REQUIRE(validate(r.sched).ok());
             const memory_report rep =
-                check_memory(r.sched, gp.memory, memory_options::with_limits(r.limits));
+                check_memory(r.sched, gp.memory, memory_options::with_limit(r.limits));
             REQUIRE(rep.lifetimes_ok());
             CHECK(rep.within_budget());
             for (const auto& bv : rep.violations) {

@@ -169,10 +169,13 @@ TEST_CASE("simulate and check_memory on invalid schedules report or refuse, neve
 
 TEST_CASE("check_memory rejects malformed options", "[reliability][memory]") {
   const auto s = generate(zb_h1{}, 4, 8);
-  CHECK_THROWS_WITH(check_memory(s, {}, memory_options::with_limits({1, 2})),
-                    "check_memory: limits (size 2) must hold one value or one per stage (p=4)");
+  CHECK_THROWS_WITH(
+      check_memory(s, {}, memory_options::with_limit({1, 2})),
+      "check_memory: memory_limit: must hold one value or one per stage (p=4), got 2");
   CHECK_THROWS_WITH(check_memory(s, {}, memory_options::with_limit(nan_v)),
-                    Contains("check_memory: limit (") && Contains("must be finite and >= 0"));
+                    Catch::StartsWith("check_memory: memory_limit: must be finite and >= 0, got "));
+  CHECK_THROWS_WITH(check_memory(s, {}, memory_options::with_limit({1, 2, -3, 4})),
+                    "check_memory: memory_limit[2]: must be finite and >= 0, got -3");
   CHECK_THROWS_AS(check_memory(s, {}, memory_options::with_limit(-1)), invalid_argument);
   CHECK_THROWS_AS(check_memory(s, {}, memory_options::with_limit(inf_v)), invalid_argument);
   memory_options tol;

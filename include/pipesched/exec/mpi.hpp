@@ -588,9 +588,9 @@ mpi_run_result run_mpi_dynamic(E& e,
     mpi_run_result result;
     result.ran = schedule("dynamic", microbatches, pl);  // checks m
     const memory_model mem = dyn.memory.for_shape(pl.stages(), pl.chunks(), microbatches, who);
-    const std::optional<double> cap = detail::dynamic_cap(who, pl, mem, dyn.memory_limit);
+    const std::vector<double> cap = detail::dynamic_cap(who, pl, mem, dyn.memory_limit);
     const stage_index s = static_cast<stage_index>(rank);
-    detail::dynamic_stage policy(pl, s, microbatches, mem, cap);
+    detail::dynamic_stage policy(pl, s, microbatches, mem, detail::stage_cap(cap, s));
 
     detail::mpi_comm_dup comm(opts.comm);
     mpi_transport<message> t(comm.get(), result.ran, mpi_send_mode::buffered);

@@ -610,21 +610,17 @@ inline zb_auto_result zb_search(std::string_view who,
   return res;
 }
 
-/// Per-stage limits: the given memory_limit for every stage, or `factor`·(activations of all
-/// chunks of one micro-batch)·p + static memory when none is given.
+/// Per-stage limits: the given memory_limit (one for every stage or one per stage), or
+/// `factor`·(activations of all chunks of one micro-batch)·p + static memory when none is given.
 inline std::vector<double> stage_limits(std::string_view who,
                                         const generator_params& params,
                                         const placement& pl,
                                         double factor) {
-  std::vector<double> out(pl.stages());
   if (params.memory_limit) {
-    const double lim = *params.memory_limit;
-    if (!std::isfinite(lim) || lim < 0.0) {
-      fail(who, ": memory_limit (", lim, ") must be finite and >= 0");
-    }
-    std::fill(out.begin(), out.end(), lim);
-    return out;
+    params.memory_limit.check(std::string(who), "memory_limit", pl.stages());
+    return params.memory_limit.for_stages(pl.stages());
   }
+  std::vector<double> out(pl.stages());
   for (stage_index s = 0; s < pl.stages(); ++s) {
     out[s] = params.memory.static_memory(s) +
              factor * double(pl.stages()) * stage_activation(params.memory, s, pl.chunks());
