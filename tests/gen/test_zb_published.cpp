@@ -10,6 +10,7 @@
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/validator.hpp>
 #include <pipesched/gen/detail/zb_published.hpp>
+#include <pipesched/gen/detail/zb_v_published.hpp>
 
 #include "support/reference.hpp"
 

@@ -23,6 +23,7 @@
 #include "pipesched/gen/detail/zb_improve.hpp"
 #include "pipesched/gen/detail/zb_objective.hpp"
 #include "pipesched/gen/detail/zb_published.hpp"
+#include "pipesched/gen/detail/zb_v_published.hpp"
 #include "pipesched/gen/detail/zb_v_order.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zb_search_types.hpp"
