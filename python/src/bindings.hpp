@@ -30,11 +30,13 @@ struct type_caster<pipesched::memory_limits> {
       value = pipesched::memory_limits{};
       return true;
     }
-    if (make_caster<double> one; !isinstance<str>(src) && one.load(src, convert)) {
+    if (make_caster<double> one;
+        !pybind11::isinstance<pybind11::str>(src) && one.load(src, convert)) {
       value = cast_op<double>(one);
       return true;
     }
-    if (make_caster<std::vector<double>> many; !isinstance<str>(src) && many.load(src, convert)) {
+    if (make_caster<std::vector<double>> many;
+        !pybind11::isinstance<pybind11::str>(src) && many.load(src, convert)) {
       value = cast_op<std::vector<double>&&>(std::move(many));
       return true;
     }
@@ -42,10 +44,10 @@ struct type_caster<pipesched::memory_limits> {
   }
   static handle cast(const pipesched::memory_limits& l, return_value_policy, handle) {
     if (!l) {
-      return none().release();
+      return pybind11::none().release();
     }
     if (l.uniform()) {
-      return float_(l.at(0)).release();
+      return pybind11::float_(l.at(0)).release();
     }
     return pybind11::cast(l.values()).release();
   }
