@@ -27,7 +27,7 @@ op BW(microbatch_index j, chunk_index c = 0) {
 }
 
 schedule one_stage(std::vector<op> ops) {
-  schedule s("hand", 1, 2);
+  schedule s = schedule::sequential("hand", 1, 2);
   s.stage_ops(0) = std::move(ops);
   return s;
 }
@@ -118,14 +118,14 @@ TEST_CASE("check_memory: peak position, curve and static memory", "[memory]") {
 
   auto two = memory_model::uniform(4, 1);
   two.set_static_memory({10, 20});
-  const auto empty = check_memory(schedule("e", 2, 1), two);
+  const auto empty = check_memory(schedule::sequential("e", 2, 1), two);
   CHECK(empty.stages[1].peak == 20);
   CHECK(empty.stages[1].peak_op_index == stage_memory::no_index);
 }
 
 TEST_CASE("check_memory: per-stage peak in units of the stage for multi-chunk stages", "[memory]") {
   // Loop placement, p=2, v=2: stage 0 holds chunks with M_B 2 and 1.
-  schedule s("loop", 1, placement::loop(2, 2));
+  schedule s = schedule::on("loop", placement::loop(2, 2), 1);
   s.stage_ops(0) = {F(0, 0), F(0, 1), BW(0, 1), BW(0, 0)};
   s.stage_ops(1) = {F(0, 0), F(0, 1), BW(0, 1), BW(0, 0)};
   memory_model model;
@@ -247,7 +247,7 @@ TEST_CASE("check_memory: lifetime errors on hand-built schedules", "[memory]") {
 
 TEST_CASE("check_memory: receive buffers in a lowered schedule", "[memory]") {
   using k = op_kind;
-  schedule s("lowered", 2, 1);
+  schedule s = schedule::sequential("lowered", 2, 1);
   s.stage_ops(0) = {F(0), make_op(k::send_forward, 0), make_op(k::recv_backward, 0), BW(0)};
   s.stage_ops(1) = {make_op(k::recv_forward, 0), F(0), BW(0), make_op(k::send_backward, 0)};
   const auto model = memory_model(chunk_memory{1, 0.5, 0.25});

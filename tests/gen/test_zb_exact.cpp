@@ -128,7 +128,7 @@ double brute_force_span(const generator_params& gp, bool in_order) {
   so.critical_path = false;
   so.validate = false;  // most candidate orders deadlock: completed() sorts them out
   double best = 1e300;
-  schedule sched("brute", p, gp.microbatches);
+  schedule sched = schedule::sequential("brute", p, gp.microbatches);
   while (true) {
     for (stage_index s = 0; s < p; ++s) {
       sched.stage_ops(s) = lists[s][idx[s]];
@@ -234,7 +234,7 @@ TEST_CASE("zb-exact: the search's own timing is the simulator's", "[gen][zb_exac
     search.run(1e300, 0.0);
     REQUIRE(search.improved());
     REQUIRE_FALSE(search.exhausted());
-    schedule s("exact", 3, 5);
+    schedule s = schedule::sequential("exact", 3, 5);
     for (stage_index st = 0; st < 3; ++st) {
       s.stage_ops(st) = search.best_ops()[st];
     }

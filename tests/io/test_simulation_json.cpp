@@ -142,7 +142,7 @@ TEST_CASE("simulation json: from a schedule report", "[io][simulation_json][mode
   CHECK_THAT(jb["violations"][0].get<std::string>(), Catch::StartsWith("missing: "));
 
   // One simulate() refuses: reported as not simulated, still one entry per stage.
-  const schedule huge("huge", 16777216, placement::sequential(2));
+  const schedule huge = schedule::on("huge", placement::sequential(2), 16777216);
   const json jh = simulation_to_json(huge, report_schedule(huge));
   CHECK_THAT(jh["deadlock"].get<std::string>(), Catch::StartsWith("not simulated: simulate: "));
   CHECK(jh["stages"].size() == 2);

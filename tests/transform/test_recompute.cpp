@@ -20,7 +20,7 @@ using namespace test_ops;
 namespace {
 
 schedule one_f_one_b_2x(std::uint32_t m) {
-  schedule s("1f1b", 2, m);
+  schedule s = schedule::sequential("1f1b", 2, m);
   if (m == 2) {
     s.stage_ops(0) = {F(0), F(1), BW(0), BW(1)};
     s.stage_ops(1) = {F(0), BW(0), F(1), BW(1)};
@@ -130,7 +130,7 @@ TEST_CASE("with_recompute in idle slots: the limit holds in any memory unit",
 }
 
 TEST_CASE("with_recompute: an overlapped pair is not split", "[transform][recompute]") {
-  schedule s("pair", 1, 2);
+  schedule s = schedule::sequential("pair", 1, 2);
   s.stage_ops(0) = {F(0), overlapping_next(F(1)), B(0), W(0), B(1), W(1)};
   REQUIRE(validate(s).ok());
   const schedule r = with_recompute(s, {0});

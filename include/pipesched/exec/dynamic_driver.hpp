@@ -109,7 +109,7 @@ schedule run_threaded_dynamic(E& e,
                               std::uint32_t microbatches,
                               const dynamic_run_options& opts = {}) {
   static_assert(detail::check_executor<E>());
-  schedule order("dynamic", microbatches, pl);  // checks m
+  schedule order = schedule::on("dynamic", pl, microbatches);  // checks m
   if constexpr (executor<E>) {
     using message = typename E::message;
     const char* who = "run_threaded_dynamic";

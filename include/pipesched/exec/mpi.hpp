@@ -586,7 +586,7 @@ mpi_run_result run_mpi_dynamic(E& e,
                    ") must be between 0 and 1");
     }
     mpi_run_result result;
-    result.ran = schedule("dynamic", microbatches, pl);  // checks m
+    result.ran = schedule::on("dynamic", pl, microbatches);  // checks m
     const memory_model mem = dyn.memory.for_shape(pl.stages(), pl.chunks(), microbatches, who);
     const std::vector<double> cap = detail::dynamic_cap(who, pl, mem, dyn.memory_limit);
     const stage_index s = static_cast<stage_index>(rank);
@@ -645,7 +645,7 @@ mpi_run_result run_mpi_dynamic(E& e,
       std::vector<timed_op> all = detail::gather_timings(comm.get(), opts.root, mine);
       if (rank == opts.root) {
         // Gathered by stage, each in the order it ran: that is the order.
-        schedule order("dynamic", microbatches, pl);
+        schedule order = schedule::on("dynamic", pl, microbatches);
         for (const timed_op& x : all) {
           order.stage_ops(x.stage).push_back(x.o);
         }

@@ -377,7 +377,7 @@ inline schedule v_block_schedule(v_block b, const generator_params& params, std:
   }
   r = v_squeeze(std::move(r), false, m);
   std::vector<std::int8_t> kinds;
-  schedule out(std::string(who), m, placement::v_shape(p));
+  schedule out = schedule::on(std::string(who), placement::v_shape(p), m);
   // Pass kind -> (op kind, local chunk); 4 and 5 are chunk 1's and chunk 0's W.
   constexpr std::array<op_kind, 6> kind_of = {op_kind::forward,         op_kind::forward,
                                               op_kind::backward_input,  op_kind::backward_input,

@@ -134,7 +134,7 @@ inline schedule to_schedule(std::string_view name,
                             std::uint32_t m,
                             const placement& pl,
                             std::vector<std::vector<op>> ops) {
-  schedule out(std::string(name), m, pl);
+  schedule out = schedule::on(std::string(name), pl, m);
   for (stage_index s = 0; s < pl.stages(); ++s) {
     out.stage_ops(s) = std::move(ops[s]);
   }
