@@ -103,6 +103,14 @@ struct greedy_problem {
     gl.resize(n), prev.assign(n, npos), next.assign(n, npos), flat.assign(n, npos);
     stage.assign(n, 0);
     double scale = 0.0;
+    // Sizes and memory changes of (s, c) = i from one micro-batch's chunk_memory.
+    auto set_sizes = [&](std::size_t i, const chunk_memory& cm) {
+      mb[i] = cm.activation;
+      mw[i] = cm.weight_grad_input;
+      df[i] = memory_delta(op_kind::forward, cm);
+      db[i] = memory_delta(op_kind::backward_input, cm);
+      dw[i] = memory_delta(op_kind::backward_weight, cm);
+    };
     deltas.reserve(p);
     for (stage_index s = 0; s < p; ++s) {
       deltas.emplace_back(memory, s, v);
@@ -123,12 +131,7 @@ struct greedy_problem {
         if (!pl.is_last(g)) {
           next[i] = std::size_t{pl.stage_of(g + 1)} * v + pl.local_of(g + 1);
         }
-        const chunk_memory cm = memory.at(s, c);
-        mb[i] = cm.activation;
-        mw[i] = cm.weight_grad_input;
-        df[i] = memory_delta(op_kind::forward, cm);
-        db[i] = memory_delta(op_kind::backward_input, cm);
-        dw[i] = memory_delta(op_kind::backward_weight, cm);
+        set_sizes(i, memory.at(s, c));
       }
       for (chunk_index c = 0; c < v; ++c) {
         reserve[std::size_t{s} * v + c] = later_chunk_reserve(pl, memory, s, c);
@@ -169,12 +172,7 @@ struct greedy_problem {
           vdw[at] = memory_delta(op_kind::backward_weight, cm);
         }
         tf[i] = sf / double(m), tb[i] = sb / double(m), tw[i] = sw / double(m);
-        const chunk_memory env = memory.envelope(s, c);
-        mb[i] = env.activation;
-        mw[i] = env.weight_grad_input;
-        df[i] = memory_delta(op_kind::forward, env);
-        db[i] = memory_delta(op_kind::backward_input, env);
-        dw[i] = memory_delta(op_kind::backward_weight, env);
+        set_sizes(i, memory.envelope(s, c));
       }
       timing_mb.emplace(plan, pl, costs);
     }
