@@ -478,7 +478,9 @@ std::string option_of(const std::string& field, const schedule_source& src) {
   if (field == "generator") {
     return "--schedule";
   }
-  return "--" + field;  // stages, microbatches, chunks
+  std::string option = "--" + field;  // stages, microbatches, chunks, memory_limit
+  std::replace(option.begin(), option.end(), '_', '-');
+  return option;
 }
 
 }  // namespace
