@@ -46,9 +46,12 @@ pipesched_cli_test("bad: cost empty pieces" 2 "error: --cost: expected TF,TB,TW\
 # The library's own M_W <= M_B rule and message (memory_model), after the option's name.
 pipesched_cli_test("bad: memory MW > MB" 2 "error: --memory: memory_model: weight-gradient memory \\(M_W=1\\) must be <= activation memory \\(M_B=0.5\\)" simulate -s 1f1b -p 2 -m 2 --memory 0.5,1)
 pipesched_cli_test("bad: memory negative" 2 "error: --memory: expected MB,MW\\[,MIN\\] \\(finite numbers >= 0\\), got \"-1,0\"" simulate -s 1f1b -p 2 -m 2 --memory -1,0)
-pipesched_cli_test("bad: memory limit NaN" 2 "error: --memory-limit: must be a finite number > 0, got \"nan\"" simulate -s 1f1b -p 2 -m 2 --memory-limit nan)
+pipesched_cli_test("bad: memory limit NaN" 2 "error: --memory-limit: must be a finite number > 0, or one per stage separated by commas, got \"nan\"" simulate -s 1f1b -p 2 -m 2 --memory-limit nan)
 pipesched_cli_test("bad: memory limit zero" 2 "error: --memory-limit: must be a finite number > 0" validate -s 1f1b -p 2 -m 2 --memory-limit 0)
-pipesched_cli_test("bad: memory limit -inf" 2 "error: --memory-limit: must be a finite number > 0, got \"-inf\"" simulate -s 1f1b -p 2 -m 2 --memory-limit -inf)
+pipesched_cli_test("bad: memory limit list with a zero" 2 "error: --memory-limit: must be a finite number > 0, or one per stage separated by commas, got \"4,0\"" validate -s 1f1b -p 2 -m 2 --memory-limit 4,0)
+pipesched_cli_test("bad: memory limits neither one nor p" 2 "error: --memory-limit: must hold one value or one per stage \\(p=4\\), got 3" simulate -s 1f1b -p 4 -m 8 --memory-limit 4,4,4)
+pipesched_cli_test("bad: memory limits neither one nor p (zb-auto)" 2 "error: --memory-limit: must hold one value or one per stage \\(p=4\\), got 2" generate -s zb-auto -p 4 -m 8 --memory-limit 4,4)
+pipesched_cli_test("bad: memory limit -inf" 2 "error: --memory-limit: must be a finite number > 0, or one per stage separated by commas, got \"-inf\"" simulate -s 1f1b -p 2 -m 2 --memory-limit -inf)
 # Options: unknown values, unknown flags, contradictions, unwritable output.
 pipesched_cli_test("bad: recv value" 2 "error: --recv: must be eager or late, not \"sideways\"" ${gen} -p 2 -m 2 --with-comm --recv sideways)
 pipesched_cli_test("bad: unknown flag" 2 "error: The following argument was not expected: --frobnicate" ${gen} -p 2 -m 2 --frobnicate)

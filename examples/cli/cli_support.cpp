@@ -161,15 +161,31 @@ memory_model model_options::memory_sizes() const {
     usage_error(std::string("--memory: ") + e.what());
   }
 }
-std::optional<double> model_options::memory_limit() const {
+memory_limits model_options::memory_limit() const {
   if (!memory_limit_text) {
-    return std::nullopt;
+    return {};
   }
-  const std::optional<double> v = parse_number(*memory_limit_text);
-  if (!v || *v <= 0.0) {
-    usage_error("--memory-limit: must be a finite number > 0, got \"" + *memory_limit_text + "\"");
+  // One number for every stage, or one per stage separated by commas (the library checks the
+  // count against the schedule's p).
+  std::vector<double> out;
+  const std::string& text = *memory_limit_text;
+  for (std::size_t pos = 0;;) {
+    const std::size_t comma = text.find(',', pos);
+    const std::optional<double> v =
+        parse_number(text.substr(pos, comma == std::string::npos ? comma : comma - pos));
+    if (!v || *v <= 0.0) {
+      usage_error(
+          "--memory-limit: must be a finite number > 0, or one per stage separated by "
+          "commas, got \"" +
+          text + "\"");
+    }
+    out.push_back(*v);
+    if (comma == std::string::npos) {
+      break;
+    }
+    pos = comma + 1;
   }
-  return v;
+  return out;
 }
 generator_params model_options::params() const {
   generator_params p;
@@ -190,7 +206,7 @@ void add_model_options(CLI::App* cmd, model_options& o) {
       ->capture_default_str();
   cmd->add_option("--memory-limit", o.memory_limit_text,
                   "Per-stage memory limit, in the units of --memory (the same number for every "
-                  "schedule)");
+                  "schedule): one for every stage, or L0,L1,... one per stage");
   auto* cf = cmd->add_option("--costs", o.costs_file,
                              "Cost model JSON file (per-stage / per-chunk / per-link costs; "
                              "see docs/formats.md); replaces --cost");
@@ -462,7 +478,9 @@ std::string option_of(const std::string& field, const schedule_source& src) {
   if (field == "generator") {
     return "--schedule";
   }
-  return "--" + field;  // stages, microbatches, chunks
+  std::string option = "--" + field;  // stages, microbatches, chunks, memory_limit
+  std::replace(option.begin(), option.end(), '_', '-');
+  return option;
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ struct model_options {
   cost_model costs() const;
   memory_model memory_sizes() const;
   /// --memory-limit, per stage in the units of --memory; nullopt when not given.
-  std::optional<double> memory_limit() const;
+  memory_limits memory_limit() const;
   generator_params params() const;
 };
 

@@ -38,6 +38,11 @@ pipesched_cli_test("simulate invalid schedule" 1 "deadlock: " simulate --input $
 pipesched_cli_test("simulate bad cost" 2 "error: --cost: expected TF,TB,TW\\[,TC\\] \\(finite numbers >= 0\\), got \"1,-1,1\" \\(\"-1\" is not one\\)" simulate -s 1f1b -p 2 -m 2 --cost 1,-1,1)
 pipesched_cli_test("validate memory budget" 1 "memory_budget: stage 0 exceeds its memory limit 4 at op 4 \\(F4\\): 5 \\(peak 7 at op 6\\)" validate -s zb-h2 -p 4 -m 8 --memory-limit 4)
 pipesched_cli_test("validate within budget" 0 "valid: zb-h1" validate -s zb-h1 -p 4 -m 8 --memory 1,0.5 --memory-limit 4)
+# One limit per stage: 1F1B's peaks are 4, 3, 2, 1 (p = 4, M_B = 1).
+pipesched_cli_test("simulate per-stage limits within" 0 "makespan" simulate -s 1f1b -p 4 -m 8 --memory-limit 4,3,2,1)
+pipesched_cli_test("simulate per-stage limits over" 1 "memory_budget: stage 2 exceeds its memory limit 1.5" simulate -s 1f1b -p 4 -m 8 --memory-limit 4,3,1.5,1)
+pipesched_cli_test("simulate --json per-stage limits" 1 "\"memory_limit\": \\[\n *4.0,\n *3.0,\n *1.5,\n *1.0\n *\\]" simulate -s 1f1b -p 4 -m 8 --memory-limit 4,3,1.5,1 --json)
+pipesched_cli_test("zb-auto within per-stage limits" 0 "valid: zb-auto" validate -s zb-auto -p 4 -m 8 --memory-limit 4,4,3,2)
 pipesched_cli_test("generate with comm" 0 "stage 0: F0 SEND_F0 F1 SEND_F1 RECV_B0 BW0 RECV_B1 BW1\nstage 1: RECV_F0 F0 RECV_F1 BW0 SEND_B0 F1 BW1 SEND_B1" generate -s 1f1b -p 2 -m 2 --with-comm)
 pipesched_cli_test("generate with comm json peers" 0 "\"kind\":\"SEND_F\",\"mb\":0,\"peer\":1" generate -s 1f1b -p 2 -m 2 --with-comm --recv late -f json)
 pipesched_cli_test("validate with comm late" 0 "valid: zb-h2 \\(p=4, m=8, v=1, 192 ops\\)" validate -s zb-h2 -p 4 -m 8 --with-comm --recv late)

@@ -38,15 +38,13 @@ struct analyze_options_cli {
 
 // The three calibration options together or none: one alone cannot say anything.
 std::optional<planned_speed> planned_of(const analyze_options_cli& o) {
-  const int given = int{o.planned_costs.has_value()} + int{o.planned_fraction.has_value()} +
-                    int{o.seconds_per_unit.has_value()};
-  if (given == 0) {
-    return std::nullopt;
-  }
-  if (given != 3) {
-    usage_error(
-        "--planned-costs, --planned-fraction and --seconds-per-unit: only meaningful together "
-        "(the plan's op times, the achieved fraction it assumed, the trace's time unit)");
+  try {
+    if (!calibration_inputs_given(o.planned_costs.has_value(), o.planned_fraction.has_value(),
+                                  o.seconds_per_unit.has_value())) {
+      return std::nullopt;
+    }
+  } catch (const field_error& e) {
+    usage_error("--planned-costs, --planned-fraction and --seconds-per-unit: " + e.rule());
   }
   planned_speed p;
   try {
@@ -65,11 +63,9 @@ int cmd_analyze(const analyze_options_cli& o) {
     // No count to show here: the phases, with the elapsed time.
     progress_line progress("analyze: reading " + o.trace);
     const std::string text = read_text_file(o.trace == "-" ? "/dev/stdin" : o.trace);
-    const std::size_t first = text.find_first_not_of(" \t\r\n");
     measured_run run;
     try {
-      run = first != std::string::npos && text[first] == '{' ? read_chrome_trace_run(text)
-                                                             : read_timing_csv(text);
+      run = read_measured_run(text);
     } catch (const pipesched::invalid_argument& e) {
       usage_error(o.trace + ": " + e.what());
     }

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/simulation_json.hpp>
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
       fmt::print(" lower_bound={:g}", *r.lower_bound);
     }
     if (r.memory_limit) {
-      fmt::print(" memory_limit={:g}", *r.memory_limit);
+      fmt::print(" memory_limit={:g}", fmt::join(r.memory_limit.values(), ","));
     }
     double peak = 0.0;
     for (const auto& p : r.peak_memory) {

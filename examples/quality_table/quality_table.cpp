@@ -199,7 +199,7 @@ recompute_row evaluate_recompute(const generator_entry& e, const setting& st) {
     const schedule idle = with_recompute(s, all_chunks(s), ro);
     r.idle_makespan = simulate(idle, gp.costs, {false, false}).makespan;
     r.idle_peak = check_memory(idle, gp.memory, mo).max_peak();
-    ro.limits = {r.plain_peak};
+    ro.memory_limit = r.plain_peak;
     const schedule loose = with_recompute(s, all_chunks(s), ro);
     r.loose_makespan = simulate(loose, gp.costs, {false, false}).makespan;
     r.loose_peak = check_memory(loose, gp.memory, mo).max_peak();

@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   std::printf("\n");
   for (stage_index s = 0; s < g.sched.stages(); ++s) {
     std::printf("  GPU %u: peak %.1f of %.0f GiB\n", s, report.memory.peak_memory(s),
-                g.params.memory_limit.value_or(0.0));
+                g.params.memory_limit.at(s));
   }
   for (const std::string& line : report.violations()) {
     std::printf("  %s\n", line.c_str());

@@ -93,7 +93,7 @@ int main(int argc, char** argv) try {
     ++n;
     if (per_row) {
       std::printf("%3d %-7s p=%-2u m=%-3u limit %-4g authors %.4f ours %.4f bound %.4f %s\n", n - 1,
-                  kind.c_str(), gp.stages, gp.microbatches, *gp.memory_limit, theirs, ours,
+                  kind.c_str(), gp.stages, gp.microbatches, gp.memory_limit.at(0), theirs, ours,
                   res.lower_bound > 0 ? (res.lower_bound - res.ideal) / res.lower_bound : 0.0,
                   cmp < 0   ? "better"
                   : cmp > 0 ? "WORSE"

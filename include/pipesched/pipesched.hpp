@@ -55,6 +55,7 @@
 #include "pipesched/ir/stage_table.hpp"
 #include "pipesched/ir/timed_op.hpp"
 #include "pipesched/model/cost_model.hpp"
+#include "pipesched/model/memory_limits.hpp"
 #include "pipesched/model/memory_model.hpp"
 #include "pipesched/model/microbatch_factors.hpp"
 #include "pipesched/model/transformer_costs.hpp"

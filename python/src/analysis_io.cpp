@@ -43,13 +43,7 @@ py::list per_stage_times(const simulation_result& r, double timed_op::*field) {
 /// `memory_limit=`: one number for every stage or one per stage (None: no budget).
 memory_options memory_limit_arg(const py::object& limit, bool record_curve) {
   memory_options o;
-  if (!limit.is_none()) {
-    if (py::isinstance<py::float_>(limit) || py::isinstance<py::int_>(limit)) {
-      o.limits = {limit.cast<double>()};
-    } else {
-      o.limits = limit.cast<std::vector<double>>();
-    }
-  }
+  o.memory_limit = limit.cast<memory_limits>();
   o.record_curve = record_curve;
   return o;
 }
@@ -291,7 +285,7 @@ void bind_analysis(py::module_& m) {
       "simulation_json",
       [](const schedule& s, const py::object& cost, const std::optional<std::string>& costs,
          const py::object& memory, const std::optional<std::string>& memory_file,
-         std::optional<double> memory_limit, std::optional<double> lower_bound) {
+         const memory_limits& memory_limit, std::optional<double> lower_bound) {
         report_options ro;
         ro.costs = cost_arg(cost, costs);
         ro.memory = memory_arg(memory, memory_file);

@@ -15,7 +15,44 @@
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/memory_model_json.hpp>
 #include <pipesched/model/cost_model.hpp>
+#include <pipesched/model/memory_limits.hpp>
 #include <pipesched/model/memory_model.hpp>
+
+// `memory_limit=` everywhere: None, one number for every stage, or a sequence of one per stage
+// (pipesched::memory_limits); returned the same way.
+namespace pybind11::detail {
+template <>
+struct type_caster<pipesched::memory_limits> {
+  PYBIND11_TYPE_CASTER(pipesched::memory_limits, const_name("None | float | list[float]"));
+
+  bool load(handle src, bool convert) {
+    if (src.is_none()) {
+      value = pipesched::memory_limits{};
+      return true;
+    }
+    if (make_caster<double> one;
+        !pybind11::isinstance<pybind11::str>(src) && one.load(src, convert)) {
+      value = cast_op<double>(one);
+      return true;
+    }
+    if (make_caster<std::vector<double>> many;
+        !pybind11::isinstance<pybind11::str>(src) && many.load(src, convert)) {
+      value = cast_op<std::vector<double>&&>(std::move(many));
+      return true;
+    }
+    return false;
+  }
+  static handle cast(const pipesched::memory_limits& l, return_value_policy, handle) {
+    if (!l) {
+      return pybind11::none().release();
+    }
+    if (l.uniform()) {
+      return pybind11::float_(l.at(0)).release();
+    }
+    return pybind11::cast(l.values()).release();
+  }
+};
+}  // namespace pybind11::detail
 
 namespace pipesched::python {
 

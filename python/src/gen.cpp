@@ -50,7 +50,7 @@ schedule_request read_request(const py::object& source,
                               const std::optional<std::string>& costs,
                               const py::object& memory,
                               const std::optional<std::string>& memory_file,
-                              std::optional<double> memory_limit,
+                              const memory_limits& memory_limit,
                               std::optional<double> search_budget,
                               std::optional<std::size_t> search_evaluations,
                               const py::object& recompute,
@@ -160,7 +160,7 @@ generation_result run(const schedule_request& req, const char* search_keyword) {
   const py::object &source, std::optional<std::uint32_t> p, std::optional<std::uint32_t> mb, \
       std::optional<std::uint32_t> v, const py::object &cost,                                \
       const std::optional<std::string>&costs, const py::object &memory,                      \
-      const std::optional<std::string>&memory_file, std::optional<double> limit,             \
+      const std::optional<std::string>&memory_file, const memory_limits &limit,              \
       std::optional<double> budget, std::optional<std::size_t> evaluations,                  \
       const py::object &recompute, const std::string &recompute_policy, bool with_comm,      \
       const std::string &recv
@@ -177,7 +177,7 @@ constexpr const char* generate_doc =
 
 Keyword arguments are the CLI's long options: chunks (v; default the schedule's), cost
 (TF, TB, TW[, TC] per stage, or a CostModel), costs (a cost model JSON file), memory (MB, MW[,
-MIN], or a MemoryModel), memory_file, memory_limit (per stage, in the units of memory),
+MIN], or a MemoryModel), memory_file, memory_limit (one number for every stage or a list of one per stage, in the units of memory),
 search_budget (ms) and search_evaluations (the schedules that search: zb-auto, zb-1p, zb-2p,
 zb-v), recompute ('all' or global chunks) and recompute_policy ('before-backward' or
 'idle-slot'), with_comm (insert SEND/RECV ops) and recv ('eager' or 'late').)";

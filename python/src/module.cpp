@@ -183,7 +183,7 @@ void bind_ir(py::module_& m) {
                        "validate() whether it is complete and deadlock-free.")
       .def(py::init([](std::uint32_t stages, std::uint32_t microbatches, std::string name,
                        const std::optional<std::vector<std::vector<op>>>& ops) {
-             schedule s(std::move(name), stages, microbatches);
+             schedule s = schedule::sequential(std::move(name), stages, microbatches);
              if (ops) {
                set_all_ops(s, *ops);
              }
@@ -194,7 +194,7 @@ void bind_ir(py::module_& m) {
            "One chunk per stage; ops: one list of Op per stage (default: empty lists).")
       .def(py::init([](const placement& pl, std::uint32_t microbatches, std::string name,
                        const std::optional<std::vector<std::vector<op>>>& ops) {
-             schedule s(std::move(name), microbatches, pl);
+             schedule s = schedule::on(std::move(name), pl, microbatches);
              if (ops) {
                set_all_ops(s, *ops);
              }

@@ -60,7 +60,7 @@ void bind_plan(py::module_& m) {
       "whatif",
       [](const schedule& s, const py::object& cost, const std::optional<std::string>& costs,
          const py::object& memory, const std::optional<std::string>& memory_file,
-         std::optional<double> memory_limit, double cv, double link_cv,
+         const memory_limits& memory_limit, double cv, double link_cv,
          const std::vector<std::pair<stage_index, double>>& stragglers,
          std::optional<std::pair<double, double>> stalls, std::uint32_t samples, std::uint64_t seed,
          bool sensitivity, bool dynamic, std::optional<std::uint32_t> replicas,
@@ -121,25 +121,23 @@ void bind_plan(py::module_& m) {
   m.def(
       "analyze",
       [](const std::string& path, double abs_threshold, double rel_threshold, double comm,
-         const std::vector<std::string>& replan, std::optional<double> memory_limit,
+         const std::vector<std::string>& replan, const memory_limits& memory_limit,
          bool allow_overlaps, std::optional<std::string> planned_costs,
          std::optional<double> planned_fraction, std::optional<double> seconds_per_unit,
          const std::string& format) {
         const bool json = json_format(format);
-        const int planned_given = int{planned_costs.has_value()} +
-                                  int{planned_fraction.has_value()} +
-                                  int{seconds_per_unit.has_value()};
-        if (planned_given != 0 && planned_given != 3) {
-          detail::fail(
-              "planned_costs, planned_fraction and seconds_per_unit: only meaningful together "
-              "(the plan's op times, the achieved fraction it assumed, the trace's time unit)");
+        bool planned_given = false;
+        try {
+          planned_given =
+              calibration_inputs_given(planned_costs.has_value(), planned_fraction.has_value(),
+                                       seconds_per_unit.has_value());
+        } catch (const field_error& e) {
+          detail::fail("planned_costs, planned_fraction and seconds_per_unit: ", e.rule());
         }
         const std::string text = read_text_file(path);
-        const std::size_t first = text.find_first_not_of(" \t\r\n");
         measured_run run;
         try {
-          run = first != std::string::npos && text[first] == '{' ? read_chrome_trace_run(text)
-                                                                 : read_timing_csv(text);
+          run = read_measured_run(text);
         } catch (const invalid_argument& e) {
           detail::fail(path, ": ", e.what());
         }
@@ -149,7 +147,7 @@ void bind_plan(py::module_& m) {
         o.replan.generators = replan;
         o.replan.memory_limit = memory_limit;
         o.allow_overlaps = allow_overlaps;
-        if (planned_given == 3) {
+        if (planned_given) {
           planned_speed p;
           try {
             p.costs = read_cost_model(read_text_file(*planned_costs));

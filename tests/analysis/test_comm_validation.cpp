@@ -20,7 +20,7 @@ namespace {
 
 /// p=2, m=1, correctly lowered.
 schedule two_stage_lowered() {
-  schedule s("t", 2, 1);
+  schedule s = schedule::sequential("t", 2, 1);
   s.stage_ops(0) = {F(0), SF(0), RB(0), BW(0)};
   s.stage_ops(1) = {RF(0), F(0), BW(0), SB(0)};
   return s;
@@ -29,7 +29,7 @@ schedule two_stage_lowered() {
 /// Each receive right before its consumer, each send right after its producer.
 schedule naive_lowering(const schedule& in) {
   const placement& pl = in.layout();
-  schedule out(in.name(), in.microbatches(), pl);
+  schedule out = schedule::on(in.name(), pl, in.microbatches());
   for (stage_index s = 0; s < in.stages(); ++s) {
     for (const op& o : in.ops(s)) {
       const global_chunk g = pl.global(s, o.chunk);
@@ -116,7 +116,7 @@ TEST_CASE("pairing: duplicates, transfers without a peer, same-stage transfers",
   }
   SECTION("the V turn needs no transfer") {
     // V, p=1: stage 0 holds chunks 0 and 1.
-    schedule s("v", 1, placement::v_shape(1));
+    schedule s = schedule::on("v", placement::v_shape(1), 1);
     s.stage_ops(0) = {F(0, 0), SF(0, 0), RF(0, 1), F(0, 1), BW(0, 1), BW(0, 0)};
     const auto r = validate(s);
     REQUIRE(r.count(violation_kind::comm_mismatch) == 2);
@@ -125,7 +125,7 @@ TEST_CASE("pairing: duplicates, transfers without a peer, same-stage transfers",
           "is needed");
   }
   SECTION("a receive for the wrong micro-batch") {
-    schedule s("t", 2, 2);
+    schedule s = schedule::sequential("t", 2, 2);
     s.stage_ops(0) = {F(0), SF(0), RB(0), BW(0), F(1), SF(1), RB(1), BW(1)};
     s.stage_ops(1) = {RF(1), F(0), BW(0), SB(0), RF(1), F(1), BW(1), SB(1)};
     const auto r = validate(s);
@@ -153,7 +153,7 @@ TEST_CASE("two stages each sending first to the other deadlock with blocking sen
           "[validate][comm][deadlock]") {
   // Fine with buffered sends, stuck with rendezvous: stage 0 sends F1 before receiving B0,
   // stage 1 sends B0 before receiving F1.
-  schedule s("t", 2, 2);
+  schedule s = schedule::sequential("t", 2, 2);
   s.stage_ops(0) = {F(0), SF(0), F(1), SF(1), RB(0), BW(0), RB(1), BW(1)};
   s.stage_ops(1) = {RF(0), F(0), BW(0), SB(0), RF(1), F(1), BW(1), SB(1)};
   const auto r = validate(s);

@@ -136,6 +136,28 @@ TEST_CASE("monte_carlo_dynamic: the policy against a static order under the same
   CHECK(quiet.iteration.min == 27.0);
 }
 
+TEST_CASE("simulate_dynamic: one memory limit per stage", "[dynamic][memory]") {
+  dynamic_policy_options o;
+  // 1F1B's peaks are 4, 3, 2, 1 (p = 4, M_B = 1): allow 2 on stages 0 and 1, 4 on the others.
+  o.memory_limit = {2.0, 2.0, 4.0, 4.0};
+  const schedule shape = schedule::on("dynamic", placement::sequential(4), 8);
+  const dynamic_result r = simulate_dynamic(shape, cost_model{}, o);
+  CHECK(validate(r.order).ok());
+  const memory_report mem =
+      check_memory(r.order, o.memory, memory_options::with_limit(o.memory_limit));
+  CHECK(mem.within_budget());
+  CHECK(mem.peak_memory(0) <= 2.0 + 1e-9);
+  CHECK(mem.peak_memory(1) <= 2.0 + 1e-9);
+  // Without the limit stage 0 holds more: the per-stage limit is what held it.
+  o.memory_limit.reset();
+  CHECK(check_memory(simulate_dynamic(shape, cost_model{}, o).order, o.memory).peak_memory(0) >
+        2.0);
+  o.memory_limit = {2.0, 2.0, 4.0};
+  CHECK_THROWS_WITH(simulate_dynamic(shape, cost_model{}, o),
+                    "simulate_dynamic: memory_limit: must hold one value or one per stage (p=4), "
+                    "got 3");
+}
+
 TEST_CASE("simulate_dynamic: the memory engine's admission, so no block above the minimum",
           "[dynamic]") {
   // Bugs of the copy the dynamic paths had (live + F + one activation of each *local* chunk
@@ -144,7 +166,7 @@ TEST_CASE("simulate_dynamic: the memory engine's admission, so no block above th
   auto runs_within = [](const placement& pl, const dynamic_policy_options& o) {
     const dynamic_result r = simulate_dynamic(schedule::on("dynamic", pl, 4), cost_model{}, o);
     CHECK(validate(r.order).ok());
-    CHECK(check_memory(r.order, o.memory, memory_options::with_limit(*o.memory_limit))
+    CHECK(check_memory(r.order, o.memory, memory_options::with_limit(o.memory_limit))
               .within_budget());
   };
   dynamic_policy_options o;

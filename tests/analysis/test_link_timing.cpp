@@ -158,7 +158,7 @@ namespace {
 // Interleaved placement, p = 2, v = 2, m = 1: stage 0 holds chunks 0 and 2, stage 1 chunks 1
 // and 3. Per chunk T_F = T_B = T_W = 1, T_comm = 0.
 schedule two_message_case() {
-  schedule s("tiny", 1, placement::loop(2, 2));
+  schedule s = schedule::on("tiny", placement::loop(2, 2), 1);
   using k = op_kind;
   s.stage_ops(0) = {make_op(k::forward, 0, 0),        make_op(k::forward, 0, 1),
                     make_op(k::backward_input, 0, 1), make_op(k::backward_weight, 0, 1),
@@ -316,7 +316,7 @@ TEST_CASE("simulate_links: invalid input throws, deadlocks are reported", "[link
   CHECK_THROWS_WITH(simulate_links(s, wrong, {.links = link_model{}}),
                     Catch::Contains("simulate_links: cost model stages table (3 entries)"));
 
-  schedule stuck("stuck", 1, placement::sequential(2));
+  schedule stuck = schedule::on("stuck", placement::sequential(2), 1);
   stuck.stage_ops(0) = {make_op(op_kind::backward_full, 0), make_op(op_kind::forward, 0)};
   stuck.stage_ops(1) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
   const link_timing_result r = simulate_links(stuck, cost_model{}, {.links = link_model{}});

@@ -27,7 +27,7 @@ op BW(microbatch_index j, chunk_index c = 0) {
 }
 
 schedule one_stage(std::vector<op> ops) {
-  schedule s("hand", 1, 2);
+  schedule s = schedule::sequential("hand", 1, 2);
   s.stage_ops(0) = std::move(ops);
   return s;
 }
@@ -118,14 +118,14 @@ TEST_CASE("check_memory: peak position, curve and static memory", "[memory]") {
 
   auto two = memory_model::uniform(4, 1);
   two.set_static_memory({10, 20});
-  const auto empty = check_memory(schedule("e", 2, 1), two);
+  const auto empty = check_memory(schedule::sequential("e", 2, 1), two);
   CHECK(empty.stages[1].peak == 20);
   CHECK(empty.stages[1].peak_op_index == stage_memory::no_index);
 }
 
 TEST_CASE("check_memory: per-stage peak in units of the stage for multi-chunk stages", "[memory]") {
   // Loop placement, p=2, v=2: stage 0 holds chunks with M_B 2 and 1.
-  schedule s("loop", 1, placement::loop(2, 2));
+  schedule s = schedule::on("loop", placement::loop(2, 2), 1);
   s.stage_ops(0) = {F(0, 0), F(0, 1), BW(0, 1), BW(0, 0)};
   s.stage_ops(1) = {F(0, 0), F(0, 1), BW(0, 1), BW(0, 0)};
   memory_model model;
@@ -177,7 +177,7 @@ TEST_CASE("check_memory: budget violation at the right op with the right live bu
   // Per-stage limits, static memory included.
   auto with_static = model;
   with_static.set_static_memory({0, 0, 0, 5});
-  const auto r2 = check_memory(s, with_static, memory_options::with_limits({16, 13, 10, 11}));
+  const auto r2 = check_memory(s, with_static, memory_options::with_limit({16, 13, 10, 11}));
   REQUIRE(r2.violations.size() == 1);
   CHECK(r2.violations[0].stage == 3);
   // 5 static + F1 B1 F2 B2 F3 B3 F4: three M_W and one M_B alive -> 12 after op 6.
@@ -185,9 +185,9 @@ TEST_CASE("check_memory: budget violation at the right op with the right live bu
   CHECK(r2.violations[0].op_index == 6);
   CHECK(r2.violations[0].live ==
         std::vector<live_buffer>{wgrad(3, 0, 1), wgrad(3, 1, 1), wgrad(3, 2, 1), act(3, 3, 4)});
-  CHECK(check_memory(s, model, memory_options::with_limits({16, 13, 10, 7})).within_budget());
+  CHECK(check_memory(s, model, memory_options::with_limit({16, 13, 10, 7})).within_budget());
 
-  CHECK_THROWS_AS(check_memory(s, model, memory_options::with_limits({1, 2})), invalid_argument);
+  CHECK_THROWS_AS(check_memory(s, model, memory_options::with_limit({1, 2})), invalid_argument);
   CHECK_THROWS_AS(check_memory(s, model, memory_options::with_limit(-1)), invalid_argument);
 }
 
@@ -247,7 +247,7 @@ TEST_CASE("check_memory: lifetime errors on hand-built schedules", "[memory]") {
 
 TEST_CASE("check_memory: receive buffers in a lowered schedule", "[memory]") {
   using k = op_kind;
-  schedule s("lowered", 2, 1);
+  schedule s = schedule::sequential("lowered", 2, 1);
   s.stage_ops(0) = {F(0), make_op(k::send_forward, 0), make_op(k::recv_backward, 0), BW(0)};
   s.stage_ops(1) = {make_op(k::recv_forward, 0), F(0), BW(0), make_op(k::send_backward, 0)};
   const auto model = memory_model(chunk_memory{1, 0.5, 0.25});

@@ -45,7 +45,7 @@ simulation_result engine_times(const placement& pl,
                                std::uint32_t m,
                                const std::vector<std::vector<op>>& lists,
                                const cost_model& costs) {
-  schedule s("clock", m, pl);
+  schedule s = schedule::on("clock", pl, m);
   for (stage_index st = 0; st < pl.stages(); ++st) {
     s.stage_ops(st) = lists[st];
   }

@@ -73,7 +73,7 @@ TEST_CASE("schedule report: an invalid schedule", "[io][schedule_report]") {
   CHECK(q.memory.stages.empty());
 
   // A declared shape far beyond the ops: simulate() refuses, the report says why.
-  const schedule huge("huge", 16777216, placement::sequential(2));
+  const schedule huge = schedule::on("huge", placement::sequential(2), 16777216);
   const schedule_report h = report_schedule(huge);
   CHECK(!h.ok());
   REQUIRE(h.not_simulated);

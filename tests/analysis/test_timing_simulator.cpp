@@ -255,7 +255,7 @@ TEST_CASE("simulate: per-link communication latencies", "[sim]") {
 
 TEST_CASE("simulate: lowered schedule with blocking SEND/RECV rendezvous", "[sim]") {
   // p=2, m=2, GPipe-like order with explicit transfers; stage 1 has a slower forward.
-  schedule s("lowered", 2, 2);
+  schedule s = schedule::sequential("lowered", 2, 2);
   using k = op_kind;
   s.stage_ops(0) = {F(0),
                     make_op(k::send_forward, 0),
@@ -303,7 +303,7 @@ TEST_CASE("simulate: lowered schedule with blocking SEND/RECV rendezvous", "[sim
 
 TEST_CASE("simulate: a deadlocking schedule returns the traversal witness", "[sim]") {
   // Stage 1 wants F1 first; stage 0 only makes F1 after BW0, which needs stage 1's BW0.
-  schedule s("dead", 2, 2);
+  schedule s = schedule::sequential("dead", 2, 2);
   s.stage_ops(0) = {F(0), BW(0), F(1), BW(1)};
   s.stage_ops(1) = {F(1), F(0), BW(0), BW(1)};
   // Timing a partial order on purpose: the caller opts out of validation.
@@ -352,7 +352,8 @@ TEST_CASE("simulate: critical path is tight for every generator with T_comm", "[
 }
 
 TEST_CASE("simulate: empty schedule and larger shapes", "[sim]") {
-  const auto e = simulate(schedule("empty", 3, 2), {}, simulate_options{true, true, false});
+  const auto e =
+      simulate(schedule::sequential("empty", 3, 2), {}, simulate_options{true, true, false});
   CHECK(e.completed());
   CHECK(e.makespan == 0);
   CHECK(e.bubble_rate == 0);
@@ -372,7 +373,7 @@ namespace {
 // p = 2, m = 3, 1F1B-like with one overlapped pair per stage: stage 0 runs F2 with BW0, stage
 // 1 runs F1 with BW0.
 schedule overlapped_pairs() {
-  schedule s("pairs", 2, 3);
+  schedule s = schedule::sequential("pairs", 2, 3);
   s.stage_ops(0) = {F(0), F(1), overlapping_next(F(2)), BW(0), BW(1), BW(2)};
   s.stage_ops(1) = {F(0), overlapping_next(F(1)), BW(0), F(2), BW(1), BW(2)};
   return s;
@@ -438,7 +439,7 @@ TEST_CASE("simulate: a pair whose second op waits for the pair itself never runs
           "[sim][overlap]") {
   // Stage 0 overlaps F1 with BW0; BW0 needs stage 1's BW0, which stage 1 runs after F1,
   // which needs stage 0's F1: one op at a time this runs, as one slot it cannot.
-  schedule s("self-waiting pair", 2, 2);
+  schedule s = schedule::sequential("self-waiting pair", 2, 2);
   s.stage_ops(0) = {F(0), overlapping_next(F(1)), BW(0), BW(1)};
   s.stage_ops(1) = {F(0), F(1), BW(0), BW(1)};
   CHECK(traverse(s, [](stage_index, std::size_t, const op&) {}).complete);
@@ -491,7 +492,7 @@ TEST_CASE("simulate refuses an invalid or deadlocked schedule by default (issue 
   trusted.validate = false;
   CHECK(simulate(s, {}, trusted).completed());
   // A deadlocked order never yields a makespan by default.
-  schedule dead("dead", 2, 2);
+  schedule dead = schedule::sequential("dead", 2, 2);
   dead.stage_ops(0) = {F(0), BW(0), F(1), BW(1)};
   dead.stage_ops(1) = {F(1), F(0), BW(0), BW(1)};
   CHECK_THROWS_WITH(simulate(dead), Catch::StartsWith("simulate: schedule \"dead\" is invalid: "));

@@ -17,7 +17,7 @@ TEST_CASE("a valid schedule gives an empty report", "[validate]") {
 }
 
 TEST_CASE("out-of-range indices are reported with stage and op index", "[validate]") {
-  schedule s("t", 1, 2);
+  schedule s = schedule::sequential("t", 1, 2);
   s.stage_ops(0) = {F(0), BW(0), F(5), F(1), BW(1), make_op(op_kind::forward, 0, 3)};
   const auto r = validate(s);
   REQUIRE(r.count(violation_kind::out_of_range) == 2);
@@ -28,7 +28,7 @@ TEST_CASE("out-of-range indices are reported with stage and op index", "[validat
 }
 
 TEST_CASE("duplicates and missing ops are counted", "[validate]") {
-  schedule s("t", 1, 2);
+  schedule s = schedule::sequential("t", 1, 2);
   s.stage_ops(0) = {F(0), F(0), BW(0), F(1)};
   const auto r = validate(s);
   CHECK(r.count(violation_kind::duplicate) == 1);
@@ -46,14 +46,14 @@ TEST_CASE("duplicates and missing ops are counted", "[validate]") {
 }
 
 TEST_CASE("BW mixed with B/W is reported", "[validate]") {
-  schedule s("t", 1, 1);
+  schedule s = schedule::sequential("t", 1, 1);
   s.stage_ops(0) = {F(0), B(0), BW(0), W(0)};
   const auto r = validate(s);
   CHECK(r.count(violation_kind::mixed_backward) >= 2);
 }
 
 TEST_CASE("local order: B before F and W before B", "[validate]") {
-  schedule s("t", 1, 1);
+  schedule s = schedule::sequential("t", 1, 1);
   s.stage_ops(0) = {W(0), B(0), F(0)};
   const auto r = validate(s);
   REQUIRE(r.count(violation_kind::local_order) == 2);
@@ -65,7 +65,7 @@ TEST_CASE("local order: B before F and W before B", "[validate]") {
 TEST_CASE("a cross-stage deadlock with locally fine orders is found and its cycle named",
           "[validate][deadlock]") {
   // Stage 0 wants BW0 before sending F1; stage 1 wants F1 before BW0 can... never run.
-  schedule s("t", 2, 2);
+  schedule s = schedule::sequential("t", 2, 2);
   s.stage_ops(0) = {F(0), BW(0), F(1), BW(1)};
   s.stage_ops(1) = {F(0), F(1), BW(1), BW(0)};
   const auto r = validate(s);
@@ -90,7 +90,7 @@ TEST_CASE("a cross-stage deadlock with locally fine orders is found and its cycl
 
 TEST_CASE("waiting on an op no stage schedules is reported as never produced",
           "[validate][deadlock]") {
-  schedule s("t", 2, 1);
+  schedule s = schedule::sequential("t", 2, 1);
   s.stage_ops(0) = {F(0), BW(0)};
   s.stage_ops(1) = {F(0)};  // its BW is missing
   const auto r = validate(s);
@@ -102,7 +102,7 @@ TEST_CASE("waiting on an op no stage schedules is reported as never produced",
 }
 
 TEST_CASE("the violation list is capped but the total is exact", "[validate]") {
-  schedule s("t", 1, 100);
+  schedule s = schedule::sequential("t", 1, 100);
   validate_options o;
   o.max_violations = 5;
   o.check_feasibility = false;
@@ -115,7 +115,7 @@ TEST_CASE("the violation list is capped but the total is exact", "[validate]") {
   CHECK(r.count(violation_kind::duplicate) == 0);
 
   // Two kinds, most of them beyond the cap: each kind's count is exact and they add up.
-  schedule d("d", 1, 3);  // p = 1, m = 3
+  schedule d = schedule::sequential("d", 1, 3);  // p = 1, m = 3
   for (microbatch_index mb = 0; mb < 3; ++mb) {
     d.stage_ops(0).push_back(F(mb));
     d.stage_ops(0).push_back(F(mb));  // a duplicate
@@ -153,7 +153,7 @@ TEST_CASE("every registered generator validates on a small grid", "[validate][re
 }
 
 TEST_CASE("overlapped pairs: a valid schedule with pairs on every stage", "[validate][overlap]") {
-  schedule s("pairs", 2, 3);
+  schedule s = schedule::sequential("pairs", 2, 3);
   s.stage_ops(0) = {F(0), F(1), overlapping_next(F(2)), BW(0), BW(1), BW(2)};
   s.stage_ops(1) = {F(0), overlapping_next(F(1)), BW(0), F(2), BW(1), BW(2)};
   CHECK(validate(s).ok());
@@ -161,7 +161,7 @@ TEST_CASE("overlapped pairs: a valid schedule with pairs on every stage", "[vali
   s.stage_ops(0) = {F(0), F(1), overlapping_next(BW(0)), F(2), BW(1), BW(2)};
   CHECK(validate(s).ok());
   // Split backward: B with F is a pair too.
-  schedule z("split", 2, 2);
+  schedule z = schedule::sequential("split", 2, 2);
   z.stage_ops(1) = {F(0), overlapping_next(B(0)), F(1), W(0), B(1), W(1)};
   z.stage_ops(0) = {F(0), F(1), B(0), W(0), B(1), W(1)};
   CHECK(validate(z).ok());
@@ -169,7 +169,7 @@ TEST_CASE("overlapped pairs: a valid schedule with pairs on every stage", "[vali
 }
 
 TEST_CASE("overlapped pairs: the marked op needs a next op", "[validate][overlap]") {
-  schedule s("t", 1, 1);
+  schedule s = schedule::sequential("t", 1, 1);
   s.stage_ops(0) = {F(0), overlapping_next(BW(0))};
   const auto r = validate(s);
   REQUIRE(r.count(violation_kind::overlap) == 1);
@@ -182,7 +182,7 @@ TEST_CASE("overlapped pairs: the marked op needs a next op", "[validate][overlap
 }
 
 TEST_CASE("overlapped pairs: one F and one B or BW", "[validate][overlap]") {
-  schedule s("t", 1, 2);
+  schedule s = schedule::sequential("t", 1, 2);
   s.stage_ops(0) = {overlapping_next(F(0)), F(1), BW(0), BW(1)};
   auto r = validate(s);
   REQUIRE(r.count(violation_kind::overlap) == 1);
@@ -197,7 +197,7 @@ TEST_CASE("overlapped pairs: one F and one B or BW", "[validate][overlap]") {
 }
 
 TEST_CASE("overlapped pairs: the two ops must not need each other", "[validate][overlap]") {
-  schedule s("t", 1, 1);
+  schedule s = schedule::sequential("t", 1, 1);
   s.stage_ops(0) = {overlapping_next(F(0)), BW(0)};
   const auto r = validate(s);
   REQUIRE(r.count(violation_kind::overlap) == 1);
@@ -207,7 +207,7 @@ TEST_CASE("overlapped pairs: the two ops must not need each other", "[validate][
 }
 
 TEST_CASE("overlapped pairs don't chain into three", "[validate][overlap]") {
-  schedule s("t", 1, 2);
+  schedule s = schedule::sequential("t", 1, 2);
   s.stage_ops(0) = {F(0), overlapping_next(F(1)), overlapping_next(BW(0)), BW(1)};
   const auto r = validate(s);
   REQUIRE(r.count(violation_kind::overlap) == 1);
@@ -221,7 +221,7 @@ TEST_CASE("overlapped pairs: both ops' inputs must be ready when the pair starts
           "[validate][overlap]") {
   // Stage 0 overlaps F1 with BW0; BW0 needs stage 1's BW0, which stage 1 runs after its F1,
   // which needs stage 0's F1: op by op this runs, as a pair it waits for itself.
-  schedule s("t", 2, 2);
+  schedule s = schedule::sequential("t", 2, 2);
   s.stage_ops(0) = {F(0), overlapping_next(F(1)), BW(0), BW(1)};
   s.stage_ops(1) = {F(0), F(1), BW(0), BW(1)};
   auto r = validate(s);
@@ -240,7 +240,7 @@ TEST_CASE("overlapped pairs: both ops' inputs must be ready when the pair starts
 
 TEST_CASE("recomputation: one R per F marked recompute, after it, before its backward",
           "[validate][recompute]") {
-  schedule s("t", 1, 2);
+  schedule s = schedule::sequential("t", 1, 2);
   s.stage_ops(0) = {Fr(0), F(1), R(0), BW(0), BW(1)};
   CHECK(validate(s).ok());
 

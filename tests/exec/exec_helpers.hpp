@@ -22,7 +22,7 @@ using namespace pipesched;
 /// Inserts RECV right before and SEND right after every op whose producer / consumer lives on
 /// another stage. Valid (rendezvous-feasible) for GPipe-shaped schedules.
 inline schedule lower(const schedule& in) {
-  schedule out(in.name() + "-lowered", in.microbatches(), in.layout());
+  schedule out = schedule::on(in.name() + "-lowered", in.layout(), in.microbatches());
   const placement& pl = in.layout();
   for (stage_index s = 0; s < in.stages(); ++s) {
     auto& ops = out.stage_ops(s);
@@ -151,7 +151,7 @@ class checking_executor {
 
 /// Stage 0: F0 BW0 F1 BW1; stage 1: F1 BW1 F0 BW0 — each stage waits on the other.
 inline schedule deadlocking_schedule() {
-  schedule s("deadlock", 2, 2);
+  schedule s = schedule::sequential("deadlock", 2, 2);
   s.stage_ops(0) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0),
                     make_op(op_kind::forward, 1), make_op(op_kind::backward_full, 1)};
   s.stage_ops(1) = {make_op(op_kind::forward, 1), make_op(op_kind::backward_full, 1),
@@ -167,7 +167,7 @@ namespace exec_test {
 /// stage runs all F of its first chunk, all F of its second, then BW of the second, then BW of
 /// the first. Exercises same-stage hand-offs (global chunk p-1 -> p on stage p-1).
 inline schedule v_shape_gpipe(std::uint32_t p, std::uint32_t m) {
-  schedule s("v-gpipe", m, placement::v_shape(p));
+  schedule s = schedule::on("v-gpipe", placement::v_shape(p), m);
   for (stage_index st = 0; st < p; ++st) {
     auto& ops = s.stage_ops(st);
     for (chunk_index c : {chunk_index{0}, chunk_index{1}}) {

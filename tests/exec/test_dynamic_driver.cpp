@@ -195,9 +195,9 @@ TEST_CASE("dynamic_stage: the drivers' pick by message keys makes simulate_dynam
       }
     }
     const memory_model mem = o.memory.for_shape(sh.pl.stages(), sh.pl.chunks(), "test");
-    const std::optional<double> cap = detail::dynamic_cap("test", sh.pl, mem, o.memory_limit);
+    const std::vector<double> cap = detail::dynamic_cap("test", sh.pl, mem, o.memory_limit);
     for (stage_index s = 0; s < sh.pl.stages(); ++s) {
-      detail::dynamic_stage ds(sh.pl, s, m, mem, cap);
+      detail::dynamic_stage ds(sh.pl, s, m, mem, detail::stage_cap(cap, s));
       for (const timed_op& t : sim.decided[s]) {
         const auto arrived = [&](const message_key& k) {
           const auto it = arrival.find(k);

@@ -128,7 +128,7 @@ TEST_CASE("make_op_context: global chunk, first / last chunk and m from the sche
   CHECK_THROWS_WITH(make_op_context(s, 2, 0),
                     "make_op_context: stage 2, op 0 is outside schedule \"" + s.name() + "\"");
   CHECK_THROWS_AS(make_op_context(s, 0, s.ops(0).size()), invalid_argument);
-  schedule bad("bad", 2, 2);
+  schedule bad = schedule::sequential("bad", 2, 2);
   bad.stage_ops(0) = {make_op(op_kind::forward, 0, 1)};
   CHECK_THROWS_WITH(make_op_context(bad, 0, 0),
                     "make_op_context: F0.1 (stage 0, op 0) is out of range: chunks v=1, "
@@ -193,7 +193,7 @@ TEST_CASE("an executor with both forms gets the context form; the short form sti
 TEST_CASE("drivers run an overlapped pair as two run() calls in list order, flagged on the first",
           "[exec][executor][overlap]") {
   // Stage 0 overlaps F2 with BW0, stage 1 F1 with BW0 (docs/model.md §1).
-  schedule s("pairs", 2, 3);
+  schedule s = schedule::sequential("pairs", 2, 3);
   const auto F = [](microbatch_index j) { return make_op(op_kind::forward, j); };
   const auto BW = [](microbatch_index j) { return make_op(op_kind::backward_full, j); };
   s.stage_ops(0) = {F(0), F(1), overlapping_next(F(2)), BW(0), BW(1), BW(2)};
@@ -203,7 +203,7 @@ TEST_CASE("drivers run an overlapped pair as two run() calls in list order, flag
   CHECK_FALSE(make_op_context(s, 0, 1).overlaps_next);
   CHECK(make_op_context(s, 0, 2).o == overlapping_next(F(2)));
   // A mark on the last op of a stage (invalid) has no next op to overlap with.
-  schedule last("last", 1, 1);
+  schedule last = schedule::sequential("last", 1, 1);
   last.stage_ops(0) = {F(0), overlapping_next(BW(0))};
   CHECK_FALSE(make_op_context(last, 0, 1).overlaps_next);
   for (int threaded = 0; threaded < 2; ++threaded) {

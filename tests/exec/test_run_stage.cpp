@@ -82,7 +82,7 @@ TEST_CASE("run_stage rejects bad input before running", "[exec][run_stage]") {
   CHECK_THROWS_WITH(run_stage(e, s, 2, ep), "run_stage: stage (2) must be less than stages (p=2)");
   const auto d = exec_test::deadlocking_schedule();
   CHECK_THROWS_AS(run_stage(e, d, 0, ep), deadlock_error);
-  schedule missing("gap", 2, 1);
+  schedule missing = schedule::sequential("gap", 2, 1);
   missing.stage_ops(0) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
   CHECK_THROWS_WITH(run_stage(e, missing, 0, ep),
                     Catch::StartsWith("run_stage: schedule \"gap\" is invalid: "));

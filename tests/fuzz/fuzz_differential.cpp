@@ -297,7 +297,7 @@ void run(byte_source& in) {
   const std::uint32_t p = 1 + in.below(4);
   const std::uint32_t m = 1 + in.below(4);
   placement pl = decode_placement(in, p);
-  schedule s("fuzz", m, std::move(pl));
+  schedule s = schedule::on("fuzz", std::move(pl), m);
   const std::uint32_t mode = in.below(8);
   if (mode == 0) {  // fully random lists
     for (stage_index st = 0; st < p; ++st) {

@@ -43,7 +43,7 @@ std::string read_text(const std::string& path) {
 // stage s, d = p−s−1 stages below it, u = s+1, n = m−2p+s+1 steady steps. F0/F1, B0/B1 are
 // chunk 0 / 1's F and backward; "F~" is an F overlapped with the backward after it.
 schedule rule(std::uint32_t p, std::uint32_t m) {
-  schedule out("rule", m, placement::v_shape(p));
+  schedule out = schedule::on("rule", placement::v_shape(p), m);
   for (std::uint32_t s = 0; s < p; ++s) {
     auto& l = out.stage_ops(s);
     const std::uint32_t d = p - s - 1;

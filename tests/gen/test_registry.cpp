@@ -329,4 +329,11 @@ TEST_CASE("generate never returns a schedule over a limit it was given (issue 30
   // A searching generator stays within the limit.
   gp.memory_limit = 3.0;
   CHECK_NOTHROW(r.generate("zb-auto", gp));
+  // One limit per stage: 1F1B's peaks are 4, 3, 2, 1; the stage over its own limit is named.
+  gp.memory_limit = {4.0, 3.0, 2.0, 1.0};
+  CHECK(r.generate("1f1b", gp) == generate(one_f_one_b{}, 4, 8));
+  gp.memory_limit = {4.0, 3.0, 1.5, 1.0};
+  CHECK_THROWS_WITH(r.generate("1f1b", gp),
+                    Catch::StartsWith("1f1b: memory_limit (1.5) cannot be honoured: stage 2 "
+                                      "exceeds its memory limit 1.5"));
 }

@@ -223,6 +223,34 @@ TEST_CASE("zb-auto errors and registry aliases", "[gen][zb-auto][errors]") {
   CHECK(zb_auto{}.generate(gp) == zb_auto{zb_memory_preset::one_p}.generate(gp));
 }
 
+TEST_CASE("zb-auto: one memory limit per stage", "[gen][zb-auto][memory]") {
+  generator_params gp;
+  gp.stages = 4;
+  gp.microbatches = 8;
+  gp.costs = cost_model::uniform(1.0, 1.0, 1.0);
+  // The same number for every stage, given once or per stage, is the same search.
+  gp.memory_limit = 4.0;
+  const zb_auto_result same = zb_auto_search(gp);
+  gp.memory_limit = {4.0, 4.0, 4.0, 4.0};
+  CHECK(zb_auto_search(gp).sched == same.sched);
+  // Room on stage 0, 1F1B's peaks (p - s) elsewhere: each stage stays within its own limit.
+  gp.memory_limit = {8.0, 3.0, 2.0, 1.0};
+  const zb_auto_result r = zb_auto_search(gp);
+  CHECK(r.limits == std::vector<double>{8.0, 3.0, 2.0, 1.0});
+  CHECK(validate(r.sched).ok());
+  const memory_report mem =
+      check_memory(r.sched, gp.memory, memory_options::with_limit(gp.memory_limit));
+  CHECK(mem.ok());
+  for (stage_index s = 0; s < 4; ++s) {
+    CHECK(mem.peak_memory(s) <= gp.memory_limit.at(s) * (1 + 1e-9));
+  }
+  // A tight last stage binds: with 1 there the last stage never holds two activations.
+  CHECK(mem.peak_memory(3) <= 1.0 + 1e-9);
+  gp.memory_limit = {4.0, 4.0};
+  CHECK_THROWS_WITH(zb_auto_search(gp),
+                    "zb-auto: memory_limit: must hold one value or one per stage (p=4), got 2");
+}
+
 TEST_CASE("zb-auto keeps a hand-crafted seed when the greedy loses to it", "[gen][zb-auto]") {
   generator_params gp;
   gp.stages = 16;

@@ -69,7 +69,7 @@ generator_params make_params(std::uint32_t p, std::uint32_t m, int costs, double
 
 std::string describe(const generator_params& gp, int costs, double factor) {
   return "p=" + std::to_string(gp.stages) + " m=" + std::to_string(gp.microbatches) +
-         " costs=" + std::to_string(costs) + " limit=" + std::to_string(*gp.memory_limit) +
+         " costs=" + std::to_string(costs) + " limit=" + std::to_string(gp.memory_limit.at(0)) +
          " (factor " + std::to_string(factor) + ")";
 }
 
@@ -79,7 +79,7 @@ std::string describe(const generator_params& gp, int costs, double factor) {
 std::vector<std::vector<op>> stage_lists(const generator_params& gp, stage_index s, bool in_order) {
   const std::uint32_t m = gp.microbatches;
   const chunk_memory& cm = gp.memory.at(s);
-  const double room = *gp.memory_limit - gp.memory.static_memory(s) + 1e-9;
+  const double room = gp.memory_limit.at(0) - gp.memory.static_memory(s) + 1e-9;
   std::vector<std::vector<op>> out;
   std::vector<op> cur;
   std::vector<int> done(m, 0);  // per micro-batch: passes placed
@@ -128,7 +128,7 @@ double brute_force_span(const generator_params& gp, bool in_order) {
   so.critical_path = false;
   so.validate = false;  // most candidate orders deadlock: completed() sorts them out
   double best = 1e300;
-  schedule sched("brute", p, gp.microbatches);
+  schedule sched = schedule::sequential("brute", p, gp.microbatches);
   while (true) {
     for (stage_index s = 0; s < p; ++s) {
       sched.stage_ops(s) = lists[s][idx[s]];
@@ -154,9 +154,9 @@ double brute_force_span(const generator_params& gp, bool in_order) {
 void check_result(const zb_exact_result& r, const generator_params& gp) {
   REQUIRE(validate(r.sched).ok());
   REQUIRE(r.sched.size() == std::size_t{3} * gp.stages * gp.microbatches);
-  CHECK(check_memory(r.sched, gp.memory, memory_options::with_limit(*gp.memory_limit)).ok());
+  CHECK(check_memory(r.sched, gp.memory, memory_options::with_limit(gp.memory_limit.at(0))).ok());
   for (double pk : peaks(r.sched, gp.memory)) {
-    CHECK(pk <= *gp.memory_limit * (1.0 + 1e-9));
+    CHECK(pk <= gp.memory_limit.at(0) * (1.0 + 1e-9));
   }
   const simulation_result sim = simulate(r.sched, gp.costs);
   REQUIRE(sim.completed());
@@ -196,7 +196,7 @@ TEST_CASE("zb-exact equals a brute-force enumeration on tiny cases", "[gen][zb_e
         check_result(seeded, gp);
         // Sharp: told to beat the optimum + 1e-6, no prune may cut every optimal order.
         const detail::exact_problem pr =
-            detail::make_exact_problem(gp, std::vector<double>(sh.p, *gp.memory_limit));
+            detail::make_exact_problem(gp, std::vector<double>(sh.p, gp.memory_limit.at(0)));
         detail::exact_search search(pr, {});
         search.run(brute + 1e-6, 0.0);
         REQUIRE(search.improved());
@@ -228,13 +228,13 @@ TEST_CASE("zb-exact: the search's own timing is the simulator's", "[gen][zb_exac
   for (int costs = 0; costs < n_cost_sets; ++costs) {
     const generator_params gp = make_params(3, 5, costs, 1.5);
     INFO(describe(gp, costs, 1.5));
-    const std::vector<double> limits(3, *gp.memory_limit);
+    const std::vector<double> limits(3, gp.memory_limit.at(0));
     const detail::exact_problem pr = detail::make_exact_problem(gp, limits);
     detail::exact_search search(pr, {});
     search.run(1e300, 0.0);
     REQUIRE(search.improved());
     REQUIRE_FALSE(search.exhausted());
-    schedule s("exact", 3, 5);
+    schedule s = schedule::sequential("exact", 3, 5);
     for (stage_index st = 0; st < 3; ++st) {
       s.stage_ops(st) = search.best_ops()[st];
     }
@@ -424,7 +424,7 @@ void print_gap_table(const std::vector<std::uint32_t>& ps,
           max_ms = std::max(max_ms, ms_seeded);
           std::printf(
               "%-3u %-3u %-5d %-6.2f %10.4g %10.4g %8.3f %10.4g %10llu %9.1f %9.1f %10llu\n", p, m,
-              costs, *gp.memory_limit, r.heuristic_span, r.span, gap, r.root_bound,
+              costs, gp.memory_limit.at(0), r.heuristic_span, r.span, gap, r.root_bound,
               static_cast<unsigned long long>(r.nodes), ms_seeded, own_ms, own_nodes);
           std::fflush(stdout);
         }

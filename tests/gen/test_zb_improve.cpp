@@ -52,7 +52,7 @@ struct problem {
     return t.max_span;
   }
   schedule sched(const std::vector<std::vector<op>>& ops) const {
-    schedule s("improved", pr.m, pr.pl);
+    schedule s = schedule::on("improved", pr.pl, pr.m);
     for (stage_index i = 0; i < pr.pl.stages(); ++i) {
       s.stage_ops(i) = ops[i];
     }

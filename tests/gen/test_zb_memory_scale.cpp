@@ -101,7 +101,7 @@ TEST_CASE(
             const zb_auto_result r = run(g, gp, objective);
             REQUIRE(validate(r.sched).ok());
             const memory_report rep =
-                check_memory(r.sched, gp.memory, memory_options::with_limits(r.limits));
+                check_memory(r.sched, gp.memory, memory_options::with_limit(r.limits));
             REQUIRE(rep.lifetimes_ok());
             CHECK(rep.within_budget());
             for (const auto& bv : rep.violations) {
@@ -166,7 +166,7 @@ TEST_CASE("zb schedulers: the issue's two settings stay within their limits",
 TEST_CASE("check_memory: the default tolerance is relative to the limit, in any memory unit",
           "[memory][zb_memory_scale]") {
   // One stage, F0 F1 B0 W0 B1 W1: peak 2·M_B.
-  schedule s("two", 1, 2);
+  schedule s = schedule::sequential("two", 1, 2);
   s.stage_ops(0) = {make_op(op_kind::forward, 0),        make_op(op_kind::forward, 1),
                     make_op(op_kind::backward_input, 0), make_op(op_kind::backward_weight, 0),
                     make_op(op_kind::backward_input, 1), make_op(op_kind::backward_weight, 1)};
@@ -187,7 +187,7 @@ TEST_CASE("check_memory: the default tolerance is relative to the limit, in any 
   }
   // Sums that round above the limit (0.1 + 0.2 > 0.3 in binary) are within it.
   const memory_model mixed = memory_model{}.set_stage_memory({{0.1, 0.05, 0.0}});
-  schedule t("three", 1, 3);
+  schedule t = schedule::sequential("three", 1, 3);
   t.stage_ops(0) = {make_op(op_kind::forward, 0), make_op(op_kind::forward, 1),
                     make_op(op_kind::forward, 2)};
   for (int i = 0; i < 3; ++i) {

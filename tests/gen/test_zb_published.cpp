@@ -10,6 +10,7 @@
 #include <pipesched/analysis/memory_checker.hpp>
 #include <pipesched/analysis/validator.hpp>
 #include <pipesched/gen/detail/zb_published.hpp>
+#include <pipesched/gen/detail/zb_v_published.hpp>
 
 #include "support/reference.hpp"
 
@@ -24,7 +25,7 @@ detail::greedy_problem problem_of(const test::reference_row& r) {
 }
 
 schedule to_sched(const detail::greedy_problem& pr, const std::vector<std::vector<op>>& ops) {
-  schedule s("port", pr.m, pr.pl);
+  schedule s = schedule::on("port", pr.pl, pr.m);
   for (stage_index i = 0; i < pr.pl.stages(); ++i) {
     s.stage_ops(i) = ops[i];
   }

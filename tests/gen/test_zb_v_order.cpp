@@ -17,7 +17,7 @@ using namespace pipesched;
 namespace {
 
 schedule handcrafted(std::uint32_t p, std::uint32_t m) {
-  schedule s("zb-v-handcrafted", m, placement::v_shape(p));
+  schedule s = schedule::on("zb-v-handcrafted", placement::v_shape(p), m);
   auto lists = detail::zb_v_handcrafted_ops(p, m);
   REQUIRE(lists.size() == p);
   for (stage_index st = 0; st < p; ++st) {

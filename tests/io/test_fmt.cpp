@@ -21,14 +21,14 @@ TEST_CASE("fmt: op_kind, placement_kind and op", "[io][fmt]") {
 TEST_CASE("fmt: schedule", "[io][fmt]") {
   CHECK(fmt::format("{}", generate(one_f_one_b{}, 2, 2)) ==
         "1f1b: p=2 m=2 v=1 (sequential)\nstage 0: F0 F1 BW0 BW1\nstage 1: F0 BW0 F1 BW1");
-  schedule s("two", 1, placement::loop(1, 2));
+  schedule s = schedule::on("two", placement::loop(1, 2), 1);
   s.stage_ops(0) = {make_op(op_kind::forward, 0, 0), make_op(op_kind::forward, 0, 1)};
   CHECK(fmt::format("{}", s) == "two: p=1 m=1 v=2 (loop)\nstage 0: F0.0 F0.1");
 }
 
 TEST_CASE("fmt: an overlapped pair is one entry, as PyTorch lists it", "[io][fmt][overlap]") {
   // Stage 0 of a 1-stage, 2-chunk schedule: F1 of chunk 0 runs overlapped with BW0 of chunk 1.
-  schedule s("pair", 2, placement::loop(1, 2));
+  schedule s = schedule::on("pair", placement::loop(1, 2), 2);
   s.stage_ops(0) = {make_op(op_kind::forward, 0, 0),
                     make_op(op_kind::forward, 0, 1),
                     overlapping_next(make_op(op_kind::forward, 1, 0)),
@@ -46,7 +46,7 @@ TEST_CASE("fmt: an overlapped pair is one entry, as PyTorch lists it", "[io][fmt
 
 TEST_CASE("fmt: validation report", "[io][fmt]") {
   CHECK(fmt::format("{}", validate(generate(zb_h1{}, 2, 2))) == "ok");
-  schedule s("bad", 1, 1);
+  schedule s = schedule::sequential("bad", 1, 1);
   s.stage_ops(0) = {make_op(op_kind::forward, 0)};
   const auto r = validate(s);
   REQUIRE(r.total == 1);

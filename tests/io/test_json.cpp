@@ -41,14 +41,14 @@ TEST_CASE("schedule JSON has the version 1 shape", "[io][json]") {
 }
 
 TEST_CASE("placements and comm peers round-trip", "[io][json]") {
-  schedule v("v", 2, placement::v_shape(2));
+  schedule v = schedule::on("v", placement::v_shape(2), 2);
   v.stage_ops(0) = {make_op(op_kind::forward, 0, 0), make_op(op_kind::send_forward, 0, 0)};
   const auto j = schedule_to_json(v);
   CHECK(j["placement"] == "v");
   CHECK(j["ops"][0][1]["peer"] == 1);
   CHECK(read_schedule_json(j.dump()) == v);
 
-  schedule c("c", 1, placement::custom(2, 2, {3, 0, 1, 2}));
+  schedule c = schedule::on("c", placement::custom(2, 2, {3, 0, 1, 2}), 1);
   c.stage_ops(1) = {make_op(op_kind::forward, 0, 1)};
   CHECK(read_schedule_json(write_schedule_json(c)) == c);
 }
@@ -97,7 +97,7 @@ TEST_CASE("out-of-range micro-batches are read and left to the validator", "[io]
 
 TEST_CASE("schedule JSON carries the overlap flag; absent means not overlapped",
           "[io][json][overlap]") {
-  schedule s("pairs", 2, 3);
+  schedule s = schedule::sequential("pairs", 2, 3);
   const auto F = [](microbatch_index j) { return make_op(op_kind::forward, j); };
   const auto BW = [](microbatch_index j) { return make_op(op_kind::backward_full, j); };
   s.stage_ops(0) = {F(0), F(1), overlapping_next(F(2)), BW(0), BW(1), BW(2)};

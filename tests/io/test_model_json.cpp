@@ -13,7 +13,7 @@ TEST_CASE("model json: includes the cost, memory and simulation formats", "[io][
         op_costs{2, 3, 4});
   CHECK(read_memory_model(write_memory_model(memory_model::uniform(2, 1))).uniform_memory() ==
         chunk_memory{2, 1, 0});
-  const schedule s("s", 1, placement::sequential(1));
+  const schedule s = schedule::on("s", placement::sequential(1), 1);
   CHECK(read_simulation(
             simulation_to_json(s, simulate(s, {}, simulate_options{true, true, false})).dump())
             .name == "s");

@@ -68,7 +68,7 @@ TEST_CASE("simulation json: write, read back and errors", "[io][simulation_json]
   extra["violations"] = {"memory_budget: stage 0 exceeds its memory limit 1.5"};
   const simulation_record re = simulation_from_json(extra);
   CHECK(*re.lower_bound == 8.0);
-  CHECK(*re.memory_limit == 1.5);
+  CHECK(re.memory_limit == 1.5);
   CHECK(re.violations ==
         std::vector<std::string>{"memory_budget: stage 0 exceeds its memory limit 1.5"});
   json old = j;
@@ -117,6 +117,15 @@ TEST_CASE("simulation json: from a schedule report", "[io][simulation_json][mode
   CHECK(back.memory_limit == 3.0);
   CHECK(back.violations == r.violations());
 
+  // Per-stage limits are written as one number per stage and read back as such.
+  report_options per_stage = o;
+  per_stage.memory_limit = {3.0, 4.0, 4.0, 4.0};
+  const schedule_report rp = report_schedule(s, per_stage);
+  const json jp = simulation_to_json(s, rp);
+  CHECK(jp["memory_limit"] == json::array({3.0, 4.0, 4.0, 4.0}));
+  CHECK(rp.memory.violations.size() == 1);  // only stage 0 (peak 4) is over its 3
+  CHECK(simulation_from_json(jp).memory_limit == memory_limits({3.0, 4.0, 4.0, 4.0}));
+
   // Nothing optional when the report has nothing to add.
   const json plain = simulation_to_json(s, report_schedule(s));
   CHECK(!plain.contains("lower_bound"));
@@ -133,7 +142,7 @@ TEST_CASE("simulation json: from a schedule report", "[io][simulation_json][mode
   CHECK_THAT(jb["violations"][0].get<std::string>(), Catch::StartsWith("missing: "));
 
   // One simulate() refuses: reported as not simulated, still one entry per stage.
-  const schedule huge("huge", 16777216, placement::sequential(2));
+  const schedule huge = schedule::on("huge", placement::sequential(2), 16777216);
   const json jh = simulation_to_json(huge, report_schedule(huge));
   CHECK_THAT(jh["deadlock"].get<std::string>(), Catch::StartsWith("not simulated: simulate: "));
   CHECK(jh["stages"].size() == 2);

@@ -71,6 +71,18 @@ TEST_CASE("read_timing_csv: the plain format, and its errors", "[telemetry]") {
             .layout.chunks() == 2);
 }
 
+TEST_CASE("read_measured_run: a Chrome trace or a timing CSV, by the text", "[telemetry]") {
+  const schedule s = generate(zb_h1{}, 3, 6);
+  const std::string trace = to_chrome_trace(s, to_timeline(s, simulate(s, cost_model{})));
+  // Leading blanks do not hide a trace.
+  CHECK(read_measured_run(" \n\t" + trace).ops == read_chrome_trace_run(trace).ops);
+  const std::string csv = "stage,kind,mb,chunk,start,end\n0,F,0,0,0,1\n";
+  CHECK(read_measured_run(csv).ops == read_timing_csv(csv).ops);
+  // Each reader's own errors.
+  CHECK_THROWS_WITH(read_measured_run("{"), Contains("chrome trace: not JSON"));
+  CHECK_THROWS_WITH(read_measured_run(""), Contains("timing csv: empty"));
+}
+
 TEST_CASE("telemetry: the injected straggler of a sleep-executor run is found in its trace",
           "[telemetry][exec]") {
   // 1F1B, p = 3, m = 6, ops sleeping their cost in ms; stage 1 runs 1.6x slower.

@@ -406,7 +406,7 @@ TEST_CASE("terminal: random measured-like timelines", "[io][terminal]") {
 }
 
 TEST_CASE("terminal: an empty schedule", "[io][terminal]") {
-  schedule s("empty", 2, 1);
+  schedule s = schedule::sequential("empty", 2, 1);
   CHECK(render_schedule(s, {.width = 60}) ==
         "empty  p=2 m=1 v=1  0 steps  (one per op, untimed)\n"
         "stage 0 ||\n"

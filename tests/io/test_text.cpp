@@ -13,7 +13,7 @@ TEST_CASE("text listing is one line per stage with 0-based micro-batches", "[io]
   CHECK(format_schedule_text(generate(zb_h1{}, 2, 2)) ==
         "stage 0: F0 F1 B0 W0 B1 W1\n"
         "stage 1: F0 B0 F1 B1 W0 W1\n");
-  schedule s("x", 1, placement::loop(1, 2));
+  schedule s = schedule::on("x", placement::loop(1, 2), 1);
   s.stage_ops(0) = {make_op(op_kind::forward, 0, 1)};
   CHECK(format_schedule_text(s) == "stage 0: F0.1\n");
 }
@@ -37,7 +37,7 @@ TEST_CASE("text listing: an overlapped pair is one entry in parentheses", "[io][
   CHECK(pairs > 0);
   CHECK(parens == pairs);
   // A mark on the last op (no next op; the validator reports it) lists the op alone.
-  schedule lone("lone", 1, 1);
+  schedule lone = schedule::sequential("lone", 1, 1);
   lone.stage_ops(0) = {make_op(op_kind::forward, 0),
                        overlapping_next(make_op(op_kind::backward_full, 0))};
   CHECK(format_schedule_text(lone) == "stage 0: F0 BW0\n");

@@ -117,7 +117,7 @@ TEST_CASE("timeline: simulation JSON, trace, SVG and text from a simulation_resu
 }
 
 TEST_CASE("timeline: a deadlocked simulation", "[io][timeline]") {
-  schedule s("bad", 2, 1);
+  schedule s = schedule::sequential("bad", 2, 1);
   s.stage_ops(0) = {make_op(op_kind::backward_full, 0), make_op(op_kind::forward, 0)};
   s.stage_ops(1) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
   const simulation_result r =
@@ -159,7 +159,7 @@ TEST_CASE("timeline: a report's picture is its simulation and memory curves, dra
   write_chrome_trace(from_report, s, rep);
   CHECK(from_report.str() == to_chrome_trace(s, tl, co));
 
-  schedule bad("bad", 2, 1);
+  schedule bad = schedule::sequential("bad", 2, 1);
   bad.stage_ops(0) = {make_op(op_kind::backward_full, 0), make_op(op_kind::forward, 0)};
   bad.stage_ops(1) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
   const schedule_report dead = report_schedule(bad);

@@ -274,7 +274,7 @@ void check_torch_file(const schedule& s, const torch_csv_options& opts) {
 // GPipe-like order over all chunks of a two-chunk placement: every F, then every BW in reverse
 // chunk order; valid for loop and V placements.
 schedule two_chunk(const placement& pl, std::uint32_t m, bool split) {
-  schedule s("two-chunk", m, pl);
+  schedule s = schedule::on("two-chunk", pl, m);
   for (stage_index st = 0; st < pl.stages(); ++st) {
     auto& ops = s.stage_ops(st);
     for (chunk_index c = 0; c < 2; ++c) {
@@ -436,7 +436,7 @@ TEST_CASE("torch csv: errors name row and column", "[io][torch_csv]") {
 }
 
 TEST_CASE("torch csv: export of a deadlocked schedule fails with unit steps", "[io][torch_csv]") {
-  schedule s("bad", 2, 1);
+  schedule s = schedule::sequential("bad", 2, 1);
   s.stage_ops(0) = {make_op(op_kind::backward_full, 0), make_op(op_kind::forward, 0)};
   s.stage_ops(1) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
   CHECK_THROWS_WITH(to_torch_csv(s), Catch::StartsWith("to_torch_csv: the schedule cannot run"));
@@ -606,7 +606,7 @@ TEST_CASE("torch csv: (...;...)OVERLAP_F_B reads as an overlapped pair and write
       CHECK(back == s);
     }
   }
-  schedule tiny("t", 2, 3);
+  schedule tiny = schedule::sequential("t", 2, 3);
   tiny.stage_ops(0) = {make_op(op_kind::forward, 0),
                        make_op(op_kind::forward, 1),
                        overlapping_next(make_op(op_kind::forward, 2)),
@@ -647,7 +647,7 @@ TEST_CASE("torch csv: to_torch_actions gives the CSV's cells per rank", "[io][to
         rows{{"0F0", "0F1", "", "0B0", "", "0B1"}, {"", "1F0", "1B0", "1F1", "1B1"}});
   CHECK(to_torch_actions(s, {torch_spelling::legacy, torch_alignment::list_order}) ==
         rows{{"0F0", "0F1", "0BW0", "0BW1"}, {"1F0", "1BW0", "1F1", "1BW1"}});
-  schedule pair("t", 2, 3);
+  schedule pair = schedule::sequential("t", 2, 3);
   pair.stage_ops(0) = {make_op(op_kind::forward, 0),
                        make_op(op_kind::forward, 1),
                        overlapping_next(make_op(op_kind::forward, 2)),

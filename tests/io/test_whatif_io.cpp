@@ -52,7 +52,7 @@ TEST_CASE("whatif writers: D data-parallel replicas as JSON and text", "[io][wha
 }
 
 TEST_CASE("whatif writers: a schedule over links as JSON and text", "[io][whatif]") {
-  schedule s("two", 1, placement::sequential(2));
+  schedule s = schedule::on("two", placement::sequential(2), 1);
   link_timing_result r;
   r.makespan = 10;
   r.iteration = 12.5;

@@ -1,3 +1,6 @@
+#include <cstdint>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include <catch2/catch.hpp>
@@ -7,7 +10,7 @@
 using namespace pipesched;
 
 TEST_CASE("schedule holds a spec and one list per stage", "[ir][schedule]") {
-  schedule s("x", 3, 5);
+  schedule s = schedule::sequential("x", 3, 5);
   CHECK(s.stages() == 3);
   CHECK(s.microbatches() == 5);
   CHECK(s.chunks() == 1);
@@ -18,20 +21,43 @@ TEST_CASE("schedule holds a spec and one list per stage", "[ir][schedule]") {
   CHECK_FALSE(s.has_comm());
   s.stage_ops(2).push_back(make_op(op_kind::send_forward, 0));
   CHECK(s.has_comm());
-  CHECK_THROWS_WITH(schedule("x", 3, 0), Catch::Contains("microbatches (m=0)"));
-  CHECK_THROWS_WITH(schedule("x", 0, 2), Catch::Contains("stages (p=0)"));
+  CHECK_THROWS_WITH(schedule::sequential("x", 3, 0), Catch::Contains("microbatches (m=0)"));
+  CHECK_THROWS_WITH(schedule::sequential("x", 0, 2), Catch::Contains("stages (p=0)"));
+}
+
+// Built by the named factories only (issue 28 item 4d): the constructors that took m second
+// (with a placement) or third (with a stage count) cannot be called, so the two counts cannot
+// be swapped by picking the other overload.
+static_assert(!std::is_constructible_v<schedule, std::string, std::uint32_t, std::uint32_t>);
+static_assert(!std::is_constructible_v<schedule, const char*, int, int>);
+static_assert(!std::is_constructible_v<schedule, std::string, std::uint32_t, placement>);
+static_assert(!std::is_constructible_v<schedule, std::string, placement, std::uint32_t>);
+static_assert(std::is_default_constructible_v<schedule>);
+
+TEST_CASE("schedule factories: the shape first, m last", "[ir][schedule]") {
+  const schedule a = schedule::sequential("a", 4, 8);
+  CHECK(a.stages() == 4);
+  CHECK(a.microbatches() == 8);
+  CHECK(a == schedule::on("a", placement::sequential(4), 8));
+  const schedule v = schedule::on("v", placement::v_shape(3), 5);
+  CHECK(v.stages() == 3);
+  CHECK(v.chunks() == 2);
+  CHECK(v.microbatches() == 5);
+  const schedule d;
+  CHECK(d.stages() == placement{}.stages());
+  CHECK(d.microbatches() == 1);
 }
 
 TEST_CASE("schedule equality: shape and op lists, not the name", "[ir][schedule]") {
-  schedule a("a", 2, 3);
+  schedule a = schedule::sequential("a", 2, 3);
   a.stage_ops(0) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
   schedule b = a;
   b.set_name("renamed");
   CHECK(a == b);  // the name is a label
-  schedule other_m("a", 2, 4);
+  schedule other_m = schedule::sequential("a", 2, 4);
   other_m.stage_ops(0) = a.stage_ops(0);
-  CHECK_FALSE(a == other_m);                                // micro-batches differ
-  schedule other_placement("a", 3, placement::loop(2, 2));  // same p and m, v = 2
+  CHECK_FALSE(a == other_m);                                               // micro-batches differ
+  schedule other_placement = schedule::on("a", placement::loop(2, 2), 3);  // same p and m, v = 2
   CHECK_FALSE(a == other_placement);
   b.stage_ops(0).push_back(make_op(op_kind::forward, 1));
   CHECK_FALSE(a == b);  // op lists differ

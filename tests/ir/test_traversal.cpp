@@ -40,7 +40,7 @@ TEST_CASE("traverse visits every op once, respecting dependencies", "[validate][
 }
 
 TEST_CASE("traverse reports a self-deadlock on a single stage", "[validate][traversal]") {
-  schedule s("t", 1, 1);
+  schedule s = schedule::sequential("t", 1, 1);
   s.stage_ops(0) = {make_op(op_kind::backward_full, 0), make_op(op_kind::forward, 0)};
   const auto r = traverse(s, [](stage_index, std::size_t, const op&) {});
   CHECK_FALSE(r.complete);

@@ -184,7 +184,7 @@ std::string context_mismatch(const schedule& ran,
 void test_tags() {
   check(mpi_tag(message_key{3, 5, direction::backward}, 8) == 59, "tag 2*(3*8+5)+1 = 59");
   check(mpi_tag(message_key{0, 0, direction::forward}, 8) == 0, "tag of the first key is 0");
-  const schedule s("t", 8, placement::loop(4, 2));
+  const schedule s = schedule::on("t", placement::loop(4, 2), 8);
   check(mpi_tag_count(s) == 128, "tag count 2*p*v*m = 128");
   std::set<std::uint64_t> seen;
   for (global_chunk g = 0; g < 8; ++g) {
@@ -196,8 +196,8 @@ void test_tags() {
   }
   check(seen.size() == 128 && *seen.rbegin() == 127, "tags are a bijection onto 0..127");
   // 2 * p * 128 * 2^24 - 1 >= 2^32 - 1 > MPI_TAG_UB (at most INT_MAX = 2^31 - 1).
-  const schedule huge("huge", std::uint32_t{1} << 24,
-                      placement::loop(static_cast<std::uint32_t>(g_size), 128));
+  const schedule huge = schedule::on(
+      "huge", placement::loop(static_cast<std::uint32_t>(g_size), 128), std::uint32_t{1} << 24);
   bool threw = false;
   try {
     mpi_transport<std::vector<double>> t(MPI_COMM_WORLD, huge);
@@ -233,7 +233,8 @@ void test_transport() {
   if (g_size < 2) {
     return;
   }
-  const schedule s("t", 4, placement::sequential(static_cast<std::uint32_t>(g_size)));
+  const schedule s =
+      schedule::on("t", placement::sequential(static_cast<std::uint32_t>(g_size)), 4);
   const message_key a{1, 0, direction::forward};
   const message_key b{0, 3, direction::backward};
   std::vector<double> big(1 << 17);  // 1 MiB: Open MPI's rendezvous protocol, not eager

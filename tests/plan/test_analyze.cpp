@@ -10,6 +10,20 @@
 
 using namespace pipesched;
 
+TEST_CASE("analyze: the calibration's three inputs together or none", "[analyze][plan]") {
+  CHECK_FALSE(calibration_inputs_given(false, false, false));
+  CHECK(calibration_inputs_given(true, true, true));
+  for (int given = 1; given < 7; ++given) {  // one or two of the three, every way
+    try {
+      (void)calibration_inputs_given((given & 1) != 0, (given & 2) != 0, (given & 4) != 0);
+      FAIL("no error for " << given);
+    } catch (const field_error& e) {
+      CHECK(e.field() == "planned");
+      CHECK(e.rule().rfind("only meaningful together", 0) == 0);
+    }
+  }
+}
+
 namespace {
 
 /// A measured run of `name` (p = 4, m = 8) under unit costs with stage `slow` 1.5 times slower.

@@ -94,7 +94,11 @@ TEST_CASE("pack: bad input names the field and the value", "[plan][pack]") {
   CHECK_THROWS_WITH(pack(r), "pack: stages: must be at least 1");
   r.stages = 2;
   r.memory_limit = -1.0;
-  CHECK_THROWS_WITH(pack(r), "pack: memory_limit: must be a finite number of bytes > 0, not -1");
+  CHECK_THROWS_WITH(pack(r), "pack: memory_limit: must be finite and > 0, got -1");
+  r.memory_limit = {64e9, 72e9};
+  CHECK_THROWS_WITH(pack(r),
+                    "pack: memory_limit: must be one number of bytes for every stage (the "
+                    "GPUs are alike), got 2 values");
   r.memory_limit.reset();
   r.schedule = "nope";
   CHECK_THROWS_WITH(pack(r), Catch::StartsWith("unknown schedule \"nope\""));
@@ -238,7 +242,7 @@ TEST_CASE(
       const pack_result t = pack(lim);
       REQUIRE(t.chosen.fits);
       check_produced(t, p, lengths.size());
-      CHECK(t.chosen.max_peak() <= *lim.memory_limit * (1 + 1e-9));
+      CHECK(t.chosen.max_peak() <= lim.memory_limit.at(0) * (1 + 1e-9));
       if (!default_registry().at(name).searches) {  // zb-auto fits its order to the limit
         CHECK_FALSE(t.baseline.fits);
       }

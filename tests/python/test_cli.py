@@ -92,6 +92,11 @@ REQUESTS = [
     (["-s", "zb-auto", "-p", "4", "-m", "8", "--search-evaluations", "20", "--memory-limit", "5"],
      {"schedule": "zb-auto", "stages": 4, "microbatches": 8, "search_evaluations": 20,
       "memory_limit": 5}),
+    # One memory limit per stage, through both (memory_limits: a number or one per stage).
+    (["-s", "zb-auto", "-p", "4", "-m", "8", "--search-evaluations", "20", "--memory-limit",
+      "6,3,2,1.5"],
+     {"schedule": "zb-auto", "stages": 4, "microbatches": 8, "search_evaluations": 20,
+      "memory_limit": [6, 3, 2, 1.5]}),
     (["-s", "zb-auto", "-p", "3", "-m", "6", "--search-evaluations", "10", "--recompute", "all",
       "--with-comm"],
      {"schedule": "zb-auto", "stages": 3, "microbatches": 6, "search_evaluations": 10,

@@ -163,6 +163,17 @@ def test_zb_search_result_has_its_lower_bound():
     assert hand.lower_bound is None and hand.memory_violations == []
     over = ps.generate_result("1f1b", 4, 8, memory_limit=2)
     assert [v.stage for v in over.memory_violations][:1] == [0]
+    # One limit per stage: only the stage over its own limit is named.
+    per_stage = ps.generate_result("1f1b", 4, 8, memory_limit=[4, 3, 1.5, 1])
+    assert [v.stage for v in per_stage.memory_violations] == [2]
+    g = ps.generate_result("zb-auto", 4, 8, cost=(1, 1, 1), memory_limit=[8, 3, 2, 1],
+                           search_evaluations=50)
+    assert ps.check_memory(g.schedule, memory_limit=[8, 3, 2, 1]).ok
+    with pytest.raises(ValueError, match=r"memory_limit: must hold one value or one per stage "
+                                         r"\(p=4\), got 2"):
+        ps.generate_result("zb-auto", 4, 8, memory_limit=[4, 4])
+    with pytest.raises(TypeError):
+        ps.generate_result("zb-auto", 4, 8, memory_limit="lots")
 
 
 def test_with_comm_lowering():

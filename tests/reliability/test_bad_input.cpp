@@ -106,17 +106,18 @@ TEST_CASE("placements and schedules reject impossible shapes", "[reliability][ir
                     StartsWith("placement: table entry 1 (global chunk 7) must be a permutation"));
   CHECK_THROWS_WITH(placement::custom(2, 2, {0, 1, 2}),
                     "placement: table size (3) must equal stages*chunks (4)");
-  CHECK_THROWS_WITH(schedule("x", 0, placement::sequential(2)),
+  CHECK_THROWS_WITH(schedule::on("x", placement::sequential(2), 0),
                     StartsWith("schedule: microbatches (m=0) must be between 1 and"));
-  CHECK_THROWS_AS(schedule("x", max_microbatches + 1, placement::sequential(2)), invalid_argument);
-  CHECK_THROWS_AS(schedule("x", 4, placement::sequential(max_stages + 1)), invalid_argument);
+  CHECK_THROWS_AS(schedule::on("x", placement::sequential(2), max_microbatches + 1),
+                  invalid_argument);
+  CHECK_THROWS_AS(schedule::on("x", placement::sequential(max_stages + 1), 4), invalid_argument);
 }
 
 TEST_CASE("a huge declared spec with few ops is reported without a p*v*m allocation",
           "[reliability][validate]") {
   // 65536 stages * 16777216 micro-batches = 2^40 (chunk, micro-batch) pairs: dense per-pair
   // tables would take terabytes; the analyses must stay proportional to the 3 ops.
-  schedule s("huge", max_microbatches, placement::sequential(max_stages));
+  schedule s = schedule::on("huge", placement::sequential(max_stages), max_microbatches);
   s.stage_ops(0) = {make_op(op_kind::forward, 0), make_op(op_kind::backward_full, 0)};
   s.stage_ops(1) = {make_op(op_kind::backward_full, 7)};
   const auto r = validate(s);
@@ -148,7 +149,7 @@ TEST_CASE("a huge declared spec with few ops is reported without a p*v*m allocat
 
 TEST_CASE("simulate and check_memory on invalid schedules report or refuse, never hang",
           "[reliability][sim][memory]") {
-  schedule s("broken", 2, 2);
+  schedule s = schedule::sequential("broken", 2, 2);
   s.stage_ops(0) = {make_op(op_kind::backward_weight, 0), make_op(op_kind::forward, 9),
                     make_op(op_kind::send_forward, 0, 5), make_op(op_kind::recv_forward, 0),
                     make_op(op_kind::forward, 0)};
@@ -169,10 +170,13 @@ TEST_CASE("simulate and check_memory on invalid schedules report or refuse, neve
 
 TEST_CASE("check_memory rejects malformed options", "[reliability][memory]") {
   const auto s = generate(zb_h1{}, 4, 8);
-  CHECK_THROWS_WITH(check_memory(s, {}, memory_options::with_limits({1, 2})),
-                    "check_memory: limits (size 2) must hold one value or one per stage (p=4)");
+  CHECK_THROWS_WITH(
+      check_memory(s, {}, memory_options::with_limit({1, 2})),
+      "check_memory: memory_limit: must hold one value or one per stage (p=4), got 2");
   CHECK_THROWS_WITH(check_memory(s, {}, memory_options::with_limit(nan_v)),
-                    Contains("check_memory: limit (") && Contains("must be finite and >= 0"));
+                    Catch::StartsWith("check_memory: memory_limit: must be finite and >= 0, got "));
+  CHECK_THROWS_WITH(check_memory(s, {}, memory_options::with_limit({1, 2, -3, 4})),
+                    "check_memory: memory_limit[2]: must be finite and >= 0, got -3");
   CHECK_THROWS_AS(check_memory(s, {}, memory_options::with_limit(-1)), invalid_argument);
   CHECK_THROWS_AS(check_memory(s, {}, memory_options::with_limit(inf_v)), invalid_argument);
   memory_options tol;
@@ -274,7 +278,7 @@ TEST_CASE("PyTorch CSV: empty, garbage, overflow, and a huge stage index stay ch
 }
 
 TEST_CASE("lower_communication refuses invalid and already lowered input", "[reliability][gen]") {
-  schedule s("bad", 2, 1);
+  schedule s = schedule::sequential("bad", 2, 1);
   s.stage_ops(0) = {make_op(op_kind::forward, 0)};
   CHECK_THROWS_WITH(lower_communication(s),
                     StartsWith("lower_communication: input schedule \"bad\" is invalid"));

@@ -15,7 +15,7 @@ inline pipesched::schedule pair_schedule() {
   using pipesched::make_op;
   using pipesched::op_kind;
   using pipesched::overlapping_next;
-  pipesched::schedule s("pairs", 2, 3);
+  pipesched::schedule s = pipesched::schedule::sequential("pairs", 2, 3);
   s.stage_ops(0) = {make_op(op_kind::forward, 0),
                     make_op(op_kind::forward, 1),
                     overlapping_next(make_op(op_kind::forward, 2)),

@@ -129,7 +129,7 @@ void check_lowering(const schedule& in, const schedule& out) {
 /// A random valid compute schedule: a random dependency-respecting execution of all ops,
 /// each stage's list being its ops in execution order.
 schedule random_schedule(const placement& pl, std::uint32_t m, bool split, std::mt19937& rng) {
-  schedule out("random", m, pl);
+  schedule out = schedule::on("random", pl, m);
   struct pending {
     stage_index s;
     op o;
@@ -173,7 +173,7 @@ schedule random_schedule(const placement& pl, std::uint32_t m, bool split, std::
 
 /// GPipe-like schedule over several chunks: all F in model order, then all BW in reverse.
 schedule chunked_gpipe(const placement& pl, std::uint32_t m) {
-  schedule out("chunked-gpipe", m, pl);
+  schedule out = schedule::on("chunked-gpipe", pl, m);
   for (stage_index s = 0; s < pl.stages(); ++s) {
     std::vector<chunk_index> order(pl.chunks());
     for (chunk_index c = 0; c < pl.chunks(); ++c) {
@@ -249,7 +249,7 @@ TEST_CASE("placing every receive just before its consumer deadlocks with blockin
   // The naive lowering of 1F1B p=2 m=2: stage 0's SEND_F1 waits for stage 1's RECV_F1, which
   // stage 1 posts only after its SEND_B0, which waits for stage 0's RECV_B0, posted after
   // SEND_F1.
-  schedule naive("naive", 2, 2);
+  schedule naive = schedule::sequential("naive", 2, 2);
   naive.stage_ops(0) = {F(0), SF(0), F(1), SF(1), RB(0), BW(0), RB(1), BW(1)};
   naive.stage_ops(1) = {RF(0), F(0), BW(0), SB(0), RF(1), F(1), BW(1), SB(1)};
   const auto r = validate(naive);
@@ -456,14 +456,14 @@ TEST_CASE("lowering rejects lowered and invalid input", "[gen][comm][errors]") {
                     "lower_communication: input schedule \"1f1b\" is already lowered (stage 0, "
                     "op 1 is SEND_F0); pass a compute-only schedule");
 
-  schedule missing("broken", 2, 1);
+  schedule missing = schedule::sequential("broken", 2, 1);
   missing.stage_ops(0) = {F(0), BW(0)};
   missing.stage_ops(1) = {F(0)};
   CHECK_THROWS_WITH(lower_communication(missing),
                     "lower_communication: input schedule \"broken\" is invalid: stage 1: "
                     "backward (BW, or B and W) 0 of chunk 0 is missing");
 
-  schedule stuck("stuck", 2, 2);
+  schedule stuck = schedule::sequential("stuck", 2, 2);
   stuck.stage_ops(0) = {F(0), BW(0), F(1), BW(1)};
   stuck.stage_ops(1) = {F(0), F(1), BW(1), BW(0)};
   CHECK_THROWS_WITH(lower_communication(stuck),

@@ -20,7 +20,7 @@ using namespace test_ops;
 namespace {
 
 schedule one_f_one_b_2x(std::uint32_t m) {
-  schedule s("1f1b", 2, m);
+  schedule s = schedule::sequential("1f1b", 2, m);
   if (m == 2) {
     s.stage_ops(0) = {F(0), F(1), BW(0), BW(1)};
     s.stage_ops(1) = {F(0), BW(0), F(1), BW(1)};
@@ -80,7 +80,7 @@ TEST_CASE("with_recompute in idle slots: earliest gap after the F within the mem
   recompute_options idle;
   idle.placement = recompute_placement::idle_slot;
   idle.memory = sizes();
-  idle.limits = {10.0};
+  idle.memory_limit = {10.0};
   const schedule r = with_recompute(base, all_chunks(base), idle);
   // Before the backward, stage 0 runs F0 0-1, F1 1-2, R0 2-3, waits for stage 1's BW0 until 5,
   // BW0 5-7, F2 7-8, R1 8-9, BW1 9-11 (stage 1's BW1 ends at 9), R2 11-12, BW2 13-15.
@@ -96,7 +96,7 @@ TEST_CASE("with_recompute in idle slots: earliest gap after the F within the mem
   CHECK(check_memory(r, sizes()).stages[0].peak == Approx(2.0));
 
   SECTION("default limit: the before-backward peak, which no move may raise") {
-    idle.limits.clear();
+    idle.memory_limit.reset();
     const schedule d = with_recompute(base, all_chunks(base), idle);
     const schedule b = with_recompute(base, all_chunks(base));
     // Stage 0 before the backward peaks at 1.25; R1 before BW0 would make it 2.0. The gap
@@ -104,10 +104,10 @@ TEST_CASE("with_recompute in idle slots: earliest gap after the F within the mem
     CHECK(d == b);
   }
   SECTION("a limit between the two") {
-    idle.limits = {2.0, 2.0};  // R1 early: 1.25 + 0.75 = 2.0 fits; R2 early: 1.25 + 0.75 fits
+    idle.memory_limit = {2.0, 2.0};  // R1 early: 1.25 + 0.75 = 2.0 fits; R2 early: 1.25 + 0.75 fits
     const schedule d = with_recompute(base, all_chunks(base), idle);
     CHECK(d.stage_ops(0) == r.stage_ops(0));
-    idle.limits = {1.9};
+    idle.memory_limit = {1.9};
     CHECK(with_recompute(base, all_chunks(base), idle) == with_recompute(base, all_chunks(base)));
   }
 }
@@ -130,7 +130,7 @@ TEST_CASE("with_recompute in idle slots: the limit holds in any memory unit",
 }
 
 TEST_CASE("with_recompute: an overlapped pair is not split", "[transform][recompute]") {
-  schedule s("pair", 1, 2);
+  schedule s = schedule::sequential("pair", 1, 2);
   s.stage_ops(0) = {F(0), overlapping_next(F(1)), B(0), W(0), B(1), W(1)};
   REQUIRE(validate(s).ok());
   const schedule r = with_recompute(s, {0});
@@ -188,9 +188,10 @@ TEST_CASE("with_recompute refuses what it cannot transform, naming the rule",
   CHECK_THROWS_WITH(with_recompute(broken, {0}),
                     Catch::Contains("with_recompute: schedule \"1f1b\" is invalid: "));
   recompute_options bad;
-  bad.limits = {1.0, 2.0, 3.0};
-  CHECK_THROWS_WITH(with_recompute(s, {0}, bad),
-                    "with_recompute: limits (size 3) must hold one value or one per stage (p=2)");
+  bad.memory_limit = {1.0, 2.0, 3.0};
+  CHECK_THROWS_WITH(
+      with_recompute(s, {0}, bad),
+      "with_recompute: memory_limit: must hold one value or one per stage (p=2), got 3");
 }
 
 TEST_CASE("a recomputed schedule: JSON round trip, PyTorch CSV refused", "[transform][recompute]") {

@@ -36,9 +36,10 @@ namespace pipesched {
 struct dynamic_policy_options {
   /// Sizes for the admission test (docs/model.md §5, through memory_events.hpp).
   memory_model memory{};
-  /// Per stage, static memory included; none: F is always admitted. Must leave room for one
+  /// Per stage (one for every stage or one per stage), static memory included; none: F is
+  /// always admitted. Must leave room for one
   /// micro-batch's activations of every chunk of the stage (else the policy could block).
-  std::optional<double> memory_limit;
+  memory_limits memory_limit;
   perturbation noise{};      ///< none by default: the clean cost model
   std::uint64_t sample = 0;  ///< which sample of `noise`
 };
@@ -97,9 +98,9 @@ inline dynamic_result simulate_dynamic(const schedule& shape,
   const std::uint32_t p = pl.stages();
   const std::uint32_t v = pl.chunks();
   const std::uint32_t m = shape.microbatches();
-  schedule order("dynamic", m, pl);  // checks m
+  schedule order = schedule::on("dynamic", pl, m);  // checks m
   const memory_model mem = o.memory.for_shape(p, v, m, who);
-  const std::optional<double> cap = detail::dynamic_cap(who, pl, mem, o.memory_limit);
+  const std::vector<double> cap = detail::dynamic_cap(who, pl, mem, o.memory_limit);
   const perturbed_costs pc(pl, m, false, costs, o.noise, o.sample, who);
   const detail::traversal_plan& plan = pc.plan();
   constexpr double inf = std::numeric_limits<double>::infinity();
@@ -109,7 +110,7 @@ inline dynamic_result simulate_dynamic(const schedule& shape,
   std::vector<detail::dynamic_policy_stage> st;
   st.reserve(p);
   for (stage_index s = 0; s < p; ++s) {
-    st.emplace_back(pl, s, m, mem, cap);
+    st.emplace_back(pl, s, m, mem, detail::stage_cap(cap, s));
   }
   std::vector<double> free_at(p, 0.0);
   detail::event_ends ends(pl.total_chunks(), m);
@@ -201,8 +202,8 @@ inline dynamic_result simulate_dynamic(const schedule& shape,
 /// monte_carlo_dynamic's options: monte_carlo's (noise, samples, sensitivity, ...) plus the
 /// policy's memory sizes and limit (dynamic_policy_options without the one sample).
 struct dynamic_monte_carlo_options : robustness_options {
-  memory_model memory{};               ///< as dynamic_policy_options::memory
-  std::optional<double> memory_limit;  ///< as dynamic_policy_options::memory_limit
+  memory_model memory{};       ///< as dynamic_policy_options::memory
+  memory_limits memory_limit;  ///< as dynamic_policy_options::memory_limit
 };
 
 /// monte_carlo() for the dynamic policy on the shape of `shape` (simulate_dynamic): the policy

@@ -112,23 +112,19 @@ struct budget_violation {
 };
 
 struct memory_options {
-  /// Memory limit per stage, in the memory model's units, static memory included: empty for no
+  /// Memory limit per stage, in the memory model's units, static memory included: none for no
   /// budget, one value for every stage, or one value per stage.
-  std::vector<double> limits;
+  memory_limits memory_limit;
   bool record_curve = true;       ///< keep the value after every op (8 bytes per op)
   std::size_t max_errors = 1000;  ///< lifetime errors stored (all are counted)
   /// A value exceeds a limit when value > limit·(1 + tolerance): relative to the limit, so it
   /// absorbs rounding in any memory unit (a limit of 2e-9 does not admit 3e-9).
   double tolerance = 1e-9;
 
-  static memory_options with_limit(double limit) {
+  /// Checked against `limit`: one value for every stage or one per stage.
+  static memory_options with_limit(memory_limits limit) {
     memory_options o;
-    o.limits = {limit};
-    return o;
-  }
-  static memory_options with_limits(std::vector<double> per_stage) {
-    memory_options o;
-    o.limits = std::move(per_stage);
+    o.memory_limit = std::move(limit);
     return o;
   }
 };
@@ -197,15 +193,7 @@ memory_report check_memory_impl(const schedule& sched,
   const std::uint32_t m = sched.microbatches();
   const bool lowered = sched.has_comm();
 
-  if (!options.limits.empty() && options.limits.size() != 1 && options.limits.size() != p) {
-    fail("check_memory: limits (size ", options.limits.size(),
-         ") must hold one value or one per stage (p=", p, ")");
-  }
-  for (double v : options.limits) {
-    if (!std::isfinite(v) || v < 0.0) {
-      fail("check_memory: limit (", v, ") must be finite and >= 0");
-    }
-  }
+  options.memory_limit.check("check_memory", "memory_limit", p);
   if (!std::isfinite(options.tolerance) || options.tolerance < 0.0) {
     fail("check_memory: tolerance (", options.tolerance, ") must be finite and >= 0");
   }
@@ -230,8 +218,8 @@ memory_report check_memory_impl(const schedule& sched,
     if (options.record_curve) {
       st.curve.resize(ops.size());
     }
-    const bool limited = !options.limits.empty();
-    const double limit = !limited ? 0.0 : options.limits[options.limits.size() == 1 ? 0 : s];
+    const bool limited = options.memory_limit.has_value();
+    const double limit = !limited ? 0.0 : options.memory_limit.at(s);
     const double threshold = limit_threshold(limit, options.tolerance);
     bool over = false;
 

@@ -291,9 +291,9 @@ namespace detail {
 inline void require_minimum_memory(std::string_view who,
                                    const placement& pl,
                                    const memory_model& memory,
-                                   const std::vector<double>& limits) {
+                                   const memory_limits& limits) {
   for (stage_index s = 0; s < pl.stages(); ++s) {
-    const double limit = limits[limits.size() == 1 ? 0 : s];
+    const double limit = limits.at(s);
     const double act = stage_activation(memory, s, pl.chunks());
     const double need = minimum_stage_memory(memory, s, pl.chunks());
     if (!(limit >= need - 1e-9 * need)) {

@@ -54,7 +54,7 @@ inline std::vector<std::string> violation_lines(const memory_report& m) {
 struct report_options {
   cost_model costs{};
   memory_model memory{};
-  std::optional<double> memory_limit;  ///< per stage, in the units of `memory`
+  memory_limits memory_limit;  ///< one for every stage or one per stage, units of `memory`
   /// Carried into the report: a searching generator's bound on the longest stage span
   /// (generation_result::lower_bound), for the text and JSON writers.
   std::optional<double> lower_bound;
@@ -75,7 +75,7 @@ struct schedule_report {
   /// Why simulate() refused an invalid schedule (e.g. a declared shape far beyond its ops).
   std::optional<std::string> not_simulated;
   memory_report memory;  ///< against `memory_limit`; curves stamped with simulated times
-  std::optional<double> memory_limit;
+  memory_limits memory_limit;
   std::optional<double> lower_bound;
 
   /// Valid, ran to the end and within the memory limit: `pipesched simulate` exits 0.
@@ -111,8 +111,7 @@ inline schedule_report report_schedule(const schedule& sched, const report_optio
     return rep;
   }
   if (!options.simulate) {
-    memory_options mo =
-        options.memory_limit ? memory_options::with_limit(*options.memory_limit) : memory_options{};
+    memory_options mo = memory_options::with_limit(options.memory_limit);
     mo.record_curve = false;
     rep.memory = check_memory(sched, options.memory, mo);
     return rep;
@@ -129,8 +128,7 @@ inline schedule_report report_schedule(const schedule& sched, const report_optio
     rep.not_simulated = e.what();
     rep.simulation.stages.resize(sched.stages());
   }
-  const memory_options mo =
-      options.memory_limit ? memory_options::with_limit(*options.memory_limit) : memory_options{};
+  const memory_options mo = memory_options::with_limit(options.memory_limit);
   rep.memory = rep.not_simulated ? check_memory(sched, options.memory, mo)
                                  : check_memory(sched, options.memory, mo, rep.simulation);
   return rep;

@@ -271,7 +271,8 @@ inline std::vector<measured_overlap> check_measured_ops(const measured_run& run,
 /// The order each stage ran, from the measured ops sorted by start time (ties: the recorded
 /// list index): a schedule to validate, simulate and compare a re-plan with.
 inline schedule order_of(const measured_run& run) {
-  schedule s(run.name.empty() ? std::string("measured") : run.name, run.microbatches, run.layout);
+  schedule s = schedule::on(run.name.empty() ? std::string("measured") : run.name, run.layout,
+                            run.microbatches);
   std::vector<timed_op> ops = run.ops;
   std::stable_sort(ops.begin(), ops.end(), [](const timed_op& a, const timed_op& b) {
     return a.stage != b.stage ? a.stage < b.stage

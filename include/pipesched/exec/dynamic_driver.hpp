@@ -28,7 +28,7 @@ struct dynamic_run_options {
   memory_model memory{};
   /// Per stage, static memory included; none: F is always admitted. Must leave room for one
   /// micro-batch's activations of every chunk of the stage.
-  std::optional<double> memory_limit;
+  memory_limits memory_limit;
 };
 
 namespace detail {
@@ -109,7 +109,7 @@ schedule run_threaded_dynamic(E& e,
                               std::uint32_t microbatches,
                               const dynamic_run_options& opts = {}) {
   static_assert(detail::check_executor<E>());
-  schedule order("dynamic", microbatches, pl);  // checks m
+  schedule order = schedule::on("dynamic", pl, microbatches);  // checks m
   if constexpr (executor<E>) {
     using message = typename E::message;
     const char* who = "run_threaded_dynamic";
@@ -117,7 +117,7 @@ schedule run_threaded_dynamic(E& e,
     const std::uint32_t v = pl.chunks();
     const std::uint32_t m = microbatches;
     const memory_model mem = opts.memory.for_shape(p, v, m, who);
-    const std::optional<double> cap = detail::dynamic_cap(who, pl, mem, opts.memory_limit);
+    const std::vector<double> cap = detail::dynamic_cap(who, pl, mem, opts.memory_limit);
 
     // One lock for the whole run: ops are coarse, and a single lock makes "every stage waits
     // and nothing is in flight" (a stuck run) a plain check instead of a race.
@@ -132,7 +132,7 @@ schedule run_threaded_dynamic(E& e,
     std::vector<detail::dynamic_stage> policy;
     policy.reserve(p);
     for (stage_index s = 0; s < p; ++s) {
-      policy.emplace_back(pl, s, m, mem, cap);
+      policy.emplace_back(pl, s, m, mem, detail::stage_cap(cap, s));
     }
     bool stop = false;
     std::exception_ptr first_error;

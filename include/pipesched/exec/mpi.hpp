@@ -586,11 +586,11 @@ mpi_run_result run_mpi_dynamic(E& e,
                    ") must be between 0 and 1");
     }
     mpi_run_result result;
-    result.ran = schedule("dynamic", microbatches, pl);  // checks m
+    result.ran = schedule::on("dynamic", pl, microbatches);  // checks m
     const memory_model mem = dyn.memory.for_shape(pl.stages(), pl.chunks(), microbatches, who);
-    const std::optional<double> cap = detail::dynamic_cap(who, pl, mem, dyn.memory_limit);
+    const std::vector<double> cap = detail::dynamic_cap(who, pl, mem, dyn.memory_limit);
     const stage_index s = static_cast<stage_index>(rank);
-    detail::dynamic_stage policy(pl, s, microbatches, mem, cap);
+    detail::dynamic_stage policy(pl, s, microbatches, mem, detail::stage_cap(cap, s));
 
     detail::mpi_comm_dup comm(opts.comm);
     mpi_transport<message> t(comm.get(), result.ran, mpi_send_mode::buffered);
@@ -645,7 +645,7 @@ mpi_run_result run_mpi_dynamic(E& e,
       std::vector<timed_op> all = detail::gather_timings(comm.get(), opts.root, mine);
       if (rank == opts.root) {
         // Gathered by stage, each in the order it ran: that is the order.
-        schedule order("dynamic", microbatches, pl);
+        schedule order = schedule::on("dynamic", pl, microbatches);
         for (const timed_op& x : all) {
           order.stage_ops(x.stage).push_back(x.o);
         }

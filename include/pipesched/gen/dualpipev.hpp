@@ -148,7 +148,7 @@ struct dualpipev {
                    ") must be at least 2*stages (2p=", 2 * std::uint64_t{p},
                    "), as in PyTorch's ScheduleDualPipeV");
     }
-    schedule out(std::string(name()), m, placement::v_shape(p));
+    schedule out = schedule::on(std::string(name()), placement::v_shape(p), m);
     for (std::uint32_t s = 0; s < p; ++s) {
       auto& ops = out.stage_ops(s);
       ops.reserve(std::size_t{m} * 6);

@@ -25,10 +25,11 @@ struct generator_params {
   std::uint32_t chunks = 0;        ///< v, chunks per stage; 0 = the generator's default
   cost_model costs{};              ///< costs (per stage, split over v; see cost_model) and T_comm
   memory_model memory{};           ///< M_B / M_W (per stage, split over v; see memory_model)
-  /// Per stage, in the units of `memory`, static memory included: the same number means the
-  /// same bytes for every schedule. Generators that search stay within it; the others are
-  /// checked against it by generator_entry::generate_result().
-  std::optional<double> memory_limit;
+  /// Per stage, in the units of `memory`, static memory included (one value for every stage or
+  /// one per stage): the same number means the same bytes for every schedule. Generators that
+  /// search stay within it; the others are checked against it by
+  /// generator_entry::generate_result().
+  memory_limits memory_limit;
 };
 
 /// schedule_generator: builds a schedule from generator_params.

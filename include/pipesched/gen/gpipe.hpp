@@ -19,7 +19,7 @@ struct gpipe {
     detail::check_shape(name(), params, 1, split_backward ? 3 : 2);
     const std::uint32_t p = params.stages;
     const std::uint32_t m = params.microbatches;
-    schedule out(std::string(name()), p, m);
+    schedule out = schedule::sequential(std::string(name()), p, m);
     for (stage_index s = 0; s < p; ++s) {
       auto& ops = out.stage_ops(s);
       ops.reserve(std::size_t{m} * (split_backward ? 3 : 2));

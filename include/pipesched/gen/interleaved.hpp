@@ -87,7 +87,7 @@ struct interleaved_1f1b {
         }
       }
     }
-    schedule out(std::string(name()), m, placement::loop(p, v));
+    schedule out = schedule::on(std::string(name()), placement::loop(p, v), m);
     for (stage_index r = 0; r < p; ++r) {
       auto& ops = out.stage_ops(r);
       ops.reserve(std::size_t{2} * m * v);

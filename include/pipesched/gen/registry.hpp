@@ -149,7 +149,7 @@ inline generation_result generate_result_here(const generator_entry& e,
   } else {
     r.sched = e.generate(params);
     if (params.memory_limit) {
-      memory_options mo = memory_options::with_limit(*params.memory_limit);
+      memory_options mo = memory_options::with_limit(params.memory_limit);
       mo.record_curve = false;
       r.memory_violations = check_memory(r.sched, params.memory, mo).violations;
     }
@@ -239,7 +239,7 @@ class generator_registry {
     }
     generation_result g = e.generate_result(params);
     if (!g.memory_violations.empty()) {
-      detail::fail(e.name, ": memory_limit (", *params.memory_limit,
+      detail::fail(e.name, ": memory_limit (", g.memory_violations.front().limit,
                    ") cannot be honoured: ", g.memory_violations.front().message,
                    " (generate_result() returns the schedule with every stage over it)");
     }

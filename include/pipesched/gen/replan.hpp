@@ -23,8 +23,8 @@ namespace pipesched {
 struct replan_options {
   /// Generators to try, by registry name (cost-aware ones: zb-auto, zb-v, zb-1p, zb-2p).
   std::vector<std::string> generators = {"zb-auto", "zb-v"};
-  memory_model memory{};               ///< for the generators' memory limit
-  std::optional<double> memory_limit;  ///< per stage; none: each generator's default
+  memory_model memory{};       ///< for the generators' memory limit
+  memory_limits memory_limit;  ///< per stage; none: each generator's default
 };
 
 struct replan_candidate {

@@ -16,7 +16,7 @@ inline schedule zero_bubble_family(std::string_view name, const generator_params
   check_shape(name, params, 1, 3);
   const std::uint32_t p = params.stages;
   const std::uint32_t m = params.microbatches;
-  schedule out(std::string(name), p, m);
+  schedule out = schedule::sequential(std::string(name), p, m);
   for (stage_index s = 0; s < p; ++s) {
     auto& ops = out.stage_ops(s);
     ops.reserve(std::size_t{m} * 3);

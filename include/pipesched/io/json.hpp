@@ -146,7 +146,7 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
       }
     }
   }
-  schedule out(std::move(name), m, std::move(pl));
+  schedule out = schedule::on(std::move(name), std::move(pl), m);
   const detail::json_reader ops = r["ops"];
   if (ops.array() != p) {
     ops.error("must hold one list per stage (stages=", p, "), not ", ops.v.size());

@@ -39,7 +39,7 @@ struct simulation_record {
   double bubble_rate = 0.0;
   std::optional<double> utilization;               ///< Σ busy / (p · makespan), when written
   std::optional<double> lower_bound;               ///< span lower bound (searching generators)
-  std::optional<double> memory_limit;              ///< the per-stage limit checked, when given
+  memory_limits memory_limit;                      ///< the limits checked, when given
   std::vector<std::string> violations;             ///< rule violations (schedule, memory)
   std::vector<stage_timing> summaries;             ///< one per stage: span, busy, idle
   std::vector<std::optional<double>> peak_memory;  ///< one per stage; nullopt when unknown
@@ -160,7 +160,17 @@ inline simulation_record simulation_from_json(const nlohmann::json& j) {
     r.lower_bound = c["lower_bound"].non_negative();
   }
   if (c.has("memory_limit")) {
-    r.memory_limit = c["memory_limit"].non_negative();
+    // One number for every stage, or one per stage (docs/formats.md).
+    const detail::json_reader ml = c["memory_limit"];
+    if (ml.v.is_array()) {
+      std::vector<double> per_stage(ml.array());
+      for (std::size_t s = 0; s < per_stage.size(); ++s) {
+        per_stage[s] = ml[s].non_negative();
+      }
+      r.memory_limit = std::move(per_stage);
+    } else {
+      r.memory_limit = ml.non_negative();
+    }
   }
   if (c.has("deadlock")) {
     r.deadlock = c["deadlock"].string();
@@ -238,8 +248,10 @@ inline nlohmann::json simulation_to_json(const schedule& sched,
   if (report.lower_bound) {
     j["lower_bound"] = *report.lower_bound;
   }
-  if (report.memory_limit) {
-    j["memory_limit"] = *report.memory_limit;
+  if (report.memory_limit.uniform()) {
+    j["memory_limit"] = report.memory_limit.at(0);
+  } else if (report.memory_limit) {
+    j["memory_limit"] = report.memory_limit.values();
   }
   if (std::vector<std::string> lines = report.violations(); !lines.empty()) {
     j["violations"] = std::move(lines);

@@ -269,4 +269,12 @@ inline measured_run read_timing_csv(std::string_view text,
   return run;
 }
 
+/// A measured run from a Chrome trace (the text's first non-blank character is '{') or a timing
+/// CSV (read_timing_csv): what `pipesched analyze` and Python's analyze() read.
+inline measured_run read_measured_run(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && text[first] == '{' ? read_chrome_trace_run(text)
+                                                               : read_timing_csv(text);
+}
+
 }  // namespace pipesched

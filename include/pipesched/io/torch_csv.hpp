@@ -398,7 +398,7 @@ inline schedule from_torch_csv(std::string_view text, std::string name = "torch-
     pl = placement::custom(p, v, std::move(table));
   }
 
-  schedule out(std::move(name), m, *pl);
+  schedule out = schedule::on(std::move(name), *pl, m);
   for (std::uint32_t r = 0; r < p; ++r) {
     auto& ops = out.stage_ops(r);
     ops.reserve(rows[r].size());

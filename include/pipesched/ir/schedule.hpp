@@ -26,29 +26,14 @@ inline constexpr std::uint32_t max_stages = std::uint32_t{1} << 16;
 /// freely, then ask validate() for a report.
 class schedule {
  public:
-  schedule() : schedule("", 1, placement{}) {}
-
-  /// An empty schedule (no ops) for m micro-batches on the given placement.
-  schedule(std::string name, std::uint32_t microbatches, placement pl)
-      : name_(std::move(name)), microbatches_(microbatches), placement_(std::move(pl)) {
-    if (microbatches == 0 || microbatches > max_microbatches) {
-      detail::fail("schedule: microbatches (m=", microbatches, ") must be between 1 and ",
-                   max_microbatches);
-    }
-    if (placement_.stages() > max_stages) {
-      detail::fail("schedule: stages (p=", placement_.stages(), ") must be at most ", max_stages);
-    }
-    ops_.resize(placement_.stages());
-  }
-
-  /// One chunk per stage (sequential placement).
-  schedule(std::string name, std::uint32_t stages, std::uint32_t microbatches)
-      : schedule(std::move(name), microbatches, placement::sequential(stages)) {}
+  /// An empty schedule of one stage and one micro-batch (a value to assign to).
+  schedule() : schedule("", placement{}, 1) {}
 
   /// An empty schedule (no ops) for `microbatches` micro-batches on placement `pl`. The named
-  /// factories take the shape first and m last, always.
+  /// factories are the only way to build one: both take the shape first and m last, so a
+  /// stage count and a micro-batch count cannot be swapped by picking the other overload.
   static schedule on(std::string name, placement pl, std::uint32_t microbatches) {
-    return schedule(std::move(name), microbatches, std::move(pl));
+    return schedule(std::move(name), std::move(pl), microbatches);
   }
   /// An empty schedule with one chunk per stage (placement::sequential(stages)).
   static schedule sequential(std::string name, std::uint32_t stages, std::uint32_t microbatches) {
@@ -97,6 +82,18 @@ class schedule {
   }
 
  private:
+  schedule(std::string name, placement pl, std::uint32_t microbatches)
+      : name_(std::move(name)), microbatches_(microbatches), placement_(std::move(pl)) {
+    if (microbatches == 0 || microbatches > max_microbatches) {
+      detail::fail("schedule: microbatches (m=", microbatches, ") must be between 1 and ",
+                   max_microbatches);
+    }
+    if (placement_.stages() > max_stages) {
+      detail::fail("schedule: stages (p=", placement_.stages(), ") must be at most ", max_stages);
+    }
+    ops_.resize(placement_.stages());
+  }
+
   std::string name_;
   std::uint32_t microbatches_;
   placement placement_;

@@ -10,6 +10,7 @@
 
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
+#include "pipesched/model/memory_limits.hpp"
 #include "pipesched/model/microbatch_factors.hpp"
 
 namespace pipesched {

@@ -30,6 +30,20 @@ struct planned_speed {
   double seconds_per_unit = 0;   ///< the trace's time unit in seconds (1e-6: microseconds)
 };
 
+/// The calibration's three inputs (the plan's op times, the achieved fraction it assumed, the
+/// trace's time unit) come together or not at all: one alone says nothing. Returns whether all
+/// three are given; throws field_error (field "planned") for one or two. The rule is here once;
+/// the front ends only name their own spellings of the three.
+inline bool calibration_inputs_given(bool costs, bool achieved_fraction, bool seconds_per_unit) {
+  const int given = int{costs} + int{achieved_fraction} + int{seconds_per_unit};
+  if (given != 0 && given != 3) {
+    detail::fail_field("analyze", "planned",
+                       "only meaningful together (the plan's op times, the achieved fraction it "
+                       "assumed, the trace's time unit)");
+  }
+  return given == 3;
+}
+
 /// How fast the measured ops ran against the plan's, and the achieved fraction that makes the
 /// plan's op times match them (docs/model.md §10, "Calibration").
 struct achieved_fraction_calibration {

@@ -53,9 +53,9 @@ struct pack_request {
   /// What each layer keeps for its backward (selective: the attention core recomputed, as
   /// flash attention does, so no Σ L² term in memory).
   recompute_kind recompute = recompute_kind::selective;
-  /// Bytes per GPU a stage may hold, weights and optimizer state included; unset: the GPU's
-  /// usable memory (memory × usable fraction).
-  std::optional<double> memory_limit;
+  /// Bytes per GPU a stage may hold, weights and optimizer state included, one value for every
+  /// stage (the GPUs are alike); unset: the GPU's usable memory (memory × usable fraction).
+  memory_limits memory_limit;
   /// Packings and orders simulated by the local search after the heuristics (deterministic;
   /// default sized from the problem, 0: heuristics only).
   std::size_t search_evaluations = default_evaluations;
@@ -270,10 +270,13 @@ class pack_problem {
       detail::fail_field(who, "tp", "tp=", r.tp, " must divide the GPUs per node (",
                          r.cluster.gpus_per_node, "): tensor parallelism stays inside a node");
     }
-    if (r.memory_limit && (!std::isfinite(*r.memory_limit) || *r.memory_limit <= 0.0)) {
-      detail::fail_field(who, "memory_limit", "must be a finite number of bytes > 0, not ",
-                         *r.memory_limit);
+    if (r.memory_limit.values().size() > 1) {
+      detail::fail_field(who, "memory_limit",
+                         "must be one number of bytes for every stage (the "
+                         "GPUs are alike), got ",
+                         r.memory_limit.values().size(), " values");
     }
+    r.memory_limit.check(who, "memory_limit", r.stages, true);
     if (!std::isfinite(r.search_budget_ms) || r.search_budget_ms < 0.0) {
       detail::fail_field(who, "search_budget_ms", "must be finite and >= 0, not ",
                          r.search_budget_ms);
@@ -303,7 +306,7 @@ class pack_problem {
     layout_.chunks = pl_.chunks();
     layout_.micro_batch = 1;
     layout_.sequence_parallel = r.sequence_parallel && r.tp > 1;
-    limit_ = r.memory_limit.value_or(r.cluster.usable_memory());
+    limit_ = r.memory_limit ? r.memory_limit.at(0) : r.cluster.usable_memory();
     // The partition: balanced for the batch's average sequence (every micro-batch's layers
     // weigh alike; the ends' share follows the tokens).
     token_counts mean;

@@ -114,9 +114,7 @@ inline generation_result build_schedule(const schedule_request& req,
     ro.placement = r.placement;
     ro.costs = req.params.costs;
     ro.memory = req.params.memory;
-    if (req.params.memory_limit) {
-      ro.limits = {*req.params.memory_limit};
-    }
+    ro.memory_limit = req.params.memory_limit;
     // The search's bound stays a bound: R ops only add work to the order it bounds.
     g.sched = with_recompute(g.sched, r.all ? all_chunks(g.sched) : r.chunks, ro);
   }

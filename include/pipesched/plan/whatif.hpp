@@ -31,10 +31,10 @@ namespace pipesched {
 /// Python's whatif() keywords, field for field).
 struct whatif_request {
   cost_model costs{};
-  memory_model memory{};               ///< for the dynamic policy's memory limit
-  std::optional<double> memory_limit;  ///< per stage: the dynamic policy keeps within it
-  double cv = 0.0;                     ///< per-op log-normal noise (perturbation::set_cv)
-  double link_cv = 0.0;                ///< noise of every cross-stage latency
+  memory_model memory{};       ///< for the dynamic policy's memory limit
+  memory_limits memory_limit;  ///< per stage: the dynamic policy keeps within it
+  double cv = 0.0;             ///< per-op log-normal noise (perturbation::set_cv)
+  double link_cv = 0.0;        ///< noise of every cross-stage latency
   /// (stage, factor): that stage runs `factor` times slower; each stage at most once.
   std::vector<std::pair<stage_index, double>> stragglers;
   std::optional<stall_model> stalls;  ///< each op stalls with a probability for a duration

@@ -479,7 +479,7 @@ inline schedule lower_communication(const schedule& compute_only,
     detail::fail("lower_communication: input schedule \"", in.name(),
                  "\" is invalid: ", report.violations.front().message);
   }
-  schedule out(in.name(), in.microbatches(), in.layout());
+  schedule out = schedule::on(in.name(), in.layout(), in.microbatches());
   const bool eager = options.receives == receive_placement::eager;
   const cost_model costs = options.costs.for_shape(in.stages(), in.layout().chunks(),
                                                    in.microbatches(), "lower_communication");
@@ -492,7 +492,7 @@ inline schedule lower_communication(const schedule& compute_only,
   if (eager || pairs) {
     return out;
   }
-  schedule lazy(in.name(), in.microbatches(), in.layout());
+  schedule lazy = schedule::on(in.name(), in.layout(), in.microbatches());
   detail::lower_lazy(in, lazy);
   return detail::receive_buffer_profile(lazy) < detail::receive_buffer_profile(out) ? lazy : out;
 }

@@ -30,7 +30,7 @@ enum class recompute_placement : std::uint8_t {
   /// overlapped pair): the least memory, the activations rebuilt only when needed.
   before_backward,
   /// In the earliest idle gap of its stage, after its F, that the R fits in whole and that
-  /// keeps the stage's memory within the limit (recompute_options::limits); an R that fits
+  /// keeps the stage's memory within the limit (recompute_options::memory_limit); an R that fits
   /// no gap stays before its backward. Starts from before_backward, so the span never grows
   /// (an R in a gap it fits delays nothing, and its backward no longer waits for it).
   idle_slot,
@@ -47,9 +47,9 @@ struct recompute_options {
   cost_model costs{};
   /// idle_slot: the sizes (M_B, M_in) that decide how much memory an earlier R holds.
   memory_model memory{};
-  /// idle_slot: per-stage memory limits (static included), one value or one per stage. Empty:
+  /// idle_slot: per-stage memory limits (static included), one value or one per stage. None:
   /// each stage's peak with every R before its backward, so moving R never raises a peak.
-  std::vector<double> limits{};
+  memory_limits memory_limit{};
 };
 
 /// Every global chunk of `sched`: what `--recompute all` selects.
@@ -77,15 +77,7 @@ inline void require_recomputable(const schedule& sched,
            pl.total_chunks(), ")");
     }
   }
-  if (!opts.limits.empty() && opts.limits.size() != 1 && opts.limits.size() != pl.stages()) {
-    fail("with_recompute: limits (size ", opts.limits.size(),
-         ") must hold one value or one per stage (p=", pl.stages(), ")");
-  }
-  for (double v : opts.limits) {
-    if (!std::isfinite(v) || v < 0.0) {
-      fail("with_recompute: limit (", v, ") must be finite and >= 0");
-    }
-  }
+  opts.memory_limit.check("with_recompute", "memory_limit", pl.stages());
   for (stage_index s = 0; s < sched.stages(); ++s) {
     for (const op& o : sched.ops(s)) {
       if (o.kind == op_kind::recompute || is_recomputed(o)) {
@@ -108,7 +100,7 @@ inline void require_recomputable(const schedule& sched,
 inline bool move_recompute_into_gaps(schedule& sched,
                                      const cost_model& costs,
                                      const memory_model& memory,
-                                     const std::vector<double>& limits) {
+                                     const memory_limits& limits) {
   const simulation_result sim = simulate(sched, costs, {true, false, false});
   if (sim.deadlock) {
     fail("with_recompute: schedule \"", sched.name(), "\" deadlocks");
@@ -126,7 +118,7 @@ inline bool move_recompute_into_gaps(schedule& sched,
                        cur[i] = value;
                        return true;
                      });
-    const double limit = limits.size() == 1 ? limits[0] : limits[s];
+    const double limit = limits.at(s);
     std::vector<double> used(n, 0.0);      // gap time before op j already taken
     std::vector<std::vector<op>> into(n);  // R moved before op j, in move order
     std::vector<bool> gone(n, false);      // R moved away from its place
@@ -210,12 +202,13 @@ inline schedule with_recompute(const schedule& sched,
     const cost_model costs = opts.costs.for_shape(pl.stages(), pl.chunks(), m, "with_recompute");
     const memory_model memory =
         opts.memory.for_shape(pl.stages(), pl.chunks(), m, "with_recompute");
-    std::vector<double> limits = opts.limits;
-    if (limits.empty()) {
-      limits.resize(pl.stages());
+    memory_limits limits = opts.memory_limit;
+    if (!limits) {
+      std::vector<double> peaks(pl.stages());
       for (stage_index s = 0; s < pl.stages(); ++s) {
-        limits[s] = stage_peak(out.ops(s), memory, s, pl.chunks());
+        peaks[s] = stage_peak(out.ops(s), memory, s, pl.chunks());
       }
+      limits = std::move(peaks);
     }
     // A round moves each R at most once into a gap of the previous timing; the next round's
     // timing may open earlier gaps. A few rounds settle it.

@@ -18,22 +18,34 @@
 
 namespace pipesched::detail {
 
-/// The budget the dynamic policy admits forwards under: `limit` plus memory_tolerance, after
-/// require_minimum_memory has checked it (throws invalid_argument naming `who` otherwise);
-/// nullopt when there is no limit. `mem` is read for the shape.
-inline std::optional<double> dynamic_cap(std::string_view who,
-                                         const placement& pl,
-                                         const memory_model& mem,
-                                         const std::optional<double>& limit) {
+/// The budget per stage the dynamic policy admits forwards under: each stage's `limit` plus
+/// memory_tolerance, after the limits' rules and require_minimum_memory have been checked
+/// (throws invalid_argument naming `who` otherwise); empty when there is no limit. `mem` is
+/// read for the shape. dynamic_policy_stage takes stage s's entry (stage_cap).
+inline std::vector<double> dynamic_cap(std::string_view who,
+                                       const placement& pl,
+                                       const memory_model& mem,
+                                       const memory_limits& limit) {
   if (!limit) {
-    return std::nullopt;
+    return {};
   }
-  require_minimum_memory(who, pl, mem, {*limit});
+  limit.check(std::string(who), "memory_limit", pl.stages());
+  require_minimum_memory(who, pl, mem, limit);
+  std::vector<double> cap = limit.for_stages(pl.stages());
   std::vector<double> avail(pl.stages());
   for (stage_index s = 0; s < pl.stages(); ++s) {
-    avail[s] = *limit - mem.static_memory(s);
+    avail[s] = cap[s] - mem.static_memory(s);
   }
-  return *limit + memory_tolerance(pl, mem, avail);
+  const double tolerance = memory_tolerance(pl, mem, avail);
+  for (double& c : cap) {
+    c += tolerance;
+  }
+  return cap;
+}
+
+/// Stage s's entry of dynamic_cap's budgets (none when there is no limit).
+inline std::optional<double> stage_cap(const std::vector<double>& caps, stage_index s) {
+  return caps.empty() ? std::nullopt : std::optional<double>(caps[s]);
 }
 
 /// One stage under the dynamic policy: its progress (next F and B of each local chunk, the W

@@ -24,6 +24,7 @@
 #include "pipesched/gen/detail/zb_objective.hpp"
 #include "pipesched/gen/detail/zb_published.hpp"
 #include "pipesched/gen/detail/zb_v_order.hpp"
+#include "pipesched/gen/detail/zb_v_published.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zb_search_types.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
@@ -133,7 +134,7 @@ inline schedule to_schedule(std::string_view name,
                             std::uint32_t m,
                             const placement& pl,
                             std::vector<std::vector<op>> ops) {
-  schedule out(std::string(name), m, pl);
+  schedule out = schedule::on(std::string(name), pl, m);
   for (stage_index s = 0; s < pl.stages(); ++s) {
     out.stage_ops(s) = std::move(ops[s]);
   }
@@ -610,21 +611,17 @@ inline zb_auto_result zb_search(std::string_view who,
   return res;
 }
 
-/// Per-stage limits: the given memory_limit for every stage, or `factor`·(activations of all
-/// chunks of one micro-batch)·p + static memory when none is given.
+/// Per-stage limits: the given memory_limit (one for every stage or one per stage), or
+/// `factor`·(activations of all chunks of one micro-batch)·p + static memory when none is given.
 inline std::vector<double> stage_limits(std::string_view who,
                                         const generator_params& params,
                                         const placement& pl,
                                         double factor) {
-  std::vector<double> out(pl.stages());
   if (params.memory_limit) {
-    const double lim = *params.memory_limit;
-    if (!std::isfinite(lim) || lim < 0.0) {
-      fail(who, ": memory_limit (", lim, ") must be finite and >= 0");
-    }
-    std::fill(out.begin(), out.end(), lim);
-    return out;
+    params.memory_limit.check(std::string(who), "memory_limit", pl.stages());
+    return params.memory_limit.for_stages(pl.stages());
   }
+  std::vector<double> out(pl.stages());
   for (stage_index s = 0; s < pl.stages(); ++s) {
     out[s] = params.memory.static_memory(s) +
              factor * double(pl.stages()) * stage_activation(params.memory, s, pl.chunks());

@@ -16,7 +16,7 @@ namespace pipesched::detail {
 /// with it.
 inline schedule recompute_before_backward(const schedule& sched, const std::vector<bool>& chosen) {
   const placement& pl = sched.layout();
-  schedule out(sched.name(), sched.microbatches(), pl);
+  schedule out = schedule::on(sched.name(), pl, sched.microbatches());
   for (stage_index s = 0; s < sched.stages(); ++s) {
     const auto ops = sched.ops(s);
     std::vector<op>& list = out.stage_ops(s);
