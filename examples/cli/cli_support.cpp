@@ -306,27 +306,6 @@ std::pair<transformer_spec, cluster_spec> load_model_and_gpu(const std::string& 
   return out;
 }
 
-std::vector<std::string> export_schedule(const std::string& prefix,
-                                         const schedule& sched,
-                                         const cost_model& costs,
-                                         const memory_model& memory) {
-  const schedule torch_order = without_recompute(sched);
-  lowering_options lo;
-  lo.costs = costs;
-  const schedule lowered = lower_communication(torch_order, lo);
-  torch_csv_options list;
-  list.alignment = torch_alignment::list_order;
-  std::vector<std::string> files = {prefix + ".csv", prefix + ".compute.csv",
-                                    prefix + ".schedule.json", prefix + ".costs.json",
-                                    prefix + ".memory.json"};
-  write_output(files[0], to_torch_csv(lowered, list));
-  write_output(files[1], to_torch_csv(torch_order));
-  write_output(files[2], write_schedule_json(sched) + "\n");
-  write_output(files[3], write_cost_model(costs) + "\n");
-  write_output(files[4], write_memory_model(memory) + "\n");
-  return files;
-}
-
 void write_picture(const std::string& path,
                    const std::string& format,
                    const schedule& s,

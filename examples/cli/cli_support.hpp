@@ -166,16 +166,6 @@ void write_output(const std::string& path, const std::string& text);
 std::pair<transformer_spec, cluster_spec> load_model_and_gpu(const std::string& model,
                                                              const std::string& gpu);
 
-/// A schedule and the models it was timed and checked with, as files a runtime reads:
-/// PREFIX.csv (PyTorch compute_comms: SEND/RECV in list order), PREFIX.compute.csv (compute
-/// actions only), both without R ops (PyTorch recomputes inside the stage module);
-/// PREFIX.schedule.json (pipesched's JSON, R ops included), PREFIX.costs.json and
-/// PREFIX.memory.json. Returns the file names (plan and pack export this way).
-std::vector<std::string> export_schedule(const std::string& prefix,
-                                         const schedule& sched,
-                                         const cost_model& costs,
-                                         const memory_model& memory);
-
 /// --csv-layout / --csv-spelling: how --format torch-csv writes (docs/formats.md).
 struct torch_csv_cli {
   std::optional<std::string> layout;    // steps | list; unset: list with SEND/RECV ops, else steps

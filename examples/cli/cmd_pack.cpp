@@ -20,6 +20,7 @@
 #include <pipesched/io/lengths.hpp>
 #include <pipesched/io/pack_io.hpp>
 #include <pipesched/io/plan_json.hpp>
+#include <pipesched/io/schedule_export.hpp>
 #include <pipesched/plan/pack.hpp>
 
 #include "cli_support.hpp"
@@ -123,7 +124,8 @@ int cmd_pack(const pack_cli& o) {
     if (!r.chosen.fits) {
       usage_error("--export: nothing fits the memory limit, nothing to export");
     }
-    for (const std::string& file : export_schedule(*o.export_prefix, r.sched, r.costs, r.memory)) {
+    for (const std::string& file :
+         write_export(schedule_export(*o.export_prefix, r.sched, r.costs, r.memory))) {
       std::fprintf(stderr, "wrote %s\n", file.c_str());
     }
   }

@@ -16,6 +16,7 @@
 #include <pipesched/io/plan_json.hpp>
 #include <pipesched/io/plan_svg.hpp>
 #include <pipesched/io/plan_text.hpp>
+#include <pipesched/io/schedule_export.hpp>
 #include <pipesched/plan/plan_request.hpp>
 
 #include "cli_support.hpp"
@@ -87,19 +88,14 @@ plan_fixed parse_baseline(const std::string& text) {
   return f;
 }
 
-/// PREFIX.csv (PyTorch compute_comms CSV, the runtime's SEND/RECV in list order) and
-/// PREFIX.compute.csv (compute actions only; PyTorch's loader adds the transfers), both without
-/// R ops (PyTorch recomputes inside the stage module); PREFIX.schedule.json (pipesched's JSON,
-/// R ops included), PREFIX.costs.json and PREFIX.memory.json (the op times in seconds and the
-/// sizes in bytes the plan was timed and checked with); PREFIX.map.json (stage -> ranks and
-/// layers).
+/// The schedule's five files (schedule_export: op times in seconds, sizes in bytes) and
+/// PREFIX.map.json (stage -> ranks and layers).
 std::vector<std::string> export_plan(const std::string& prefix,
                                      const training_job& job,
                                      const plan_entry& e) {
-  std::vector<std::string> files = export_schedule(prefix, e.sched, e.costs, e.memory);
-  files.push_back(prefix + ".map.json");
-  write_output(files.back(), plan_map_to_json(job, e).dump(2) + "\n");
-  return files;
+  std::vector<export_file> files = schedule_export(prefix, e.sched, e.costs, e.memory);
+  files.push_back({prefix + ".map.json", plan_map_to_json(job, e).dump(2) + "\n"});
+  return write_export(files);
 }
 
 int cmd_plan(const plan_cli& o) {

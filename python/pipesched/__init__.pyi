@@ -140,6 +140,7 @@ def transformer_costs(hidden: int, heads: int, sequence: int, microbatch: int, l
 
 Cost = Union[CostModel, Sequence[float], None]
 Memory = Union[MemoryModel, Sequence[float], None]
+Limit = Union[float, Sequence[float], None]
 # Per-stage numbers: numpy arrays when numpy is installed (HAS_NUMPY), else lists.
 Numbers = Any
 
@@ -181,7 +182,7 @@ class GenerationResult:
 def generate(schedule: Union[str, Schedule], stages: Optional[int] = None,
              microbatches: Optional[int] = None, *, chunks: Optional[int] = None,
              cost: Cost = None, costs: Optional[str] = None, memory: Memory = None,
-             memory_file: Optional[str] = None, memory_limit: Optional[float] = None,
+             memory_file: Optional[str] = None, memory_limit: Limit = None,
              search_budget: Optional[float] = None, search_evaluations: Optional[int] = None,
              recompute: Union[str, Sequence[int], None] = None,
              recompute_policy: str = "before-backward",
@@ -190,7 +191,7 @@ def generate_result(schedule: Union[str, Schedule], stages: Optional[int] = None
                     microbatches: Optional[int] = None, *,
                     chunks: Optional[int] = None, cost: Cost = None,
                     costs: Optional[str] = None, memory: Memory = None,
-                    memory_file: Optional[str] = None, memory_limit: Optional[float] = None,
+                    memory_file: Optional[str] = None, memory_limit: Limit = None,
                     search_budget: Optional[float] = None,
                     search_evaluations: Optional[int] = None,
                     recompute: Union[str, Sequence[int], None] = None,
@@ -300,7 +301,7 @@ def check_memory(schedule: Schedule, *, memory: Memory = None, memory_file: Opti
                  simulation: Optional[SimulationResult] = None) -> MemoryReport: ...
 def simulation_json(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None,
                     memory: Memory = None, memory_file: Optional[str] = None,
-                    memory_limit: Optional[float] = None,
+                    memory_limit: Limit = None,
                     lower_bound: Optional[float] = None) -> str: ...
 
 def to_json(schedule: Schedule) -> str: ...
@@ -310,6 +311,9 @@ def to_torch_csv(schedule: Schedule, *, csv_layout: Optional[str] = None,
 def from_torch_csv(text: str, name: str = "torch-csv") -> Schedule: ...
 def to_torch_actions(schedule: Schedule, *, csv_layout: Optional[str] = None,
                      csv_spelling: Optional[str] = None) -> list[list[Optional[str]]]: ...
+def export_schedule(prefix: str, schedule: Schedule, *, cost: Cost = None,
+                    costs: Optional[str] = None, memory: Memory = None,
+                    memory_file: Optional[str] = None) -> List[str]: ...
 def read_schedule(path: str, *, input_format: Optional[str] = None) -> Schedule: ...
 def model_presets() -> List[str]: ...
 def gpu_presets() -> List[str]: ...
@@ -335,7 +339,7 @@ def pack(model: str, lengths: Union[str, Sequence[int]], *, gpu: str = "h100-sxm
 
 def whatif(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None,
            memory: Memory = None, memory_file: Optional[str] = None,
-           memory_limit: Optional[float] = None, cv: float = 0.0, link_cv: float = 0.0,
+           memory_limit: Limit = None, cv: float = 0.0, link_cv: float = 0.0,
            stragglers: Sequence[Tuple[int, float]] = (),
            stalls: Optional[Tuple[float, float]] = None, samples: int = 100, seed: int = 1,
            sensitivity: bool = False, dynamic: bool = False, replicas: Optional[int] = None,
@@ -346,6 +350,6 @@ def whatif(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None
            buckets: Optional[int] = None, format: str = "json") -> str: ...
 def analyze(path: str, *, abs_threshold: float = 0.0, rel_threshold: float = 0.03,
             comm: float = 0.0, replan: Sequence[str] = ("zb-auto", "zb-v"),
-            memory_limit: Optional[float] = None, allow_overlaps: bool = False,
+            memory_limit: Limit = None, allow_overlaps: bool = False,
             planned_costs: Optional[str] = None, planned_fraction: Optional[float] = None,
             seconds_per_unit: Optional[float] = None, format: str = "json") -> str: ...

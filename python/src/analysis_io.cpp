@@ -11,6 +11,7 @@
 #include <pipesched/analysis/schedule_report.hpp>
 #include <pipesched/analysis/timing_simulator.hpp>
 #include <pipesched/analysis/validator.hpp>
+#include <pipesched/io/schedule_export.hpp>
 #include <pipesched/io/schedule_input.hpp>
 #include <pipesched/io/simulation_json.hpp>
 #include <pipesched/io/torch_csv.hpp>
@@ -342,6 +343,23 @@ void bind_io(py::module_& m) {
       py::arg("csv_spelling") = py::none(),
       "Per rank, PyTorch's action strings ('0F3', '1I2', '2W0', '(0F7;7B3)OVERLAP_F_B'): the "
       "cells of to_torch_csv() with the same options, None for an idle step ('steps' layout).");
+  m.def(
+      "export_schedule",
+      [](const std::string& prefix, const schedule& s, const py::object& cost,
+         const std::optional<std::string>& costs, const py::object& memory,
+         const std::optional<std::string>& memory_file) {
+        const cost_model c = cost_arg(cost, costs);
+        const memory_model mm = memory_arg(memory, memory_file);
+        py::gil_scoped_release unlocked;
+        return write_export(schedule_export(prefix, s, c, mm));
+      },
+      py::arg("prefix"), py::arg("schedule"), py::kw_only(), py::arg("cost") = py::none(),
+      py::arg("costs") = py::none(), py::arg("memory") = py::none(),
+      py::arg("memory_file") = py::none(),
+      "Writes the schedule as `pipesched plan --export PREFIX` does (docs/formats.md): "
+      "PREFIX.csv (PyTorch compute_comms), PREFIX.compute.csv, PREFIX.schedule.json, "
+      "PREFIX.costs.json and PREFIX.memory.json, with the costs and memory of the cost= / "
+      "costs= / memory= / memory_file= keywords. Returns the paths written.");
   m.def(
       "read_schedule",
       [](const std::string& path, const std::optional<std::string>& format) {

@@ -63,6 +63,23 @@ def test_simulate_json_equals_the_cli(name, p, m):
     assert json.loads(theirs)["makespan"] == r.makespan
 
 
+def test_export_schedule_writes_what_the_cli_exports(tmp_path):
+    # The library's export (io/schedule_export.hpp), from Python and from `pipesched pack`'s
+    # writer: the same five files; they read back as the schedule.
+    s = ps.generate("zb-h1", 4, 8, recompute=[0])
+    paths = ps.export_schedule(str(tmp_path / "zb"), s, cost=(1, 2, 1, 0.5), memory=(4, 1))
+    assert [p[len(str(tmp_path)) + 1:] for p in paths] == [
+        "zb.csv", "zb.compute.csv", "zb.schedule.json", "zb.costs.json", "zb.memory.json"]
+    assert ps.read_schedule(paths[2]) == s
+    assert ps.read_schedule(paths[1]) == ps.generate("zb-h1", 4, 8)
+    assert ps.validate(ps.read_schedule(paths[0])).ok
+    ours = json.loads(cli("simulate", "-i", paths[1], "--costs", paths[3], "--json"))
+    assert ours["makespan"] == ps.simulate(ps.generate("zb-h1", 4, 8),
+                                           cost=(1, 2, 1, 0.5)).makespan
+    with pytest.raises(ValueError, match="cannot open for writing"):
+        ps.export_schedule(str(tmp_path / "no" / "such" / "x"), s)
+
+
 def test_validate_of_a_cli_file(tmp_path):
     path = tmp_path / "s.csv"
     cli("generate", "-s", "zb-h2", "-p", "4", "-m", "8", "--format", "torch-csv",

@@ -1,0 +1,66 @@
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/io/cost_model_json.hpp>
+#include <pipesched/io/json.hpp>
+#include <pipesched/io/memory_model_json.hpp>
+#include <pipesched/io/schedule_export.hpp>
+#include <pipesched/io/torch_csv.hpp>
+#include <pipesched/transform/recompute.hpp>
+
+using namespace pipesched;
+
+TEST_CASE("schedule_export: five files that read back as the schedule and its models",
+          "[io][export]") {
+  const schedule plain = generate(zb_h1{}, 3, 6);
+  const schedule sched = with_recompute(plain, {0});
+  const cost_model costs = cost_model::uniform(1.0, 2.0, 1.0, 0.5);
+  memory_model memory = memory_model::uniform(4.0, 1.0);
+  memory.set_static_memory({10.0, 20.0, 30.0});
+  const std::vector<export_file> files = schedule_export("out/x", sched, costs, memory);
+  REQUIRE(files.size() == 5);
+  CHECK(files[0].path == "out/x.csv");
+  CHECK(files[1].path == "out/x.compute.csv");
+  CHECK(files[2].path == "out/x.schedule.json");
+  CHECK(files[3].path == "out/x.costs.json");
+  CHECK(files[4].path == "out/x.memory.json");
+  // PyTorch's files: no R ops (it recomputes inside the stage); the first one lowered.
+  const schedule compute = from_torch_csv(files[1].text);
+  CHECK(compute == without_recompute(sched));
+  const schedule lowered = from_torch_csv(files[0].text);
+  CHECK(lowered.has_comm());
+  CHECK(without_recompute(sched) == plain);
+  // Pipesched's: the order with its R ops, and the models as given.
+  CHECK(read_schedule_json(files[2].text) == sched);
+  const cost_model c = read_cost_model(files[3].text);
+  CHECK(c.at(2).forward == 1.0);
+  CHECK(c.at(2).backward_input == 2.0);
+  CHECK(c.at(2).backward_weight == 1.0);
+  CHECK(c.comm(0, 1) == 0.5);
+  const memory_model m = read_memory_model(files[4].text);
+  CHECK(m.at(1).activation == 4.0);
+  CHECK(m.at(1).weight_grad_input == 1.0);
+  CHECK(m.static_memory(2) == 30.0);
+}
+
+TEST_CASE("write_export: writes each file, names the one it cannot", "[io][export]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "pipesched_test_schedule_export";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string prefix = (dir / "zb").string();
+  const std::vector<std::string> paths =
+      write_export(schedule_export(prefix, generate(zb_h1{}, 2, 4), cost_model{}, memory_model{}));
+  REQUIRE(paths.size() == 5);
+  for (const std::string& p : paths) {
+    CHECK(std::filesystem::is_regular_file(p));
+  }
+  CHECK(read_schedule_json(read_text_file(prefix + ".schedule.json")) == generate(zb_h1{}, 2, 4));
+  CHECK_THROWS_WITH(write_export({{(dir / "no" / "such" / "x.csv").string(), "x"}}),
+                    Catch::EndsWith("x.csv: cannot open for writing"));
+  std::filesystem::remove_all(dir);
+}
