@@ -1,3 +1,17 @@
+# Simulates INPUT (with the options after WHO) and checks that its makespan is PREDICTED (a
+# variable name); leaves the simulation's JSON in `sim`.
+macro(pipesched_check_export_makespan input predicted who)
+  execute_process(COMMAND ${CLI} simulate -i ${input} ${ARGN} --json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE sim ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "simulate ${input}: ${err}")
+  endif()
+  string(JSON simulated GET "${sim}" makespan)
+  if(NOT simulated STREQUAL ${predicted})
+    message(FATAL_ERROR "${input}: simulated makespan ${simulated} != ${who} ${${predicted}}")
+  endif()
+endmacro()
+
 # What `plan --export` and `pack --export` share (included by plan_export_check.cmake and
 # pack_export_check.cmake): the files PREFIX.{csv, compute.csv, schedule.json, costs.json,
 # memory.json} plus EXTRA exist; the two CSVs and the JSON validate; the compute-only CSV and the
@@ -16,23 +30,8 @@ macro(pipesched_check_export prefix predicted who extra)
       message(FATAL_ERROR "validate ${input}: ${out}${err}")
     endif()
   endforeach()
-  execute_process(COMMAND ${CLI} simulate -i ${prefix}.compute.csv --costs ${prefix}.costs.json
-                          --json RESULT_VARIABLE rc OUTPUT_VARIABLE sim ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "simulate: ${err}")
-  endif()
-  string(JSON simulated GET "${sim}" makespan)
-  if(NOT simulated STREQUAL ${predicted})
-    message(FATAL_ERROR "simulated makespan ${simulated} != ${who} ${${predicted}}")
-  endif()
-  execute_process(COMMAND ${CLI} simulate -i ${prefix}.schedule.json --costs ${prefix}.costs.json
-                          --memory-file ${prefix}.memory.json --json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE sim ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "simulate (schedule.json): ${err}")
-  endif()
-  string(JSON simulated GET "${sim}" makespan)
-  if(NOT simulated STREQUAL ${predicted})
-    message(FATAL_ERROR "schedule.json: simulated makespan ${simulated} != ${who} ${${predicted}}")
-  endif()
+  pipesched_check_export_makespan(${prefix}.compute.csv ${predicted} "${who}"
+                                  --costs ${prefix}.costs.json)
+  pipesched_check_export_makespan(${prefix}.schedule.json ${predicted} "${who}"
+                                  --costs ${prefix}.costs.json --memory-file ${prefix}.memory.json)
 endmacro()
