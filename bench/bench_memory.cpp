@@ -1,6 +1,6 @@
 // Memory-checking speed of every registered schedule: check_memory() with the default options
 // (memory curve recorded) and with a budget every stage meets.
-#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/check_memory.hpp>
 
 #include "bench_common.hpp"
 

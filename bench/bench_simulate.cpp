@@ -1,7 +1,7 @@
 // Simulation speed of every registered schedule: with the default options (every op's timing
 // recorded, critical path) and with record_ops = false (statistics and critical path only,
 // what the 50M-op scale run uses).
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 
 #include "bench_common.hpp"
 

@@ -1,6 +1,6 @@
 // Validation speed of every registered schedule: validate() in full, and traverse() alone
 // (the feasibility pass validate() and simulate() share).
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/ir/traversal.hpp>
 
 #include "bench_common.hpp"

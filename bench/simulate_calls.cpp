@@ -15,7 +15,7 @@
 #include <exception>
 #include <vector>
 
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/pipesched.hpp>
 #if __has_include(<pipesched/gen/builtin_registry.hpp>)  // older checkouts: in the umbrella
 #include <pipesched/gen/builtin_registry.hpp>

@@ -9,7 +9,7 @@
 #include <fmt/core.h>
 
 #include <pipesched/analysis/schedule_report.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/report_text.hpp>

@@ -14,7 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/exec/instrumented_executor.hpp>
 #include <pipesched/exec/sleep_executor.hpp>
 #include <pipesched/exec/thread_driver.hpp>

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include <pipesched/analysis/link_timing.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/model/link.hpp>
 #include <pipesched/model/transformer_costs.hpp>

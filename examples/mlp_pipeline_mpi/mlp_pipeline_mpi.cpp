@@ -29,8 +29,8 @@
 #include <CLI/CLI.hpp>
 #include <mpi.h>
 
-#include <pipesched/analysis/memory_checker.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/exec/mpi.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/io/chrome_trace.hpp>

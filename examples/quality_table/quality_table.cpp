@@ -33,8 +33,8 @@
 #include <string_view>
 #include <vector>
 
-#include <pipesched/analysis/memory_checker.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/model/transformer_costs.hpp>

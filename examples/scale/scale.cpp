@@ -16,8 +16,8 @@
 #include <sys/resource.h>
 #include <vector>
 
-#include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/simulate.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 
 #include "program_support.hpp"

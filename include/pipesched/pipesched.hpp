@@ -12,8 +12,8 @@
 // each holds):
 //   The checks, whose engines alone triple the parse time (analysis/schedule_report.hpp has
 //   validate, simulate, check_memory and report_schedule, all three checks in one call):
-//     ir/traversal.hpp analysis/validator.hpp analysis/timing_simulator.hpp
-//     analysis/memory_events.hpp analysis/memory_checker.hpp analysis/schedule_report.hpp
+//     ir/traversal.hpp analysis/validate.hpp analysis/simulate.hpp
+//     analysis/memory_events.hpp analysis/check_memory.hpp analysis/schedule_report.hpp
 //   What-if timing (links, noise, data parallelism, measured runs, a dynamic policy):
 //     model/link.hpp model/perturbation.hpp model/data_parallel.hpp analysis/link_timing.hpp
 //     analysis/perturbed_timing.hpp analysis/robustness.hpp analysis/data_parallel_timing.hpp

@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/check_memory.hpp>
 #include <pipesched/analysis/schedule_report.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/simulate.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/io/schedule_export.hpp>
 #include <pipesched/io/schedule_input.hpp>
 #include <pipesched/io/simulation_json.hpp>

@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/ir/dependencies.hpp>
 #include <pipesched/ir/traversal.hpp>

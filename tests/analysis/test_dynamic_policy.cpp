@@ -6,9 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/dynamic_policy.hpp>
-#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/check_memory.hpp>
 #include <pipesched/analysis/perturbed_timing.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/validate.hpp>
 
 #include "support/options.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <pipesched/analysis/link_timing.hpp>
 #include <pipesched/analysis/perturbed_timing.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/dualpipev.hpp>
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/interleaved.hpp>

@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/memory_checker.hpp>
+#include <pipesched/analysis/check_memory.hpp>
 #include <pipesched/analysis/memory_events.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/zb_auto.hpp>

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/metrics.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/io/timeline.hpp>
 

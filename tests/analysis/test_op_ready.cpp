@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/detail/op_ready.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/detail/zb_greedy.hpp>
 #include <pipesched/gen/detail/zb_published.hpp>
 #include <pipesched/gen/zb_search_types.hpp>

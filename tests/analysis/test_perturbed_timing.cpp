@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/perturbed_timing.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/gpipe.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/v_shape.hpp>

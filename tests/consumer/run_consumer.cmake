@@ -48,7 +48,7 @@ endif()
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK}/app)
 file(WRITE ${WORK}/app/main.cpp [=[
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/pipesched.hpp>
 #include <cstdio>
 int main() {

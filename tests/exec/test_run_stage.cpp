@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/exec/detail/channel.hpp>
 #include <pipesched/exec/run_stage.hpp>
 #include <pipesched/gen/gpipe.hpp>

@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include <pipesched/analysis/memory_checker.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/simulate.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/ir/dependencies.hpp>
 #include <pipesched/ir/schedule.hpp>
 #include <pipesched/ir/traversal.hpp>

@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/io/torch_csv.hpp>
 
 namespace {

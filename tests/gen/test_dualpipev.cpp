@@ -19,8 +19,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/simulate.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/dualpipev.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/io/torch_csv.hpp>

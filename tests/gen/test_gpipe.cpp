@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/gpipe.hpp>
 
 using namespace pipesched;

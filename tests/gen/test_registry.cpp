@@ -8,8 +8,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/memory_checker.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 
 #include "support/registry_shapes.hpp"

@@ -15,9 +15,9 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/memory_checker.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/simulate.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 

@@ -8,8 +8,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/memory_checker.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/gen/zb_v.hpp>
 

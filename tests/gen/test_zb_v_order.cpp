@@ -5,9 +5,9 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/memory_checker.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/simulate.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/detail/zb_v_order.hpp>
 #include <pipesched/ir/placement.hpp>
 #include <pipesched/ir/schedule.hpp>

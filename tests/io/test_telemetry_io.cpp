@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/telemetry.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/exec/instrumented_executor.hpp>
 #include <pipesched/exec/sleep_executor.hpp>
 #include <pipesched/exec/thread_driver.hpp>

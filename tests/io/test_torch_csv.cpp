@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>

@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/memory_checker.hpp>
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/gen/zb_exact.hpp>

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/timing_simulator.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/plan/analyze.hpp>
 

@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/plan/planner.hpp>
 
 using namespace pipesched;

@@ -10,7 +10,7 @@
 
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/perturbed_timing.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/simulate.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/ir/traversal.hpp"

@@ -13,7 +13,7 @@
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/analysis/perturbed_timing.hpp"
 #include "pipesched/analysis/robustness.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/simulate.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "pipesched/analysis/detail/timed_traverse.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/simulate.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "pipesched/analysis/perturbed_timing.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/simulate.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/model/cost_model.hpp"

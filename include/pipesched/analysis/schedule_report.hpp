@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "pipesched/analysis/memory_checker.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
-#include "pipesched/analysis/validator.hpp"
+#include "pipesched/analysis/check_memory.hpp"
+#include "pipesched/analysis/simulate.hpp"
+#include "pipesched/analysis/validate.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/model/cost_model.hpp"

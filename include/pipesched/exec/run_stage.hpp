@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "pipesched/analysis/validator.hpp"
+#include "pipesched/analysis/validate.hpp"
 #include "pipesched/exec/detail/channel.hpp"
 #include "pipesched/exec/execution_error.hpp"
 #include "pipesched/exec/executor.hpp"

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/analysis/check_memory.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zb_search_types.hpp"
 

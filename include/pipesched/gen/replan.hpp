@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/simulate.hpp"
 #include "pipesched/gen/builtin_registry.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/ir/error.hpp"

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/simulate.hpp"
 #include "pipesched/gen/detail/zb_objective.hpp"
 #include "pipesched/gen/detail/zb_search.hpp"
 #include "pipesched/gen/generator.hpp"

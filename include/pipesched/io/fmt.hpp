@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "pipesched/analysis/memory_checker.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
-#include "pipesched/analysis/validator.hpp"
+#include "pipesched/analysis/check_memory.hpp"
+#include "pipesched/analysis/simulate.hpp"
+#include "pipesched/analysis/validate.hpp"
 #include "pipesched/io/text.hpp"
 #include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/op.hpp"

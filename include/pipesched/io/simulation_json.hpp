@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/analysis/check_memory.hpp"
 #include "pipesched/analysis/schedule_report.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/simulate.hpp"
 #include "pipesched/io/detail/json_reader.hpp"
 #include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/op.hpp"

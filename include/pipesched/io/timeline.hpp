@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "pipesched/analysis/detail/timed_traverse.hpp"
-#include "pipesched/analysis/memory_checker.hpp"
+#include "pipesched/analysis/check_memory.hpp"
 #include "pipesched/analysis/metrics.hpp"
 #include "pipesched/analysis/schedule_report.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/simulate.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
@@ -56,7 +56,7 @@ struct timeline {
     }
     return m;
   }
-  /// Stage s's summary from the intervals (stage_timing, analysis/timing_simulator.hpp):
+  /// Stage s's summary from the intervals (stage_timing, analysis/simulate.hpp):
   /// first_start, last_end, span (last end − first start; 0 for an empty stage), busy (the op
   /// durations, an overlapped pair's slot once; a timeline does not tell transfers apart, so
   /// `comm` is 0 and busy includes them), idle = span − busy, idle_fraction and ops_run;

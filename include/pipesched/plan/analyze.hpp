@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "pipesched/analysis/telemetry.hpp"
-#include "pipesched/analysis/validator.hpp"
+#include "pipesched/analysis/validate.hpp"
 #include "pipesched/gen/builtin_registry.hpp"
 #include "pipesched/gen/replan.hpp"
 #include "pipesched/ir/schedule.hpp"

@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "pipesched/analysis/memory_checker.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
+#include "pipesched/analysis/check_memory.hpp"
+#include "pipesched/analysis/simulate.hpp"
 #include "pipesched/gen/builtin_registry.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/model/inline_recompute.hpp"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "pipesched/analysis/detail/timed_traverse.hpp"
-#include "pipesched/analysis/validator.hpp"
+#include "pipesched/analysis/validate.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"

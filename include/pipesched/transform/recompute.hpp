@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "pipesched/analysis/memory_events.hpp"
-#include "pipesched/analysis/timing_simulator.hpp"
-#include "pipesched/analysis/validator.hpp"
+#include "pipesched/analysis/simulate.hpp"
+#include "pipesched/analysis/validate.hpp"
 #include "pipesched/ir/detail/recompute_order.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"

@@ -11,7 +11,7 @@
 
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/metrics.hpp"
-#include "pipesched/analysis/validator.hpp"
+#include "pipesched/analysis/validate.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/detail/key_table.hpp"
 #include "pipesched/ir/error.hpp"

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/validator.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 
 #include "support/ops.hpp"
