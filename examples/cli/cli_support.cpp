@@ -412,17 +412,6 @@ std::optional<zb_auto_options> search_options(const schedule_source& src) {
   return o;
 }
 
-/// The names of the registered schedules that search, "a, b, c".
-std::string searching_schedules() {
-  std::string out;
-  for (const auto& e : default_registry().entries()) {
-    if (e.searches) {
-      out += (out.empty() ? "" : ", ") + e.name;
-    }
-  }
-  return out;
-}
-
 /// A schedule file's text as pipesched JSON or PyTorch CSV: --input-format when given, else
 /// by content (detect_input_format), never by the file name.
 schedule read_schedule_file(const schedule_source& src) {
@@ -444,22 +433,6 @@ schedule read_schedule_file(const schedule_source& src) {
     usage_error((from_stdin ? std::string("standard input") : src.input) + " (read as " +
                 std::string(to_string(format)) + "): " + e.what());
   }
-}
-
-/// The option a schedule_request field comes from.
-std::string option_of(const std::string& field, const schedule_source& src) {
-  if (field == "search") {
-    return src.search_budget ? "--search-budget" : "--search-evaluations";
-  }
-  if (field == "recompute.chunks") {
-    return "--recompute";
-  }
-  if (field == "generator") {
-    return "--schedule";
-  }
-  std::string option = "--" + field;  // stages, microbatches, chunks, memory_limit
-  std::replace(option.begin(), option.end(), '_', '-');
-  return option;
 }
 
 }  // namespace
@@ -567,36 +540,31 @@ void whatif_usage_error(const field_error& e) {
 }
 
 generation_result load_schedule(const schedule_source& src, const generator_params& base) {
-  if (src.recv != "eager" && src.recv != "late") {
-    usage_error("--recv: must be eager or late, not \"" + src.recv + "\"");
-  }
-  if (src.recv != "eager" && !src.with_comm) {
-    usage_error("--recv: only meaningful with --with-comm");
-  }
-  const bool idle = src.recompute_policy == "idle-slot";
-  if (!idle && src.recompute_policy != "before-backward") {
-    usage_error("--recompute-policy: must be before-backward or idle-slot, not \"" +
-                src.recompute_policy + "\"");
-  }
-  if (idle && !src.recompute) {
-    usage_error("--recompute-policy: only meaningful with --recompute");
+  request_options opts;
+  opts.search = search_options(src);
+  opts.recompute_policy = src.recompute_policy;
+  opts.with_comm = src.with_comm;
+  opts.recv = src.recv;
+  if (src.recompute) {
+    opts.recompute_all = *src.recompute == "all";
+    if (!opts.recompute_all) {
+      for (double v :
+           parse_numbers(*src.recompute, "--recompute", 1, 1u << 20, "all or G1,G2,...")) {
+        if (v != std::floor(v) || v > std::numeric_limits<global_chunk>::max()) {
+          usage_error("--recompute: " + fmt::format("{}", v) +
+                      " is not a global chunk of the schedule (a whole number)");
+        }
+        opts.recompute_chunks.push_back(static_cast<global_chunk>(v));
+      }
+    }
   }
   if (src.input_format && src.input.empty()) {
     usage_error("--input-format: only meaningful with --input");
   }
-  schedule_request req;
-  req.params = base;
-  std::optional<zb_auto_options> search = search_options(src);
-  if (!src.input.empty()) {
-    // A file has no search: the request cannot even say it, so the option is refused here.
-    if (search) {
-      usage_error(std::string(src.search_budget ? "--search-budget" : "--search-evaluations") +
-                  ": only meaningful when a schedule that searches (" + searching_schedules() +
-                  ") is generated, not with --input");
-    }
-    req.params.chunks = src.chunks.value_or(0);
-    req.source = given_source{read_schedule_file(src)};
-  } else {
+  generator_params params = base;
+  params.chunks = src.chunks.value_or(0);
+  std::variant<generated_source, given_source> source;
+  if (src.input.empty()) {
     if (src.schedule_name.empty()) {
       usage_error("give --schedule NAME --stages P --microbatches M, or --input FILE");
     }
@@ -609,36 +577,23 @@ generation_result load_schedule(const schedule_source& src, const generator_para
     if (!src.microbatches) {
       usage_error("--microbatches is required with --schedule");
     }
-    req.params.stages = *src.stages;
-    req.params.microbatches = *src.microbatches;
-    req.params.chunks = src.chunks.value_or(0);
-    generation_options gen_opts;
-    gen_opts.search = search;
-    req.source = generated_source{src.schedule_name, gen_opts};
-  }
-  if (src.recompute) {
-    recompute_request r;
-    r.placement = idle ? recompute_placement::idle_slot : recompute_placement::before_backward;
-    r.all = *src.recompute == "all";
-    if (!r.all) {
-      for (double v :
-           parse_numbers(*src.recompute, "--recompute", 1, 1u << 20, "all or G1,G2,...")) {
-        if (v != std::floor(v) || v > std::numeric_limits<global_chunk>::max()) {
-          usage_error("--recompute: " + fmt::format("{}", v) +
-                      " is not a global chunk of the schedule (a whole number)");
-        }
-        r.chunks.push_back(static_cast<global_chunk>(v));
-      }
-    }
-    req.recompute = r;
-  }
-  if (src.with_comm) {
-    req.lowering = src.recv == "late" ? receive_placement::late : receive_placement::eager;
+    params.stages = *src.stages;
+    params.microbatches = *src.microbatches;
+    source = generated_source{src.schedule_name};
+  } else {
+    source = given_source{read_schedule_file(src)};
   }
   try {
+    const schedule_request req =
+        make_request(std::move(source), std::move(params), opts, default_registry());
     return build_schedule(req, default_registry());
   } catch (const field_error& e) {
-    usage_error(option_of(e.field(), src) + ": " + e.rule());
+    const std::vector<std::pair<std::string, std::string>> names = {
+        {"search", src.search_budget ? "--search-budget" : "--search-evaluations"},
+        {"recompute.chunks", "--recompute"},
+        {"generator", "--schedule"}};
+    // Respelled in a rule: the options it names, not "search" ("schedules that search").
+    usage_error(in_option_terms(e, {"with_comm", "recompute"}, names));
   }
 }
 

@@ -48,5 +48,5 @@ pipesched_cli_test("search: --search-budget with a hand-crafted schedule" 2
   "error: --search-budget: only meaningful for schedules that search \\(zb-v, zb-auto, zb-1p, zb-2p\\), not \"1f1b\""
   simulate -s 1f1b -p 4 -m 8 --search-budget 5)
 pipesched_cli_test("search: --search-evaluations with --input" 2
-  "error: --search-evaluations: only meaningful when a schedule that searches \\(zb-v, zb-auto, zb-1p, zb-2p\\) is generated, not with --input"
+  "error: --search-evaluations: only meaningful when a schedule that searches \\(zb-v, zb-auto, zb-1p, zb-2p\\) is generated, not with a given schedule"
   validate --input ${data}/ok.json --search-evaluations 5)

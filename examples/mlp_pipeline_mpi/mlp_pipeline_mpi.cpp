@@ -291,7 +291,9 @@ int run(int argc, char** argv, int rank, int size) {
   app.add_option("--width", opt.width, "layer width (bigger: compute dominates the transfers)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
   app.add_option("--recv", opt.recv, "receive placement of the lowering")
-      ->check(CLI::IsMember({"eager", "late"}));
+      ->check([](const std::string& v) {
+        return pipesched::parse_receive_placement(v) ? "" : "must be eager or late";
+      });
   app.add_option("--trace", opt.trace, "write the measured per-op timeline (last step) here");
   app.add_option("--trace-sim", opt.trace_sim,
                  "write the simulator's prediction (costs calibrated on the run) here");
@@ -346,8 +348,7 @@ int run(int argc, char** argv, int rank, int size) {
       sched = pipesched::with_recompute(sched, pipesched::all_chunks(sched));
     }
     pipesched::lowering_options lo;
-    lo.receives = opt.recv == "late" ? pipesched::receive_placement::late
-                                     : pipesched::receive_placement::eager;
+    lo.receives = *pipesched::parse_receive_placement(opt.recv);  // --recv checked it
     // --dynamic: the compute-only schedule, whose placement the ranks run.
     lowered = opt.dynamic ? sched : pipesched::lower_communication(sched, lo);
   } catch (const pipesched::invalid_argument& e) {

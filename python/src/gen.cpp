@@ -19,13 +19,6 @@ namespace pipesched::python {
 
 namespace {
 
-receive_placement recv_arg(const std::string& recv) {
-  if (recv != "eager" && recv != "late") {
-    detail::fail("recv: must be 'eager' or 'late', not \"", recv, "\"");
-  }
-  return recv == "late" ? receive_placement::late : receive_placement::eager;
-}
-
 /// The keyword a schedule_request field comes from (field_error::field()).
 std::string keyword_of(const std::string& field, const char* search_keyword) {
   if (field == "search") {
@@ -37,7 +30,7 @@ std::string keyword_of(const std::string& field, const char* search_keyword) {
   if (field == "generator") {
     return "schedule";
   }
-  return field;  // stages, microbatches, chunks
+  return field;  // stages, microbatches, chunks, recv, recompute_policy
 }
 
 /// The keyword arguments of generate() / generate_result(), named as the CLI's long options,
@@ -57,22 +50,18 @@ schedule_request read_request(const py::object& source,
                               const std::string& recompute_policy,
                               bool with_comm,
                               const std::string& recv) {
-  schedule_request req;
-  req.params.costs = cost_arg(cost, costs);
-  req.params.memory = memory_arg(memory, memory_file);
-  req.params.memory_limit = memory_limit;
-  req.params.chunks = chunks.value_or(0);
+  generator_params params;
+  params.costs = cost_arg(cost, costs);
+  params.memory = memory_arg(memory, memory_file);
+  params.memory_limit = memory_limit;
+  params.chunks = chunks.value_or(0);
+  std::variant<generated_source, given_source> src;
   if (py::isinstance<schedule>(source)) {
-    if (search_budget || search_evaluations) {
-      detail::fail(search_budget ? "search_budget" : "search_evaluations",
-                   ": only meaningful when a schedule that searches is generated, not with a "
-                   "given Schedule");
-    }
     if (stages || microbatches) {
       detail::fail(stages ? "stages" : "microbatches",
                    ": comes from the given Schedule: leave it None");
     }
-    req.source = given_source{source.cast<schedule>()};
+    src = given_source{source.cast<schedule>()};
   } else {
     if (!py::isinstance<py::str>(source)) {
       detail::fail("schedule: expected a schedule name or a Schedule, got ",
@@ -81,57 +70,47 @@ schedule_request read_request(const py::object& source,
     if (!stages || !microbatches) {
       detail::fail(!stages ? "stages" : "microbatches", ": required with a schedule name");
     }
-    req.params.stages = *stages;
-    req.params.microbatches = *microbatches;
-    generated_source gen{source.cast<std::string>()};
-    if (search_budget || search_evaluations) {
-      zb_auto_options o;
-      o.search_budget_ms = search_budget.value_or(0.0);
-      if (search_evaluations) {
-        o.search_evaluations = *search_evaluations;
-      }
-      gen.options.search = o;
-    }
-    req.source = std::move(gen);
+    params.stages = *stages;
+    params.microbatches = *microbatches;
+    src = generated_source{source.cast<std::string>()};
   }
-  const bool idle = recompute_policy == "idle-slot";
-  if (!idle && recompute_policy != "before-backward") {
-    detail::fail("recompute_policy: must be 'before-backward' or 'idle-slot', not \"",
-                 recompute_policy, "\"");
-  }
-  if (recompute.is_none()) {
-    if (idle) {
-      detail::fail("recompute_policy: only meaningful with recompute");
+  request_options opts;
+  if (search_budget || search_evaluations) {
+    zb_auto_options o;
+    o.search_budget_ms = search_budget.value_or(0.0);
+    if (search_evaluations) {
+      o.search_evaluations = *search_evaluations;
     }
-  } else {
-    recompute_request r;
-    r.placement = idle ? recompute_placement::idle_slot : recompute_placement::before_backward;
+    opts.search = o;
+  }
+  if (!recompute.is_none()) {
     if (py::isinstance<py::str>(recompute)) {
       if (recompute.cast<std::string>() != "all") {
         detail::fail("recompute: expected 'all' or global chunk numbers, not \"",
                      recompute.cast<std::string>(), "\"");
       }
-      r.all = true;
+      opts.recompute_all = true;
     } else {
       try {
-        r.chunks = recompute.cast<std::vector<global_chunk>>();
+        opts.recompute_chunks = recompute.cast<std::vector<global_chunk>>();
       } catch (const py::cast_error&) {
         detail::fail("recompute: expected 'all' or global chunk numbers (whole numbers >= 0)");
       }
-      if (r.chunks.empty()) {
+      if (opts.recompute_chunks.empty()) {
         detail::fail("recompute: expected 'all' or at least one global chunk");
       }
     }
-    req.recompute = std::move(r);
   }
-  const receive_placement rp = recv_arg(recv);
-  if (rp != receive_placement::eager && !with_comm) {
-    detail::fail("recv: only meaningful with with_comm=True");
+  opts.recompute_policy = recompute_policy;
+  opts.with_comm = with_comm;
+  opts.recv = recv;
+  try {
+    return make_request(std::move(src), std::move(params), opts, default_registry());
+  } catch (const field_error& e) {
+    throw invalid_argument(
+        keyword_of(e.field(), search_budget ? "search_budget" : "search_evaluations") + ": " +
+        e.rule());
   }
-  if (with_comm) {
-    req.lowering = rp;
-  }
-  return req;
 }
 
 /// build_schedule, its field errors naming the keyword; `search_keyword`: the search option

@@ -98,3 +98,88 @@ TEST_CASE("build_schedule: errors name the field", "[plan][request]") {
                              Catch::Contains("zb-auto") && Catch::EndsWith("not \"1f1b\""));
   }
 }
+
+TEST_CASE("make_request: the options front ends read one by one, and the rules between them",
+          "[plan][request]") {
+  const generator_registry& reg = default_registry();
+  generator_params params;
+  params.stages = 4;
+  params.microbatches = 8;
+  const auto rule_of = [&](std::variant<generated_source, given_source> source,
+                           const request_options& o) {
+    try {
+      (void)make_request(std::move(source), params, o, reg);
+    } catch (const field_error& e) {
+      return e.field() + ": " + e.rule();
+    }
+    return std::string("accepted");
+  };
+
+  SECTION("names parse both ways") {
+    for (recompute_placement p :
+         {recompute_placement::before_backward, recompute_placement::idle_slot}) {
+      CHECK(parse_recompute_placement(to_string(p)) == p);
+    }
+    for (receive_placement p : {receive_placement::eager, receive_placement::late}) {
+      CHECK(parse_receive_placement(to_string(p)) == p);
+    }
+    CHECK_FALSE(parse_recompute_placement("idle_slot"));
+    CHECK_FALSE(parse_receive_placement("Late"));
+  }
+  SECTION("defaults: the source and params as given, nothing else") {
+    const schedule_request r = make_request(generated_source{"zb-h1"}, params, {}, reg);
+    CHECK(std::get<generated_source>(r.source).generator == "zb-h1");
+    CHECK_FALSE(std::get<generated_source>(r.source).options.search);
+    CHECK(r.params.microbatches == 8);
+    CHECK_FALSE(r.recompute);
+    CHECK_FALSE(r.lowering);
+  }
+  SECTION("every option lands in its field") {
+    request_options o;
+    o.search = zb_auto_options{};
+    o.search->search_evaluations = 7;
+    o.recompute_chunks = {1, 3};
+    o.recompute_policy = "idle-slot";
+    o.with_comm = true;
+    o.recv = "late";
+    const schedule_request r = make_request(generated_source{"zb-auto"}, params, o, reg);
+    CHECK(std::get<generated_source>(r.source).options.search->search_evaluations == 7);
+    REQUIRE(r.recompute);
+    CHECK_FALSE(r.recompute->all);
+    CHECK(r.recompute->chunks == std::vector<global_chunk>{1, 3});
+    CHECK(r.recompute->placement == recompute_placement::idle_slot);
+    CHECK(r.lowering == receive_placement::late);
+    o = {};
+    o.recompute_all = true;
+    CHECK(make_request(generated_source{"1f1b"}, params, o, reg).recompute->all);
+  }
+  SECTION("each rule names its field, and the option a rule depends on") {
+    request_options o;
+    o.recv = "soon";
+    CHECK(rule_of(generated_source{"1f1b"}, o) == "recv: must be eager or late, not \"soon\"");
+    o.recv = "late";
+    CHECK(rule_of(generated_source{"1f1b"}, o) == "recv: only meaningful with with_comm");
+    o.with_comm = true;
+    CHECK(rule_of(generated_source{"1f1b"}, o) == "accepted");
+    o = {};
+    o.recompute_policy = "idle_slot";
+    CHECK(rule_of(generated_source{"1f1b"}, o) ==
+          "recompute_policy: must be before-backward or idle-slot, not \"idle_slot\"");
+    o.recompute_policy = "idle-slot";
+    CHECK(rule_of(generated_source{"1f1b"}, o) ==
+          "recompute_policy: only meaningful with recompute");
+    o.recompute_chunks = {0};
+    CHECK(rule_of(generated_source{"1f1b"}, o) == "accepted");
+    o = {};
+    o.search = zb_auto_options{};
+    const std::string given = rule_of(given_source{reg.generate("1f1b", params)}, o);
+    CHECK_THAT(given,
+               Catch::StartsWith("search: only meaningful when a schedule that searches (") &&
+                   Catch::Contains("zb-auto") &&
+                   Catch::EndsWith(") is generated, not with a given schedule"));
+    // A generator that does not search is build_schedule's rule (the registry says which).
+    CHECK(rule_of(generated_source{"1f1b"}, o) == "accepted");
+    CHECK_THROWS_AS(build_schedule(make_request(generated_source{"1f1b"}, params, o, reg), reg),
+                    field_error);
+  }
+}

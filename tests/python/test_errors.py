@@ -26,8 +26,16 @@ def test_generator_errors():
         ps.generate("1f1b", 4, 8, search_evaluations=10)
     with raises(r"1f1b: over memory_limit: stage 0 exceeds its memory limit 2"):
         ps.generate("1f1b", 4, 8, memory_limit=2)
-    with raises(r"recv: must be 'eager' or 'late'"):
+    with raises(r'recv: must be eager or late, not "soon"'):
         ps.generate("1f1b", 4, 8, with_comm=True, recv="soon")
+    # The rules between options are the library's (make_request), named in keyword terms.
+    with raises(r"^recv: only meaningful with with_comm$"):
+        ps.generate("1f1b", 4, 8, recv="late")
+    with raises(r"^recompute_policy: must be before-backward or idle-slot, not \"soon\"$"):
+        ps.generate("1f1b", 4, 8, recompute="all", recompute_policy="soon")
+    with raises(r"^search_budget: only meaningful when a schedule that searches \(.*zb-auto.*\) "
+                r"is generated, not with a given schedule$"):
+        ps.generate(ps.generate("1f1b", 4, 8), search_budget=5)
 
 
 def test_model_argument_errors():

@@ -51,6 +51,90 @@ struct schedule_request {
   std::optional<receive_placement> lowering = std::nullopt;
 };
 
+namespace detail {
+
+/// The registered schedules that search, "a, b, c": named by the rules on search options.
+inline std::string searching_names(const generator_registry& registry) {
+  std::string out;
+  for (const generator_entry& e : registry.entries()) {
+    if (e.searches) {
+      out += (out.empty() ? "" : ", ") + e.name;
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// The options a front end reads one by one (the CLI's --search-budget / --search-evaluations,
+/// --recompute, --recompute-policy, --with-comm, --recv; Python's keywords of the same names)
+/// before they are a schedule_request. A request cannot even say "a recompute policy without
+/// recompute", so the rules between these options are checked by make_request, once for both
+/// front ends, which only parse their spellings and name the fields in their terms.
+struct request_options {
+  /// Search options (zb_auto_options) for a generator that searches.
+  std::optional<zb_auto_options> search = std::nullopt;
+  /// Recompute every global chunk, or `recompute_chunks`; neither: no recomputation.
+  bool recompute_all = false;
+  std::vector<global_chunk> recompute_chunks{};
+  /// Where each R goes, by name (parse_recompute_placement); only with recomputation.
+  std::string recompute_policy{to_string(recompute_placement::before_backward)};
+  /// Insert SEND / RECV ops, the receives placed by name (parse_receive_placement); `recv` only
+  /// with `with_comm`.
+  bool with_comm = false;
+  std::string recv{to_string(receive_placement::eager)};
+};
+
+/// `source` and `params` with `opts` as one schedule_request, for build_schedule. Throws
+/// field_error naming the option (the field of request_options) and the rule: an unknown
+/// `recv` or `recompute_policy` name, either one given (not its default) without `with_comm` /
+/// recomputation (the rule names that option, "recompute" or "with_comm", so a front end can
+/// respell it), `search` with a given schedule. (Search options for a generator that does not
+/// search are build_schedule's rule: the registry knows which ones search.)
+inline schedule_request make_request(std::variant<generated_source, given_source> source,
+                                     generator_params params,
+                                     const request_options& opts,
+                                     const generator_registry& registry) {
+  constexpr const char* who = "schedule_request";
+  const std::optional<receive_placement> recv = parse_receive_placement(opts.recv);
+  if (!recv) {
+    detail::fail_field(who, "recv", "must be eager or late, not \"", opts.recv, "\"");
+  }
+  if (*recv != receive_placement::eager && !opts.with_comm) {
+    detail::fail_field(who, "recv", "only meaningful with with_comm");
+  }
+  const std::optional<recompute_placement> policy =
+      parse_recompute_placement(opts.recompute_policy);
+  if (!policy) {
+    detail::fail_field(who, "recompute_policy", "must be before-backward or idle-slot, not \"",
+                       opts.recompute_policy, "\"");
+  }
+  const bool recompute = opts.recompute_all || !opts.recompute_chunks.empty();
+  if (*policy != recompute_placement::before_backward && !recompute) {
+    detail::fail_field(who, "recompute_policy", "only meaningful with recompute");
+  }
+  schedule_request req;
+  req.params = std::move(params);
+  if (auto* gen = std::get_if<generated_source>(&source)) {
+    if (opts.search) {
+      gen->options.search = opts.search;
+    }
+  } else if (opts.search) {
+    // A given schedule has no search: the request cannot even say it.
+    detail::fail_field(who, "search", "only meaningful when a schedule that searches (",
+                       detail::searching_names(registry),
+                       ") is generated, not with a given schedule");
+  }
+  req.source = std::move(source);
+  if (recompute) {
+    req.recompute = recompute_request{opts.recompute_all, opts.recompute_chunks, *policy};
+  }
+  if (opts.with_comm) {
+    req.lowering = *recv;
+  }
+  return req;
+}
+
 /// Builds the schedule `req` asks for, with what its generator knows about it: the lower bound
 /// and search figures of a searching generator (kept with recompute, dropped by lowering: they
 /// describe the compute-only order) and the memory violations of a hand-crafted order over
@@ -70,14 +154,8 @@ inline generation_result build_schedule(const schedule_request& req,
     }
     const generator_entry& entry = registry.at(gen->generator);
     if (gen->options.search && !entry.searches) {
-      std::string searching;
-      for (const generator_entry& e : registry.entries()) {
-        if (e.searches) {
-          searching += (searching.empty() ? "" : ", ") + e.name;
-        }
-      }
-      detail::fail_field(who, "search", "only meaningful for schedules that search (", searching,
-                         "), not \"", entry.name, "\"");
+      detail::fail_field(who, "search", "only meaningful for schedules that search (",
+                         detail::searching_names(registry), "), not \"", entry.name, "\"");
     }
     g = entry.generate_result(req.params, gen->options);
   } else {

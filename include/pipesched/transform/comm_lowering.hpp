@@ -9,6 +9,7 @@
 #include <optional>
 #include <queue>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,20 @@ enum class receive_placement : std::uint8_t {
   /// About three times the work of eager.
   late,
 };
+
+constexpr std::string_view to_string(receive_placement p) noexcept {
+  return p == receive_placement::eager ? "eager" : "late";
+}
+
+/// The placement named `name` (to_string's spelling), nullopt for any other name.
+constexpr std::optional<receive_placement> parse_receive_placement(std::string_view name) noexcept {
+  for (receive_placement p : {receive_placement::eager, receive_placement::late}) {
+    if (name == to_string(p)) {
+      return p;
+    }
+  }
+  return std::nullopt;
+}
 
 /// Options of lower_communication().
 struct lowering_options {

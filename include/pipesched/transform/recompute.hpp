@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipesched/analysis/memory_events.hpp"
@@ -38,6 +40,18 @@ enum class recompute_placement : std::uint8_t {
 
 constexpr std::string_view to_string(recompute_placement p) noexcept {
   return p == recompute_placement::before_backward ? "before-backward" : "idle-slot";
+}
+
+/// The placement named `name` (to_string's spelling), nullopt for any other name.
+constexpr std::optional<recompute_placement> parse_recompute_placement(
+    std::string_view name) noexcept {
+  for (recompute_placement p :
+       {recompute_placement::before_backward, recompute_placement::idle_slot}) {
+    if (name == to_string(p)) {
+      return p;
+    }
+  }
+  return std::nullopt;
 }
 
 /// Options of with_recompute().
