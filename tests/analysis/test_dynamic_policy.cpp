@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/dynamic_policy.hpp>
 #include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/dynamic_policy.hpp>
 #include <pipesched/analysis/perturbed_timing.hpp>
 #include <pipesched/analysis/validate.hpp>
 

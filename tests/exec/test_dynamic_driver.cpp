@@ -11,8 +11,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/dynamic_policy.hpp>
 #include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/dynamic_policy.hpp>
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/exec/dynamic_driver.hpp>
 #include <pipesched/exec/sleep_executor.hpp>

@@ -4,8 +4,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/analysis/telemetry.hpp>
 #include <pipesched/analysis/simulate.hpp>
+#include <pipesched/analysis/telemetry.hpp>
 #include <pipesched/exec/instrumented_executor.hpp>
 #include <pipesched/exec/sleep_executor.hpp>
 #include <pipesched/exec/thread_driver.hpp>

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/check_memory.hpp"
+#include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/metrics.hpp"
 #include "pipesched/analysis/schedule_report.hpp"
 #include "pipesched/analysis/simulate.hpp"
