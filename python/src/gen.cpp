@@ -324,7 +324,11 @@ void bind_gen(py::module_& m) {
       [](const schedule& s, const std::string& recv, const py::object& cost,
          const std::optional<std::string>& costs) {
         lowering_options lo;
-        lo.receives = recv_arg(recv);
+        try {
+          lo.receives = named_receive_placement(recv, "lower_communication");
+        } catch (const field_error& e) {
+          throw invalid_argument(e.field() + ": " + e.rule());
+        }
         lo.costs = cost_arg(cost, costs);
         py::gil_scoped_release unlocked;
         return lower_communication(s, lo);

@@ -36,6 +36,8 @@ def test_generator_errors():
     with raises(r"^search_budget: only meaningful when a schedule that searches \(.*zb-auto.*\) "
                 r"is generated, not with a given schedule$"):
         ps.generate(ps.generate("1f1b", 4, 8), search_budget=5)
+    with raises(r'^recv: must be eager or late, not "soon"$'):
+        ps.lower_communication(ps.generate("1f1b", 2, 2), recv="soon")
 
 
 def test_model_argument_errors():

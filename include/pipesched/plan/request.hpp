@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -85,6 +86,16 @@ struct request_options {
   std::string recv{to_string(receive_placement::eager)};
 };
 
+/// The receive placement named `name` (parse_receive_placement); a field_error on `recv` of
+/// `who` names the choices otherwise. Every front end's `recv` spelling goes through it.
+inline receive_placement named_receive_placement(std::string_view name, const char* who) {
+  const std::optional<receive_placement> recv = parse_receive_placement(name);
+  if (!recv) {
+    detail::fail_field(who, "recv", "must be eager or late, not \"", name, "\"");
+  }
+  return *recv;
+}
+
 /// `source` and `params` with `opts` as one schedule_request, for build_schedule. Throws
 /// field_error naming the option (the field of request_options) and the rule: an unknown
 /// `recv` or `recompute_policy` name, either one given (not its default) without `with_comm` /
@@ -96,11 +107,8 @@ inline schedule_request make_request(std::variant<generated_source, given_source
                                      const request_options& opts,
                                      const generator_registry& registry) {
   constexpr const char* who = "schedule_request";
-  const std::optional<receive_placement> recv = parse_receive_placement(opts.recv);
-  if (!recv) {
-    detail::fail_field(who, "recv", "must be eager or late, not \"", opts.recv, "\"");
-  }
-  if (*recv != receive_placement::eager && !opts.with_comm) {
+  const receive_placement recv = named_receive_placement(opts.recv, who);
+  if (recv != receive_placement::eager && !opts.with_comm) {
     detail::fail_field(who, "recv", "only meaningful with with_comm");
   }
   const std::optional<recompute_placement> policy =
@@ -130,7 +138,7 @@ inline schedule_request make_request(std::variant<generated_source, given_source
     req.recompute = recompute_request{opts.recompute_all, opts.recompute_chunks, *policy};
   }
   if (opts.with_comm) {
-    req.lowering = *recv;
+    req.lowering = recv;
   }
   return req;
 }
