@@ -21,10 +21,13 @@
 
 // The engine's per-op lambdas run once per op in the hottest loop of the library; GCC does
 // not inline them into the traversal on its own (measured: simulate 30-40 % slower).
+// PIPESCHED_HOT_INLINE: the same for the engine's per-op member functions.
 #if defined(__GNUC__)
 #define PIPESCHED_HOT_LAMBDA __attribute__((always_inline))
+#define PIPESCHED_HOT_INLINE __attribute__((always_inline))
 #else
 #define PIPESCHED_HOT_LAMBDA
+#define PIPESCHED_HOT_INLINE
 #endif
 
 namespace pipesched::detail {
@@ -204,6 +207,367 @@ inline bool pair_candidate(
          in_range_compute(ops[i + 1]);
 }
 
+/// True when an overlapped pair of a and b gains its F's overlap_gain: an F with an op that
+/// produces an input gradient (docs/model.md §3).
+constexpr bool pair_gains(const op& a, const op& b) noexcept {
+  return (a.kind == op_kind::forward) != (b.kind == op_kind::forward) &&
+         (produces_input_grad(a.kind) || produces_input_grad(b.kind));
+}
+
+/// How long an overlapped pair's slot lasts: its two durations added, less `gain` (the F's
+/// overlap_gain when pair_gains, else 0).
+constexpr double pair_length(double first, double second, double gain) noexcept {
+  return std::max(0.0, first + second - gain);
+}
+
+/// The overlapped pairs of `sched` (pair_candidate, a chain's marks taken as timed_traverse
+/// takes them); 0 lets timed_traverse time the ops in one plain pass.
+template <class Sched>
+std::size_t count_pairs(const Sched& sched, std::uint32_t v, std::uint32_t m) {
+  std::size_t pairs = 0;
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    const auto ops = sched.ops(s);
+    std::uint8_t marks = 0;  // most schedules have none: one cheap pass proves it
+    for (const op& o : ops) {
+      marks |= o.flags;
+    }
+    if ((marks & op_flag::overlap_next) == 0) {
+      continue;
+    }
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (pair_candidate(ops.data(), ops.size(), i, v, m)) {
+        ++pairs;
+        ++i;
+      }
+    }
+  }
+  return pairs;
+}
+
+/// How timed_traverse reads `costs` (see there): a reference into a table, or the callable's
+/// own result (by value when it computes one).
+template <class Costs>
+auto op_cost_reader(Costs costs) {
+  return [costs](std::size_t i, microbatch_index mb) PIPESCHED_HOT_LAMBDA -> decltype(auto) {
+    if constexpr (std::is_pointer_v<Costs>) {
+      static_cast<void>(mb);
+      return (costs[i]);
+    } else {
+      return costs(i, mb);
+    }
+  };
+}
+
+/// Where timed_traverse keeps each event's end: one table per event slot, micro-batch major
+/// (see event_index): each value is read shortly after it is written, and a sweep over the
+/// stages stays within a few pages.
+struct event_end_table {
+  double* ev = nullptr;
+  std::size_t table_size = 0;  ///< one slot's table: global chunks × micro-batches
+  std::size_t row = 0;         ///< global chunks
+  std::size_t index(global_chunk g, microbatch_index mb, std::size_t slot) const noexcept {
+    return slot * table_size + std::size_t{mb} * row + g;
+  }
+};
+
+/// Per stage, the slot of an overlapped pair whose first op ran and whose second op is next.
+struct open_pair {
+  bool active = false;
+  double start = 0.0;
+  double end = 0.0;
+  start_reason why = start_reason::none;  ///< of the second op
+};
+
+/// timed_traverse's state and its rule, one member per case (plain op, rendezvous side, pair's
+/// first or second op), and its two ways through the ops: one plain pass, or rounds for pairs.
+/// Holds scalars and pointers by value and only refers to timed_traverse's vectors: the
+/// traversal's byte-sized flag stores may alias anything whose address escapes, and a value
+/// read through it would be reloaded after each of them (measured: 10-20 % more instructions
+/// per op). The per-op members are forced inline for the same reason as the hot lambdas.
+template <class Sched, class CostOf, class Rendezvous, class Visitor>
+struct timed_engine {
+  const Sched& sched;
+  const traversal_plan& plan;
+  const placement& pl;
+  std::uint32_t p = 0;
+  std::uint32_t m = 0;
+  std::uint32_t v = 0;
+  CostOf cost_of;
+  const op_plan* plan_base = nullptr;
+  event_end_table ends;
+  double* stage_end = nullptr;  ///< per stage, its last op's end
+  open_pair* open = nullptr;    ///< per stage with pairs; nullptr without
+  std::vector<timed_step>& unsettled;
+  Rendezvous& rendezvous;
+  Visitor& visit;
+  bool posted_transfers = false;
+  bool have_pairs = false;
+  bool emit = false;     ///< call `visit` (the plain pass, or the last round)
+  bool changed = false;  ///< some time differs from the previous round
+  // traverse visits the two sides of a rendezvous back to back; the first one waits here.
+  bool pending = false;
+  timed_step first{};
+
+  /// The latest arrival of `o`'s inputs from other stages, at least `t`.
+  PIPESCHED_HOT_INLINE double inputs_ready(const op& o,
+                                           const op_plan& e,
+                                           double t,
+                                           start_reason& why) const {
+    const op_cost& oc = cost_of(static_cast<std::size_t>(&e - plan_base), o.mb);
+    for (std::uint8_t k = 0; k < e.count; ++k) {
+      // A same-stage producer ran earlier on this stage and ended by stage_end[s]: it can't
+      // delay the op, and skipping it keeps old rows out of the cache. A posted RECV ended
+      // when it was posted; its data lands later (its slot): that one is read.
+      if (!e.deps[k].remote && !(posted_transfers && event_slot(e.deps[k].what) >= 2)) {
+        continue;
+      }
+      const double arrival = input_arrival(
+          ends.ev[ends.index(e.deps[k].chunk, o.mb, event_slot(e.deps[k].what))], oc.latency[k]);
+      if (arrival > t) {
+        t = arrival;
+        why = k == 0 ? start_reason::requirement0 : start_reason::requirement1;
+      }
+    }
+    return t;
+  }
+  PIPESCHED_HOT_INLINE double ready_time(
+      stage_index s, std::size_t i, const op& o, const op_plan& e, start_reason& why) const {
+    why = i == 0 ? start_reason::none : start_reason::previous;
+    return inputs_ready(o, e, stage_end[s], why);
+  }
+  double duration_of(const op_plan* e, microbatch_index mb) const {
+    return cost_of(static_cast<std::size_t>(e - plan_base), mb).duration;
+  }
+
+  PIPESCHED_HOT_INLINE void record(std::size_t at, double t) {
+    if (have_pairs && ends.ev[at] != t) {  // only the rounds for pairs ask what changed
+      changed = true;
+    }
+    ends.ev[at] = t;
+  }
+  /// Ends the op: its stage's end, the end of the event it produces, `visit`.
+  PIPESCHED_HOT_INLINE void finish(const timed_step& st) {
+    stage_end[st.stage] = st.end;
+    if (st.plan != nullptr) {
+      switch (st.o.kind) {
+        case op_kind::forward:
+          record(ends.index(st.plan->own, st.o.mb, 0), st.end);
+          break;
+        case op_kind::backward_input:  // also backward_input_done: same slot
+        case op_kind::backward_full:
+          record(ends.index(st.plan->own, st.o.mb, 1), st.end);
+          break;
+        case op_kind::recv_forward:
+          record(ends.index(st.plan->own, st.o.mb, 2), st.end);
+          break;
+        case op_kind::recv_backward:
+          record(ends.index(st.plan->own, st.o.mb, 3), st.end);
+          break;
+        default:
+          break;
+      }
+    }
+    if (emit) {
+      visit(st);
+    }
+  }
+  void no_time(stage_index s, std::size_t i, const op& o, const op_plan* e) {
+    const double t = stage_end[s];
+    finish(timed_step{s, i, o, e, t, t, i == 0 ? start_reason::none : start_reason::previous});
+  }
+
+  /// One op. Pairs = false: the plain pass, compiled without the pair logic.
+  template <bool Pairs>
+  PIPESCHED_HOT_INLINE void step(stage_index s, std::size_t i, const op& o, const op_plan* e) {
+    if (e == nullptr) {
+      no_time(s, i, o, e);
+      return;
+    }
+    if (is_comm(o.kind)) {
+      rendezvous_side(s, i, o, e);
+      return;
+    }
+    if (Pairs && open[s].active) {
+      pair_second(s, i, o, e);
+      return;
+    }
+    start_reason why{};
+    const double start = ready_time(s, i, o, *e, why);
+    const auto ops = sched.ops(s);
+    if (Pairs && pair_candidate(ops.data(), ops.size(), i, v, m)) {
+      pair_first(s, i, o, e, start, why, ops[i + 1]);
+      return;
+    }
+    finish(timed_step{s, i, o, e, start, start + duration_of(e, o.mb), why});
+  }
+
+  /// A SEND or RECV: the first side visited waits for its partner, the second times both.
+  PIPESCHED_HOT_INLINE void rendezvous_side(stage_index s,
+                                            std::size_t i,
+                                            const op& o,
+                                            const op_plan* e) {
+    const auto partner = comm_partner(pl, s, o);
+    if (!partner) {
+      no_time(s, i, o, e);
+      return;
+    }
+    start_reason why{};
+    const double ready = ready_time(s, i, o, *e, why);
+    if (!pending) {
+      pending = true;
+      first = timed_step{s, i, o, e, ready, ready, why};
+      return;
+    }
+    PIPESCHED_ASSERT(partner->stage == first.stage && same_work(partner->o, first.o),
+                     "timed_traverse: rendezvous sides must be visited back to back");
+    pending = false;
+    const double start = std::max(ready, first.start);
+    const bool i_send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
+    const double latency = i_send ? rendezvous(s, first.stage) : rendezvous(first.stage, s);
+    timed_step mine{s, i, o, e, ready, ready, why};
+    if (posted_transfers) {
+      posted_rendezvous(mine, i_send, start + latency);
+    } else {
+      blocking_rendezvous(mine, start, start + latency);
+    }
+  }
+  /// Posted (isend / irecv): each side posts when its stage reaches it and goes on; the data
+  /// lands T_comm after the later post (`lands`), and only the op consuming the RECV waits.
+  void posted_rendezvous(timed_step& mine, bool i_send, double lands) {
+    timed_step& recv = i_send ? first : mine;
+    const timed_step& send = i_send ? mine : first;
+    if (send.start > recv.start) {
+      recv.why = start_reason::partner;  // what the consumer waits for is the send's post
+    }
+    finish(first);
+    finish(mine);
+    record(ends.index(recv.plan->own, recv.o.mb, recv.o.kind == op_kind::recv_forward ? 2 : 3),
+           lands);
+  }
+  /// Blocking: both sides run from the later ready time to `end`.
+  void blocking_rendezvous(timed_step& mine, double start, double end) {
+    // Each side's start is set by its own inputs unless the other side was ready later.
+    const start_reason why_first = first.start >= mine.start ? first.why : start_reason::partner;
+    const start_reason why_this = mine.start >= first.start ? mine.why : start_reason::partner;
+    first.start = start;
+    first.end = end;
+    first.why = why_first;
+    finish(first);
+    mine.start = start;
+    mine.end = end;
+    mine.why = why_this;
+    finish(mine);
+  }
+
+  /// The first op of a pair (ready at `start` for `why`; o2 the pair's second op): opens the
+  /// slot, at the later of the two ops' ready times.
+  PIPESCHED_HOT_INLINE void pair_first(stage_index s,
+                                       std::size_t i,
+                                       const op& o,
+                                       const op_plan* e,
+                                       double start,
+                                       start_reason why,
+                                       const op& o2) {
+    const op_plan& e2 = plan.at(s, o2);
+    start_reason why2{};
+    const double ready2 = inputs_ready(o2, e2, 0.0, why2);
+    const bool second_later = ready2 > start;
+    const double pair_start = second_later ? ready2 : start;
+    const op_plan* f = o.kind == op_kind::forward ? e : &e2;
+    const microbatch_index f_mb = o.kind == op_kind::forward ? o.mb : o2.mb;
+    const double gain = pair_gains(o, o2)
+                            ? cost_of(static_cast<std::size_t>(f - plan_base), f_mb).overlap_gain
+                            : 0.0;
+    const double length = pair_length(duration_of(e, o.mb), duration_of(&e2, o2.mb), gain);
+    open[s] = open_pair{true, pair_start, pair_start + length,
+                        second_later ? why2 : start_reason::overlap_previous};
+    finish(timed_step{s, i, o, e, pair_start, pair_start + length,
+                      second_later ? start_reason::overlap_next : why});
+  }
+  /// The second op of a pair: the slot is set. Its inputs later than this round assumed leave
+  /// the pair unsettled (another round, or the witness).
+  PIPESCHED_HOT_INLINE void pair_second(stage_index s,
+                                        std::size_t i,
+                                        const op& o,
+                                        const op_plan* e) {
+    open_pair& op2 = open[s];
+    op2.active = false;
+    start_reason why{};
+    const double ready = inputs_ready(o, *e, 0.0, why);
+    if (ready > op2.start) {
+      changed = true;
+      unsettled.push_back(timed_step{s, i - 1, sched.ops(s)[i - 1], nullptr, op2.start, op2.end,
+                                     start_reason::overlap_next});
+    }
+    timed_step st{s, i, o, e, op2.start, op2.end, op2.why};
+    st.shares_slot = true;
+    finish(st);
+  }
+
+  /// No pairs: the ops timed once, in traversal order.
+  traversal_result plain_pass() {
+    return traverse_planned(sched, plan,
+                            [this](stage_index s, std::size_t i, const op& o, const op_plan* e)
+                                PIPESCHED_HOT_LAMBDA { step<false>(s, i, o, e); });
+  }
+
+  /// Pairs: the traversal order recorded once, then timed in rounds until nothing changes.
+  traversal_result pair_rounds(std::size_t pairs) {
+    std::vector<visit_at> order;
+    traversal_result result = traverse_planned(
+        sched, plan, [&](stage_index s, std::size_t i, const op&, const op_plan* e) {
+          order.push_back(visit_at{s, i, e});
+        });
+    // Each round settles at least one more pair along any chain of pairs: pairs + 1 rounds
+    // settle every time unless a pair waits for itself.
+    for (std::size_t r = 0;; ++r) {
+      round(order);
+      if (!changed) {
+        break;
+      }
+      if (r > pairs + 1) {
+        result.complete = false;
+        add_unsettled(result.witness);
+        return result;
+      }
+    }
+    emit = true;
+    round(order);
+    return result;
+  }
+
+ private:
+  struct visit_at {
+    stage_index stage;
+    std::size_t index;
+    const op_plan* plan;
+  };
+
+  void round(const std::vector<visit_at>& order) {
+    std::fill(stage_end, stage_end + p, 0.0);
+    std::fill(open, open + p, open_pair{});
+    pending = false;
+    changed = false;
+    unsettled.clear();
+    for (const visit_at& a : order) {
+      step<true>(a.stage, a.index, sched.ops(a.stage)[a.index], a.plan);
+    }
+  }
+  /// The pairs that never settled: each one's second op waits for the pair itself.
+  void add_unsettled(deadlock_witness& witness) const {
+    for (const timed_step& t : unsettled) {
+      blocked_stage b;
+      b.stage = t.stage;
+      b.op_index = t.index;
+      b.blocked = t.o;
+      b.waits_on_stage = t.stage;
+      b.waits_for = "the inputs of " + to_string(sched.ops(t.stage)[t.index + 1], v > 1) +
+                    ", the op it overlaps, which wait for this pair itself";
+      witness.stuck.push_back(std::move(b));
+    }
+  }
+};
+
 /// Times every op of `sched` (a schedule or an op_lists) in the dependency order of
 /// traverse_planned, under docs/model.md §3:
 /// - a compute op starts at max(end of the previous op on its stage, end of each producer on
@@ -243,279 +607,35 @@ traversal_result timed_traverse(const Sched& sched,
   const std::uint32_t m = sched.microbatches();
   const std::uint32_t v = pl.chunks();
   const std::size_t nslots = plan.lowered() ? 4 : 2;
-  const op_plan* const plan_base = plan.data();
-  // A reference into a table, or the callable's own result (by value when it computes one).
-  auto cost_of = [costs](std::size_t i, microbatch_index mb)
-                     PIPESCHED_HOT_LAMBDA -> decltype(auto) {
-    if constexpr (std::is_pointer_v<Costs>) {
-      static_cast<void>(mb);
-      return (costs[i]);
-    } else {
-      return costs(i, mb);
-    }
-  };
-
-  // One table per event slot, micro-batch major (see event_index): each value is read
-  // shortly after it is written, and a sweep over the stages stays within a few pages.
   const std::size_t row = pl.total_chunks();
   const std::size_t table_size = std::size_t{m} * row;
   std::vector<double> event_end(table_size * nslots, 0.0);
-  double* const ev = event_end.data();
-  // The hot lambdas capture scalars and pointers by value: the traversal's byte-sized flag
-  // stores may alias anything, so a value read through a reference would be reloaded after
-  // each of them (measured: 10-20 % more instructions per op).
-  auto slot_index = [table_size, row](global_chunk g, microbatch_index mb, std::size_t slot) {
-    return slot * table_size + std::size_t{mb} * row + g;
-  };
   std::vector<double> stage_end(p, 0.0);
-  double* const stage_end_at = stage_end.data();
-
-  // Overlapped pairs: whether there are any (else one plain pass), and per stage the slot of
-  // a pair whose first op ran and whose second op is next.
-  std::size_t pairs = 0;
-  for (stage_index s = 0; s < p; ++s) {
-    const auto ops = sched.ops(s);
-    std::uint8_t marks = 0;  // most schedules have none: one cheap pass proves it
-    for (const op& o : ops) {
-      marks |= o.flags;
-    }
-    if ((marks & op_flag::overlap_next) == 0) {
-      continue;
-    }
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (pair_candidate(ops.data(), ops.size(), i, v, m)) {
-        ++pairs;
-        ++i;
-      }
-    }
-  }
-  struct open_pair {
-    bool active = false;
-    double start = 0.0;
-    double end = 0.0;
-    start_reason why = start_reason::none;  // of the second op
-  };
+  const std::size_t pairs = count_pairs(sched, v, m);
   std::vector<open_pair> open(pairs > 0 ? p : 0);
-  bool emit = pairs == 0;
-  bool changed = false;  // some time differs from the previous round
   std::vector<timed_step> unsettled;
 
-  // The latest arrival of `o`'s inputs from other stages, at least `t`.
-  auto inputs_ready = [ev, cost_of, plan_base, slot_index, posted_transfers](
-                          const op& o, const op_plan& e, double t,
-                          start_reason& why) PIPESCHED_HOT_LAMBDA {
-    const op_cost& oc = cost_of(static_cast<std::size_t>(&e - plan_base), o.mb);
-    for (std::uint8_t k = 0; k < e.count; ++k) {
-      // A same-stage producer ran earlier on this stage and ended by stage_end[s]: it can't
-      // delay the op, and skipping it keeps old rows out of the cache. A posted RECV ended
-      // when it was posted; its data lands later (its slot): that one is read.
-      if (!e.deps[k].remote && !(posted_transfers && event_slot(e.deps[k].what) >= 2)) {
-        continue;
-      }
-      const double arrival = input_arrival(
-          ev[slot_index(e.deps[k].chunk, o.mb, event_slot(e.deps[k].what))], oc.latency[k]);
-      if (arrival > t) {
-        t = arrival;
-        why = k == 0 ? start_reason::requirement0 : start_reason::requirement1;
-      }
-    }
-    return t;
-  };
-  auto ready_time = [&](stage_index s, std::size_t i, const op& o, const op_plan& e,
-                        start_reason& why) PIPESCHED_HOT_LAMBDA {
-    why = i == 0 ? start_reason::none : start_reason::previous;
-    return inputs_ready(o, e, stage_end_at[s], why);
-  };
-  const bool have_pairs = pairs > 0;
-  auto record = [&, ev, have_pairs](std::size_t at, double t) PIPESCHED_HOT_LAMBDA {
-    if (have_pairs && ev[at] != t) {  // only the rounds for pairs ask what changed
-      changed = true;
-    }
-    ev[at] = t;
-  };
-  auto finish = [&](const timed_step& st) PIPESCHED_HOT_LAMBDA {
-    stage_end_at[st.stage] = st.end;
-    if (st.plan != nullptr) {
-      switch (st.o.kind) {
-        case op_kind::forward:
-          record(slot_index(st.plan->own, st.o.mb, 0), st.end);
-          break;
-        case op_kind::backward_input:  // also backward_input_done: same slot
-        case op_kind::backward_full:
-          record(slot_index(st.plan->own, st.o.mb, 1), st.end);
-          break;
-        case op_kind::recv_forward:
-          record(slot_index(st.plan->own, st.o.mb, 2), st.end);
-          break;
-        case op_kind::recv_backward:
-          record(slot_index(st.plan->own, st.o.mb, 3), st.end);
-          break;
-        default:
-          break;
-      }
-    }
-    if (emit) {
-      visit(st);
-    }
-  };
-  auto no_time = [&](stage_index s, std::size_t i, const op& o, const op_plan* e) {
-    const double t = stage_end_at[s];
-    finish(timed_step{s, i, o, e, t, t, i == 0 ? start_reason::none : start_reason::previous});
-  };
-  auto duration_of = [&](const op_plan* e, microbatch_index mb) {
-    return cost_of(static_cast<std::size_t>(e - plan_base), mb).duration;
-  };
-
-  // traverse visits the two sides of a rendezvous back to back; the first one waits here.
-  bool pending = false;
-  timed_step first{};
-
-  // Pairs = false: the plain pass, compiled without the pair logic.
-  auto step = [&]<bool Pairs>(stage_index s, std::size_t i, const op& o,
-                              const op_plan* e) PIPESCHED_HOT_LAMBDA {
-    if (e == nullptr) {
-      no_time(s, i, o, e);
-      return;
-    }
-    if (is_comm(o.kind)) {
-      const auto partner = comm_partner(pl, s, o);
-      if (!partner) {
-        no_time(s, i, o, e);
-        return;
-      }
-      start_reason why{};
-      const double ready = ready_time(s, i, o, *e, why);
-      if (!pending) {
-        pending = true;
-        first = timed_step{s, i, o, e, ready, ready, why};
-        return;
-      }
-      PIPESCHED_ASSERT(partner->stage == first.stage && same_work(partner->o, first.o),
-                       "timed_traverse: rendezvous sides must be visited back to back");
-      pending = false;
-      const double start = std::max(ready, first.start);
-      const bool i_send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
-      const double latency = i_send ? rendezvous(s, first.stage) : rendezvous(first.stage, s);
-      if (posted_transfers) {
-        // Posted (isend / irecv): each side posts when its stage reaches it and goes on; the
-        // data lands T_comm after the later post, and only the op consuming the RECV waits.
-        timed_step mine{s, i, o, e, ready, ready, why};
-        timed_step& recv = i_send ? first : mine;
-        const timed_step& send = i_send ? mine : first;
-        if (send.start > recv.start) {
-          recv.why = start_reason::partner;  // what the consumer waits for is the send's post
-        }
-        finish(first);
-        finish(mine);
-        record(slot_index(recv.plan->own, recv.o.mb, recv.o.kind == op_kind::recv_forward ? 2 : 3),
-               start + latency);
-        return;
-      }
-      const double end = start + latency;
-      // Each side's start is set by its own inputs unless the other side was ready later.
-      const start_reason why_first = first.start >= ready ? first.why : start_reason::partner;
-      const start_reason why_this = ready >= first.start ? why : start_reason::partner;
-      first.start = start;
-      first.end = end;
-      first.why = why_first;
-      finish(first);
-      finish(timed_step{s, i, o, e, start, end, why_this});
-      return;
-    }
-    if (Pairs && open[s].active) {  // the second op of a pair: the slot is set
-      open_pair& op2 = open[s];
-      op2.active = false;
-      start_reason why{};
-      const double ready = inputs_ready(o, *e, 0.0, why);
-      if (ready > op2.start) {  // its inputs are later than this round assumed: not settled
-        changed = true;
-        unsettled.push_back(timed_step{s, i - 1, sched.ops(s)[i - 1], nullptr, op2.start, op2.end,
-                                       start_reason::overlap_next});
-      }
-      timed_step st{s, i, o, e, op2.start, op2.end, op2.why};
-      st.shares_slot = true;
-      finish(st);
-      return;
-    }
-    start_reason why{};
-    const double start = ready_time(s, i, o, *e, why);
-    const auto ops = sched.ops(s);
-    if (Pairs && pair_candidate(ops.data(), ops.size(), i, v, m)) {
-      const op& o2 = ops[i + 1];
-      const op_plan& e2 = plan.at(s, o2);
-      start_reason why2{};
-      const double ready2 = inputs_ready(o2, e2, 0.0, why2);
-      const bool second_later = ready2 > start;
-      const double pair_start = second_later ? ready2 : start;
-      const op_plan* f = o.kind == op_kind::forward ? e : &e2;
-      const microbatch_index f_mb = o.kind == op_kind::forward ? o.mb : o2.mb;
-      const bool f_and_b = (o.kind == op_kind::forward) != (o2.kind == op_kind::forward) &&
-                           (produces_input_grad(o.kind) || produces_input_grad(o2.kind));
-      const double gain =
-          f_and_b ? cost_of(static_cast<std::size_t>(f - plan_base), f_mb).overlap_gain : 0.0;
-      const double length = std::max(0.0, duration_of(e, o.mb) + duration_of(&e2, o2.mb) - gain);
-      open[s] = open_pair{true, pair_start, pair_start + length,
-                          second_later ? why2 : start_reason::overlap_previous};
-      finish(timed_step{s, i, o, e, pair_start, pair_start + length,
-                        second_later ? start_reason::overlap_next : why});
-      return;
-    }
-    finish(timed_step{s, i, o, e, start, start + duration_of(e, o.mb), why});
-  };
-
-  if (pairs == 0) {
-    return traverse_planned(
-        sched, plan,
-        [&](stage_index s, std::size_t i, const op& o, const op_plan* e)
-            PIPESCHED_HOT_LAMBDA { step.template operator()<false>(s, i, o, e); });
-  }
-
-  // Pairs: record the traversal order once, then time it in rounds until nothing changes.
-  struct visit_at {
-    stage_index stage;
-    std::size_t index;
-    const op_plan* plan;
-  };
-  std::vector<visit_at> order;
-  traversal_result result =
-      traverse_planned(sched, plan, [&](stage_index s, std::size_t i, const op&, const op_plan* e) {
-        order.push_back(visit_at{s, i, e});
-      });
-  auto round = [&] {
-    std::fill(stage_end.begin(), stage_end.end(), 0.0);
-    std::fill(open.begin(), open.end(), open_pair{});
-    pending = false;
-    changed = false;
-    unsettled.clear();
-    for (const visit_at& a : order) {
-      step.template operator()<true>(a.stage, a.index, sched.ops(a.stage)[a.index], a.plan);
-    }
-  };
-  // Each round settles at least one more pair along any chain of pairs: pairs + 1 rounds
-  // settle every time unless a pair waits for itself.
-  for (std::size_t r = 0;; ++r) {
-    round();
-    if (!changed) {
-      break;
-    }
-    if (r > pairs + 1) {
-      result.complete = false;
-      for (const timed_step& t : unsettled) {
-        blocked_stage b;
-        b.stage = t.stage;
-        b.op_index = t.index;
-        b.blocked = t.o;
-        b.waits_on_stage = t.stage;
-        b.waits_for = "the inputs of " + to_string(sched.ops(t.stage)[t.index + 1], v > 1) +
-                      ", the op it overlaps, which wait for this pair itself";
-        result.witness.stuck.push_back(std::move(b));
-      }
-      return result;
-    }
-  }
-  emit = true;
-  round();
-  return result;
+  using cost_reader = decltype(op_cost_reader(costs));
+  timed_engine<Sched, cost_reader, std::remove_reference_t<Rendezvous>,
+               std::remove_reference_t<Visitor>>
+      engine{.sched = sched,
+             .plan = plan,
+             .pl = pl,
+             .p = p,
+             .m = m,
+             .v = v,
+             .cost_of = op_cost_reader(costs),
+             .plan_base = plan.data(),
+             .ends = event_end_table{event_end.data(), table_size, row},
+             .stage_end = stage_end.data(),
+             .open = open.data(),
+             .unsettled = unsettled,
+             .rendezvous = rendezvous,
+             .visit = visit,
+             .posted_transfers = posted_transfers,
+             .have_pairs = pairs > 0,
+             .emit = pairs == 0};
+  return pairs == 0 ? engine.plain_pass() : engine.pair_rounds(pairs);
 }
 
 }  // namespace pipesched::detail
