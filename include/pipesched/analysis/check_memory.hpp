@@ -181,18 +181,11 @@ std::vector<std::span<const timed_op>> stage_spans(const Lists& lists) {
   return out;
 }
 
-/// PerMb: the model has per-micro-batch factors (sizes looked up per micro-batch); false: one
-/// size per (chunk, buffer kind), the loop as it was without them.
-template <bool PerMb>
-memory_report check_memory_impl(const schedule& sched,
-                                const memory_model& model,
-                                const memory_options& options,
+/// Throws invalid_argument for options check_memory can't use: limits of the wrong size, a
+/// tolerance that is negative or not finite, op timings of another number of stages.
+inline void check_memory_inputs(const memory_options& options,
+                                std::uint32_t p,
                                 const std::vector<std::span<const timed_op>>* times) {
-  const placement& pl = sched.layout();
-  const std::uint32_t p = sched.stages();
-  const std::uint32_t m = sched.microbatches();
-  const bool lowered = sched.has_comm();
-
   options.memory_limit.check("check_memory", "memory_limit", p);
   if (!std::isfinite(options.tolerance) || options.tolerance < 0.0) {
     fail("check_memory: tolerance (", options.tolerance, ") must be finite and >= 0");
@@ -201,147 +194,171 @@ memory_report check_memory_impl(const schedule& sched,
     fail("check_memory: the simulation has op timings for ", times->size(),
          " stages, the schedule has ", p, " (simulate with record_ops = true)");
   }
+}
 
-  memory_report report;
-  report.stages.resize(p);
-  // Sparse when p*v*m dwarfs the op count (see key_table).
-  const std::uint64_t keys = std::uint64_t{pl.total_chunks()} * m;
-  key_table<buffer_bits> state(keys, sched.size());
-  buffer_bits* const dense = state.dense() && keys > 0 ? &state.slot(0) : nullptr;
-  constexpr buffer_effect_table effects{};
+/// The lifetime bits of every buffer, per (global chunk, micro-batch). Sparse when p*v*m dwarfs
+/// the op count (see key_table); when dense, the hot loop indexes its storage directly.
+struct buffer_states {
+  key_table<buffer_bits> table;
+  buffer_bits* dense;
 
-  for (stage_index s = 0; s < p; ++s) {
-    const auto ops = sched.ops(s);
-    stage_memory& st = report.stages[s];
-    st.static_memory = model.static_memory(s);
-    st.peak = st.static_memory;
+  buffer_states(std::uint64_t keys, std::uint64_t ops)
+      : table(keys, ops), dense(table.dense() && keys > 0 ? &table.slot(0) : nullptr) {}
+  buffer_states(const buffer_states&) = delete;  // `dense` points into `table`
+  buffer_states& operator=(const buffer_states&) = delete;
+
+  buffer_bits& at(std::uint64_t key) { return dense != nullptr ? dense[key] : table.slot(key); }
+};
+
+/// check_memory's passes over one stage: the running value and the lifetime rules op by op,
+/// then the peak's time, the budget violation's message and the leaks. PerMb as in
+/// check_memory_impl; `lowered`: the schedule has SEND / RECV ops.
+template <bool PerMb>
+class stage_memory_check {
+ public:
+  stage_memory_check(const schedule& sched,
+                     const memory_model& model,
+                     const memory_options& options,
+                     buffer_states& states,
+                     memory_report& report,
+                     stage_index s,
+                     bool lowered)
+      : pl_(sched.layout()),
+        m_(sched.microbatches()),
+        lowered_(lowered),
+        model_(model),
+        options_(options),
+        states_(states),
+        report_(report),
+        s_(s),
+        ops_(sched.ops(s)),
+        st_(report.stages[s]),
+        limited_(options.memory_limit.has_value()),
+        limit_(!limited_ ? 0.0 : options.memory_limit.at(s)),
+        threshold_(limit_threshold(limit_, options.tolerance)),
+        per_mb_(std::size_t{pl_.chunks()} * buffer_kind_count) {
+    st_.static_memory = model.static_memory(s);
+    st_.peak = st_.static_memory;
     if (options.record_curve) {
-      st.curve.resize(ops.size());
+      st_.curve.resize(ops_.size());
     }
-    const bool limited = options.memory_limit.has_value();
-    const double limit = !limited ? 0.0 : options.memory_limit.at(s);
-    const double threshold = limit_threshold(limit, options.tolerance);
-    bool over = false;
+    read_sizes();
+  }
 
-    // Sizes of each buffer kind per local chunk (and micro-batch), read once per stage.
-    const std::size_t per_mb = std::size_t{pl.chunks()} * buffer_kind_count;
-    const std::uint32_t mbs = PerMb ? m : 1;
-    std::vector<double> sizes(per_mb * mbs);
+  /// All the passes, in order; `times`: the simulation's op timings of every stage, or null.
+  void run(const std::vector<std::span<const timed_op>>* times) {
+    walk_ops();
+    if (times != nullptr) {
+      stamp_times((*times)[s_]);
+    }
+    finish_peak();
+    if (over_) {
+      describe_budget_violation();
+    }
+    report_leaks();
+  }
+
+ private:
+  /// Sizes of each buffer kind per local chunk (and micro-batch), read once per stage.
+  void read_sizes() {
+    const std::uint32_t mbs = PerMb ? m_ : 1;
+    sizes_.resize(per_mb_ * mbs);
     for (microbatch_index j = 0; j < mbs; ++j) {
-      for (chunk_index c = 0; c < pl.chunks(); ++c) {
-        const chunk_memory cm = PerMb ? model.at(s, c, j) : model.at(s, c);
+      for (chunk_index c = 0; c < pl_.chunks(); ++c) {
+        const chunk_memory cm = PerMb ? model_.at(s_, c, j) : model_.at(s_, c);
         for (std::size_t b = 0; b < buffer_kind_count; ++b) {
-          sizes[j * per_mb + c * buffer_kind_count + b] =
+          sizes_[j * per_mb_ + c * buffer_kind_count + b] =
               buffer_size(static_cast<buffer_kind>(b), cm);
         }
       }
     }
-    const double* const size_at = sizes.data();
-    auto size_of = [size_at, per_mb](buffer_kind k, const op& o) {
-      const std::size_t at = std::size_t{o.chunk} * buffer_kind_count + static_cast<std::size_t>(k);
-      if constexpr (PerMb) {
-        return size_at[o.mb * per_mb + at];
+  }
+  double size_of(buffer_kind k, const op& o) const {
+    const std::size_t at = std::size_t{o.chunk} * buffer_kind_count + static_cast<std::size_t>(k);
+    if constexpr (PerMb) {
+      return sizes_[o.mb * per_mb_ + at];
+    } else {
+      return sizes_[at];
+    }
+  }
+  buffer_bits& bits(const op& o) {
+    return states_.at(std::uint64_t{pl_.global(s_, o.chunk)} * m_ + o.mb);
+  }
+  void error(
+      lifetime_error_kind k, std::size_t i, const op& o, buffer_kind b, std::string_view what) {
+    ++report_.total_errors;
+    if (report_.errors.size() < options_.max_errors) {
+      const buffer_id id{b, s_, o.chunk, o.mb};
+      report_.errors.push_back(
+          lifetime_error{k, s_, i, id,
+                         concat("stage ", s_, ", op ", i, " (", to_string(o, pl_.chunks() > 1),
+                                "): ", what, " ", to_string(id))});
+    }
+  }
+
+  // The lifetime rules on one buffer's bits, moving `value` (the hot loop's running value); the
+  // error paths are out of the hot loop.
+  void create(buffer_bits& bits, std::size_t i, const op& o, buffer_kind b, double& value) {
+    if ((bits & (buffer_live(b) | buffer_freed(b))) != 0) {
+      error(lifetime_error_kind::double_create, i, o, b, "creates again");
+      return;
+    }
+    bits = static_cast<buffer_bits>(bits | buffer_live(b));
+    value += size_of(b, o);
+  }
+  void release(buffer_bits& bits, std::size_t i, const op& o, buffer_kind b, double& value) {
+    if ((bits & buffer_live(b)) == 0) {
+      if ((bits & buffer_freed(b)) != 0) {
+        error(lifetime_error_kind::double_free, i, o, b, "frees again");
       } else {
-        static_cast<void>(per_mb);
-        return size_at[at];
+        error(lifetime_error_kind::use_before_create, i, o, b, "uses before it is created");
       }
-    };
-    auto bits = [&](const op& o) -> buffer_bits& {
-      const std::uint64_t key = std::uint64_t{pl.global(s, o.chunk)} * m + o.mb;
-      return dense != nullptr ? dense[key] : state.slot(key);
-    };
-    auto error = [&](lifetime_error_kind k, std::size_t i, const op& o, buffer_kind b,
-                     std::string_view what) {
-      ++report.total_errors;
-      if (report.errors.size() < options.max_errors) {
-        const buffer_id id{b, s, o.chunk, o.mb};
-        report.errors.push_back(
-            lifetime_error{k, s, i, id,
-                           concat("stage ", s, ", op ", i, " (", to_string(o, pl.chunks() > 1),
-                                  "): ", what, " ", to_string(id))});
+      return;
+    }
+    bits = static_cast<buffer_bits>((bits & ~buffer_live(b)) | buffer_freed(b));
+    value -= size_of(b, o);
+  }
+  /// Lowered schedules: an F / B / BW whose input came from another stage consumes the RECV.
+  void consume_received(std::size_t i, const op& o, double& value) {
+    for (const requirement& r : requirements_of(pl_, s_, o, true)) {
+      if (r.what == event_kind::received_forward) {
+        release(bits(o), i, o, buffer_kind::received_forward, value);
+      } else if (r.what == event_kind::received_backward) {
+        release(bits(o), i, o, buffer_kind::received_backward, value);
       }
-    };
+    }
+  }
+  /// What op i (indices in range) does to its buffers, in buffer_effect's order.
+  void apply_effects(const buffer_effect& e, std::size_t i, const op& o, double& value) {
+    if (lowered_ && e.consumes_received) {
+      consume_received(i, o, value);
+    }
+    if (e.frees || e.creates) {
+      buffer_bits& b = bits(o);
+      if (e.frees) {
+        release(b, i, o, *e.frees, value);
+      }
+      if (e.creates) {
+        create(b, i, o, *e.creates, value);
+      }
+    }
+  }
 
-    double value = st.static_memory;
-    // The lifetime rules on one buffer's bits; the error paths are out of the hot loop.
-    auto create = [&](buffer_bits& st_bits, std::size_t i, const op& o, buffer_kind b) {
-      if ((st_bits & (buffer_live(b) | buffer_freed(b))) != 0) {
-        error(lifetime_error_kind::double_create, i, o, b, "creates again");
-        return;
-      }
-      st_bits = static_cast<buffer_bits>(st_bits | buffer_live(b));
-      value += size_of(b, o);
-    };
-    auto release = [&](buffer_bits& st_bits, std::size_t i, const op& o, buffer_kind b) {
-      if ((st_bits & buffer_live(b)) == 0) {
-        if ((st_bits & buffer_freed(b)) != 0) {
-          error(lifetime_error_kind::double_free, i, o, b, "frees again");
-        } else {
-          error(lifetime_error_kind::use_before_create, i, o, b, "uses before it is created");
-        }
-        return;
-      }
-      st_bits = static_cast<buffer_bits>((st_bits & ~buffer_live(b)) | buffer_freed(b));
-      value -= size_of(b, o);
-    };
-    // Lowered schedules: an F / B / BW whose input came from another stage consumes the RECV.
-    auto consume_received = [&](std::size_t i, const op& o) {
-      for (const requirement& r : requirements_of(pl, s, o, true)) {
-        if (r.what == event_kind::received_forward) {
-          release(bits(o), i, o, buffer_kind::received_forward);
-        } else if (r.what == event_kind::received_backward) {
-          release(bits(o), i, o, buffer_kind::received_backward);
-        }
-      }
-    };
-    // Calls f(j, o, b) for each op among [0, n) that created buffer b still alive when it is
-    // reached, in list order (the budget report's live set and the leak scan).
-    auto for_each_live_creator = [&](std::size_t n, auto&& f) {
-      for (std::size_t j = 0; j < n; ++j) {
-        const op& o = ops[j];
-        if (o.chunk >= pl.chunks() || o.mb >= m) {
-          continue;
-        }
-        const auto& created = effects(o).creates;
-        if (created && (bits(o) & buffer_live(*created)) != 0) {
-          f(j, o, *created);
-        }
-      }
-    };
-    // Buffers alive after op i, in creation order (a buffer created twice listed once).
-    auto live_now = [&](std::size_t i) {
-      std::vector<live_buffer> live;
-      std::unordered_set<std::uint64_t> seen;
-      for_each_live_creator(i + 1, [&](std::size_t, const op& o, buffer_kind b) {
-        const std::uint64_t key =
-            (std::uint64_t{o.chunk} * m + o.mb) * buffer_kind_count + static_cast<std::uint64_t>(b);
-        if (seen.insert(key).second) {
-          live.push_back(live_buffer{buffer_id{b, s, o.chunk, o.mb}, size_of(b, o)});
-        }
-      });
-      return live;
-    };
-
-    double* const curve = options.record_curve ? st.curve.data() : nullptr;
-    double peak = st.peak;
+  /// The hot loop: the value after each op, its curve and peak, and the first op over the limit.
+  void walk_ops() {
+    constexpr buffer_effect_table effects{};
+    double* const curve = options_.record_curve ? st_.curve.data() : nullptr;
+    const bool limited = limited_;
+    const double threshold = threshold_;
+    const std::uint32_t chunks = pl_.chunks();
+    double value = st_.static_memory;
+    double peak = st_.peak;
     std::size_t peak_at = stage_memory::no_index;
-    const std::uint32_t chunks = pl.chunks();
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      const op& o = ops[i];
-      if (o.chunk < chunks && o.mb < m) {  // out-of-range ops: the validator's business
-        const buffer_effect& e = effects(o);
-        if (lowered && e.consumes_received) {
-          consume_received(i, o);
-        }
-        if (e.frees || e.creates) {
-          buffer_bits& b = bits(o);
-          if (e.frees) {
-            release(b, i, o, *e.frees);
-          }
-          if (e.creates) {
-            create(b, i, o, *e.creates);
-          }
-        }
+    bool over = false;
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      const op& o = ops_[i];
+      if (o.chunk < chunks && o.mb < m_) {  // out-of-range ops: the validator's business
+        apply_effects(effects(o), i, o, value);
       }
       if (curve != nullptr) {
         curve[i] = value;
@@ -353,52 +370,127 @@ memory_report check_memory_impl(const schedule& sched,
       if (limited && !over && value > threshold) {
         over = true;
         budget_violation bv;
-        bv.stage = s;
-        bv.limit = limit;
+        bv.stage = s_;
+        bv.limit = limit_;
         bv.op_index = i;
         bv.value = value;
         bv.live = live_now(i);
-        report.violations.push_back(std::move(bv));
+        report_.violations.push_back(std::move(bv));
       }
     }
-    st.peak = peak;
-    st.peak_op_index = peak_at;
-    st.final_value = value;
-    if (times != nullptr) {
-      const auto& stamps = (*times)[s];
-      const std::size_t n = std::min(stamps.size(), ops.size());
-      if (options.record_curve) {
-        st.curve_time.resize(n);
-        for (std::size_t i = 0; i < n; ++i) {
-          st.curve_time[i] = stamps[i].end;
-        }
-      }
-      if (st.peak_op_index != stage_memory::no_index && st.peak_op_index < n) {
-        st.peak_time = stamps[st.peak_op_index].end;
+    st_.peak = peak;
+    st_.peak_op_index = peak_at;
+    st_.final_value = value;
+    over_ = over;
+  }
+
+  /// The end time of each op on the curve (when recorded) and of the peak's op; `stamps` may be
+  /// shorter than the list (a simulation that deadlocked).
+  void stamp_times(std::span<const timed_op> stamps) {
+    const std::size_t n = std::min(stamps.size(), ops_.size());
+    if (options_.record_curve) {
+      st_.curve_time.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        st_.curve_time[i] = stamps[i].end;
       }
     }
-    const double units = stage_activation(model, s, pl.chunks());
-    st.peak_stage_units = units > 0.0 ? (st.peak - st.static_memory) / units : 0.0;
-    if (!std::isfinite(st.peak)) {
-      fail("check_memory: the peak memory of stage ", s, " (", st.peak,
+    if (st_.peak_op_index != stage_memory::no_index && st_.peak_op_index < n) {
+      st_.peak_time = stamps[st_.peak_op_index].end;
+    }
+  }
+
+  /// The peak in stage units; throws when it overflowed to infinity.
+  void finish_peak() {
+    const double units = stage_activation(model_, s_, pl_.chunks());
+    st_.peak_stage_units = units > 0.0 ? (st_.peak - st_.static_memory) / units : 0.0;
+    if (!std::isfinite(st_.peak)) {
+      fail("check_memory: the peak memory of stage ", s_, " (", st_.peak,
            ") is not a finite number: the memory sizes are too large to add up");
     }
+  }
 
-    if (over) {
-      budget_violation& v = report.violations.back();
-      v.peak = st.peak;
-      v.peak_op_index = st.peak_op_index;
-      v.message = concat("stage ", s, " exceeds its memory limit ", limit, " at op ", v.op_index,
-                         " (", to_string(ops[v.op_index], pl.chunks() > 1), "): ", v.value,
-                         " (peak ", v.peak, " at op ", v.peak_op_index, ")");
+  /// The stage's budget violation (pushed by walk_ops) gets the peak, known only at the end.
+  void describe_budget_violation() {
+    budget_violation& v = report_.violations.back();
+    v.peak = st_.peak;
+    v.peak_op_index = st_.peak_op_index;
+    v.message = concat("stage ", s_, " exceeds its memory limit ", limit_, " at op ", v.op_index,
+                       " (", to_string(ops_[v.op_index], pl_.chunks() > 1), "): ", v.value,
+                       " (peak ", v.peak, " at op ", v.peak_op_index, ")");
+  }
+
+  /// Calls f(j, o, b) for each op among [0, n) that created buffer b still alive when it is
+  /// reached, in list order (the budget report's live set and the leak scan).
+  template <class F>
+  void for_each_live_creator(std::size_t n, F&& f) {
+    constexpr buffer_effect_table effects{};
+    for (std::size_t j = 0; j < n; ++j) {
+      const op& o = ops_[j];
+      if (o.chunk >= pl_.chunks() || o.mb >= m_) {
+        continue;
+      }
+      const auto& created = effects(o).creates;
+      if (created && (bits(o) & buffer_live(*created)) != 0) {
+        f(j, o, *created);
+      }
     }
-
-    // Leaks: every buffer still alive, reported at the op that created it.
-    for_each_live_creator(ops.size(), [&](std::size_t i, const op& o, buffer_kind b) {
-      buffer_bits& st_bits = bits(o);
-      st_bits = static_cast<buffer_bits>(st_bits & ~buffer_live(b));  // report it once
+  }
+  /// Buffers alive after op i, in creation order (a buffer created twice listed once).
+  std::vector<live_buffer> live_now(std::size_t i) {
+    std::vector<live_buffer> live;
+    std::unordered_set<std::uint64_t> seen;
+    for_each_live_creator(i + 1, [&](std::size_t, const op& o, buffer_kind b) {
+      const std::uint64_t key =
+          (std::uint64_t{o.chunk} * m_ + o.mb) * buffer_kind_count + static_cast<std::uint64_t>(b);
+      if (seen.insert(key).second) {
+        live.push_back(live_buffer{buffer_id{b, s_, o.chunk, o.mb}, size_of(b, o)});
+      }
+    });
+    return live;
+  }
+  /// Leaks: every buffer still alive, reported at the op that created it.
+  void report_leaks() {
+    for_each_live_creator(ops_.size(), [&](std::size_t i, const op& o, buffer_kind b) {
+      buffer_bits& bb = bits(o);
+      bb = static_cast<buffer_bits>(bb & ~buffer_live(b));  // report it once
       error(lifetime_error_kind::leak, i, o, b, "never frees");
     });
+  }
+
+  const placement& pl_;
+  std::uint32_t m_;
+  bool lowered_;
+  const memory_model& model_;
+  const memory_options& options_;
+  buffer_states& states_;
+  memory_report& report_;
+  stage_index s_;
+  std::span<const op> ops_;
+  stage_memory& st_;
+  bool limited_;
+  double limit_;
+  double threshold_;
+  bool over_ = false;   ///< the stage went over its limit (its violation is the report's last)
+  std::size_t per_mb_;  ///< sizes of one micro-batch: local chunks × buffer kinds
+  std::vector<double> sizes_;
+};
+
+/// PerMb: the model has per-micro-batch factors (sizes looked up per micro-batch); false: one
+/// size per (chunk, buffer kind), the loop as it was without them.
+template <bool PerMb>
+memory_report check_memory_impl(const schedule& sched,
+                                const memory_model& model,
+                                const memory_options& options,
+                                const std::vector<std::span<const timed_op>>* times) {
+  const std::uint32_t p = sched.stages();
+  const bool lowered = sched.has_comm();
+  check_memory_inputs(options, p, times);
+  memory_report report;
+  report.stages.resize(p);
+  buffer_states states(std::uint64_t{sched.layout().total_chunks()} * sched.microbatches(),
+                       sched.size());
+  for (stage_index s = 0; s < p; ++s) {
+    stage_memory_check<PerMb>(sched, model, options, states, report, s, lowered).run(times);
   }
   return report;
 }

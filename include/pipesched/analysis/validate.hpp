@@ -139,6 +139,381 @@ inline std::string invalid_schedule_message(const validation_report& r,
   return msg;
 }
 
+/// "3 of chunk 1": how a message names a micro-batch of a chunk (after an op kind: "F3 of
+/// chunk 1").
+inline std::string mb_label(microbatch_index mb, chunk_index c) {
+  return std::to_string(mb) + " of chunk " + std::to_string(c);
+}
+
+/// validate()'s passes over one schedule. They share the per-key op counts that the first pass
+/// fills and the later ones read; each reports through `rb`, in the order validate() runs them.
+class schedule_checker {
+ public:
+  schedule_checker(const schedule& sched, report_builder& rb)
+      : sched_(sched),
+        pl_(sched.layout()),
+        rb_(rb),
+        p_(sched.stages()),
+        m_(sched.microbatches()),
+        v_(sched.chunks()),
+        chunked_(v_ > 1),
+        lowered_(sched.has_comm()),
+        marked_(lowered_ ? op_kind_count : 5),
+        nk_(marked_ + 1),
+        keys_(std::uint64_t{p_} * v_ * m_),
+        seen_(keys_ * nk_, sched.size()) {}
+
+  /// Pass 1, op by op in list order: indices in range, no duplicates, and the local order of
+  /// each op after the ops of its micro-batch and chunk seen so far on its stage.
+  void check_indices_and_local_order() {
+    for (stage_index s = 0; s < p_; ++s) {
+      const auto ops = sched_.ops(s);
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const op& o = ops[i];
+        if (o.mb >= m_ || o.chunk >= v_) {
+          rb_.add(violation_kind::out_of_range, s, i, [&] {
+            return where(s, i, o, chunked_) +
+                   (o.mb >= m_ ? "micro-batch " + std::to_string(o.mb) + " must be < m (" +
+                                     std::to_string(m_) + ")"
+                               : "chunk " + std::to_string(o.chunk) + " must be < chunks (" +
+                                     std::to_string(v_) + ")");
+          });
+          continue;
+        }
+        const std::uint64_t k = key(s, o.chunk, o.mb);
+        std::uint8_t& c = seen_.slot(k * nk_ + static_cast<std::size_t>(o.kind));
+        if (c > 0) {
+          rb_.add(violation_kind::duplicate, s, i, [&] {
+            return where(s, i, o, chunked_) + "appears more than once on this stage";
+          });
+        }
+        if (c < 255) {
+          ++c;
+        }
+        check_local_order(s, i, o, k);
+      }
+    }
+  }
+
+  /// Pass 2: every op the schedule needs, in (stage, chunk, micro-batch) order; one summary
+  /// instead when the counts are sparse (most ops are missing, and a scan would take p*v*m
+  /// steps).
+  void report_missing_ops() {
+    if (!seen_.dense()) {
+      rb_.add(violation_kind::missing, 0, violation::no_index, [&] {
+        return concat("schedule: stages*chunks*microbatches (", keys_,
+                      ") (chunk, micro-batch) pairs need at least ", 2 * keys_,
+                      " ops (F and BW, or F, B and W each), the schedule has ", sched_.size());
+      });
+      return;
+    }
+    for (stage_index s = 0; s < p_; ++s) {
+      for (chunk_index c = 0; c < v_; ++c) {
+        const global_chunk g = pl_.global(s, c);
+        for (microbatch_index j = 0; j < m_; ++j) {
+          report_missing_compute(s, c, j);
+          if (lowered_) {
+            report_missing_transfers(s, c, j, g);
+          }
+        }
+      }
+    }
+  }
+
+  /// Pass 3: the local rules of overlapped pairs. Returns how many pairs pass them (and have
+  /// indices in range): the pairs find_deadlock times as slots.
+  std::size_t check_overlapped_pairs() {
+    std::size_t pairs = 0;
+    for (stage_index s = 0; s < p_; ++s) {
+      const auto ops = sched_.ops(s);
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const op& o = ops[i];
+        if (!overlaps_next(o)) {
+          continue;
+        }
+        auto say = [&](std::size_t at, const std::string& what) {
+          rb_.add(violation_kind::overlap, s, at,
+                  [&] { return where(s, at, ops[at], chunked_) + what; });
+        };
+        if (i + 1 == ops.size()) {
+          say(i, "marked to overlap with the next op, but it is the last op of the stage");
+          continue;
+        }
+        const op& o2 = ops[i + 1];
+        const std::string pair_name =
+            "(" + to_string(o, chunked_) + ";" + to_string(o2, chunked_) + ")";
+        auto backward = [](op_kind k) { return produces_input_grad(k); };
+        if (!((o.kind == op_kind::forward && backward(o2.kind)) ||
+              (backward(o.kind) && o2.kind == op_kind::forward))) {
+          say(i, "overlapped pair " + pair_name +
+                     " must be one F and one B or BW (a forward with a backward, either first)");
+        } else if (o.mb == o2.mb && o.chunk == o2.chunk) {
+          say(i, "overlapped pair " + pair_name +
+                     " runs both ops at once, so they need different micro-batches or chunks: "
+                     "the backward needs its own forward");
+        } else if (o.mb < m_ && o.chunk < v_ && o2.mb < m_ && o2.chunk < v_) {
+          ++pairs;
+        }
+        if (overlaps_next(o2)) {
+          say(i + 1, "pairs don't chain: " + to_string(o2, chunked_) +
+                         " is the second op of the overlapped pair " + pair_name +
+                         " and is marked to overlap with the next op too");
+        }
+        ++i;  // the second op of a pair is not a first one
+      }
+    }
+    return pairs;
+  }
+
+  /// Pass 4 (the schedule must be traversable): runs the stages against each other. If they
+  /// finish one op at a time, times the `pairs` overlapped pairs as slots; if not, reports the
+  /// deadlock and keeps its witness in the report.
+  void find_deadlock(std::size_t pairs) {
+    const traversal_plan plan(pl_, lowered_);
+    auto tr =
+        traverse_planned(sched_, plan, [](stage_index, std::size_t, const op&, const op_plan*) {});
+    if (tr.complete && pairs > 0) {
+      check_pair_slots(plan);
+    }
+    if (!tr.complete) {
+      report_deadlock(tr);
+    }
+  }
+
+ private:
+  std::uint64_t key(stage_index s, chunk_index c, microbatch_index j) const noexcept {
+    return (std::uint64_t{s} * v_ + c) * m_ + j;
+  }
+  std::uint8_t count(std::uint64_t k, op_kind kind) const {
+    return seen_.get(k * nk_ + static_cast<std::size_t>(kind));
+  }
+  /// The extra slot per key: "the F is marked recompute".
+  bool f_marked(std::uint64_t k) const { return seen_.get(k * nk_ + marked_) != 0; }
+  bool backward_seen(std::uint64_t k) const {
+    return count(k, op_kind::backward_input) > 0 || count(k, op_kind::backward_full) > 0;
+  }
+
+  /// Op i of stage s (key k, already counted) against the ops of its key before it.
+  void check_local_order(stage_index s, std::size_t i, const op& o, std::uint64_t k) {
+    switch (o.kind) {
+      case op_kind::forward:
+        if (is_recomputed(o)) {
+          seen_.slot(k * nk_ + marked_) = 1;
+        }
+        break;
+      case op_kind::recompute:
+        check_recompute_order(s, i, o, k);
+        break;
+      case op_kind::backward_input:
+      case op_kind::backward_full:
+        check_backward_order(s, i, o, k);
+        break;
+      case op_kind::backward_weight:
+        check_weight_order(s, i, o, k);
+        break;
+      default:
+        if (is_comm(o.kind)) {
+          check_transfer(s, i, o, k);
+        }
+        break;
+    }
+  }
+
+  /// An R: after its F, which is marked recompute, and before its backward.
+  void check_recompute_order(stage_index s, std::size_t i, const op& o, std::uint64_t k) {
+    auto label = [&] { return mb_label(o.mb, o.chunk); };
+    if (count(k, op_kind::forward) == 0) {
+      rb_.add(violation_kind::local_order, s, i, [&] {
+        return where(s, i, o, chunked_) + "R" + label() + " before F" + label() +
+               " (R re-runs its forward)";
+      });
+    } else if (!f_marked(k)) {
+      rb_.add(violation_kind::recompute, s, i, [&] {
+        return where(s, i, o, chunked_) + "R" + label() + " re-runs F" + label() +
+               ", which is not marked recompute (it keeps its activations): mark "
+               "the F (op_flag::recompute) or drop the R";
+      });
+    } else if (backward_seen(k)) {
+      rb_.add(violation_kind::local_order, s, i, [&] {
+        return where(s, i, o, chunked_) + "R" + label() +
+               " after its backward (R rebuilds the activations the backward needs)";
+      });
+    }
+  }
+
+  /// A B or BW: after its F (and its R when the F is marked recompute); not both B and BW.
+  void check_backward_order(stage_index s, std::size_t i, const op& o, std::uint64_t k) {
+    auto label = [&] { return mb_label(o.mb, o.chunk); };
+    if (count(k, op_kind::forward) == 0) {
+      rb_.add(violation_kind::local_order, s, i, [&] {
+        return where(s, i, o, chunked_) + std::string(to_string(o.kind)) + label() + " before F" +
+               label();
+      });
+    } else if (f_marked(k) && count(k, op_kind::recompute) == 0) {
+      rb_.add(violation_kind::local_order, s, i, [&] {
+        return where(s, i, o, chunked_) + std::string(to_string(o.kind)) + label() + " before R" +
+               label() + " (F" + label() + " is marked recompute: R rebuilds its activations)";
+      });
+    }
+    if (count(k, op_kind::backward_input) > 0 && count(k, op_kind::backward_full) > 0) {
+      rb_.add(violation_kind::mixed_backward, s, i, [&] {
+        return where(s, i, o, chunked_) + "BW and B both present for micro-batch " + label();
+      });
+    }
+  }
+
+  /// A W: after its B, and not with a BW (which computes the weight gradient already).
+  void check_weight_order(stage_index s, std::size_t i, const op& o, std::uint64_t k) {
+    auto label = [&] { return mb_label(o.mb, o.chunk); };
+    if (count(k, op_kind::backward_full) > 0) {
+      rb_.add(violation_kind::mixed_backward, s, i, [&] {
+        return where(s, i, o, chunked_) + "W after BW for micro-batch " + label() +
+               " (BW already computes the weight gradient)";
+      });
+    } else if (count(k, op_kind::backward_input) == 0) {
+      rb_.add(violation_kind::local_order, s, i,
+              [&] { return where(s, i, o, chunked_) + "W" + label() + " before B" + label(); });
+    }
+  }
+
+  /// A SEND / RECV: a transfer to another stage must exist for it; a SEND comes after its
+  /// producer and a RECV before its consumer, on this stage.
+  void check_transfer(stage_index s, std::size_t i, const op& o, std::uint64_t k) {
+    const std::optional<op_ref> partner = comm_partner(pl_, s, o);
+    if (!partner) {
+      rb_.add(violation_kind::comm_mismatch, s, i, [&] {
+        return where(s, i, o, chunked_) + "no transfer exists for this op (first or last chunk)";
+      });
+      return;
+    }
+    if (partner->stage == s) {
+      rb_.add(violation_kind::comm_mismatch, s, i, [&] {
+        return where(s, i, o, chunked_) +
+               "producer and consumer are on the same stage: no transfer is needed";
+      });
+      return;
+    }
+    const bool fwd = o.kind == op_kind::send_forward || o.kind == op_kind::recv_forward;
+    const bool send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
+    const bool local_done = fwd ? count(k, op_kind::forward) > 0 : backward_seen(k);
+    if (send != local_done) {
+      rb_.add(violation_kind::local_order, s, i, [&] {
+        return where(s, i, o, chunked_) + std::string(to_string(o.kind)) + mb_label(o.mb, o.chunk) +
+               (send ? " before " : " after its consumer ") + (fwd ? "F" : "B/BW") +
+               mb_label(o.mb, o.chunk);
+      });
+    }
+  }
+
+  /// The compute ops of micro-batch j of local chunk c on stage s: F, its R when the F is
+  /// marked recompute, and a BW or both B and W.
+  void report_missing_compute(stage_index s, chunk_index c, microbatch_index j) {
+    const std::uint64_t k = key(s, c, j);
+    auto label = [&] { return mb_label(j, c); };
+    auto miss = [&](std::string_view what) {
+      rb_.add(violation_kind::missing, s, violation::no_index, [&] {
+        return "stage " + std::to_string(s) + ": " + std::string(what) + label() + " is missing";
+      });
+    };
+    const std::uint8_t b = count(k, op_kind::backward_input);
+    const std::uint8_t w = count(k, op_kind::backward_weight);
+    if (count(k, op_kind::forward) == 0) {
+      miss("F");
+    }
+    if (f_marked(k) && count(k, op_kind::recompute) == 0) {
+      rb_.add(violation_kind::missing, s, violation::no_index, [&] {
+        return "stage " + std::to_string(s) + ": R" + label() + " is missing (F" + label() +
+               " is marked recompute)";
+      });
+    }
+    if (count(k, op_kind::backward_full) == 0) {
+      if (b == 0) {
+        miss(w > 0 ? "B" : "backward (BW, or B and W) ");
+      }
+      if (w == 0 && b > 0) {
+        miss("W");
+      }
+    }
+  }
+
+  /// The SEND / RECV ops of micro-batch j of local chunk c (global chunk g) on stage s: one for
+  /// each neighbouring chunk on another stage.
+  void report_missing_transfers(stage_index s, chunk_index c, microbatch_index j, global_chunk g) {
+    const std::uint64_t k = key(s, c, j);
+    // SEND_F and RECV_B pair with the next chunk, SEND_B and RECV_F with the previous one.
+    const bool next_remote = !pl_.is_last(g) && pl_.stage_of(g + 1) != s;
+    const bool prev_remote = g > 0 && pl_.stage_of(g - 1) != s;
+    auto need = [&](op_kind kind, bool expected) {
+      if (expected && count(k, kind) == 0) {
+        rb_.add(violation_kind::comm_mismatch, s, violation::no_index, [&] {
+          return "stage " + std::to_string(s) + ": " + std::string(to_string(kind)) +
+                 mb_label(j, c) + " is missing (its partner transfer needs it)";
+        });
+      }
+    };
+    need(op_kind::send_forward, next_remote);
+    need(op_kind::send_backward, prev_remote);
+    need(op_kind::recv_forward, prev_remote);
+    need(op_kind::recv_backward, next_remote);
+  }
+
+  /// The stages finish one op at a time; timed with each pair as one slot (unit costs), a pair
+  /// whose second op's inputs wait for the pair itself blocks: report each one.
+  void check_pair_slots(const traversal_plan& plan) {
+    const std::vector<op_cost> unit(plan.size(), op_cost{1.0, {}});
+    const traversal_result slots = timed_traverse(
+        sched_, plan, unit.data(), [](stage_index, stage_index) { return 1.0; },
+        [](const timed_step&) {});
+    for (const blocked_stage& b : slots.witness.stuck) {
+      rb_.add(violation_kind::overlap, b.stage, b.op_index, [&] {
+        const op& o2 = sched_.ops(b.stage)[b.op_index + 1];
+        return where(b.stage, b.op_index, b.blocked, chunked_) + "overlapped with " +
+               to_string(o2, chunked_) +
+               ", whose inputs wait for this pair itself (through other stages): "
+               "the inputs of both ops must be ready when the pair starts";
+      });
+    }
+  }
+
+  /// The stuck stages of a deadlock (only those on its cycle, when it has one), then a summary;
+  /// the witness goes into the report.
+  void report_deadlock(traversal_result& tr) {
+    const std::vector<bool> in_cycle = tr.witness.on_cycle();
+    for (const auto& b : tr.witness.stuck) {
+      if (!tr.witness.cycle.empty() && !in_cycle[b.stage]) {
+        continue;
+      }
+      rb_.add(violation_kind::deadlock, b.stage, b.op_index, [&] {
+        return where(b.stage, b.op_index, b.blocked, chunked_) + "blocked waiting for " +
+               b.waits_for + (b.never_produced ? ", which is never produced" : "");
+      });
+    }
+    rb_.add(violation_kind::deadlock, tr.witness.cycle.empty() ? 0 : tr.witness.cycle.front(),
+            violation::no_index, [&] {
+              // describe() starts with "deadlock: ", which the violation kind already says.
+              const std::string d = tr.witness.describe();
+              return "summary: " + d.substr(d.find(':') + 2);
+            });
+    rb_.r.deadlock = std::move(tr.witness);
+  }
+
+  const schedule& sched_;
+  const placement& pl_;
+  report_builder& rb_;
+  std::uint32_t p_;
+  std::uint32_t m_;
+  std::uint32_t v_;
+  bool chunked_;
+  bool lowered_;
+  // Per (stage, local chunk, mb): one count per kind (compute kinds first, comm kinds only when
+  // lowered), then the "F is marked recompute" slot. Sparse when p*v*m dwarfs the op count
+  // (see key_table).
+  std::size_t marked_;
+  std::size_t nk_;
+  std::uint64_t keys_;
+  key_table<std::uint8_t> seen_;
+};
+
 }  // namespace detail
 
 /// Checks a schedule against the rules of docs/model.md §1 and returns every violation:
@@ -162,297 +537,13 @@ inline std::string invalid_schedule_message(const validation_report& r,
 inline validation_report validate(const schedule& sched, const validate_options& opts = {}) {
   validation_report report;
   detail::report_builder rb{report, opts.max_violations};
-  const placement& pl = sched.layout();
-  const std::uint32_t p = sched.stages();
-  const std::uint32_t m = sched.microbatches();
-  const std::uint32_t v = sched.chunks();
-  const bool chunked = v > 1;
-  const bool lowered = sched.has_comm();
-
-  // Per (stage, local chunk, mb): how many of each kind were seen.
-  // Sparse when p*v*m dwarfs the op count (see key_table): then the schedule lacks most of its
-  // ops, and one summary replaces the per-pair "missing" scan, which would take p*v*m steps.
-  const std::uint64_t keys = std::uint64_t{p} * v * m;
-  // One count per kind (compute kinds first, comm kinds only when lowered), then one slot
-  // that says "the F is marked recompute".
-  const std::size_t marked = lowered ? op_kind_count : 5;
-  const std::size_t nk = marked + 1;
-  detail::key_table<std::uint8_t> seen(keys * nk, sched.size());
-  auto key = [&](stage_index s, const op& o) {
-    return (std::uint64_t{s} * v + o.chunk) * m + o.mb;
-  };
-  auto count = [&](std::uint64_t k, op_kind kind) {
-    return seen.get(k * nk + static_cast<std::size_t>(kind));
-  };
-
-  for (stage_index s = 0; s < p; ++s) {
-    const auto ops = sched.ops(s);
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      const op& o = ops[i];
-      if (o.mb >= m || o.chunk >= v) {
-        rb.add(violation_kind::out_of_range, s, i, [&] {
-          return std::string(detail::where(s, i, o, chunked) +
-                             (o.mb >= m ? "micro-batch " + std::to_string(o.mb) + " must be < m (" +
-                                              std::to_string(m) + ")"
-                                        : "chunk " + std::to_string(o.chunk) +
-                                              " must be < chunks (" + std::to_string(v) + ")"));
-        });
-        continue;
-      }
-      const std::uint64_t k = key(s, o);
-      std::uint8_t& c = seen.slot(k * nk + static_cast<std::size_t>(o.kind));
-      if (c > 0) {
-        rb.add(violation_kind::duplicate, s, i, [&] {
-          return std::string(detail::where(s, i, o, chunked) +
-                             "appears more than once on this stage");
-        });
-      }
-      if (c < 255) {
-        ++c;
-      }
-      auto label = [&] { return std::to_string(o.mb) + " of chunk " + std::to_string(o.chunk); };
-      const bool f_marked = seen.get(k * nk + marked) != 0;
-      switch (o.kind) {
-        case op_kind::forward:
-          if (is_recomputed(o)) {
-            seen.slot(k * nk + marked) = 1;
-          }
-          break;
-        case op_kind::recompute:
-          if (count(k, op_kind::forward) == 0) {
-            rb.add(violation_kind::local_order, s, i, [&] {
-              return std::string(detail::where(s, i, o, chunked) + "R" + label() + " before F" +
-                                 label() + " (R re-runs its forward)");
-            });
-          } else if (!f_marked) {
-            rb.add(violation_kind::recompute, s, i, [&] {
-              return std::string(detail::where(s, i, o, chunked) + "R" + label() + " re-runs F" +
-                                 label() +
-                                 ", which is not marked recompute (it keeps its activations): mark "
-                                 "the F (op_flag::recompute) or drop the R");
-            });
-          } else if (count(k, op_kind::backward_input) > 0 ||
-                     count(k, op_kind::backward_full) > 0) {
-            rb.add(violation_kind::local_order, s, i, [&] {
-              return std::string(detail::where(s, i, o, chunked) + "R" + label() +
-                                 " after its backward (R rebuilds the activations the backward "
-                                 "needs)");
-            });
-          }
-          break;
-        case op_kind::backward_input:
-        case op_kind::backward_full:
-          if (count(k, op_kind::forward) == 0) {
-            rb.add(violation_kind::local_order, s, i, [&] {
-              return std::string(detail::where(s, i, o, chunked) + std::string(to_string(o.kind)) +
-                                 label() + " before F" + label());
-            });
-          } else if (f_marked && count(k, op_kind::recompute) == 0) {
-            rb.add(violation_kind::local_order, s, i, [&] {
-              return std::string(detail::where(s, i, o, chunked) + std::string(to_string(o.kind)) +
-                                 label() + " before R" + label() + " (F" + label() +
-                                 " is marked recompute: R rebuilds its activations)");
-            });
-          }
-          if (count(k, op_kind::backward_input) > 0 && count(k, op_kind::backward_full) > 0) {
-            rb.add(violation_kind::mixed_backward, s, i, [&] {
-              return std::string(detail::where(s, i, o, chunked) +
-                                 "BW and B both present for micro-batch " + label());
-            });
-          }
-          break;
-        case op_kind::backward_weight:
-          if (count(k, op_kind::backward_full) > 0) {
-            rb.add(violation_kind::mixed_backward, s, i, [&] {
-              return std::string(detail::where(s, i, o, chunked) + "W after BW for micro-batch " +
-                                 label() + " (BW already computes the weight gradient)");
-            });
-          } else if (count(k, op_kind::backward_input) == 0) {
-            rb.add(violation_kind::local_order, s, i, [&] {
-              return std::string(detail::where(s, i, o, chunked) + "W" + label() + " before B" +
-                                 label());
-            });
-          }
-          break;
-        default:
-          if (is_comm(o.kind) && !comm_partner(pl, s, o)) {
-            rb.add(violation_kind::comm_mismatch, s, i, [&] {
-              return std::string(detail::where(s, i, o, chunked) +
-                                 "no transfer exists for this op (first or "
-                                 "last chunk)");
-            });
-          } else if (is_comm(o.kind) && comm_partner(pl, s, o)->stage == s) {
-            rb.add(violation_kind::comm_mismatch, s, i, [&] {
-              return std::string(
-                  detail::where(s, i, o, chunked) +
-                  "producer and consumer are on the same stage: no transfer is needed");
-            });
-          } else if (is_comm(o.kind)) {
-            // A SEND after its producer, a RECV before its consumer, on this stage.
-            const bool fwd = o.kind == op_kind::send_forward || o.kind == op_kind::recv_forward;
-            const bool send = o.kind == op_kind::send_forward || o.kind == op_kind::send_backward;
-            const bool local_done =
-                fwd ? count(k, op_kind::forward) > 0
-                    : count(k, op_kind::backward_input) > 0 || count(k, op_kind::backward_full) > 0;
-            if (send != local_done) {
-              rb.add(violation_kind::local_order, s, i, [&] {
-                return std::string(
-                    detail::where(s, i, o, chunked) + std::string(to_string(o.kind)) + label() +
-                    (send ? " before " : " after its consumer ") + (fwd ? "F" : "B/BW") + label());
-              });
-            }
-          }
-          break;
-      }
-    }
-  }
-
-  if (!seen.dense()) {
-    rb.add(violation_kind::missing, 0, violation::no_index, [&] {
-      return detail::concat("schedule: stages*chunks*microbatches (", keys,
-                            ") (chunk, micro-batch) pairs need at least ", 2 * keys,
-                            " ops (F and BW, or F, B and W each), the schedule has ", sched.size());
-    });
-  }
-  // Missing ops, in (stage, chunk, mb) order.
-  for (stage_index s = 0; s < p && seen.dense(); ++s) {
-    for (chunk_index c = 0; c < v; ++c) {
-      const global_chunk g = pl.global(s, c);
-      for (microbatch_index j = 0; j < m; ++j) {
-        const std::uint64_t k = (std::uint64_t{s} * v + c) * m + j;
-        auto label = [&] { return std::to_string(j) + " of chunk " + std::to_string(c); };
-        auto miss = [&](std::string_view what) {
-          rb.add(violation_kind::missing, s, violation::no_index, [&] {
-            return std::string("stage " + std::to_string(s) + ": " + std::string(what) + label() +
-                               " is missing");
-          });
-        };
-        const std::uint8_t f = count(k, op_kind::forward);
-        const std::uint8_t b = count(k, op_kind::backward_input);
-        const std::uint8_t w = count(k, op_kind::backward_weight);
-        const std::uint8_t bw = count(k, op_kind::backward_full);
-        if (f == 0) {
-          miss("F");
-        }
-        if (seen.get(k * nk + marked) != 0 && count(k, op_kind::recompute) == 0) {
-          rb.add(violation_kind::missing, s, violation::no_index, [&] {
-            return std::string("stage " + std::to_string(s) + ": R" + label() + " is missing (F" +
-                               label() + " is marked recompute)");
-          });
-        }
-        if (bw == 0) {
-          if (b == 0) {
-            miss(w > 0 ? "B" : "backward (BW, or B and W) ");
-          }
-          if (w == 0 && b > 0) {
-            miss("W");
-          }
-        }
-        if (lowered) {
-          const bool fwd_remote = !pl.is_last(g) && pl.stage_of(g + 1) != s;
-          const bool bwd_remote = g > 0 && pl.stage_of(g - 1) != s;
-          const bool recv_f = g > 0 && pl.stage_of(g - 1) != s;
-          const bool recv_b = !pl.is_last(g) && pl.stage_of(g + 1) != s;
-          auto need = [&](op_kind kind, bool expected) {
-            if (expected && count(k, kind) == 0) {
-              rb.add(violation_kind::comm_mismatch, s, violation::no_index, [&] {
-                return std::string("stage " + std::to_string(s) + ": " +
-                                   std::string(to_string(kind)) + label() +
-                                   " is missing (its partner transfer needs it)");
-              });
-            }
-          };
-          need(op_kind::send_forward, fwd_remote);
-          need(op_kind::send_backward, bwd_remote);
-          need(op_kind::recv_forward, recv_f);
-          need(op_kind::recv_backward, recv_b);
-        }
-      }
-    }
-  }
-
-  // Overlapped pairs. `pairs`: those that pass the local rules (feasibility times them).
-  std::size_t pairs = 0;
-  for (stage_index s = 0; s < p; ++s) {
-    const auto ops = sched.ops(s);
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      const op& o = ops[i];
-      if (!overlaps_next(o)) {
-        continue;
-      }
-      auto say = [&](std::size_t at, const std::string& what) {
-        rb.add(violation_kind::overlap, s, at,
-               [&] { return std::string(detail::where(s, at, ops[at], chunked) + what); });
-      };
-      if (i + 1 == ops.size()) {
-        say(i, "marked to overlap with the next op, but it is the last op of the stage");
-        continue;
-      }
-      const op& o2 = ops[i + 1];
-      const std::string pair_name =
-          "(" + to_string(o, chunked) + ";" + to_string(o2, chunked) + ")";
-      auto backward = [](op_kind k) { return produces_input_grad(k); };
-      if (!((o.kind == op_kind::forward && backward(o2.kind)) ||
-            (backward(o.kind) && o2.kind == op_kind::forward))) {
-        say(i, "overlapped pair " + pair_name +
-                   " must be one F and one B or BW (a forward with a backward, either first)");
-      } else if (o.mb == o2.mb && o.chunk == o2.chunk) {
-        say(i, "overlapped pair " + pair_name +
-                   " runs both ops at once, so they need different micro-batches or chunks: "
-                   "the backward needs its own forward");
-      } else if (o.mb < m && o.chunk < v && o2.mb < m && o2.chunk < v) {
-        ++pairs;
-      }
-      if (overlaps_next(o2)) {
-        say(i + 1, "pairs don't chain: " + to_string(o2, chunked) +
-                       " is the second op of the overlapped pair " + pair_name +
-                       " and is marked to overlap with the next op too");
-      }
-      ++i;  // the second op of a pair is not a first one
-    }
-  }
-
+  detail::schedule_checker check(sched, rb);
+  check.check_indices_and_local_order();
+  check.report_missing_ops();
+  const std::size_t pairs = check.check_overlapped_pairs();
   // Not traversable: most ops are missing (reported above), there is nothing to run.
   if (opts.check_feasibility && detail::traversable(sched)) {
-    const detail::traversal_plan plan(pl, lowered);
-    auto tr = detail::traverse_planned(
-        sched, plan, [](stage_index, std::size_t, const op&, const detail::op_plan*) {});
-    if (tr.complete && pairs > 0) {
-      // One op at a time the stages finish; as slots, a pair may wait for itself.
-      const std::vector<detail::op_cost> unit(plan.size(), detail::op_cost{1.0, {}});
-      const traversal_result slots = detail::timed_traverse(
-          sched, plan, unit.data(), [](stage_index, stage_index) { return 1.0; },
-          [](const detail::timed_step&) {});
-      for (const blocked_stage& b : slots.witness.stuck) {
-        rb.add(violation_kind::overlap, b.stage, b.op_index, [&] {
-          const op& o2 = sched.ops(b.stage)[b.op_index + 1];
-          return std::string(detail::where(b.stage, b.op_index, b.blocked, chunked) +
-                             "overlapped with " + to_string(o2, chunked) +
-                             ", whose inputs wait for this pair itself (through other stages): "
-                             "the inputs of both ops must be ready when the pair starts");
-        });
-      }
-    }
-    if (!tr.complete) {
-      const std::vector<bool> in_cycle = tr.witness.on_cycle();
-      for (const auto& b : tr.witness.stuck) {
-        if (!tr.witness.cycle.empty() && !in_cycle[b.stage]) {
-          continue;
-        }
-        rb.add(violation_kind::deadlock, b.stage, b.op_index, [&] {
-          return std::string(detail::where(b.stage, b.op_index, b.blocked, chunked) +
-                             "blocked waiting for " + b.waits_for +
-                             (b.never_produced ? ", which is never produced" : ""));
-        });
-      }
-      rb.add(violation_kind::deadlock, tr.witness.cycle.empty() ? 0 : tr.witness.cycle.front(),
-             violation::no_index, [&] {
-               // describe() starts with "deadlock: ", which the violation kind already says.
-               const std::string d = tr.witness.describe();
-               return "summary: " + d.substr(d.find(':') + 2);
-             });
-      report.deadlock = std::move(tr.witness);
-    }
+    check.find_deadlock(pairs);
   }
   return report;
 }
