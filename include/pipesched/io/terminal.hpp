@@ -223,235 +223,328 @@ inline std::size_t terminal_cut(const terminal_grid& g,
   return best;
 }
 
+/// What the scale is chosen from: the longest label, the shortest op, and the duration under
+/// which an op counts as short (see terminal_short_below).
+struct terminal_op_stats {
+  std::size_t max_label = 1;
+  double min_dur = 0.0;
+  double short_below = 0.0;
+};
+
+/// 1/16 of the duration-weighted median: ops far shorter than it don't set the scale, since
+/// they would stretch the picture by orders of magnitude (measured transfers next to
+/// computations). 0 when there is no op with a positive duration.
+inline double terminal_short_below(std::vector<double> durations) {
+  if (durations.empty()) {
+    return 0.0;
+  }
+  std::sort(durations.begin(), durations.end());
+  double total = 0.0;
+  for (double d : durations) {
+    total += d;
+  }
+  double acc = 0.0;
+  for (double d : durations) {
+    acc += d;
+    if (acc >= total / 2.0) {
+      return d / 16.0;
+    }
+  }
+  return 0.0;
+}
+
+inline terminal_op_stats terminal_measure(const timeline& tl, bool chunked) {
+  terminal_op_stats st;
+  std::vector<double> durations;
+  for (const auto& row : tl.stages) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const timed_op& t = row[i];
+      if (terminal_second_of_pair(row, i)) {
+        continue;
+      }
+      st.max_label = std::max(st.max_label, terminal_label(row, i, chunked).size());
+      if (t.duration() > 0.0) {
+        durations.push_back(t.duration());
+        if (st.min_dur == 0.0 || t.duration() < st.min_dur) {
+          st.min_dur = t.duration();
+        }
+      }
+    }
+  }
+  st.short_below = terminal_short_below(std::move(durations));
+  return st;
+}
+
+/// The smallest scale at which the label of every op that isn't short fits its block, or, when
+/// more, one label width per shortest such op as far as the width allows.
+inline double terminal_label_scale(const timeline& tl,
+                                   bool chunked,
+                                   double short_below,
+                                   std::size_t avail) {
+  double full = 0.0;
+  std::size_t long_label = 1;
+  double long_min = 0.0;
+  for (const auto& row : tl.stages) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const timed_op& t = row[i];
+      if (t.duration() > 0.0 && !(t.duration() < short_below) && !terminal_second_of_pair(row, i)) {
+        const std::size_t len = terminal_label(row, i, chunked).size();
+        full = std::max(full, static_cast<double>(len + 1) / t.duration());
+        long_label = std::max(long_label, len);
+        long_min = long_min == 0.0 ? t.duration() : std::min(long_min, t.duration());
+      }
+    }
+  }
+  return std::max(full, std::min(static_cast<double>(long_label + 1) / long_min,
+                                 static_cast<double>(avail) / tl.makespan()));
+}
+
+/// The ops on the column grid and the scale (characters per time unit) that put them there.
+struct terminal_layout {
+  terminal_grid grid;
+  double scale = 1.0;
+};
+
+/// First the scale of one block at the width (one label width per shortest op when that fits,
+/// else whatever fits); when a label does not fit there, the smallest scale at which every
+/// label fits, spread over windows.
+inline terminal_layout terminal_lay_out(const timeline& tl, bool chunked, std::size_t avail) {
+  const terminal_op_stats st = terminal_measure(tl, chunked);
+  const double makespan = tl.makespan();
+  terminal_layout lay;
+  if (makespan > 0.0) {
+    lay.scale = st.min_dur > 0.0 ? static_cast<double>(st.max_label + 1) / st.min_dur : 1.0;
+    lay.scale = std::min(lay.scale, static_cast<double>(avail) / makespan);
+  }
+  lay.grid = terminal_place(tl, chunked, lay.scale, st.short_below);
+  if (makespan > 0.0 && (lay.grid.pushed || !terminal_labels_fit(lay.grid, true))) {
+    lay.scale = terminal_label_scale(tl, chunked, st.short_below, avail);
+    // Rounding to columns (and ops pushed by short ones) can take a column from a label.
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      lay.grid = terminal_place(tl, chunked, lay.scale, st.short_below);
+      if (terminal_labels_fit(lay.grid, false)) {
+        break;
+      }
+      lay.scale *= 1.02;
+    }
+  }
+  return lay;
+}
+
+/// The title: one line when it fits, else the shape, then the figures (on one line or two).
+inline std::string terminal_title(const schedule& sched,
+                                  const timeline& tl,
+                                  std::string_view unit,
+                                  std::size_t width) {
+  const double makespan = tl.makespan();
+  const std::string shape = fmt::format("{}  p={} m={} v={}", sched.name(), sched.stages(),
+                                        sched.microbatches(), sched.chunks());
+  // The unit-step grid has no cost model: it counts steps and shows no makespan or bubble
+  // rate, which would rank schedules by op count (a fused BW as one step) rather than time.
+  const bool steps = unit == "steps";
+  const std::string span =
+      steps ? fmt::format("{:.6g} steps", makespan) : fmt::format("makespan {:.6g}", makespan);
+  const std::string bubble = steps ? std::string("(one per op, untimed)")
+                                   : fmt::format("bubble rate {:.1f}%", 100.0 * tl.bubble_rate());
+  const std::string stats =
+      span + (span.size() + 2 + bubble.size() <= width ? "  " : "\n") + bubble;
+  return shape + (shape.size() + 2 + stats.size() <= width ? "  " : "\n") + stats + "\n";
+}
+
+/// Moves each stage's first block past the blocks that end by column `b`: they are drawn.
+inline void terminal_skip_ended(const terminal_grid& g,
+                                std::vector<std::size_t>& first,
+                                std::size_t b) {
+  for (std::size_t s = 0; s < g.rows.size(); ++s) {
+    while (first[s] < g.rows[s].size() && g.rows[s][first[s]].c1 <= b) {
+      ++first[s];
+    }
+  }
+}
+
+/// The windows [a, b) of columns, each at most `limit` wide (see terminal_cut); one at least.
+inline std::vector<std::pair<std::size_t, std::size_t>> terminal_windows(const terminal_grid& g,
+                                                                         std::size_t limit) {
+  std::vector<std::pair<std::size_t, std::size_t>> windows;
+  std::vector<std::size_t> first(g.rows.size(), 0);
+  std::size_t a = 0;
+  do {
+    const std::size_t b = terminal_cut(g, first, a, limit);
+    windows.emplace_back(a, b);
+    terminal_skip_ended(g, first, b);
+    a = b;
+  } while (a < g.cols);
+  return windows;
+}
+
+/// The time at column `b`, a window's end; the last window ends at the makespan, which the
+/// column grid may have rounded down.
+inline double terminal_end_time(const terminal_layout& lay, double makespan, std::size_t b) {
+  const double t = static_cast<double>(b) / lay.scale;
+  return b == lay.grid.cols ? std::max(makespan, t) : t;
+}
+
+/// One stage's row in the window [a, b): one cell per column with the op kind colouring it
+/// (-1 for idle), and the keys of the ops too narrow for their label ("a=SEND_F3.0").
+struct terminal_row {
+  std::string text;
+  std::vector<int> kind;
+  std::vector<std::string> keys;
+};
+
+/// Draws the blocks from `first` on that start before `b`.
+inline terminal_row terminal_draw_row(std::span<const terminal_block> blocks,
+                                      std::size_t first,
+                                      std::size_t a,
+                                      std::size_t b) {
+  const std::size_t n = b - a;
+  terminal_row r{std::string(n, '.'), std::vector<int>(n, -1), {}};
+  for (std::size_t i = first; i < blocks.size() && blocks[i].c0 < b; ++i) {
+    const terminal_block& o = blocks[i];
+    for (std::size_t c = std::max(o.c0, a); c < std::min(o.c1, b); ++c) {
+      r.text[c - a] = ' ';
+      r.kind[c - a] = static_cast<int>(o.kind);
+    }
+    if (o.c0 < a) {
+      continue;  // continued from the previous window, labelled there
+    }
+    if (o.fits() && o.c0 + o.label.size() <= b) {
+      r.text.replace(o.c0 - a, o.label.size(), o.label);
+    } else {
+      PIPESCHED_ASSERT(r.keys.size() < terminal_keys.size(),
+                       "render_timeline: a window holds more narrow ops than keys");
+      const char key = terminal_keys[r.keys.size()];
+      r.text[o.c0 - a] = key;
+      r.keys.push_back(fmt::format("{}={}", key, o.label));
+    }
+  }
+  return r;
+}
+
+/// The row's text in the colours of its op kinds, run by run.
+inline std::string terminal_paint(const terminal_row& r) {
+  std::string out;
+  const std::size_t n = r.text.size();
+  std::size_t c = 0;
+  while (c < n) {
+    std::size_t e = c;
+    // A run of one kind; a new block of the same kind starts where its label starts, which is
+    // fine to merge: only the colour is applied to the run.
+    while (e < n && r.kind[e] == r.kind[c]) {
+      ++e;
+    }
+    const std::string piece = r.text.substr(c, e - c);
+    if (r.kind[c] < 0) {
+      out += piece;
+    } else {
+      out += fmt::format(kind_style(static_cast<op_kind>(r.kind[c])), "{}", piece);
+    }
+    c = e;
+  }
+  return out;
+}
+
+/// Appends stage s's keys to `legend`: "stage 1 keys: a=SEND_F3 b=...", wrapped at the width
+/// under the head.
+inline void terminal_key_legend(std::size_t s,
+                                const std::vector<std::string>& keys,
+                                std::size_t width,
+                                std::vector<std::string>& legend) {
+  if (keys.empty()) {
+    return;
+  }
+  const std::string head = fmt::format("stage {} keys:", s);
+  std::string line = head;
+  for (const std::string& k : keys) {
+    if (line.size() > head.size() && line.size() + 1 + k.size() > width) {
+      legend.push_back(line);
+      line.assign(head.size(), ' ');
+    }
+    line += ' ';
+    line += k;
+  }
+  legend.push_back(line);
+}
+
+/// The time axis under the window [a, b) (n = b - a > 0 columns): labels at round times, at
+/// least 8 columns apart, within the width; no trailing spaces.
+inline std::string terminal_axis(const terminal_layout& lay,
+                                 double makespan,
+                                 std::size_t a,
+                                 std::size_t b,
+                                 std::size_t prefix,
+                                 std::size_t width) {
+  const std::size_t n = b - a;
+  std::string axis(std::min(prefix + n + 8, std::max(width, prefix + n + 1)), ' ');
+  const double raw = 8.0 / lay.scale;
+  double step = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double f : {1.0, 2.0, 5.0, 10.0}) {
+    if (step * f >= raw) {
+      step *= f;
+      break;
+    }
+  }
+  const double t_end = terminal_end_time(lay, makespan, b);
+  std::size_t used_until = 0;
+  for (double k = std::max(0.0, std::ceil(static_cast<double>(a) / lay.scale / step - 1e-9));
+       k * step <= t_end * (1.0 + 1e-9); k += 1.0) {
+    const double t = k * step;
+    const std::string lab = fmt::format("{}", t);
+    const std::size_t c = terminal_col(t, lay.scale);
+    if (c < a) {
+      continue;
+    }
+    const std::size_t at = prefix + c - a;
+    if (at < used_until || at + lab.size() > axis.size()) {
+      continue;
+    }
+    axis.replace(at, lab.size(), lab);
+    used_until = at + lab.size() + 1;
+  }
+  while (!axis.empty() && axis.back() == ' ') {
+    axis.pop_back();
+  }
+  return axis;
+}
+
 inline std::string render_terminal(const schedule& sched,
                                    const timeline& tl,
                                    const terminal_options& opts,
                                    std::string_view unit) {
   const bool chunked = opts.chunk_label == 1 || (opts.chunk_label == -1 && sched.chunks() > 1);
   const std::size_t p = tl.stages.size();
-  const std::string last_label = fmt::format("stage {} |", p == 0 ? 0 : p - 1);
-  const std::size_t prefix = last_label.size();
+  const std::size_t prefix = fmt::format("stage {} |", p == 0 ? 0 : p - 1).size();
   const std::size_t width = terminal_width(opts.width);
   const std::size_t avail = width > prefix + 1 + 8 ? width - prefix - 1 : 8;
   const double makespan = tl.makespan();
-
-  std::size_t max_label = 1;
-  double min_dur = 0.0;
-  std::vector<double> durations;
-  for (const auto& st : tl.stages) {
-    for (std::size_t i = 0; i < st.size(); ++i) {
-      const timed_op& t = st[i];
-      if (terminal_second_of_pair(st, i)) {
-        continue;
-      }
-      max_label = std::max(max_label, terminal_label(st, i, chunked).size());
-      if (t.duration() > 0.0) {
-        durations.push_back(t.duration());
-        if (min_dur == 0.0 || t.duration() < min_dur) {
-          min_dur = t.duration();
-        }
-      }
-    }
-  }
-  // Ops far shorter than the duration-weighted median don't set the scale: they would
-  // stretch the picture by orders of magnitude (measured transfers next to computations).
-  double short_below = 0.0;
-  if (!durations.empty()) {
-    std::sort(durations.begin(), durations.end());
-    double total = 0.0;
-    for (double d : durations) {
-      total += d;
-    }
-    double acc = 0.0;
-    for (double d : durations) {
-      acc += d;
-      if (acc >= total / 2.0) {
-        short_below = d / 16.0;
-        break;
-      }
-    }
-  }
-
-  // First the scale of one block at the width (one label width per shortest op when that fits,
-  // else whatever fits); when a label does not fit there, the smallest scale at which every
-  // label fits, spread over windows.
-  double scale = 1.0;  // characters per time unit
-  if (makespan > 0.0) {
-    scale = min_dur > 0.0 ? static_cast<double>(max_label + 1) / min_dur : 1.0;
-    scale = std::min(scale, static_cast<double>(avail) / makespan);
-  }
-  terminal_grid g = terminal_place(tl, chunked, scale, short_below);
-  if (makespan > 0.0 && (g.pushed || !terminal_labels_fit(g, true))) {
-    double full = 0.0;
-    std::size_t long_label = 1;
-    double long_min = 0.0;
-    for (const auto& st : tl.stages) {
-      for (std::size_t i = 0; i < st.size(); ++i) {
-        const timed_op& t = st[i];
-        if (t.duration() > 0.0 && !(t.duration() < short_below) &&
-            !terminal_second_of_pair(st, i)) {
-          const std::size_t len = terminal_label(st, i, chunked).size();
-          full = std::max(full, static_cast<double>(len + 1) / t.duration());
-          long_label = std::max(long_label, len);
-          long_min = long_min == 0.0 ? t.duration() : std::min(long_min, t.duration());
-        }
-      }
-    }
-    scale = std::max(full, std::min(static_cast<double>(long_label + 1) / long_min,
-                                    static_cast<double>(avail) / makespan));
-    // Rounding to columns (and ops pushed by short ones) can take a column from a label.
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      g = terminal_place(tl, chunked, scale, short_below);
-      if (terminal_labels_fit(g, false)) {
-        break;
-      }
-      scale *= 1.02;
-    }
-  }
-  const std::size_t cols = g.cols;
+  const terminal_layout lay = terminal_lay_out(tl, chunked, avail);
+  const terminal_grid& g = lay.grid;
 
   std::string out;
   if (opts.title) {
-    // One line when it fits, else the shape, then the figures (on one line or two).
-    const std::string shape = fmt::format("{}  p={} m={} v={}", sched.name(), sched.stages(),
-                                          sched.microbatches(), sched.chunks());
-    // The unit-step grid has no cost model: it counts steps and shows no makespan or bubble
-    // rate, which would rank schedules by op count (a fused BW as one step) rather than time.
-    const bool steps = unit == "steps";
-    const std::string span =
-        steps ? fmt::format("{:.6g} steps", makespan) : fmt::format("makespan {:.6g}", makespan);
-    const std::string bubble = steps ? std::string("(one per op, untimed)")
-                                     : fmt::format("bubble rate {:.1f}%", 100.0 * tl.bubble_rate());
-    const std::string stats =
-        span + (span.size() + 2 + bubble.size() <= width ? "  " : "\n") + bubble;
-    out += shape + (shape.size() + 2 + stats.size() <= width ? "  " : "\n") + stats + "\n";
+    out += terminal_title(sched, tl, unit, width);
   }
   const std::size_t limit = opts.wrap ? avail : std::numeric_limits<std::size_t>::max();
-  std::vector<std::pair<std::size_t, std::size_t>> windows;
-  {
-    std::vector<std::size_t> first(p, 0);
-    std::size_t a = 0;
-    do {
-      const std::size_t b = terminal_cut(g, first, a, limit);
-      windows.emplace_back(a, b);
-      for (std::size_t s = 0; s < p; ++s) {
-        while (first[s] < g.rows[s].size() && g.rows[s][first[s]].c1 <= b) {
-          ++first[s];
-        }
-      }
-      a = b;
-    } while (a < cols);
-  }
-
+  const std::vector<std::pair<std::size_t, std::size_t>> windows = terminal_windows(g, limit);
   std::vector<std::size_t> first(p, 0);
   for (std::size_t w = 0; w < windows.size(); ++w) {
     const auto [a, b] = windows[w];
-    const std::size_t n = b - a;
     if (windows.size() > 1) {
-      out +=
-          fmt::format("{}{} {} to {} ({} of {})\n", w == 0 ? "" : "\n", unit,
-                      terminal_time(static_cast<double>(a) / scale),
-                      terminal_time(b == cols ? std::max(makespan, static_cast<double>(b) / scale)
-                                              : static_cast<double>(b) / scale),
-                      w + 1, windows.size());
+      out += fmt::format("{}{} {} to {} ({} of {})\n", w == 0 ? "" : "\n", unit,
+                         terminal_time(static_cast<double>(a) / lay.scale),
+                         terminal_time(terminal_end_time(lay, makespan, b)), w + 1, windows.size());
     }
     std::vector<std::string> legend;
     for (std::size_t s = 0; s < p; ++s) {
-      // One cell per column: the text, and the op kind colouring it (none for idle).
-      std::string row(n, '.');
-      std::vector<int> kind(n, -1);
-      std::vector<std::string> keys;  // "a=SEND_F3.0"
-      for (std::size_t i = first[s]; i < g.rows[s].size() && g.rows[s][i].c0 < b; ++i) {
-        const terminal_block& o = g.rows[s][i];
-        for (std::size_t c = std::max(o.c0, a); c < std::min(o.c1, b); ++c) {
-          row[c - a] = ' ';
-          kind[c - a] = static_cast<int>(o.kind);
-        }
-        if (o.c0 < a) {
-          continue;  // continued from the previous window, labelled there
-        }
-        if (o.fits() && o.c0 + o.label.size() <= b) {
-          row.replace(o.c0 - a, o.label.size(), o.label);
-        } else {
-          PIPESCHED_ASSERT(keys.size() < terminal_keys.size(),
-                           "render_timeline: a window holds more narrow ops than keys");
-          const char key = terminal_keys[keys.size()];
-          row[o.c0 - a] = key;
-          keys.push_back(fmt::format("{}={}", key, o.label));
-        }
-      }
+      const terminal_row r = terminal_draw_row(g.rows[s], first[s], a, b);
       out += fmt::format("{:>{}}", fmt::format("stage {} |", s), prefix);
-      if (!opts.color) {
-        out += row;
-      } else {
-        std::size_t c = 0;
-        while (c < n) {
-          std::size_t e = c;
-          // A run of one kind; a new block of the same kind starts where its label starts,
-          // which is fine to merge: only the colour is applied to the run.
-          while (e < n && kind[e] == kind[c]) {
-            ++e;
-          }
-          const std::string piece = row.substr(c, e - c);
-          if (kind[c] < 0) {
-            out += piece;
-          } else {
-            out += fmt::format(kind_style(static_cast<op_kind>(kind[c])), "{}", piece);
-          }
-          c = e;
-        }
-      }
+      out += opts.color ? terminal_paint(r) : r.text;
       out += "|\n";
-      if (!keys.empty()) {
-        const std::string head = fmt::format("stage {} keys:", s);
-        std::string line = head;
-        for (const std::string& k : keys) {
-          if (line.size() > head.size() && line.size() + 1 + k.size() > width) {
-            legend.push_back(line);
-            line.assign(head.size(), ' ');
-          }
-          line += ' ';
-          line += k;
-        }
-        legend.push_back(line);
-      }
-      while (first[s] < g.rows[s].size() && g.rows[s][first[s]].c1 <= b) {
-        ++first[s];
-      }
+      terminal_key_legend(s, r.keys, width, legend);
     }
-    if (opts.axis && n > 0) {
-      // Labels at round times, at least 8 columns apart, within the width.
-      std::string axis(std::min(prefix + n + 8, std::max(width, prefix + n + 1)), ' ');
-      const double raw = 8.0 / scale;
-      double step = std::pow(10.0, std::floor(std::log10(raw)));
-      for (double f : {1.0, 2.0, 5.0, 10.0}) {
-        if (step * f >= raw) {
-          step *= f;
-          break;
-        }
-      }
-      const double t_end = b == cols ? std::max(makespan, static_cast<double>(b) / scale)
-                                     : static_cast<double>(b) / scale;
-      std::size_t used_until = 0;
-      for (double k = std::max(0.0, std::ceil(static_cast<double>(a) / scale / step - 1e-9));
-           k * step <= t_end * (1.0 + 1e-9); k += 1.0) {
-        const double t = k * step;
-        const std::string lab = fmt::format("{}", t);
-        const std::size_t c = terminal_col(t, scale);
-        if (c < a) {
-          continue;
-        }
-        const std::size_t at = prefix + c - a;
-        if (at < used_until || at + lab.size() > axis.size()) {
-          continue;
-        }
-        axis.replace(at, lab.size(), lab);
-        used_until = at + lab.size() + 1;
-      }
-      while (!axis.empty() && axis.back() == ' ') {
-        axis.pop_back();
-      }
-      out += axis;
+    terminal_skip_ended(g, first, b);
+    if (opts.axis && b > a) {
+      out += terminal_axis(lay, makespan, a, b, prefix, width);
       out += '\n';
     }
     for (const std::string& line : legend) {

@@ -123,6 +123,240 @@ inline bool split_cell(const std::string& c, torch_cell& out) {
   return number(out.mb) && i == c.size();
 }
 
+/// The name in the reader's messages.
+inline constexpr const char* torch_reader = "from_torch_csv";
+
+/// Throws the error of the cell at 0-based (row, col): "from_torch_csv: row 3, column 2: ...".
+template <class... Args>
+[[noreturn]] void torch_cell_fail(std::size_t row, std::size_t col, const Args&... what) {
+  fail(torch_reader, ": row ", row + 1, ", column ", col + 1, what...);
+}
+
+/// The lines of `text`; trailing blank lines are not ranks (a line of commas only is an idle
+/// rank).
+inline std::vector<std::string_view> torch_lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t eol = text.find('\n', pos);
+    eol = eol == std::string_view::npos ? text.size() : eol;
+    lines.push_back(text.substr(pos, eol - pos));
+    pos = eol + 1;
+  }
+  while (!lines.empty() && trim(lines.back()).empty()) {
+    lines.pop_back();
+  }
+  return lines;
+}
+
+/// Parses one action, `written`, of the (trimmed) cell `cell` at (row, col) into c; false for an
+/// FSDP action (UNSHARD / RESHARD / REDUCE_GRAD: nothing to schedule).
+inline bool torch_action(const std::string& written,
+                         const std::string& cell,
+                         std::size_t row,
+                         std::size_t col,
+                         torch_cell& c) {
+  c.row = row;
+  c.col = col;
+  if (!split_cell(written, c)) {
+    torch_cell_fail(row, col, ": malformed cell \"", cell,
+                    "\" (expected <stage><kind><microbatch>, e.g. 0F3)");
+  }
+  const bool no_mb = c.mb == std::numeric_limits<std::uint64_t>::max();
+  const bool mb_free_kind = c.kind == "UNSHARD" || c.kind == "RESHARD" || c.kind == "REDUCE_GRAD";
+  if (no_mb != mb_free_kind) {
+    torch_cell_fail(row, col, ": malformed cell \"", cell,
+                    no_mb ? "\" (missing micro-batch)" : "\" (this action takes no micro-batch)");
+  }
+  if (no_mb) {
+    return false;
+  }
+  // R is ours, not PyTorch's (it has no recompute action; to_torch_csv refuses it too).
+  if ((c.kind != "F" && c.kind != "I" && c.kind != "B" && c.kind != "W" && c.kind != "BW" &&
+       !parse_op_kind(c.kind)) ||
+      c.kind == "R") {
+    torch_cell_fail(row, col, ": unknown action \"", c.kind, "\" in cell \"", cell,
+                    "\" (expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
+  }
+  return true;
+}
+
+/// Parses the cell `(<action>;<action>)OVERLAP_F_B` at (row, col): two actions overlapped, the
+/// first marked overlap_next; appends them to `out`.
+inline void torch_overlap_pair(const std::string& cell,
+                               std::size_t row,
+                               std::size_t col,
+                               std::vector<torch_cell>& out) {
+  const std::string_view sfx = torch_overlap_suffix;
+  const std::size_t semi = cell.find(';');
+  const bool shaped = cell.size() > sfx.size() + 1 &&
+                      std::string_view(cell).substr(cell.size() - sfx.size()) == sfx &&
+                      semi != std::string::npos && cell.find(';', semi + 1) == std::string::npos;
+  if (!shaped) {
+    torch_cell_fail(row, col, ": malformed cell \"", cell,
+                    "\" (expected an overlapped pair (<action>;<action>)OVERLAP_F_B, e.g. "
+                    "(0F7;7B3)OVERLAP_F_B)");
+  }
+  torch_cell a;
+  torch_cell b;
+  if (!torch_action(trim(std::string_view(cell).substr(1, semi - 1)), cell, row, col, a) ||
+      !torch_action(
+          trim(std::string_view(cell).substr(semi + 1, cell.size() - sfx.size() - semi - 1)), cell,
+          row, col, b)) {
+    torch_cell_fail(row, col, ": cell \"", cell,
+                    "\": an overlapped pair holds two compute actions");
+  }
+  a.overlap_next = true;
+  out.push_back(std::move(a));
+  out.push_back(std::move(b));
+}
+
+/// The actions of one line (0-based row), in column order; empty cells are idle.
+inline std::vector<torch_cell> torch_row(std::string_view line, std::size_t row) {
+  std::vector<torch_cell> out;
+  std::size_t col = 0;
+  for (std::size_t cpos = 0; cpos <= line.size(); ++col) {
+    std::size_t comma = line.find(',', cpos);
+    comma = comma == std::string_view::npos ? line.size() : comma;
+    const std::string cell = trim(line.substr(cpos, comma - cpos));
+    cpos = comma + 1;
+    if (cell.empty()) {
+      continue;
+    }
+    if (cell.front() == '(') {
+      torch_overlap_pair(cell, row, col, out);
+      continue;
+    }
+    torch_cell c;
+    if (torch_action(cell, cell, row, col, c)) {
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+/// What the whole file says about its shape and its spelling.
+struct torch_survey {
+  const torch_cell* first_i = nullptr;
+  const torch_cell* first_bw = nullptr;
+  bool any_w = false;
+  bool any = false;  ///< any action at all
+  std::uint64_t max_stage = 0;
+  std::uint64_t max_mb = 0;
+};
+
+inline torch_survey torch_survey_of(const std::vector<std::vector<torch_cell>>& rows) {
+  torch_survey sv;
+  for (const auto& r : rows) {
+    for (const auto& c : r) {
+      sv.first_i = (!sv.first_i && c.kind == "I") ? &c : sv.first_i;
+      sv.first_bw = (!sv.first_bw && c.kind == "BW") ? &c : sv.first_bw;
+      sv.any_w = sv.any_w || c.kind == "W";
+      sv.max_stage = std::max(sv.max_stage, c.stage);
+      sv.max_mb = std::max(sv.max_mb, c.mb);
+      sv.any = true;
+    }
+  }
+  return sv;
+}
+
+/// The spelling rule (docs/formats.md): whether B is the input gradient (else the full
+/// backward). Throws when I and BW are mixed.
+inline bool torch_b_is_input_grad(const torch_survey& sv) {
+  if (sv.first_i && sv.first_bw) {
+    torch_cell_fail(sv.first_bw->row, sv.first_bw->col,
+                    ": BW (older spelling) mixed with I (current spelling) at row ",
+                    sv.first_i->row + 1, ", column ", sv.first_i->col + 1);
+  }
+  return sv.first_bw != nullptr || (sv.first_i == nullptr && sv.any_w);
+}
+
+inline constexpr std::uint32_t torch_no_rank = std::numeric_limits<std::uint32_t>::max();
+
+/// The rank (row) of each of the `total` stages, torch_no_rank for a stage no cell names.
+/// Throws when a stage is on two ranks.
+inline std::vector<std::uint32_t> torch_rank_of(const std::vector<std::vector<torch_cell>>& rows,
+                                                std::uint64_t total) {
+  std::vector<std::uint32_t> rank_of(total, torch_no_rank);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (const auto& c : rows[r]) {
+      auto& owner = rank_of[c.stage];
+      if (owner == torch_no_rank) {
+        owner = static_cast<std::uint32_t>(r);
+      } else if (owner != r) {
+        torch_cell_fail(c.row, c.col, ": stage ", c.stage, " is on rank ", owner, " (row ",
+                        owner + 1, ") and on rank ", r);
+      }
+    }
+  }
+  return rank_of;
+}
+
+/// A custom placement: each rank's stages in increasing order; every rank must hold v.
+inline placement torch_custom_placement(const std::vector<std::uint32_t>& rank_of,
+                                        std::uint32_t p,
+                                        std::uint32_t v) {
+  const std::uint64_t total = rank_of.size();
+  // Bucket the stages by rank in one pass: a rank-by-rank scan would take p*total steps.
+  std::vector<std::uint32_t> held(p, 0);
+  for (std::uint64_t g = 0; g < total; ++g) {
+    if (rank_of[g] != torch_no_rank) {
+      ++held[rank_of[g]];
+    }
+  }
+  for (std::uint32_t r = 0; r < p; ++r) {
+    if (held[r] != v) {
+      fail(torch_reader, ": rank ", r, " (row ", r + 1, ") holds ", held[r], " stages, expected ",
+           v, " (stages are neither loop- nor V-placed, so every rank must hold exactly ", v,
+           " stage indices)");
+    }
+  }
+  std::vector<global_chunk> table(total);
+  std::vector<std::uint32_t> next(p, 0);
+  for (std::uint64_t g = 0; g < total; ++g) {
+    if (rank_of[g] != torch_no_rank) {
+      const std::uint32_t r = rank_of[g];
+      table[std::size_t{r} * v + next[r]++] = static_cast<global_chunk>(g);
+    }
+  }
+  return placement::custom(p, v, std::move(table));
+}
+
+/// The placement of v stages per rank: loop (sequential when v = 1), V, or else a custom table.
+inline placement torch_placement(const std::vector<std::vector<torch_cell>>& rows,
+                                 std::uint64_t total,
+                                 std::uint32_t v) {
+  const auto p = static_cast<std::uint32_t>(rows.size());
+  const std::vector<std::uint32_t> rank_of = torch_rank_of(rows, total);
+  auto fits = [&](auto&& rank_for) {
+    for (std::uint64_t g = 0; g < total; ++g) {
+      if (rank_of[g] != torch_no_rank && rank_of[g] != rank_for(g)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (fits([&](std::uint64_t g) { return static_cast<std::uint32_t>(g % p); })) {
+    return placement::loop(p, v);
+  }
+  if (v == 2 && fits([&](std::uint64_t g) {
+        return static_cast<std::uint32_t>(g < p ? g : 2 * p - 1 - g);
+      })) {
+    return placement::v_shape(p);
+  }
+  return torch_custom_placement(rank_of, p, v);
+}
+
+/// Our kind of a checked action: B by the file's spelling, the others by name.
+inline op_kind torch_op_kind(const std::string& kind, bool b_is_input_grad) {
+  if (kind == "I") {
+    return op_kind::backward_input;
+  }
+  if (kind == "B") {
+    return b_is_input_grad ? op_kind::backward_input : op_kind::backward_full;
+  }
+  return *parse_op_kind(kind);  // F, W, BW, SEND_*, RECV_*: checked by torch_action
+}
+
 }  // namespace detail
 
 /// The actions of `sched` as PyTorch spells them, one list per rank (stage) r: each entry is
@@ -208,92 +442,12 @@ inline std::string to_torch_csv(const schedule& sched, const torch_csv_options& 
 /// - m = highest micro-batch + 1; UNSHARD / RESHARD / REDUCE_GRAD cells are skipped.
 /// Throws invalid_argument naming the 1-based row and column of a malformed cell.
 inline schedule from_torch_csv(std::string_view text, std::string name = "torch-csv") {
-  using detail::torch_cell;
-  constexpr const char* who = "from_torch_csv";
-  std::vector<std::string_view> lines;
-  for (std::size_t pos = 0; pos < text.size();) {
-    std::size_t eol = text.find('\n', pos);
-    eol = eol == std::string_view::npos ? text.size() : eol;
-    lines.push_back(text.substr(pos, eol - pos));
-    pos = eol + 1;
-  }
-  // Trailing blank lines are not ranks (a line of commas only is an idle rank).
-  while (!lines.empty() && detail::trim(lines.back()).empty()) {
-    lines.pop_back();
-  }
-  std::vector<std::vector<torch_cell>> rows(lines.size());
+  constexpr const char* who = detail::torch_reader;
+  const std::vector<std::string_view> lines = detail::torch_lines(text);
+  std::vector<std::vector<detail::torch_cell>> rows;
+  rows.reserve(lines.size());
   for (std::size_t row = 0; row < lines.size(); ++row) {
-    const std::string_view line = lines[row];
-    std::size_t col = 0;
-    for (std::size_t cpos = 0; cpos <= line.size(); ++col) {
-      std::size_t comma = line.find(',', cpos);
-      comma = comma == std::string_view::npos ? line.size() : comma;
-      const std::string cell = detail::trim(line.substr(cpos, comma - cpos));
-      cpos = comma + 1;
-      if (cell.empty()) {
-        continue;
-      }
-      // One action; false for an FSDP action (nothing to schedule).
-      auto action = [&](const std::string& written, torch_cell& c) {
-        c.row = row;
-        c.col = col;
-        if (!detail::split_cell(written, c)) {
-          detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
-                       "\" (expected <stage><kind><microbatch>, e.g. 0F3)");
-        }
-        const bool no_mb = c.mb == std::numeric_limits<std::uint64_t>::max();
-        const bool mb_free_kind =
-            c.kind == "UNSHARD" || c.kind == "RESHARD" || c.kind == "REDUCE_GRAD";
-        if (no_mb != mb_free_kind) {
-          detail::fail(
-              who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
-              no_mb ? "\" (missing micro-batch)" : "\" (this action takes no micro-batch)");
-        }
-        if (no_mb) {
-          return false;
-        }
-        // R is ours, not PyTorch's (it has no recompute action; to_torch_csv refuses it too).
-        if ((c.kind != "F" && c.kind != "I" && c.kind != "B" && c.kind != "W" && c.kind != "BW" &&
-             !parse_op_kind(c.kind)) ||
-            c.kind == "R") {
-          detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": unknown action \"", c.kind,
-                       "\" in cell \"", cell,
-                       "\" (expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
-        }
-        return true;
-      };
-      if (cell.front() == '(') {
-        // (<action>;<action>)OVERLAP_F_B: two actions overlapped, the first marked.
-        const std::string_view sfx = detail::torch_overlap_suffix;
-        const std::size_t semi = cell.find(';');
-        const bool shaped = cell.size() > sfx.size() + 1 &&
-                            std::string_view(cell).substr(cell.size() - sfx.size()) == sfx &&
-                            semi != std::string::npos &&
-                            cell.find(';', semi + 1) == std::string::npos;
-        if (!shaped) {
-          detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": malformed cell \"", cell,
-                       "\" (expected an overlapped pair (<action>;<action>)OVERLAP_F_B, e.g. "
-                       "(0F7;7B3)OVERLAP_F_B)");
-        }
-        torch_cell a;
-        torch_cell b;
-        if (!action(detail::trim(std::string_view(cell).substr(1, semi - 1)), a) ||
-            !action(detail::trim(std::string_view(cell).substr(
-                        semi + 1, cell.size() - sfx.size() - semi - 1)),
-                    b)) {
-          detail::fail(who, ": row ", row + 1, ", column ", col + 1, ": cell \"", cell,
-                       "\": an overlapped pair holds two compute actions");
-        }
-        a.overlap_next = true;
-        rows[row].push_back(std::move(a));
-        rows[row].push_back(std::move(b));
-        continue;
-      }
-      torch_cell c;
-      if (action(cell, c)) {
-        rows[row].push_back(std::move(c));
-      }
-    }
+    rows.push_back(detail::torch_row(lines[row], row));
   }
   if (rows.empty()) {
     detail::fail(who, ": no rows (a PyTorch CSV has one row per rank)");
@@ -302,36 +456,13 @@ inline schedule from_torch_csv(std::string_view text, std::string name = "torch-
     detail::fail(who, ": ranks (", rows.size(), " rows) must be at most ", max_stages);
   }
   const auto p = static_cast<std::uint32_t>(rows.size());
-
-  // Spelling.
-  const torch_cell* first_i = nullptr;
-  const torch_cell* first_bw = nullptr;
-  bool any_w = false;
-  std::uint64_t max_stage = 0;
-  std::uint64_t max_mb = 0;
-  bool any = false;
-  for (const auto& r : rows) {
-    for (const auto& c : r) {
-      first_i = (!first_i && c.kind == "I") ? &c : first_i;
-      first_bw = (!first_bw && c.kind == "BW") ? &c : first_bw;
-      any_w = any_w || c.kind == "W";
-      max_stage = std::max(max_stage, c.stage);
-      max_mb = std::max(max_mb, c.mb);
-      any = true;
-    }
-  }
-  if (!any) {
+  const detail::torch_survey sv = detail::torch_survey_of(rows);
+  if (!sv.any) {
     detail::fail(who, ": no actions (every cell is empty)");
   }
-  if (first_i && first_bw) {
-    detail::fail(who, ": row ", first_bw->row + 1, ", column ", first_bw->col + 1,
-                 ": BW (older spelling) mixed with I (current spelling) at row ", first_i->row + 1,
-                 ", column ", first_i->col + 1);
-  }
-  const bool b_is_input_grad = first_bw != nullptr || (first_i == nullptr && any_w);
+  const bool b_is_input_grad = detail::torch_b_is_input_grad(sv);
 
-  // Placement.
-  const std::uint64_t total = max_stage + 1;
+  const std::uint64_t total = sv.max_stage + 1;
   if (total % p != 0) {
     detail::fail(who, ": stage count (highest stage index + 1 = ", total,
                  ") must be a multiple of the rank count (", p, " rows)");
@@ -340,79 +471,20 @@ inline schedule from_torch_csv(std::string_view text, std::string name = "torch-
     detail::fail(who, ": stage count (", total, ") is too large");
   }
   const auto v = static_cast<std::uint32_t>(total / p);
-  if (max_mb + 1 > max_microbatches) {
-    detail::fail(who, ": microbatches (m=", max_mb + 1, ") must be at most ", max_microbatches);
+  if (sv.max_mb + 1 > max_microbatches) {
+    detail::fail(who, ": microbatches (m=", sv.max_mb + 1, ") must be at most ", max_microbatches);
   }
-  const auto m = static_cast<std::uint32_t>(max_mb + 1);
-  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-  std::vector<std::uint32_t> rank_of(total, none);
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    for (const auto& c : rows[r]) {
-      auto& owner = rank_of[c.stage];
-      if (owner == none) {
-        owner = static_cast<std::uint32_t>(r);
-      } else if (owner != r) {
-        detail::fail(who, ": row ", c.row + 1, ", column ", c.col + 1, ": stage ", c.stage,
-                     " is on rank ", owner, " (row ", owner + 1, ") and on rank ", r);
-      }
-    }
-  }
-  auto fits = [&](auto&& rank_for) {
-    for (std::uint64_t g = 0; g < total; ++g) {
-      if (rank_of[g] != none && rank_of[g] != rank_for(g)) {
-        return false;
-      }
-    }
-    return true;
-  };
-  std::optional<placement> pl;
-  if (fits([&](std::uint64_t g) { return static_cast<std::uint32_t>(g % p); })) {
-    pl = placement::loop(p, v);  // sequential when v == 1
-  } else if (v == 2 && fits([&](std::uint64_t g) {
-               return static_cast<std::uint32_t>(g < p ? g : 2 * p - 1 - g);
-             })) {
-    pl = placement::v_shape(p);
-  } else {
-    // Bucket the stages by rank in one pass: a rank-by-rank scan would take p*total steps.
-    std::vector<std::uint32_t> held(p, 0);
-    for (std::uint64_t g = 0; g < total; ++g) {
-      if (rank_of[g] != none) {
-        ++held[rank_of[g]];
-      }
-    }
-    for (std::uint32_t r = 0; r < p; ++r) {
-      if (held[r] != v) {
-        detail::fail(who, ": rank ", r, " (row ", r + 1, ") holds ", held[r], " stages, expected ",
-                     v, " (stages are neither loop- nor V-placed, so every rank must hold exactly ",
-                     v, " stage indices)");
-      }
-    }
-    std::vector<global_chunk> table(total);
-    std::vector<std::uint32_t> next(p, 0);
-    for (std::uint64_t g = 0; g < total; ++g) {
-      if (rank_of[g] != none) {
-        const std::uint32_t r = rank_of[g];
-        table[std::size_t{r} * v + next[r]++] = static_cast<global_chunk>(g);
-      }
-    }
-    pl = placement::custom(p, v, std::move(table));
-  }
+  const auto m = static_cast<std::uint32_t>(sv.max_mb + 1);
+  const placement pl = detail::torch_placement(rows, total, v);
 
-  schedule out = schedule::on(std::move(name), *pl, m);
+  schedule out = schedule::on(std::move(name), pl, m);
   for (std::uint32_t r = 0; r < p; ++r) {
     auto& ops = out.stage_ops(r);
     ops.reserve(rows[r].size());
     for (const auto& c : rows[r]) {
-      op_kind k = op_kind::forward;
-      if (c.kind == "I") {
-        k = op_kind::backward_input;
-      } else if (c.kind == "B") {
-        k = b_is_input_grad ? op_kind::backward_input : op_kind::backward_full;
-      } else {
-        k = *parse_op_kind(c.kind);  // F, W, BW, SEND_*, RECV_*: checked above
-      }
-      const op o = make_op(k, static_cast<microbatch_index>(c.mb),
-                           pl->local_of(static_cast<global_chunk>(c.stage)));
+      const op o = make_op(detail::torch_op_kind(c.kind, b_is_input_grad),
+                           static_cast<microbatch_index>(c.mb),
+                           pl.local_of(static_cast<global_chunk>(c.stage)));
       ops.push_back(c.overlap_next ? overlapping_next(o) : o);
     }
   }
