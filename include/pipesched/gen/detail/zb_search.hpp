@@ -173,35 +173,24 @@ inline choice_search_result run_every_choice(const greedy_problem& pr, unsigned 
   return out;
 }
 
-/// The choices searched best-first with exact pruning. Runs are resumable, so the live run
-/// with the smallest lower bound on its objective is always the one advanced: the eventual
-/// best tends to finish first, and every other run stops as soon as its bounds show it cannot
-/// beat the best finished run (pr.objective: shorter primary, on a tie shorter secondary; on
-/// a tie again, the lower index) or `seed` (the best seed's cut: ties go to the greedy). A choice
-/// starts only once every earlier choice either finished or used a flag it differs in: a choice
-/// identical so far to a finished one makes the same decisions (it is reported as a copy,
-/// same_as), and one identical to a live run waits for it to diverge. The result never
-/// depends on the interleaving (nor on threads): a run is cut only when it provably loses;
-/// which runs are reported cut rather than finished can.
-inline choice_search_result search_choices(const greedy_problem& pr,
-                                           unsigned n,
-                                           const greedy_cut& seed,
-                                           unsigned threads) {
+/// search_choices' shared state and its steps; every member but the runs' own work is read and
+/// written under `mu`.
+struct choice_search {
   enum class state : std::uint8_t { waiting, running, done, copy };
+  static constexpr std::size_t slice = 128;  // ops a run advances per turn
+
+  const greedy_problem& pr;
+  unsigned n;
+  const greedy_cut& seed;
   choice_search_result out;
-  out.tried.resize(n);
-  std::vector<state> st(n, state::waiting);
-  std::vector<std::unique_ptr<greedy_scheduler>> live(n);
+  std::vector<state> st;
+  std::vector<std::unique_ptr<greedy_scheduler>> live;
   std::vector<std::unique_ptr<greedy_scheduler>> spare;  // finished, buffers kept for reuse
-  std::vector<char> busy(n, 0);
-  std::vector<char> fresh(n, 0);
-  std::vector<unsigned> used(n, 0);
-  std::vector<double> bound(n, 0.0);
-  // Live runs are capped by memory (a run holds O(p·m·v) state); at 1 the search is the
-  // plain sequential one.
-  const double run_bytes = 80.0 * double(pr.pl.total_chunks()) * double(pr.m) + 4096.0;
-  const std::size_t max_live = std::max<std::size_t>(
-      1, std::min<std::size_t>(n, std::size_t((256.0 * 1048576.0) / run_bytes)));
+  std::vector<char> busy;
+  std::vector<char> fresh;
+  std::vector<unsigned> used;
+  std::vector<double> bound;
+  std::size_t max_live = 1;
   std::size_t n_live = 0;
   std::size_t n_busy = 0;
   bool dirty = true;
@@ -209,17 +198,35 @@ inline choice_search_result search_choices(const greedy_problem& pr,
   double best_span = 0.0;
   double best_makespan = 0.0;
   int best_index = -1;
-  // Under the lock: what run i must beat.
-  auto cut_for = [&](unsigned i) {
-    return best_index < 0 ? seed : greedy_cut{best_span, best_makespan, int(i) > best_index};
-  };
-  constexpr std::size_t slice = 128;
   std::mutex mu;
   std::condition_variable cv;
   bool failed = false;
 
-  // Under the lock: starts every choice that may start, marks copies.
-  auto start_ready = [&]() {
+  choice_search(const greedy_problem& problem, unsigned choices, const greedy_cut& seed_cut)
+      : pr(problem),
+        n(choices),
+        seed(seed_cut),
+        st(choices, state::waiting),
+        live(choices),
+        busy(choices, 0),
+        fresh(choices, 0),
+        used(choices, 0),
+        bound(choices, 0.0) {
+    out.tried.resize(n);
+    // Live runs are capped by memory (a run holds O(p·m·v) state); at 1 the search is the
+    // plain sequential one.
+    const double run_bytes = 80.0 * double(pr.pl.total_chunks()) * double(pr.m) + 4096.0;
+    max_live = std::max<std::size_t>(
+        1, std::min<std::size_t>(n, std::size_t((256.0 * 1048576.0) / run_bytes)));
+  }
+
+  /// What run i must beat.
+  greedy_cut cut_for(unsigned i) const {
+    return best_index < 0 ? seed : greedy_cut{best_span, best_makespan, int(i) > best_index};
+  }
+
+  /// Starts every choice that may start, marks copies.
+  void start_ready() {
     for (unsigned i = 0; i < n && n_live < max_live; ++i) {
       if (st[i] != state::waiting) {
         continue;
@@ -262,9 +269,10 @@ inline choice_search_result search_choices(const greedy_problem& pr,
         ++n_live;
       }
     }
-  };
-  // Under the lock: the idle live run with the smallest bound, or -1.
-  auto pick = [&]() {
+  }
+
+  /// The idle live run with the smallest bound, or -1.
+  int pick() const {
     int r = -1;
     for (unsigned i = 0; i < n; ++i) {
       if (st[i] == state::running && !busy[i] && (r < 0 || bound[i] < bound[unsigned(r)])) {
@@ -272,11 +280,12 @@ inline choice_search_result search_choices(const greedy_problem& pr,
       }
     }
     return r;
-  };
-  // Under the lock, for a run that is over and still marked busy by the caller: records
-  // its outcome. Returns whether it is the new best, whose op lists the caller then copies
-  // out without holding the lock.
-  auto settle = [&](unsigned i) {
+  }
+
+  /// For a run that is over and still marked busy by the caller: records its outcome. Returns
+  /// whether it is the new best, whose op lists the caller then copies out without holding
+  /// the lock.
+  bool settle(unsigned i) {
     dirty = true;
     const greedy_scheduler& g = *live[i];
     const bool ok = !g.cut() && g.complete();
@@ -303,8 +312,11 @@ inline choice_search_result search_choices(const greedy_problem& pr,
       }
     }
     return wins;
-  };
-  auto work = [&]() {
+  }
+
+  /// One worker: advances the most promising idle run by a slice at a time until every
+  /// choice is done or a copy (or the search failed).
+  void work() {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
       if (failed) {
@@ -326,49 +338,74 @@ inline choice_search_result search_choices(const greedy_problem& pr,
         --n_waiting;
         continue;
       }
-      const unsigned i = unsigned(r);
-      busy[i] = 1;
-      ++n_busy;
-      greedy_scheduler& gs = *live[i];
-      const bool begin = fresh[i] != 0;
-      fresh[i] = 0;
-      const greedy_cut cut = cut_for(i);
-      // The run's own work (starting it, advancing it) runs without the lock.
-      lock.unlock();
-      if (begin) {
-        gs.begin(flags_of(zb_choices::from_index(i)), cut);
-      }
-      const bool over = gs.advance(slice);  // allocates nothing: cannot throw
-      lock.lock();
-      gs.tighten_cut(cut_for(i));  // the best may have improved meanwhile
-      dirty = dirty || used[i] != gs.used();
-      used[i] = gs.used();
-      bound[i] = gs.bound();
-      if (over || gs.over()) {
-        if (settle(i)) {
-          lock.unlock();
-          greedy_run run = gs.finish(true);
-          lock.lock();
-          if (best_index == int(i)) {  // unless a better run finished meanwhile
-            out.best = std::move(run);
-          }
-        }
-        spare.push_back(std::move(live[i]));
-      }
-      busy[i] = 0;
-      --n_busy;
-      if (n_waiting > 0) {
-        cv.notify_all();
-      }
+      advance(unsigned(r), lock);
     }
-  };
-  detail::run_parallel(std::max(threads, 1u), work, [&] {
-    // e.g. out of memory starting a run: every worker stops at its next look at the state.
+  }
+
+  /// Runs run i's next slice without the lock (beginning it first if fresh), then records
+  /// its state; settles it if over.
+  void advance(unsigned i, std::unique_lock<std::mutex>& lock) {
+    busy[i] = 1;
+    ++n_busy;
+    greedy_scheduler& gs = *live[i];
+    const bool begin = fresh[i] != 0;
+    fresh[i] = 0;
+    const greedy_cut cut = cut_for(i);
+    // The run's own work (starting it, advancing it) runs without the lock.
+    lock.unlock();
+    if (begin) {
+      gs.begin(flags_of(zb_choices::from_index(i)), cut);
+    }
+    const bool over = gs.advance(slice);  // allocates nothing: cannot throw
+    lock.lock();
+    gs.tighten_cut(cut_for(i));  // the best may have improved meanwhile
+    dirty = dirty || used[i] != gs.used();
+    used[i] = gs.used();
+    bound[i] = gs.bound();
+    if (over || gs.over()) {
+      if (settle(i)) {
+        lock.unlock();
+        greedy_run run = gs.finish(true);
+        lock.lock();
+        if (best_index == int(i)) {  // unless a better run finished meanwhile
+          out.best = std::move(run);
+        }
+      }
+      spare.push_back(std::move(live[i]));
+    }
+    busy[i] = 0;
+    --n_busy;
+    if (n_waiting > 0) {
+      cv.notify_all();
+    }
+  }
+
+  /// E.g. out of memory starting a run: every worker stops at its next look at the state.
+  void stop() {
     const std::lock_guard<std::mutex> lock(mu);
     failed = true;
     cv.notify_all();
-  });
-  return out;
+  }
+};
+
+/// The choices searched best-first with exact pruning. Runs are resumable, so the live run
+/// with the smallest lower bound on its objective is always the one advanced: the eventual
+/// best tends to finish first, and every other run stops as soon as its bounds show it cannot
+/// beat the best finished run (pr.objective: shorter primary, on a tie shorter secondary; on
+/// a tie again, the lower index) or `seed` (the best seed's cut: ties go to the greedy). A choice
+/// starts only once every earlier choice either finished or used a flag it differs in: a choice
+/// identical so far to a finished one makes the same decisions (it is reported as a copy,
+/// same_as), and one identical to a live run waits for it to diverge. The result never
+/// depends on the interleaving (nor on threads): a run is cut only when it provably loses;
+/// which runs are reported cut rather than finished can.
+inline choice_search_result search_choices(const greedy_problem& pr,
+                                           unsigned n,
+                                           const greedy_cut& seed,
+                                           unsigned threads) {
+  choice_search cs(pr, n, seed);
+  detail::run_parallel(
+      std::max(threads, 1u), [&] { cs.work(); }, [&] { cs.stop(); });
+  return std::move(cs.out);
 }
 
 /// A candidate order with its exact timing.
@@ -388,16 +425,13 @@ struct timed_order {
   }
 };
 
-/// The search shared by zb-auto and zb-v. Order of work, cheapest first: the lower bounds,
-/// the hand-crafted seeds that fit the limits (a seed at the bound of the objective ends the
-/// search: nothing can be shorter), then every greedy choice with the best order so far as its
-/// cut, then the improvement pass on the winner. The objective is opts.objective, automatic
-/// resolved by stages_differ (docs/model.md §7); every comparison is pr.objective's.
-inline zb_auto_result zb_search(std::string_view who,
-                                const generator_params& params,
-                                const placement& pl,
-                                std::vector<double> limits,
-                                const zb_auto_options& opts) {
+/// zb_search's checks of its request, before any work: the limits hold the minimum memory, the
+/// budget is a number, and no time the search computes can overflow.
+inline void check_search_request(std::string_view who,
+                                 const generator_params& params,
+                                 const placement& pl,
+                                 const std::vector<double>& limits,
+                                 const zb_auto_options& opts) {
   require_minimum_memory(who, pl, params.memory, limits);
   if (!std::isfinite(opts.search_budget_ms) || opts.search_budget_ms < 0.0) {
     fail(who, ": search_budget_ms (", opts.search_budget_ms,
@@ -417,26 +451,30 @@ inline zb_auto_result zb_search(std::string_view who,
   if (!std::isfinite(all_work)) {
     fail(who, ": the costs are too large: the total work (", all_work, ") is not a finite number");
   }
-  std::vector<double> avail(p);
-  for (stage_index s = 0; s < p; ++s) {
-    avail[s] = limits[s] - params.memory.static_memory(s);
+}
+
+/// The orders zb_search tries before the greedy (hand-crafted and published), keeping the best
+/// that fits the limits, and what they report into the result.
+struct zb_seeds {
+  const greedy_problem& pr;
+  const memory_model& memory;
+  const std::vector<double>& limits;
+  zb_auto_result& res;
+  timed_order best;
+
+  /// Whether pruning is on and the best seed already reaches the lower bound `bound` of the
+  /// objective: nothing can be shorter, so the rest of the search is skipped.
+  bool at_bound(const zb_auto_options& opts, double bound) const {
+    return opts.prune && !best.empty() && best.value(pr) <= bound + pr.eps;
   }
-  const search_objective obj =
-      search_objective::resolve(opts.objective, stages_differ(pl, params.costs, params.memory));
-  const greedy_problem pr(pl, m, params.costs, params.memory, avail, obj);
-  zb_auto_result res;
-  res.objective = obj.kind();
-  const search_bounds bounds =
-      pr.varies ? lower_bounds_per_microbatch(pl, m, params.costs, params.memory, avail)
-                : lower_bounds(pl, m, params.costs, params.memory, avail);
-  const double bound = obj.primary(bounds.span, bounds.makespan);  // on the objective
-  // Seeds: the hand-crafted ZB-H1 / ZB-H2 orders, when they fit the limits. The greedy's
-  // list scheduling can lose to them with T_comm or uneven per-stage costs.
-  timed_order seed;
-  auto try_seed = [&](std::string_view name, std::vector<std::vector<op>> ops,
-                      std::optional<double>& span_out) {
-    const std::vector<double> pk = order_peak(ops, params.memory, pl.chunks());
-    for (stage_index s = 0; s < p; ++s) {
+
+  /// Times `ops` and keeps it when it fits the limits and beats the best seed; its span goes
+  /// to span_out.
+  void offer(std::string_view name,
+             std::vector<std::vector<op>> ops,
+             std::optional<double>& span_out) {
+    const std::vector<double> pk = order_peak(ops, memory, pr.pl.chunks());
+    for (stage_index s = 0; s < pr.pl.stages(); ++s) {
       if (pk[s] > limits[s] + pr.meps) {
         return;  // does not fit the limit
       }
@@ -454,11 +492,33 @@ inline zb_auto_result zb_search(std::string_view who,
     t.span = ot.max_span;
     t.makespan = ot.makespan;
     span_out = t.span;
-    if (seed.empty() || t.beats(seed, pr)) {
-      seed = std::move(t);
+    if (best.empty() || t.beats(best, pr)) {
+      best = std::move(t);
       res.winner = name;
     }
-  };
+  }
+
+  /// A published heuristic's run, when it finished; the best published span is reported.
+  void offer_published(published_order o) {
+    if (!o.ok) {
+      return;
+    }
+    std::optional<double> span;
+    offer("published", std::move(o.ops), span);
+    if (span && (!res.published_span || *span < *res.published_span)) {
+      res.published_span = span;
+    }
+  }
+};
+
+/// Seeds: the hand-crafted ZB-H1 / ZB-H2 (or ZB-V) orders, when they fit the limits. The
+/// greedy's list scheduling can lose to them with T_comm or uneven per-stage costs.
+inline void seed_handcrafted(zb_seeds& seeds,
+                             const generator_params& params,
+                             const placement& pl,
+                             const zb_auto_options& opts) {
+  const std::uint32_t p = pl.stages();
+  zb_auto_result& res = seeds.res;
   if (opts.seed_handcrafted && pl.chunks() == 1) {
     for (int h = 0; h < 2; ++h) {
       const schedule z = zero_bubble_family(h == 0 ? "zb-h1" : "zb-h2", params, h == 1);
@@ -466,63 +526,67 @@ inline zb_auto_result zb_search(std::string_view who,
       for (stage_index s = 0; s < p; ++s) {
         ops[s].assign(z.ops(s).begin(), z.ops(s).end());
       }
-      try_seed(h == 0 ? "zb-h1" : "zb-h2", std::move(ops),
-               h == 0 ? res.zb_h1_span : res.zb_h2_span);
+      seeds.offer(h == 0 ? "zb-h1" : "zb-h2", std::move(ops),
+                  h == 0 ? res.zb_h1_span : res.zb_h2_span);
     }
   } else if (opts.seed_handcrafted && pl.kind() == placement_kind::v_shape && pl.chunks() == 2) {
-    try_seed("zb-v-handcrafted", zb_v_handcrafted_ops(p, m), res.zb_v_handcrafted_span);
+    seeds.offer("zb-v-handcrafted", zb_v_handcrafted_ops(p, params.microbatches),
+                res.zb_v_handcrafted_span);
   }
-  // The authors' heuristics, each combination a seed; their best span is reported.
-  if (opts.published) {
-    auto try_published = [&](published_order o) {
-      if (!o.ok) {
-        return;
+}
+
+/// Seeds: the authors' heuristics, each combination a seed (until one reaches the bound).
+inline void seed_published(zb_seeds& seeds,
+                           const placement& pl,
+                           const zb_auto_options& opts,
+                           double bound) {
+  const greedy_problem& pr = seeds.pr;
+  if (pl.chunks() == 1 && pl.kind() == placement_kind::sequential) {
+    std::vector<unsigned> used;  // per combination run; a copy of an earlier one is skipped
+    for (unsigned i = 0; i < 8; ++i) {
+      bool same = false;
+      for (unsigned j = 0; j < used.size() && !same; ++j) {
+        same = used[j] != ~0u && ((i ^ j) & used[j]) == 0;
       }
-      std::optional<double> span;
-      try_seed("published", std::move(o.ops), span);
-      if (span && (!res.published_span || *span < *res.published_span)) {
-        res.published_span = span;
+      if (same || seeds.at_bound(opts, bound)) {
+        used.push_back(~0u);  // a copy, or a candidate already reaches the lower bound
+        continue;
       }
-    };
-    if (pl.chunks() == 1 && pl.kind() == placement_kind::sequential) {
-      std::vector<unsigned> used;  // per combination run; a copy of an earlier one is skipped
-      for (unsigned i = 0; i < 8; ++i) {
-        bool same = false;
-        for (unsigned j = 0; j < used.size() && !same; ++j) {
-          same = used[j] != ~0u && ((i ^ j) & used[j]) == 0;
-        }
-        if (same || (opts.prune && !seed.empty() && seed.value(pr) <= bound + pr.eps)) {
-          used.push_back(~0u);  // a copy, or a candidate already reaches the lower bound
-          continue;
-        }
-        // A run longer than the best candidate so far cannot win: it stops early. Not when
-        // micro-batches differ: the port times with one micro-batch's costs for all.
-        const double cut = opts.prune && !seed.empty() && !pr.varies
-                               ? seed.value(pr)
-                               : std::numeric_limits<double>::infinity();
-        published_order o = published_zb_order(pr, published_zb_combination(i), cut);
-        used.push_back(o.used);
-        try_published(std::move(o));
-      }
-    } else if (pl.kind() == placement_kind::v_shape && pl.chunks() == 2) {
-      for (int i = 0; i < 4 && !(opts.prune && !seed.empty() && seed.value(pr) <= bound + pr.eps);
-           ++i) {
-        try_published(published_zb_v_order(pr, (i & 1) == 0, (i & 2) == 0));
-      }
+      // A run longer than the best candidate so far cannot win: it stops early. Not when
+      // micro-batches differ: the port times with one micro-batch's costs for all.
+      const double cut = opts.prune && !seeds.best.empty() && !pr.varies
+                             ? seeds.best.value(pr)
+                             : std::numeric_limits<double>::infinity();
+      published_order o = published_zb_order(pr, published_zb_combination(i), cut);
+      used.push_back(o.used);
+      seeds.offer_published(std::move(o));
+    }
+  } else if (pl.kind() == placement_kind::v_shape && pl.chunks() == 2) {
+    for (int i = 0; i < 4 && !seeds.at_bound(opts, bound); ++i) {
+      seeds.offer_published(published_zb_v_order(pr, (i & 1) == 0, (i & 2) == 0));
     }
   }
-  // The greedy choices, unless a seed already reaches the bound.
-  const bool seed_optimal = opts.prune && !seed.empty() && seed.value(pr) <= bound + pr.eps;
-  const unsigned n_choices = seed_optimal              ? 0u
-                             : opts.paper_choices_only ? 8u
-                                                       : (pl.chunks() > 1 ? 64u : 16u);
+}
+
+/// The greedy choices searched (none when a seed already reaches the bound), on how many
+/// threads, with the best seed as their cut; reports them into res and returns the winning
+/// run's order, timed (empty when no run finished).
+inline timed_order search_greedy(const greedy_problem& pr,
+                                 const zb_seeds& seeds,
+                                 const zb_auto_options& opts,
+                                 double bound,
+                                 zb_auto_result& res) {
+  const placement& pl = pr.pl;
+  const unsigned n_choices = seeds.at_bound(opts, bound) ? 0u
+                             : opts.paper_choices_only   ? 8u
+                                                         : (pl.chunks() > 1 ? 64u : 16u);
   greedy_cut seed_cut;  // a greedy run that cannot beat the best seed stops early
-  if (!seed.empty()) {
-    seed_cut = {seed.span, seed.makespan, false};
+  if (!seeds.best.empty()) {
+    seed_cut = {seeds.best.span, seeds.best.makespan, false};
   }
   unsigned threads = opts.threads;
   if (threads == 0) {
-    const std::size_t size = std::size_t{p} * m * pl.chunks();
+    const std::size_t size = std::size_t{pl.stages()} * pr.m * pl.chunks();
     threads = std::thread::hardware_concurrency() >= 2 && size >= 2048 && n_choices > 1 ? 2u : 1u;
   }
   choice_search_result found = opts.prune ? search_choices(pr, n_choices, seed_cut, threads)
@@ -530,21 +594,106 @@ inline zb_auto_result zb_search(std::string_view who,
   res.tried = std::move(found.tried);
   greedy_run best_run = std::move(found.best);
   res.best = found.best_choice;
-  const double best_span = best_run.max_span;
-  const double best_makespan = best_run.makespan;
   timed_order cur;
   if (!best_run.ops.empty()) {
-    res.greedy_span = best_span;
+    res.greedy_span = best_run.max_span;
     cur.ops = std::move(best_run.ops);
     [[maybe_unused]] const order_times t = time_order(pr, cur.ops, cur.start);
-    PIPESCHED_ASSERT(t.complete && t.max_span <= best_span + pr.eps,
+    PIPESCHED_ASSERT(t.complete && t.max_span <= best_run.max_span + pr.eps,
                      "zb_search: the greedy's order times differently");
-    cur.span = best_span;
-    cur.makespan = best_makespan;
+    cur.span = best_run.max_span;
+    cur.makespan = best_run.makespan;
   }
+  return cur;
+}
+
+/// Improvement, first part: up to 4 rounds of moving W into earlier gaps (fill_gaps_with_w),
+/// each kept only if its exact timing is no worse; res.span / res.makespan follow.
+inline void improve_fill_gaps(const greedy_problem& pr, timed_order& cur, zb_auto_result& res) {
+  std::vector<std::vector<double>> start2;
+  for (int round = 0; round < 4; ++round) {
+    auto trial = cur.ops;
+    if (!fill_gaps_with_w(pr, trial, cur.start)) {
+      break;
+    }
+    const order_times t = time_order(pr, trial, start2);
+    if (!t.complete ||
+        pr.objective.better(res.span, res.makespan, t.max_span, t.makespan, pr.eps)) {
+      break;  // cannot happen (monotone), but never accept a worse order
+    }
+    res.span = t.max_span;
+    res.makespan = t.makespan;
+    cur.ops = std::move(trial);
+    std::swap(cur.start, start2);
+  }
+}
+
+/// Improvement, second part: the local search (order_improver) within opts' evaluations and
+/// wall-clock budget, unless the order already reaches the bound.
+inline void improve_local_search(const greedy_problem& pr,
+                                 timed_order& cur,
+                                 const zb_auto_options& opts,
+                                 double bound,
+                                 zb_auto_result& res) {
+  const search_objective& obj = pr.objective;
+  improve_budget budget;
+  budget.evaluations = opts.search_evaluations;
+  if (budget.evaluations == zb_auto_options::default_evaluations) {
+    const double n = double(pr.pl.stages()) * pr.m * pr.pl.chunks() * 3.0;
+    budget.evaluations = std::size_t(std::clamp(6e5 / n, 16.0, 2000.0));
+  }
+  budget.milliseconds = opts.search_budget_ms;
+  if (budget.evaluations > 0 && obj.primary(res.span, res.makespan) > bound + pr.eps) {
+    order_improver imp(pr);
+    const improve_stats st = imp.run(cur.ops, budget);
+    res.search_evaluations = st.evaluations;
+    res.search_moves = st.accepted;
+    if (st.accepted > 0) {
+      const order_times t = time_order(pr, cur.ops, cur.start);
+      PIPESCHED_ASSERT(
+          t.complete && !obj.better(res.span, res.makespan, t.max_span, t.makespan, pr.eps),
+          "zb_search: the local search made the order worse");
+      res.span = t.max_span;
+      res.makespan = t.makespan;
+    }
+  }
+}
+
+/// The search shared by zb-auto and zb-v. Order of work, cheapest first: the lower bounds,
+/// the hand-crafted seeds that fit the limits (a seed at the bound of the objective ends the
+/// search: nothing can be shorter), then every greedy choice with the best order so far as its
+/// cut, then the improvement pass on the winner. The objective is opts.objective, automatic
+/// resolved by stages_differ (docs/model.md §7); every comparison is pr.objective's.
+inline zb_auto_result zb_search(std::string_view who,
+                                const generator_params& params,
+                                const placement& pl,
+                                std::vector<double> limits,
+                                const zb_auto_options& opts) {
+  check_search_request(who, params, pl, limits, opts);
+  const std::uint32_t p = pl.stages();
+  const std::uint32_t m = params.microbatches;
+  std::vector<double> avail(p);
+  for (stage_index s = 0; s < p; ++s) {
+    avail[s] = limits[s] - params.memory.static_memory(s);
+  }
+  const search_objective obj =
+      search_objective::resolve(opts.objective, stages_differ(pl, params.costs, params.memory));
+  const greedy_problem pr(pl, m, params.costs, params.memory, avail, obj);
+  zb_auto_result res;
+  res.objective = obj.kind();
+  const search_bounds bounds =
+      pr.varies ? lower_bounds_per_microbatch(pl, m, params.costs, params.memory, avail)
+                : lower_bounds(pl, m, params.costs, params.memory, avail);
+  const double bound = obj.primary(bounds.span, bounds.makespan);  // on the objective
+  zb_seeds seeds{pr, params.memory, limits, res, {}};
+  seed_handcrafted(seeds, params, pl, opts);
+  if (opts.published) {
+    seed_published(seeds, pl, opts, bound);
+  }
+  timed_order cur = search_greedy(pr, seeds, opts, bound, res);
   // A seed replaces the greedy's order only when strictly better.
-  if (!seed.empty() && (cur.empty() || seed.beats(cur, pr))) {
-    cur = std::move(seed);
+  if (!seeds.best.empty() && (cur.empty() || seeds.best.beats(cur, pr))) {
+    cur = std::move(seeds.best);
   } else {
     res.winner = "greedy";
   }
@@ -556,45 +705,11 @@ inline zb_auto_result zb_search(std::string_view who,
   res.makespan = cur.makespan;
   res.seeded_span = res.span;
   if (opts.improve) {
-    std::vector<std::vector<double>> start2;
-    for (int round = 0; round < 4; ++round) {
-      auto trial = cur.ops;
-      if (!fill_gaps_with_w(pr, trial, cur.start)) {
-        break;
-      }
-      const order_times t = time_order(pr, trial, start2);
-      if (!t.complete || obj.better(res.span, res.makespan, t.max_span, t.makespan, pr.eps)) {
-        break;  // cannot happen (monotone), but never accept a worse order
-      }
-      res.span = t.max_span;
-      res.makespan = t.makespan;
-      cur.ops = std::move(trial);
-      std::swap(cur.start, start2);
-    }
-    res.filled_span = res.span;
-    improve_budget budget;
-    budget.evaluations = opts.search_evaluations;
-    if (budget.evaluations == zb_auto_options::default_evaluations) {
-      const double n = double(p) * m * pl.chunks() * 3.0;
-      budget.evaluations = std::size_t(std::clamp(6e5 / n, 16.0, 2000.0));
-    }
-    budget.milliseconds = opts.search_budget_ms;
-    if (budget.evaluations > 0 && obj.primary(res.span, res.makespan) > bound + pr.eps) {
-      order_improver imp(pr);
-      const improve_stats st = imp.run(cur.ops, budget);
-      res.search_evaluations = st.evaluations;
-      res.search_moves = st.accepted;
-      if (st.accepted > 0) {
-        const order_times t = time_order(pr, cur.ops, cur.start);
-        PIPESCHED_ASSERT(
-            t.complete && !obj.better(res.span, res.makespan, t.max_span, t.makespan, pr.eps),
-            "zb_search: the local search made the order worse");
-        res.span = t.max_span;
-        res.makespan = t.makespan;
-      }
-    }
-  } else {
-    res.filled_span = res.span;
+    improve_fill_gaps(pr, cur, res);
+  }
+  res.filled_span = res.span;
+  if (opts.improve) {
+    improve_local_search(pr, cur, opts, bound, res);
   }
   res.peak = order_peak(cur.ops, params.memory, pl.chunks());
   res.sched = to_schedule(who, m, pl, std::move(cur.ops));
