@@ -86,7 +86,7 @@ int main(int argc, char** argv) try {
   link_model no_bulk = links;
   no_bulk.bulk.replicas = 1;
 
-  const op_costs c = costs.at(0);
+  const op_costs c = costs.for_shape(p, 1, "link_contention").at(0);
   std::printf(
       "### p=%u, m=%u, D=%u, per stage T_F=%.1f T_B=%.1f T_W=%.1f ms, link %.0f Gbit/s: "
       "message %.2f ms, gradients %.0f MB per stage in %u bucket(s) per chunk\n\n",

@@ -65,7 +65,7 @@ transformer_profile layer_profile() {
 /// Makespan lower bound of the module comment, for the schedule's placement.
 double lower_bound(const schedule& s, const cost_model& model) {
   const placement& pl = s.layout();
-  const cost_model costs = model.for_shape(pl.stages(), pl.chunks(), "quality_table");
+  const shaped_cost_model costs = model.for_shape(pl.stages(), pl.chunks(), "quality_table");
   const std::uint32_t g_count = pl.total_chunks();
   std::vector<double> reach(g_count, 0.0);  // earliest start of global chunk g's first F
   for (global_chunk g = 1; g < g_count; ++g) {

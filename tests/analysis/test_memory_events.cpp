@@ -80,7 +80,7 @@ TEST_CASE(
       for (stage_index st = 0; st < p; ++st) {
         lists[st].assign(s.ops(st).begin(), s.ops(st).end());
       }
-      const memory_model bound = mm.for_shape(p, gp.chunks, "test");
+      const shaped_memory_model bound = mm.for_shape(p, gp.chunks, "test");
       const std::vector<double> peaks = detail::order_peak(lists, bound, gp.chunks);
       const memory_report r = check_memory(s, mm);
       REQUIRE(r.ok());
@@ -124,7 +124,7 @@ TEST_CASE("memory engine: the minimum budget, checked in one place", "[memory_ev
   mm.set_chunk_memory(2, {{0.5, 0.1, 0}, {0.25, 0.1, 0}, {1.0, 0.5, 0}, {2.0, 0.5, 0}});
   mm.set_static_memory({1.0, 0.5});
   const placement pl = placement::v_shape(2);
-  const memory_model bound = mm.for_shape(2, 2, "test");
+  const shaped_memory_model bound = mm.for_shape(2, 2, "test");
   CHECK(stage_activation(bound, 0, 2) == 0.75);
   CHECK(minimum_stage_memory(bound, 0, 2) == 1.75);
   CHECK(minimum_stage_memory(bound, 1, 2) == 3.5);
@@ -149,12 +149,14 @@ TEST_CASE("memory engine: admission keeps room for the chunks later in the model
   const placement pl = placement::custom(2, 2, {2, 0, 1, 3});
   memory_model mm;
   mm.set_chunk_memory(2, {{1.0, 0.5, 0}, {2.0, 0.5, 0}, {1.0, 0.5, 0}, {1.0, 0.5, 0}});
-  CHECK(detail::later_chunk_reserve(pl, mm, 0, 1) == 1.0);  // global 0: room for global 2
-  CHECK(detail::later_chunk_reserve(pl, mm, 0, 0) == 0.0);
-  CHECK(detail::later_chunk_reserve(pl, mm, 1, 0) == 1.0);  // global 1: room for global 3
+  CHECK(detail::later_chunk_reserve(pl, mm.for_shape(2, 2, "t"), 0, 1) ==
+        1.0);  // global 0: room for global 2
+  CHECK(detail::later_chunk_reserve(pl, mm.for_shape(2, 2, "t"), 0, 0) == 0.0);
+  CHECK(detail::later_chunk_reserve(pl, mm.for_shape(2, 2, "t"), 1, 0) ==
+        1.0);  // global 1: room for global 3
   CHECK(detail::admits_forward(0.0, 2.0, 1.0, 3.0));
   CHECK_FALSE(detail::admits_forward(0.5, 2.0, 1.0, 3.0));
   // The tolerance is relative to the budgets and sizes: 1e-9 of the largest.
-  CHECK(detail::memory_tolerance(pl, mm, {4.0, 1.0}) == Approx(4e-9));
+  CHECK(detail::memory_tolerance(pl, mm.for_shape(2, 2, "t"), {4.0, 1.0}) == Approx(4e-9));
   CHECK(detail::memory_tolerance(pl, mm.for_shape(2, 2, "t"), {0.0, 0.0}) == Approx(2e-9));
 }

@@ -64,8 +64,8 @@ TEST_CASE("op_ready: the clocks that decide while they run agree with the timing
     for (const std::uint32_t m : {3u, 8u}) {
       for (const double limit : {1.0, 1.5, 2.0}) {
         INFO("v " << pl.chunks() << " m " << m << " limit " << limit << "·p·M_B");
-        const cost_model costs = clock_costs(pl);
-        const memory_model mem =
+        const shaped_cost_model costs = clock_costs(pl).for_shape(pl.stages(), pl.chunks(), "test");
+        const shaped_memory_model mem =
             memory_model::uniform(1.0, 0.4).for_shape(pl.stages(), pl.chunks(), "test");
         const detail::greedy_problem pr(pl, m, costs, mem,
                                         std::vector<double>(pl.stages(), limit * pl.stages()));

@@ -411,7 +411,7 @@ TEST_CASE("simulate: T_FB sets how long an overlapped pair lasts", "[sim][overla
   // T_FB = 2.5: a pair of an F and a BW lasts T_FB + T_W = 3.5 (gain T_F + T_B - T_FB = 0.5).
   auto c = cost_model::uniform(1, 2, 1);
   c.set_overlapped(2.5);
-  CHECK(c.overlap_gain(0) == 0.5);
+  CHECK(c.for_shape(2, 1, "t").overlap_gain(0) == 0.5);
   const schedule s = overlapped_pairs();
   const auto r = simulate(s, c);
   REQUIRE(r.completed());

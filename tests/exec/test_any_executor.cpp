@@ -48,7 +48,7 @@ TEST_CASE("any_executor runs a wrapped executor under both drivers", "[exec][any
     CHECK(inner.finished());
   }
   SECTION("owning") {
-    any_executor erased(sleep_executor(cost_model::unit(), std::chrono::microseconds(1)));
+    any_executor erased(sleep_executor(s, cost_model::unit(), std::chrono::microseconds(1)));
     any_executor moved = std::move(erased);
     run_threaded(moved, s);
   }

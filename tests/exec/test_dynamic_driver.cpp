@@ -76,7 +76,8 @@ TEST_CASE("run_threaded_dynamic: with modeled op times, warm-up forwards as the 
   // Ops sleep their cost in units of 200 us. At the limit p*M_B stage 0 runs at most 4
   // forwards before its first B (which thread timing decides), and its first op is F0.
   const placement pl = placement::sequential(4);
-  sleep_executor e(cost_model::uniform(1, 1, 1), std::chrono::microseconds(200));
+  sleep_executor e(cost_model::uniform(1, 1, 1).for_shape(4, 1, "test"),
+                   std::chrono::microseconds(200));
   dynamic_run_options o;
   o.memory_limit = 4.0;
   const schedule ran = run_threaded_dynamic(e, pl, 8, o);
@@ -124,7 +125,7 @@ TEST_CASE("run_threaded_dynamic: a failing op stops every stage and is named",
 TEST_CASE("dynamic_stage: the pick rule every dynamic driver shares", "[exec][dynamic_driver]") {
   // Sequential p = 2, m = 3: stage 1 holds the last chunk (its B needs no gradient).
   const placement pl = placement::sequential(2);
-  const memory_model mem = memory_model{}.for_shape(2, 1, "test");
+  const shaped_memory_model mem = memory_model{}.for_shape(2, 1, "test");
   auto all = [](const message_key&) { return true; };
   auto none = [](const message_key&) { return false; };
 
@@ -194,7 +195,7 @@ TEST_CASE("dynamic_stage: the drivers' pick by message keys makes simulate_dynam
         }
       }
     }
-    const memory_model mem = o.memory.for_shape(sh.pl.stages(), sh.pl.chunks(), "test");
+    const shaped_memory_model mem = o.memory.for_shape(sh.pl.stages(), sh.pl.chunks(), "test");
     const std::vector<double> cap = detail::dynamic_cap("test", sh.pl, mem, o.memory_limit);
     for (stage_index s = 0; s < sh.pl.stages(); ++s) {
       detail::dynamic_stage ds(sh.pl, s, m, mem, detail::stage_cap(cap, s));

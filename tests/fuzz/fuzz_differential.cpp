@@ -183,7 +183,7 @@ bool close(double a, double b) {
 
 /// Timing rules of docs/model.md §3, checked op by op on a completed simulation of a valid,
 /// non-lowered schedule, with the producers located independently of the simulator.
-void check_timing(const schedule& s, const cost_model& costs, const simulation_result& r) {
+void check_timing(const schedule& s, const shaped_cost_model& costs, const simulation_result& r) {
   const placement& pl = s.layout();
   // (event, global chunk, mb) -> (end time, stage)
   std::map<std::tuple<int, global_chunk, microbatch_index>, std::pair<double, stage_index>> ends;
@@ -235,7 +235,7 @@ void check_timing(const schedule& s, const cost_model& costs, const simulation_r
 
 /// Per-stage peaks from the ops in simulated order (ties by list order), own bookkeeping.
 std::vector<double> recompute_peaks(const schedule& s,
-                                    const memory_model& mm,
+                                    const shaped_memory_model& mm,
                                     const simulation_result& r) {
   const placement& pl = s.layout();
   const bool lowered = s.has_comm();
@@ -318,8 +318,8 @@ void run(byte_source& in) {
   const cost_model costs = cost_model::uniform(in.below(4), in.below(4), in.below(4), in.below(3));
   const double mb_size = 1.0 + in.below(4);
   const memory_model mm(chunk_memory{mb_size, mb_size * in.below(5) / 4.0, 0.25 * in.below(3)});
-  const cost_model chunk_costs = costs.for_shape(p, s.layout().chunks(), "fuzz");
-  const memory_model chunk_mm = mm.for_shape(p, s.layout().chunks(), "fuzz");
+  const shaped_cost_model chunk_costs = costs.for_shape(p, s.layout().chunks(), "fuzz");
+  const shaped_memory_model chunk_mm = mm.for_shape(p, s.layout().chunks(), "fuzz");
 
   const validation_report vr = validate(s);
   const traversal_result tr = traverse(s, [](stage_index, std::size_t, const op&) {});

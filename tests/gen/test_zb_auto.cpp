@@ -365,8 +365,9 @@ TEST_CASE("zb search's order timing matches the simulator", "[gen][zb-auto]") {
   generator_params gp;
   gp.stages = 2;
   gp.microbatches = 2;
-  const detail::greedy_problem pr(placement::sequential(2), 2, cost_model::unit(), gp.memory,
-                                  {1e9, 1e9});
+  const detail::greedy_problem pr(placement::sequential(2), 2,
+                                  cost_model::unit().for_shape(2, 1, "t"),
+                                  gp.memory.for_shape(2, 1, "t"), {1e9, 1e9});
   std::vector<std::vector<op>> bad = {
       {make_op(op_kind::forward, 0, 0), make_op(op_kind::backward_weight, 0, 0)}, {}};
   std::vector<std::vector<double>> start;

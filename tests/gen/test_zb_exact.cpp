@@ -78,7 +78,7 @@ std::string describe(const generator_params& gp, int costs, double factor) {
 /// micro-batch's F precedes its B and its B its W.
 std::vector<std::vector<op>> stage_lists(const generator_params& gp, stage_index s, bool in_order) {
   const std::uint32_t m = gp.microbatches;
-  const chunk_memory& cm = gp.memory.at(s);
+  const chunk_memory cm = gp.memory.for_shape(gp.stages, 1, "t").at(s);
   const double room = gp.memory_limit.at(0) - gp.memory.static_memory(s) + 1e-9;
   std::vector<std::vector<op>> out;
   std::vector<op> cur;
@@ -195,8 +195,8 @@ TEST_CASE("zb-exact equals a brute-force enumeration on tiny cases", "[gen][zb_e
         check_result(searched, gp);
         check_result(seeded, gp);
         // Sharp: told to beat the optimum + 1e-6, no prune may cut every optimal order.
-        const detail::exact_problem pr =
-            detail::make_exact_problem(gp, std::vector<double>(sh.p, gp.memory_limit.at(0)));
+        const detail::exact_problem pr = detail::make_exact_problem(
+            detail::for_shape("t", gp, 1), std::vector<double>(sh.p, gp.memory_limit.at(0)));
         detail::exact_search search(pr, {});
         search.run(brute + 1e-6, 0.0);
         REQUIRE(search.improved());
@@ -229,7 +229,8 @@ TEST_CASE("zb-exact: the search's own timing is the simulator's", "[gen][zb_exac
     const generator_params gp = make_params(3, 5, costs, 1.5);
     INFO(describe(gp, costs, 1.5));
     const std::vector<double> limits(3, gp.memory_limit.at(0));
-    const detail::exact_problem pr = detail::make_exact_problem(gp, limits);
+    const detail::exact_problem pr =
+        detail::make_exact_problem(detail::for_shape("t", gp, 1), limits);
     detail::exact_search search(pr, {});
     search.run(1e300, 0.0);
     REQUIRE(search.improved());

@@ -21,7 +21,11 @@ struct problem {
   detail::greedy_problem pr;
   problem(std::uint32_t p, std::uint32_t m, op_costs c, double comm, double mw, double limit)
       : gp(make(p, m, c, comm, mw, limit)),
-        pr(placement::sequential(p), m, gp.costs, gp.memory, std::vector<double>(p, limit)) {}
+        pr(placement::sequential(p),
+           m,
+           gp.costs.for_shape(p, 1, "test"),
+           gp.memory.for_shape(p, 1, "test"),
+           std::vector<double>(p, limit)) {}
   static generator_params make(
       std::uint32_t p, std::uint32_t m, op_costs c, double comm, double mw, double limit) {
     generator_params g;

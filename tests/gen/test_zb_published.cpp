@@ -20,7 +20,7 @@ namespace {
 
 detail::greedy_problem problem_of(const test::reference_row& r) {
   const placement pl = r.schedule == "zb-v" ? placement::v_shape(r.p) : placement::sequential(r.p);
-  const generator_params g = detail::for_shape("test", r.params(), pl.chunks());
+  const detail::shaped_params g = detail::for_shape("test", r.params(), pl.chunks());
   return detail::greedy_problem(pl, r.m, g.costs, g.memory, std::vector<double>(r.p, r.limit));
 }
 

@@ -36,12 +36,12 @@ TEST_CASE("schedule_export: five files that read back as the schedule and its mo
   CHECK(without_recompute(sched) == plain);
   // Pipesched's: the order with its R ops, and the models as given.
   CHECK(read_schedule_json(files[2].text) == sched);
-  const cost_model c = read_cost_model(files[3].text);
+  const shaped_cost_model c = read_cost_model(files[3].text).for_shape(3, 1, "t");
   CHECK(c.at(2).forward == 1.0);
   CHECK(c.at(2).backward_input == 2.0);
   CHECK(c.at(2).backward_weight == 1.0);
   CHECK(c.comm(0, 1) == 0.5);
-  const memory_model m = read_memory_model(files[4].text);
+  const shaped_memory_model m = read_memory_model(files[4].text).for_shape(3, 1, "t");
   CHECK(m.at(1).activation == 4.0);
   CHECK(m.at(1).weight_grad_input == 1.0);
   CHECK(m.static_memory(2) == 30.0);

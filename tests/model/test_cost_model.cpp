@@ -1,4 +1,5 @@
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -7,8 +8,22 @@
 
 using namespace pipesched;
 
+namespace {
+// A chunk's costs are read only from a model read for a shape (for_shape): on a plain model a
+// chunk > 0 would take the stage's whole slice, v times too large.
+template <class M>
+concept reads_chunk_costs = requires(const M& m) {
+  m.at(stage_index{0}, chunk_index{1});
+  m.duration(stage_index{0}, op_kind::forward, chunk_index{1});
+  m.overlap_gain(stage_index{0}, chunk_index{1});
+};
+static_assert(!reads_chunk_costs<cost_model>);
+static_assert(reads_chunk_costs<shaped_cost_model>);
+static_assert(std::is_convertible_v<shaped_cost_model, cost_model>);  // goes where one goes
+}  // namespace
+
 TEST_CASE("cost_model: defaults and uniform costs", "[sim][cost]") {
-  const cost_model unit;
+  const shaped_cost_model unit = cost_model{}.for_shape(6, 1, "t");
   CHECK(unit.is_uniform());
   CHECK(unit.duration(0, op_kind::forward) == 1);
   CHECK(unit.duration(5, op_kind::backward_full) == 2);
@@ -16,7 +31,7 @@ TEST_CASE("cost_model: defaults and uniform costs", "[sim][cost]") {
   CHECK(unit.duration(1, op_kind::recv_backward) == 0);
   CHECK(unit.comm(0, 1) == 0);
 
-  const auto c = cost_model::uniform(3, 4, 2, 0.5);
+  const auto c = cost_model::uniform(3, 4, 2, 0.5).for_shape(3, 1, "t");
   CHECK(c.duration(2, op_kind::forward) == 3);
   CHECK(c.duration(2, op_kind::backward_input) == 4);
   CHECK(c.duration(2, op_kind::backward_weight) == 2);
@@ -30,16 +45,16 @@ TEST_CASE("cost_model: per-stage and per-chunk costs", "[sim][cost]") {
   cost_model c;
   c.set_stage_costs({op_costs{1, 2, 3}, op_costs{4, 5, 6}});
   CHECK_FALSE(c.is_uniform());
-  CHECK(c.at(1).backward_input == 5);
-  CHECK(c.for_shape(2, 1, "t").at(1, 0).backward_input == 5);
-  CHECK(c.duration(0, op_kind::backward_full) == 5);
+  CHECK(c.for_shape(2, 1, "t").at(1).backward_input == 5);
+  CHECK(c.for_shape(2, 1, "t").duration(0, op_kind::backward_full) == 5);
 
   c.set_chunk_costs(2,
                     {op_costs{1, 1, 1}, op_costs{2, 2, 2}, op_costs{3, 3, 3}, op_costs{4, 4, 4}});
   CHECK(c.stage_costs().empty());  // per-chunk replaces per-stage
-  CHECK(c.at(0, 1).forward == 2);
-  CHECK(c.at(1, 0).forward == 3);
-  CHECK(c.duration(1, op_kind::backward_full, 1) == 8);
+  const shaped_cost_model v2 = c.for_shape(2, 2, "t");
+  CHECK(v2.at(0, 1).forward == 2);
+  CHECK(v2.at(1, 0).forward == 3);
+  CHECK(v2.duration(1, op_kind::backward_full, 1) == 8);
   CHECK(c.chunk_costs_chunks() == 2);
 }
 
@@ -77,9 +92,9 @@ TEST_CASE("cost_model: per-stage costs are split over the chunks, per-chunk ones
   // One stage's whole slice costs (4, 6, 2) per micro-batch: with v = 2 a chunk costs half,
   // with v = 4 a quarter; T_comm is one transfer's latency and is not split.
   const auto c = cost_model::uniform(4, 6, 2, 0.5);
-  CHECK(c.split_chunks() == 0);
-  const cost_model v2 = c.for_shape(3, 2, "t");
-  CHECK(v2.split_chunks() == 2);
+  const shaped_cost_model v2 = c.for_shape(3, 2, "t");
+  CHECK(v2.stages() == 3);
+  CHECK(v2.chunks() == 2);
   CHECK(v2.at(2, 1) == op_costs{2, 3, 1});
   CHECK(v2.duration(0, op_kind::backward_full, 1) == 4);
   CHECK(v2.comm(0, 1) == 0.5);

@@ -16,8 +16,8 @@ TEST_CASE("inline_recompute: the backward pays T_R, F holds max(M_in, M_W), stat
   memory_model m(chunk_memory{4.0, 1.0, 0.25, 0.5});
   m.set_static_memory({10, 20});
   const auto [ic, im] = inline_recompute(c, m, 2, 2);
-  const cost_model bc = ic.for_shape(2, 2, "t");
-  const memory_model bm = im.for_shape(2, 2, "t");
+  const shaped_cost_model bc = ic.for_shape(2, 2, "t");
+  const shaped_memory_model bm = im.for_shape(2, 2, "t");
   for (stage_index s = 0; s < 2; ++s) {
     for (chunk_index k = 0; k < 2; ++k) {
       // Per stage values split over v = 2.

@@ -6,8 +6,19 @@
 
 using namespace pipesched;
 
+namespace {
+// A chunk's sizes are read only from a model read for a shape (for_shape).
+template <class M>
+concept reads_chunk_sizes = requires(const M& m) {
+  m.at(stage_index{0}, chunk_index{1});
+  m.envelope(stage_index{0}, chunk_index{1});
+};
+static_assert(!reads_chunk_sizes<memory_model>);
+static_assert(reads_chunk_sizes<shaped_memory_model>);
+}  // namespace
+
 TEST_CASE("memory_model: defaults and uniform sizes", "[memory][model]") {
-  const memory_model d;
+  const shaped_memory_model d = memory_model{}.for_shape(4, 1, "t");
   CHECK(d.is_uniform());
   CHECK(d.at(3).activation == 1);
   CHECK(d.at(3).weight_grad_input == 0.5);
@@ -15,7 +26,6 @@ TEST_CASE("memory_model: defaults and uniform sizes", "[memory][model]") {
   CHECK(d.static_memory(0) == 0);
 
   const auto u = memory_model::uniform(4, 1);
-  CHECK(u.at(0) == chunk_memory{4, 1, 0});
   CHECK(u.for_shape(3, 1, "t").at(2, 0) == chunk_memory{4, 1, 0});
 }
 
@@ -25,12 +35,12 @@ TEST_CASE("memory_model: per-stage sizes are split over the chunks, per-chunk on
   // holds half; the received buffer (the transferred tensor) and static memory are not split.
   memory_model m(chunk_memory{4, 1, 0.5});
   m.set_static_memory({10, 20});
-  CHECK(m.split_chunks() == 0);
-  const memory_model v2 = m.for_shape(2, 2, "t");
-  CHECK(v2.split_chunks() == 2);
+  const shaped_memory_model v2 = m.for_shape(2, 2, "t");
+  CHECK(v2.stages() == 2);
+  CHECK(v2.chunks() == 2);
   CHECK(v2.at(1, 1) == chunk_memory{2, 0.5, 0.5});
   CHECK(v2.static_memory(1) == 20);
-  const memory_model v4 = m.for_shape(2, 4, "t");
+  const shaped_memory_model v4 = m.for_shape(2, 4, "t");
   CHECK(v4.at(0, 3) == chunk_memory{1, 0.25, 0.5});
   // A per-stage table is split the same way; a per-chunk table is each chunk's own size.
   memory_model st;
@@ -67,14 +77,14 @@ TEST_CASE("memory_model: per-stage, per-chunk and static memory", "[memory][mode
   memory_model m;
   m.set_stage_memory({chunk_memory{2, 1, 0}, chunk_memory{3, 0, 0.5}});
   CHECK_FALSE(m.is_uniform());
-  CHECK(m.at(1).activation == 3);
-  CHECK(m.at(1).received == 0.5);
+  CHECK(m.for_shape(2, 1, "t").at(1).activation == 3);
+  CHECK(m.for_shape(2, 1, "t").at(1).received == 0.5);
 
   m.set_chunk_memory(2, {chunk_memory{1, 0, 0}, chunk_memory{2, 0, 0}, chunk_memory{3, 0, 0},
                          chunk_memory{4, 0, 0}});
   CHECK(m.stage_memory().empty());
-  CHECK(m.at(1, 1).activation == 4);
-  CHECK(m.at(0, 1).activation == 2);
+  CHECK(m.for_shape(2, 2, "t").at(1, 1).activation == 4);
+  CHECK(m.for_shape(2, 2, "t").at(0, 1).activation == 2);
 
   m.set_static_memory({10, 20});
   CHECK(m.static_memory(1) == 20);

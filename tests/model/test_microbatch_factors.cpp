@@ -95,7 +95,7 @@ TEST_CASE("cost_model: per-micro-batch factors scale each micro-batch's ops",
           "[model][microbatch]") {
   cost_model c = cost_model::uniform(2, 3, 1, 0.5);
   c.set_microbatch_factors({cost_factors{}, cost_factors{2, 4, 0.5}, cost_factors::all(0)});
-  const cost_model s = c.for_shape(1, 1, 3, "t");
+  const shaped_cost_model s = c.for_shape(1, 1, 3, "t");
   CHECK(s.duration(0, op_kind::forward, 0, 1) == 4);
   CHECK(s.duration(0, op_kind::backward_input, 0, 1) == 12);
   CHECK(s.duration(0, op_kind::backward_weight, 0, 1) == 0.5);
@@ -107,9 +107,10 @@ TEST_CASE("cost_model: per-micro-batch factors scale each micro-batch's ops",
   // T_R and T_FB: the recompute factor (unset: forward's) and the forward factor.
   cost_model r = cost_model::uniform(2, 3, 1).set_recompute(1).set_overlapped(4);
   r.set_microbatch_factors({cost_factors{3, 1, 1, 0.5}, cost_factors{3, 1, 1}});
-  CHECK(r.duration(0, op_kind::recompute, 0, 0) == 0.5);
-  CHECK(r.duration(0, op_kind::recompute, 0, 1) == 3);
-  CHECK(r.overlap_gain(0, 0, 1) == 6 + 3 - 12);
+  const shaped_cost_model rs = r.for_shape(1, 1, 2, "t");
+  CHECK(rs.duration(0, op_kind::recompute, 0, 0) == 0.5);
+  CHECK(rs.duration(0, op_kind::recompute, 0, 1) == 3);
+  CHECK(rs.overlap_gain(0, 0, 1) == 6 + 3 - 12);
   CHECK_THROWS_WITH(cost_model{}.set_microbatch_factors({cost_factors{1, -1, 1}}),
                     "cost_model::set_microbatch_factors: microbatches entry 0: backward_input "
                     "factor (-1) must be finite and >= 0");
@@ -121,7 +122,7 @@ TEST_CASE("memory_model: per-micro-batch factors, the envelope and M_W <= M_B",
           "[model][microbatch]") {
   memory_model m = memory_model::uniform(2, 1);
   m.set_microbatch_factors({memory_factors::all(1), memory_factors{3, 0.5, 1, 1}});
-  const memory_model s = m.for_shape(2, 2, 2, "t");
+  const shaped_memory_model s = m.for_shape(2, 2, 2, "t");
   CHECK(s.at(0, 1, 1).activation == 3);  // 2 / v = 1 per chunk, x 3
   CHECK(s.at(0, 1, 1).weight_grad_input == 0.25);
   CHECK(s.envelope(1, 0).activation == 3);
@@ -137,16 +138,16 @@ TEST_CASE("memory_model: per-micro-batch factors, the envelope and M_W <= M_B",
 TEST_CASE("equal factors fold away for the search", "[model][microbatch]") {
   cost_model c = cost_model::uniform(1, 2, 3);
   c.set_microbatch_factors(std::vector<cost_factors>(4, cost_factors::all(2)));
-  const cost_model f = c.for_shape(2, 2, 4, "t").with_equal_factors_folded(2, 2);
+  const shaped_cost_model f = c.for_shape(2, 2, 4, "t").with_equal_factors_folded();
   CHECK_FALSE(f.has_microbatch_factors());
   CHECK(f.at(1, 1).backward_weight == 3);  // 3 / v x 2
   cost_model one = cost_model::uniform(1, 2, 3);
   one.set_microbatch_factors(ones(4));
-  const cost_model g = one.for_shape(2, 1, 4, "t").with_equal_factors_folded(2, 1);
+  const shaped_cost_model g = one.for_shape(2, 1, 4, "t").with_equal_factors_folded();
   CHECK(g.is_uniform());  // all 1: nothing to fold in
   cost_model differ = cost_model::uniform(1, 2, 3);
   differ.set_microbatch_factors({cost_factors::all(1), cost_factors::all(2)});
-  CHECK(differ.for_shape(1, 1, 2, "t").with_equal_factors_folded(1, 1).has_microbatch_factors());
+  CHECK(differ.for_shape(1, 1, 2, "t").with_equal_factors_folded().has_microbatch_factors());
 }
 
 TEST_CASE("a micro-batch's factors time its own ops", "[model][microbatch][sim]") {

@@ -31,10 +31,10 @@ TEST_CASE("transformer_costs: per-layer units", "[sim][transformer]") {
   CHECK(p.memory.received == Approx(64.0 / 1728.0));
 
   const auto c = make_cost_model(p, 0.5);
-  CHECK(c.at(3).forward == 2);
+  CHECK(c.for_shape(4, 1, "t").at(3).forward == 2);
   CHECK(c.comm(0, 1) == 0.5);
   const auto m = make_memory_model(p);
-  CHECK(m.at(1).activation == Approx(2));
+  CHECK(m.for_shape(4, 1, "t").at(1).activation == Approx(2));
 }
 
 TEST_CASE("transformer_costs: realistic shapes order the costs T_W < T_F < T_B",

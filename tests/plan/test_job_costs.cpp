@@ -115,7 +115,7 @@ TEST_CASE("job_costs: op times are FLOPs at the achieved rate plus TP collective
   CHECK_FALSE(in_one_node(2, 8, 8));
   CHECK_FALSE(in_one_node(3, 2, 8));
   // The per-chunk model carries them.
-  const cost_model c = jc.costs.for_shape(4, 1, "t");
+  const shaped_cost_model c = jc.costs.for_shape(4, 1, "t");
   CHECK(c.at(1).forward == Approx(8 * ot.layer.forward));
   CHECK(c.at(3).backward_weight == Approx(8 * ot.layer.backward_weight + ot.head));
   CHECK(c.comm(0, 1) == jc.pipeline_transfer_s);
@@ -129,17 +129,17 @@ TEST_CASE("job_costs: activation sizes per chunk", "[plan][job_costs]") {
   const double embed = (8 * s * b + s * b * h) / 2;
   const double head = 4 * s * b * (h + static_cast<double>(padded_vocab(128256, 2))) / 2;
   const placement pl = placement::sequential(4);
-  const memory_model none =
+  const shaped_memory_model none =
       make_job_costs(job, l, recompute_kind::none, even(32, 4), pl).memory.for_shape(4, 1, "t");
   CHECK(none.at(0).activation == Approx(8 * la.full + embed));
   CHECK(none.at(1).activation == Approx(8 * la.full));
   CHECK(none.at(3).activation == Approx(8 * la.full + head));
   CHECK(none.at(1).weight_grad_input == Approx(8 * la.weight_grad));
-  const memory_model sel = make_job_costs(job, l, recompute_kind::selective, even(32, 4), pl)
-                               .memory.for_shape(4, 1, "t");
+  const shaped_memory_model sel = make_job_costs(job, l, recompute_kind::selective, even(32, 4), pl)
+                                      .memory.for_shape(4, 1, "t");
   CHECK(sel.at(1).activation == Approx(8 * la.without_core));
   CHECK(sel.at(1).input == sel.at(1).activation);
-  const memory_model full =
+  const shaped_memory_model full =
       make_job_costs(job, l, recompute_kind::full, even(32, 4), pl).memory.for_shape(4, 1, "t");
   CHECK(full.at(1).input == Approx(8 * la.input));
   CHECK(full.at(1).activation == Approx(8 * la.input + la.without_core + 8 * la.weight_grad));

@@ -217,7 +217,7 @@ template <bool PerMb>
 class stage_memory_check {
  public:
   stage_memory_check(const schedule& sched,
-                     const memory_model& model,
+                     const shaped_memory_model& model,
                      const memory_options& options,
                      buffer_states& states,
                      memory_report& report,
@@ -460,7 +460,7 @@ class stage_memory_check {
   const placement& pl_;
   std::uint32_t m_;
   bool lowered_;
-  const memory_model& model_;
+  const shaped_memory_model& model_;
   const memory_options& options_;
   buffer_states& states_;
   memory_report& report_;
@@ -479,7 +479,7 @@ class stage_memory_check {
 /// size per (chunk, buffer kind), the loop as it was without them.
 template <bool PerMb>
 memory_report check_memory_impl(const schedule& sched,
-                                const memory_model& model,
+                                const shaped_memory_model& model,
                                 const memory_options& options,
                                 const std::vector<std::span<const timed_op>>* times) {
   const std::uint32_t p = sched.stages();
@@ -499,8 +499,8 @@ inline memory_report check_memory_impl(const schedule& sched,
                                        const memory_model& model_in,
                                        const memory_options& options,
                                        const std::vector<std::span<const timed_op>>* times) {
-  const memory_model model = model_in.for_shape(sched.stages(), sched.layout().chunks(),
-                                                sched.microbatches(), "check_memory");
+  const shaped_memory_model model = model_in.for_shape(sched.stages(), sched.layout().chunks(),
+                                                       sched.microbatches(), "check_memory");
   return model.has_microbatch_factors() ? check_memory_impl<true>(sched, model, options, times)
                                         : check_memory_impl<false>(sched, model, options, times);
 }

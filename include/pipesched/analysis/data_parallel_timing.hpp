@@ -142,7 +142,7 @@ class data_parallel_run {
  private:
   const schedule& sched_;
   data_parallel_model dp_;
-  cost_model costs_;
+  shaped_cost_model costs_;
   traversal_plan plan_;
   cost_sampler sampler_;
   std::vector<std::size_t> used_;

@@ -99,7 +99,7 @@ inline dynamic_result simulate_dynamic(const schedule& shape,
   const std::uint32_t v = pl.chunks();
   const std::uint32_t m = shape.microbatches();
   schedule order = schedule::on("dynamic", pl, m);  // checks m
-  const memory_model mem = o.memory.for_shape(p, v, m, who);
+  const shaped_memory_model mem = o.memory.for_shape(p, v, m, who);
   const std::vector<double> cap = detail::dynamic_cap(who, pl, mem, o.memory_limit);
   const perturbed_costs pc(pl, m, false, costs, o.noise, o.sample, who);
   const detail::traversal_plan& plan = pc.plan();

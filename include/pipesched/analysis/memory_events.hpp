@@ -201,7 +201,7 @@ class stage_deltas {
       }
       /// Stage s of `memory` (read for the shape), `chunks` chunks; per micro-batch when `memory`
       /// has per-micro-batch factors.
-      stage_deltas(const memory_model& memory, stage_index s, std::uint32_t chunks)
+      stage_deltas(const shaped_memory_model& memory, stage_index s, std::uint32_t chunks)
           : stage_deltas(chunks,
                          std::max(memory.microbatch_factors().microbatches(), 1u),
                          [&](chunk_index c, microbatch_index j) { return memory.at(s, c, j); }) {}
@@ -243,7 +243,10 @@ bool walk_live_memory(const Ops& ops, double start, const stage_deltas& deltas, 
 /// The peak of stage s's list under `memory` (read for the shape; static memory included): the
 /// highest value of walk_live_memory, and at least the static memory.
 template <class Ops>
-double stage_peak(const Ops& ops, const memory_model& memory, stage_index s, std::uint32_t chunks) {
+double stage_peak(const Ops& ops,
+                  const shaped_memory_model& memory,
+                  stage_index s,
+                  std::uint32_t chunks) {
   double peak = memory.static_memory(s);
   walk_live_memory(ops, peak, stage_deltas(memory, s, chunks), [&](std::size_t, double value) {
     peak = std::max(peak, value);
@@ -263,7 +266,9 @@ constexpr double limit_threshold(double limit, double tolerance = 1e-9) noexcept
 /// One micro-batch's activations of every chunk of stage s, Σ_c M_B: the unit of
 /// stage_memory::peak_stage_units, and what each chunk's F must hold at least once. With
 /// per-micro-batch sizes, Σ_c of each chunk's largest M_B (memory_model::envelope).
-inline double stage_activation(const memory_model& memory, stage_index s, std::uint32_t chunks) {
+inline double stage_activation(const shaped_memory_model& memory,
+                               stage_index s,
+                               std::uint32_t chunks) {
   double act = 0.0;
   for (chunk_index c = 0; c < chunks; ++c) {
     act += memory.envelope(s, c).activation;
@@ -277,7 +282,7 @@ inline double stage_activation(const memory_model& memory, stage_index s, std::u
 /// sizes and one chunk, the largest micro-batch's; with several chunks the envelope's sum, at
 /// most the largest micro-batch's sum of another chunk more: what the admission rule below
 /// needs never to block (docs/model.md §5.1).
-inline double minimum_stage_memory(const memory_model& memory,
+inline double minimum_stage_memory(const shaped_memory_model& memory,
                                    stage_index s,
                                    std::uint32_t chunks) {
   return memory.static_memory(s) + stage_activation(memory, s, chunks);
@@ -290,7 +295,7 @@ namespace detail {
 /// be in any unit). Every scheduler that takes a limit checks it here.
 inline void require_minimum_memory(std::string_view who,
                                    const placement& pl,
-                                   const memory_model& memory,
+                                   const shaped_memory_model& memory,
                                    const memory_limits& limits) {
   for (stage_index s = 0; s < pl.stages(); ++s) {
     const double limit = limits.at(s);
@@ -311,7 +316,7 @@ inline void require_minimum_memory(std::string_view who,
 /// the largest limit, the memory checker's default tolerance on that stage, so with one limit
 /// for every stage what the schedulers admit check_memory accepts.
 inline double memory_tolerance(const placement& pl,
-                               const memory_model& memory,
+                               const shaped_memory_model& memory,
                                const std::vector<double>& avail) {
   double scale = 0.0;
   for (double x : avail) {
@@ -331,7 +336,7 @@ inline double memory_tolerance(const placement& pl,
 /// that room a stage could fill up with one chunk's forwards and block. With per-micro-batch
 /// sizes, each later chunk's largest M_B: the oldest may be the largest.
 inline double later_chunk_reserve(const placement& pl,
-                                  const memory_model& memory,
+                                  const shaped_memory_model& memory,
                                   stage_index s,
                                   chunk_index c) {
   double reserve = 0.0;

@@ -107,7 +107,7 @@ class cost_sampler {
   /// `costs` already read for the placement's shape.
   cost_sampler(const traversal_plan& plan,
                const placement& pl,
-               const cost_model& costs,
+               const shaped_cost_model& costs,
                const perturbation& noise)
       : base_(cost_table(plan, pl, costs)),
         per_mb_(costs.has_microbatch_factors()
@@ -219,11 +219,11 @@ class perturbed_costs {
   }
   const detail::traversal_plan& plan() const noexcept { return plan_; }
   /// The cost model read for the shape (its T_comm prices lowered rendezvous, unperturbed).
-  const cost_model& shaped_costs() const noexcept { return costs_; }
+  const shaped_cost_model& shaped_costs() const noexcept { return costs_; }
   std::uint32_t microbatches() const noexcept { return m_; }
 
  private:
-  cost_model costs_;
+  shaped_cost_model costs_;
   detail::traversal_plan plan_;
   std::uint32_t m_;
   std::vector<detail::op_cost> table_;

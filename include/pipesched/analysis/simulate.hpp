@@ -369,7 +369,7 @@ inline simulation_result simulate(const schedule& sched,
                                   const cost_model& model,
                                   const simulate_options& options) {
   const placement& pl = sched.layout();
-  const cost_model costs =
+  const shaped_cost_model costs =
       model.for_shape(sched.stages(), pl.chunks(), sched.microbatches(), "simulate");
   detail::require_traversable(sched, "simulate");  // refused, not allocated
   if (options.validate) {

@@ -116,7 +116,7 @@ schedule run_threaded_dynamic(E& e,
     const std::uint32_t p = pl.stages();
     const std::uint32_t v = pl.chunks();
     const std::uint32_t m = microbatches;
-    const memory_model mem = opts.memory.for_shape(p, v, m, who);
+    const shaped_memory_model mem = opts.memory.for_shape(p, v, m, who);
     const std::vector<double> cap = detail::dynamic_cap(who, pl, mem, opts.memory_limit);
 
     // One lock for the whole run: ops are coarse, and a single lock makes "every stage waits

@@ -587,7 +587,8 @@ mpi_run_result run_mpi_dynamic(E& e,
     }
     mpi_run_result result;
     result.ran = schedule::on("dynamic", pl, microbatches);  // checks m
-    const memory_model mem = dyn.memory.for_shape(pl.stages(), pl.chunks(), microbatches, who);
+    const shaped_memory_model mem =
+        dyn.memory.for_shape(pl.stages(), pl.chunks(), microbatches, who);
     const std::vector<double> cap = detail::dynamic_cap(who, pl, mem, dyn.memory_limit);
     const stage_index s = static_cast<stage_index>(rank);
     detail::dynamic_stage policy(pl, s, microbatches, mem, detail::stage_cap(cap, s));

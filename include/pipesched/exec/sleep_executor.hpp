@@ -20,13 +20,12 @@ namespace pipesched {
 /// 1 ms or more for a comparison within a few percent.
 ///
 /// Per-stage costs are split over the schedule's v chunks (cost_model): construct with the
-/// schedule, or with a model already read for its shape (cost_model::for_shape). A model read
-/// for no shape serves one-chunk schedules only; an op of chunk > 0 then throws.
+/// schedule, or with a model already read for its shape (cost_model::for_shape).
 class sleep_executor {
  public:
   struct message {};
 
-  explicit sleep_executor(cost_model costs,
+  explicit sleep_executor(shaped_cost_model costs,
                           std::chrono::nanoseconds unit = std::chrono::milliseconds(1))
       : costs_(std::move(costs)), unit_(unit) {
     if (unit.count() <= 0) {
@@ -42,10 +41,11 @@ class sleep_executor {
             unit) {}
 
   message run(stage_index s, const op& o, message&&) {
-    if (o.chunk > 0 && costs_.split_chunks() == 0) {
+    if (o.chunk >= costs_.chunks()) {
       detail::fail("sleep_executor: chunk ", o.chunk,
-                   " of a schedule with several chunks per stage, and the costs were not read "
-                   "for its shape (construct with the schedule, or use cost_model::for_shape)");
+                   " of a schedule with more chunks per stage "
+                   "than the costs were read for (v=",
+                   costs_.chunks(), ")");
     }
     const double d = costs_.duration(s, o.kind, o.chunk, o.mb);
     if (d > 0.0) {
@@ -56,11 +56,11 @@ class sleep_executor {
     return {};
   }
 
-  const cost_model& costs() const noexcept { return costs_; }
+  const shaped_cost_model& costs() const noexcept { return costs_; }
   std::chrono::nanoseconds unit() const noexcept { return unit_; }
 
  private:
-  cost_model costs_;
+  shaped_cost_model costs_;
   std::chrono::nanoseconds unit_;
 };
 

@@ -91,20 +91,31 @@ inline std::uint32_t check_shape(std::string_view who,
   return chunks;
 }
 
+/// generator_params read for one shape (for_shape below): what a generator's internals read a
+/// chunk's costs and sizes from. `costs` and `memory` hide the base's members with their shaped
+/// copies (the base holds the same values, so a shaped_params passed where generator_params is
+/// taken reads the same numbers once shaped again).
+struct shaped_params : generator_params {
+  shaped_cost_model costs;
+  shaped_memory_model memory;
+};
+
 /// `p` with its cost and memory models read for `chunks` chunks per stage (per-stage values
 /// split over them; tables checked against p, v and m, errors prefixed with `who`), with
 /// per-micro-batch factors that are the same for every micro-batch folded into the costs and
 /// sizes (with_equal_factors_folded).
-inline generator_params for_shape(std::string_view who,
-                                  const generator_params& p,
-                                  std::uint32_t chunks) {
-  generator_params out = p;
+inline shaped_params for_shape(std::string_view who,
+                               const generator_params& p,
+                               std::uint32_t chunks) {
   // Equal micro-batches, whatever their factors, are searched as the model they scale.
-  out.costs = p.costs.for_shape(p.stages, chunks, p.microbatches, who)
-                  .with_equal_factors_folded(p.stages, chunks);
-  out.memory = p.memory.for_shape(p.stages, chunks, p.microbatches, who)
-                   .with_equal_factors_folded(p.stages, chunks);
-  return out;
+  shaped_cost_model costs =
+      p.costs.for_shape(p.stages, chunks, p.microbatches, who).with_equal_factors_folded();
+  shaped_memory_model memory =
+      p.memory.for_shape(p.stages, chunks, p.microbatches, who).with_equal_factors_folded();
+  generator_params base = p;
+  base.costs = costs;
+  base.memory = memory;
+  return shaped_params{std::move(base), std::move(costs), std::move(memory)};
 }
 
 }  // namespace detail

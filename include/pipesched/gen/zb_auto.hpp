@@ -43,7 +43,7 @@ inline zb_auto_result zb_auto_search(const generator_params& given,
                                      zb_memory_preset preset = zb_memory_preset::given,
                                      std::string_view who = "zb-auto") {
   detail::check_shape(who, given, 1, 3);
-  const generator_params params = detail::for_shape(who, given, 1);
+  const detail::shaped_params params = detail::for_shape(who, given, 1);
   if (preset != zb_memory_preset::given && params.memory_limit) {
     detail::fail(who, ": memory_limit must not be given: this preset fixes it to ",
                  preset == zb_memory_preset::one_p ? "p" : "2p", "*M_B (use zb-auto)");
@@ -81,9 +81,10 @@ inline zb_auto_result zb_auto_search(const generator_params& given,
     sizes[s] = chunk_memory{held, c.weight_grad_input, c.received, c.input};
     lowered[s] = limits[s] - (c.activation - held);
   }
-  generator_params rp = params;
-  rp.costs.set_stage_costs(std::move(costs));
-  rp.memory.set_stage_memory(std::move(sizes));
+  generator_params plain_rp = params;  // the base: the same models, not read for a shape
+  plain_rp.costs.set_stage_costs(std::move(costs));
+  plain_rp.memory.set_stage_memory(std::move(sizes));
+  const detail::shaped_params rp = detail::for_shape(who, plain_rp, 1);
   zb_auto_options ro = opts;
   ro.recompute = false;
   ro.objective = plain.objective;  // decided on the real costs, not on the B that holds T_R

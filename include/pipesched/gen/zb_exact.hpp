@@ -80,7 +80,7 @@ inline zb_exact_result zb_exact_search(const generator_params& given,
                                        const zb_exact_options& opts = {}) {
   constexpr std::string_view who = "zb-exact";
   detail::check_shape(who, given, 1, 3);
-  const generator_params params = detail::for_shape(who, given, 1);
+  const detail::shaped_params params = detail::for_shape(who, given, 1);
   const std::uint32_t p = params.stages;
   const std::uint32_t m = params.microbatches;
   if (params.costs.has_microbatch_factors() || params.memory.has_microbatch_factors()) {

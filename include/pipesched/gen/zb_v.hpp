@@ -26,7 +26,7 @@ namespace pipesched {
 inline zb_auto_result zb_v_search(const generator_params& given, const zb_auto_options& opts = {}) {
   constexpr std::string_view who = "zb-v";
   detail::check_shape(who, given, 2, 3);
-  const generator_params params = detail::for_shape(who, given, 2);
+  const detail::shaped_params params = detail::for_shape(who, given, 2);
   const placement pl = placement::v_shape(params.stages);
   return detail::zb_search(who, params, pl, detail::stage_limits(who, params, pl, 1.0), opts);
 }

@@ -42,15 +42,18 @@ struct op_costs {
 ///
 /// A model is read for one schedule shape: for_shape(p, v) checks every table against it (a
 /// `stages` table needs p entries, a `chunks` table p x v, a `links` matrix p x p) and fixes
-/// the v the per-stage values are split over. The library's entry points (simulate,
-/// generators, lowering, executors) do this themselves; call it before at() / duration() with
-/// a chunk > 0 in your own code. Communication ops (SEND_*/RECV_*) take zero compute time; the
-/// transfer latency is charged on the cross-stage edge.
+/// the v the per-stage values are split over, returning a shaped_cost_model: only that type
+/// reads a chunk's costs (at, duration, overlap_gain): reading them from a model not read for a
+/// shape does not compile. The library's entry points (simulate, generators, lowering, executors)
+/// take a plain model and read it for the schedule themselves. Communication ops (SEND_*/RECV_*)
+/// take zero compute time; the transfer latency is charged on the cross-stage edge.
 ///
 /// Micro-batches that differ (docs/model.md §3.1): set_microbatch_factors() multiplies each
 /// micro-batch's costs (cost_factors), for every stage and chunk or per stage or per chunk;
 /// at(s, c, mb) and duration(s, k, c, mb) read them. Without factors every micro-batch costs
 /// at(s, c); factors of 1 give the same numbers bit for bit. T_comm is not scaled.
+class shaped_cost_model;
+
 class cost_model {
  public:
   cost_model() = default;
@@ -160,94 +163,20 @@ class cost_model {
     return factors_;
   }
 
-  /// This model read for a schedule of `stages` stages and `chunks` chunks per stage: throws
-  /// invalid_argument, prefixed with `who`, when a table does not have that shape; the copy
-  /// splits per-stage values over `chunks`. The per-micro-batch table's micro-batch count is
-  /// checked by the overload that takes m.
-  cost_model for_shape(std::uint32_t stages, std::uint32_t chunks, std::string_view who) const {
-    if (!stage_costs_.empty() && stage_costs_.size() != stages) {
-      detail::fail(who, ": cost model stages table (", stage_costs_.size(),
-                   " entries) must hold one entry per stage (p=", stages, ")");
-    }
-    if (!chunk_costs_.empty() &&
-        (chunks_ != chunks || chunk_costs_.size() != std::size_t{stages} * chunks)) {
-      detail::fail(who, ": cost model chunks table (", chunk_costs_.size() / chunks_, " x ",
-                   chunks_, ") must be p x v (", stages, " x ", chunks, ")");
-    }
-    if (!link_comm_.empty() && link_stages_ != stages) {
-      detail::fail(who, ": cost model links matrix (", link_stages_, " x ", link_stages_,
-                   ") must be p x p (", stages, " x ", stages, ")");
-    }
-    factors_.check_shape(stages, chunks, std::nullopt, who, "cost model");
-    cost_model out = *this;
-    out.split_ = chunks == 0 ? 1 : chunks;
-    return out;
-  }
+  /// This model read for a schedule of `stages` stages and `chunks` chunks per stage, the only
+  /// way to read a chunk's costs (shaped_cost_model): throws invalid_argument, prefixed with
+  /// `who`, when a table does not have that shape; the copy splits per-stage values over
+  /// `chunks`. The per-micro-batch table's micro-batch count is checked by the overload that
+  /// takes m.
+  shaped_cost_model for_shape(std::uint32_t stages,
+                              std::uint32_t chunks,
+                              std::string_view who) const;
   /// for_shape(stages, chunks, who), and a per-micro-batch table must hold `microbatches`
   /// entries.
-  cost_model for_shape(std::uint32_t stages,
-                       std::uint32_t chunks,
-                       std::uint32_t microbatches,
-                       std::string_view who) const {
-    factors_.check_shape(stages, chunks, microbatches, who, "cost model");
-    return for_shape(stages, chunks, who);
-  }
-  /// This model (read for a schedule of `stages` × `chunks`: for_shape) with per-micro-batch
-  /// factors that do not differ between micro-batches folded away: none when they are all 1, a
-  /// per-chunk table of the scaled costs when they are equal otherwise; unchanged when the
-  /// micro-batches differ. What a search that treats equal micro-batches alike runs on.
-  cost_model with_equal_factors_folded(std::uint32_t stages, std::uint32_t chunks) const {
-    cost_model out = *this;
-    if (factors_.empty() || !factors_.rows_equal()) {
-      return out;
-    }
-    if (!factors_.all_one()) {
-      std::vector<op_costs> table(std::size_t{stages} * chunks);
-      for (stage_index s = 0; s < stages; ++s) {
-        for (chunk_index c = 0; c < chunks; ++c) {
-          table[std::size_t{s} * chunks + c] = at(s, c, 0);
-        }
-      }
-      out.set_chunk_costs(chunks, std::move(table));
-    }
-    out.factors_ = {};
-    return out;
-  }
-
-  /// The v per-stage values are split over (for_shape); 0 when not read for a shape yet.
-  std::uint32_t split_chunks() const noexcept { return split_; }
-
-  /// Costs of local chunk c on stage s: its chunk-table entry, or its stage's per-stage triple
-  /// (table or uniform) divided by v.
-  op_costs at(stage_index s, chunk_index c = 0) const noexcept {
-    if (!chunk_costs_.empty()) {
-      std::size_t i = std::size_t{s} * chunks_ + c;
-      if (i < chunk_costs_.size()) {
-        return chunk_costs_[i];
-      }
-    }
-    PIPESCHED_ASSERT(c == 0 || split_ != 0,
-                     "cost_model::at: read the model for the schedule's shape (for_shape) first");
-    const op_costs& t = s < stage_costs_.size() ? stage_costs_[s] : uniform_;
-    if (split_ <= 1) {
-      return t;
-    }
-    const double v = split_;
-    op_costs out{t.forward / v, t.backward_input / v, t.backward_weight / v};
-    if (t.overlapped) {
-      out.overlapped = *t.overlapped / v;
-    }
-    if (t.recompute) {
-      out.recompute = *t.recompute / v;
-    }
-    return out;
-  }
-
-  /// Costs of micro-batch mb for local chunk c on stage s: at(s, c) scaled by its factors
-  /// (scaled(); at(s, c) itself without factors).
-  op_costs at(stage_index s, chunk_index c, microbatch_index mb) const noexcept {
-    return factors_.empty() ? at(s, c) : scaled(at(s, c), factors_.at(s, c, mb));
-  }
+  shaped_cost_model for_shape(std::uint32_t stages,
+                              std::uint32_t chunks,
+                              std::uint32_t microbatches,
+                              std::string_view who) const;
 
   /// The per-micro-batch rule, written once (docs/model.md §3.1): each cost times its factor;
   /// T_R times the recompute factor (unset: forward's), set when either is; T_FB times the
@@ -291,27 +220,6 @@ class cost_model {
     return t.overlapped ? t.forward + t.backward_input - *t.overlapped : 0.0;
   }
 
-  /// Duration of an op of kind k for local chunk c on stage s (R: T_R, or T_F when unset).
-  /// Comm ops take 0.
-  double duration(stage_index s, op_kind k, chunk_index c = 0) const noexcept {
-    return duration_of(at(s, c), k);
-  }
-  /// Duration of micro-batch mb's op of kind k for local chunk c on stage s.
-  double duration(stage_index s, op_kind k, chunk_index c, microbatch_index mb) const noexcept {
-    return duration_of(at(s, c, mb), k);
-  }
-
-  /// What overlapping an F of local chunk c on stage s with a B saves: T_F + T_B − T_FB of
-  /// that chunk, 0 when T_FB is unset. An overlapped pair lasts the sum of its two ops'
-  /// durations minus the gain of its F (docs/model.md §3): T_FB with a B, T_FB + T_W with a BW.
-  double overlap_gain(stage_index s, chunk_index c = 0) const noexcept {
-    return overlap_gain_of(at(s, c));
-  }
-  /// The gain of micro-batch mb's F (docs/model.md §3.1).
-  double overlap_gain(stage_index s, chunk_index c, microbatch_index mb) const noexcept {
-    return overlap_gain_of(at(s, c, mb));
-  }
-
   /// Latency of a transfer from stage `from` to stage `to`; 0 when from == to.
   double comm(stage_index from, stage_index to) const noexcept {
     if (from == to) {
@@ -334,7 +242,62 @@ class cost_model {
   std::uint32_t chunk_costs_chunks() const noexcept { return chunks_; }
   const std::vector<double>& link_comm() const noexcept { return link_comm_; }
 
+ protected:
+  // The readers of a shaped model (shaped_cost_model makes them public): a chunk's costs
+  // depend on the v its stage's values are split over, known only once read for a shape.
+  /// Costs of local chunk c on stage s: its chunk-table entry, or its stage's per-stage triple
+  /// (table or uniform) divided by v.
+  op_costs at(stage_index s, chunk_index c = 0) const noexcept {
+    if (!chunk_costs_.empty()) {
+      std::size_t i = std::size_t{s} * chunks_ + c;
+      if (i < chunk_costs_.size()) {
+        return chunk_costs_[i];
+      }
+    }
+    const op_costs& t = s < stage_costs_.size() ? stage_costs_[s] : uniform_;
+    if (split_ <= 1) {
+      return t;
+    }
+    const double v = split_;
+    op_costs out{t.forward / v, t.backward_input / v, t.backward_weight / v};
+    if (t.overlapped) {
+      out.overlapped = *t.overlapped / v;
+    }
+    if (t.recompute) {
+      out.recompute = *t.recompute / v;
+    }
+    return out;
+  }
+
+  /// Costs of micro-batch mb for local chunk c on stage s: at(s, c) scaled by its factors
+  /// (scaled(); at(s, c) itself without factors).
+  op_costs at(stage_index s, chunk_index c, microbatch_index mb) const noexcept {
+    return factors_.empty() ? at(s, c) : scaled(at(s, c), factors_.at(s, c, mb));
+  }
+
+  /// Duration of an op of kind k for local chunk c on stage s (R: T_R, or T_F when unset).
+  /// Comm ops take 0.
+  double duration(stage_index s, op_kind k, chunk_index c = 0) const noexcept {
+    return duration_of(at(s, c), k);
+  }
+  /// Duration of micro-batch mb's op of kind k for local chunk c on stage s.
+  double duration(stage_index s, op_kind k, chunk_index c, microbatch_index mb) const noexcept {
+    return duration_of(at(s, c, mb), k);
+  }
+
+  /// What overlapping an F of local chunk c on stage s with a B saves: T_F + T_B − T_FB of
+  /// that chunk, 0 when T_FB is unset. An overlapped pair lasts the sum of its two ops'
+  /// durations minus the gain of its F (docs/model.md §3): T_FB with a B, T_FB + T_W with a BW.
+  double overlap_gain(stage_index s, chunk_index c = 0) const noexcept {
+    return overlap_gain_of(at(s, c));
+  }
+  /// The gain of micro-batch mb's F (docs/model.md §3.1).
+  double overlap_gain(stage_index s, chunk_index c, microbatch_index mb) const noexcept {
+    return overlap_gain_of(at(s, c, mb));
+  }
+
  private:
+  friend class shaped_cost_model;
   static void check_value(double v, const char* where, const char* field) {
     if (!std::isfinite(v) || v < 0.0) {
       detail::fail(where, ": ", field, " (", v, ") must be finite and >= 0");
@@ -359,8 +322,86 @@ class cost_model {
   std::vector<op_costs> chunk_costs_;
   std::uint32_t link_stages_ = 0;
   std::vector<double> link_comm_;
-  std::uint32_t split_ = 0;  // v for per-stage values (for_shape); 0: not read for a shape
+  std::uint32_t split_ = 1;  // v for per-stage values: set by for_shape
   detail::microbatch_table<cost_factors> factors_;
 };
+
+/// A cost model read for one schedule shape (cost_model::for_shape): its tables checked against
+/// p and v (and m), and the v that per-stage values are split over fixed, so a chunk's costs can
+/// be read. Only this type has the readers (at, duration, overlap_gain): reading a chunk of a
+/// model not read for a shape does not compile (it would take a stage's whole slice as each
+/// chunk's cost, v times too large). It is a cost_model, so it goes wherever one is taken.
+/// Its setters are the model's: one that changes a table's shape voids the check, so read the
+/// changed model again (for_shape) rather than set a shaped one.
+class shaped_cost_model : public cost_model {
+ public:
+  /// A default cost_model read for one chunk per stage (any p): a placeholder to assign to.
+  shaped_cost_model() = default;
+  using cost_model::at;
+  using cost_model::duration;
+  using cost_model::overlap_gain;
+
+  std::uint32_t stages() const noexcept { return stages_; }
+  /// The v per-stage values are split over.
+  std::uint32_t chunks() const noexcept { return split_; }
+
+  /// This model with per-micro-batch factors that do not differ between micro-batches folded
+  /// away: none when they are all 1, a per-chunk table of the scaled costs when they are equal
+  /// otherwise; unchanged when the micro-batches differ. What a search that treats equal
+  /// micro-batches alike runs on.
+  shaped_cost_model with_equal_factors_folded() const {
+    shaped_cost_model out = *this;
+    if (factors_.empty() || !factors_.rows_equal()) {
+      return out;
+    }
+    if (!factors_.all_one()) {
+      std::vector<op_costs> table(std::size_t{stages_} * split_);
+      for (stage_index s = 0; s < stages_; ++s) {
+        for (chunk_index c = 0; c < split_; ++c) {
+          table[std::size_t{s} * split_ + c] = at(s, c, 0);
+        }
+      }
+      out.set_chunk_costs(split_, std::move(table));
+    }
+    out.factors_ = {};
+    return out;
+  }
+
+ private:
+  friend class cost_model;
+  shaped_cost_model(const cost_model& m, std::uint32_t stages, std::uint32_t chunks)
+      : cost_model(m), stages_(stages) {
+    split_ = chunks == 0 ? 1 : chunks;
+  }
+  std::uint32_t stages_ = 0;
+};
+
+inline shaped_cost_model cost_model::for_shape(std::uint32_t stages,
+                                               std::uint32_t chunks,
+                                               std::string_view who) const {
+  if (!stage_costs_.empty() && stage_costs_.size() != stages) {
+    detail::fail(who, ": cost model stages table (", stage_costs_.size(),
+                 " entries) must hold one entry per stage (p=", stages, ")");
+  }
+  if (!chunk_costs_.empty() &&
+      (chunks_ != chunks || chunk_costs_.size() != std::size_t{stages} * chunks)) {
+    detail::fail(who, ": cost model chunks table (", chunk_costs_.size() / chunks_, " x ", chunks_,
+                 ") must be p x v (", stages, " x ", chunks, ")");
+  }
+  if (!link_comm_.empty() && link_stages_ != stages) {
+    detail::fail(who, ": cost model links matrix (", link_stages_, " x ", link_stages_,
+                 ") must be p x p (", stages, " x ", stages, ")");
+  }
+  factors_.check_shape(stages, chunks, std::nullopt, who, "cost model");
+  return shaped_cost_model(*this, stages, chunks);
+}
+
+inline shaped_cost_model cost_model::for_shape(std::uint32_t stages,
+                                               std::uint32_t chunks,
+                                               std::uint32_t microbatches,
+                                               std::string_view who) const {
+  factors_.check_shape(stages, chunks, microbatches, who, "cost model");
+  return for_shape(stages, chunks, who);
+}
 
 }  // namespace pipesched

@@ -28,8 +28,8 @@ inline std::pair<cost_model, memory_model> inline_recompute(const cost_model& co
                                                             const memory_model& memory,
                                                             std::uint32_t stages,
                                                             std::uint32_t chunks) {
-  const cost_model c = costs.for_shape(stages, chunks, "inline_recompute");
-  const memory_model m = memory.for_shape(stages, chunks, "inline_recompute");
+  const shaped_cost_model c = costs.for_shape(stages, chunks, "inline_recompute");
+  const shaped_memory_model m = memory.for_shape(stages, chunks, "inline_recompute");
   std::vector<op_costs> oc(std::size_t{stages} * chunks);
   std::vector<chunk_memory> cm(std::size_t{stages} * chunks);
   std::vector<double> statics(stages);

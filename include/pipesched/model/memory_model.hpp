@@ -43,11 +43,14 @@ struct chunk_memory {
 /// static memory are not divided.
 ///
 /// for_shape(p, v) checks the tables against a schedule's shape (`stages` p entries, `chunks`
-/// p x v, `static` p) and fixes v; check_memory and the generators call it themselves.
+/// p x v, `static` p) and fixes v, returning a shaped_memory_model: only that type reads a
+/// chunk's sizes (at, envelope). check_memory and the generators read the model themselves.
 ///
 /// Micro-batches that differ (docs/model.md §5.1): set_microbatch_factors() multiplies each
 /// micro-batch's sizes (memory_factors); at(s, c, mb) reads them, envelope(s, c) is the largest
 /// over the micro-batches. Static memory is not scaled. Factors of 1 give the same numbers.
+class shaped_memory_model;
+
 class memory_model {
  public:
   memory_model() = default;
@@ -123,64 +126,43 @@ class memory_model {
     return factors_;
   }
 
-  /// This model read for a schedule of `stages` stages and `chunks` chunks per stage: throws
-  /// invalid_argument, prefixed with `who`, when a table does not have that shape; the copy
-  /// splits per-stage entries over `chunks`. The per-micro-batch table's micro-batch count is
-  /// checked by the overload that takes m.
-  memory_model for_shape(std::uint32_t stages, std::uint32_t chunks, std::string_view who) const {
-    if (!stage_.empty() && stage_.size() != stages) {
-      detail::fail(who, ": memory model stages table (", stage_.size(),
-                   " entries) must hold one entry per stage (p=", stages, ")");
-    }
-    if (!chunk_.empty() && (chunks_ != chunks || chunk_.size() != std::size_t{stages} * chunks)) {
-      detail::fail(who, ": memory model chunks table (", chunk_.size() / chunks_, " x ", chunks_,
-                   ") must be p x v (", stages, " x ", chunks, ")");
-    }
-    if (!static_.empty() && static_.size() != stages) {
-      detail::fail(who, ": memory model static list (", static_.size(),
-                   " entries) must hold one entry per stage (p=", stages, ")");
-    }
-    factors_.check_shape(stages, chunks, std::nullopt, who, "memory model");
-    memory_model out = *this;
-    out.split_ = chunks == 0 ? 1 : chunks;
-    if (!factors_.empty()) {
-      out.check_scaled(stages, chunks, who);
-    }
-    return out;
-  }
+  /// This model read for a schedule of `stages` stages and `chunks` chunks per stage, the only
+  /// way to read a chunk's sizes (shaped_memory_model): throws invalid_argument, prefixed with
+  /// `who`, when a table does not have that shape; the copy splits per-stage entries over
+  /// `chunks`. The per-micro-batch table's micro-batch count is checked by the overload that
+  /// takes m.
+  shaped_memory_model for_shape(std::uint32_t stages,
+                                std::uint32_t chunks,
+                                std::string_view who) const;
   /// for_shape(stages, chunks, who), and a per-micro-batch table must hold `microbatches`
   /// entries.
-  memory_model for_shape(std::uint32_t stages,
-                         std::uint32_t chunks,
-                         std::uint32_t microbatches,
-                         std::string_view who) const {
-    factors_.check_shape(stages, chunks, microbatches, who, "memory model");
-    return for_shape(stages, chunks, who);
+  shaped_memory_model for_shape(std::uint32_t stages,
+                                std::uint32_t chunks,
+                                std::uint32_t microbatches,
+                                std::string_view who) const;
+
+  /// The per-micro-batch rule, written once (docs/model.md §5.1): each size times its factor.
+  static chunk_memory scaled(const chunk_memory& m, const memory_factors& f) noexcept {
+    return chunk_memory{m.activation * f.activation, m.weight_grad_input * f.weight_grad_input,
+                        m.received * f.received, m.input * f.input};
   }
-  /// This model (read for a schedule of `stages` × `chunks`: for_shape) with per-micro-batch
-  /// factors that do not differ between micro-batches folded away (as
-  /// cost_model::with_equal_factors_folded).
-  memory_model with_equal_factors_folded(std::uint32_t stages, std::uint32_t chunks) const {
-    memory_model out = *this;
-    if (factors_.empty() || !factors_.rows_equal()) {
-      return out;
-    }
-    if (!factors_.all_one()) {
-      std::vector<chunk_memory> table(std::size_t{stages} * chunks);
-      for (stage_index s = 0; s < stages; ++s) {
-        for (chunk_index c = 0; c < chunks; ++c) {
-          table[std::size_t{s} * chunks + c] = at(s, c, 0);
-        }
-      }
-      out.set_chunk_memory(chunks, std::move(table));
-    }
-    out.factors_ = {};
-    return out;
+  double static_memory(stage_index s) const noexcept {
+    return s < static_.size() ? static_[s] : 0.0;
   }
 
-  /// The v per-stage entries are split over (for_shape); 0 when not read for a shape yet.
-  std::uint32_t split_chunks() const noexcept { return split_; }
+  const chunk_memory& uniform_memory() const noexcept { return uniform_; }
+  /// No per-stage, per-chunk, static or per-micro-batch table.
+  bool is_uniform() const noexcept {
+    return stage_.empty() && chunk_.empty() && static_.empty() && factors_.empty();
+  }
+  const std::vector<chunk_memory>& stage_memory() const noexcept { return stage_; }
+  const std::vector<chunk_memory>& chunk_memories() const noexcept { return chunk_; }
+  std::uint32_t chunk_memory_chunks() const noexcept { return chunks_; }
+  const std::vector<double>& static_memories() const noexcept { return static_; }
 
+ protected:
+  // The readers of a shaped model (shaped_memory_model makes them public): a chunk's sizes
+  // depend on the v its stage's entries are split over, known only once read for a shape.
   /// Sizes for local chunk c on stage s: its chunk-table entry, or its stage's per-stage entry
   /// (table or uniform) with M_B and M_W divided by v.
   chunk_memory at(stage_index s, chunk_index c = 0) const noexcept {
@@ -190,8 +172,6 @@ class memory_model {
         return chunk_[i];
       }
     }
-    PIPESCHED_ASSERT(c == 0 || split_ != 0,
-                     "memory_model::at: read the model for the schedule's shape (for_shape) first");
     const chunk_memory& m = s < stage_.size() ? stage_[s] : uniform_;
     if (split_ <= 1) {
       return m;
@@ -203,11 +183,6 @@ class memory_model {
   /// (scaled(); at(s, c) itself without factors).
   chunk_memory at(stage_index s, chunk_index c, microbatch_index mb) const noexcept {
     return factors_.empty() ? at(s, c) : scaled(at(s, c), factors_.at(s, c, mb));
-  }
-  /// The per-micro-batch rule, written once (docs/model.md §5.1): each size times its factor.
-  static chunk_memory scaled(const chunk_memory& m, const memory_factors& f) noexcept {
-    return chunk_memory{m.activation * f.activation, m.weight_grad_input * f.weight_grad_input,
-                        m.received * f.received, m.input * f.input};
   }
   /// The largest sizes of local chunk c on stage s over the micro-batches (each field its own
   /// maximum; at(s, c) without factors): what a decision that must hold for any micro-batch
@@ -227,21 +202,9 @@ class memory_model {
     }
     return out;
   }
-  double static_memory(stage_index s) const noexcept {
-    return s < static_.size() ? static_[s] : 0.0;
-  }
-
-  const chunk_memory& uniform_memory() const noexcept { return uniform_; }
-  /// No per-stage, per-chunk, static or per-micro-batch table.
-  bool is_uniform() const noexcept {
-    return stage_.empty() && chunk_.empty() && static_.empty() && factors_.empty();
-  }
-  const std::vector<chunk_memory>& stage_memory() const noexcept { return stage_; }
-  const std::vector<chunk_memory>& chunk_memories() const noexcept { return chunk_; }
-  std::uint32_t chunk_memory_chunks() const noexcept { return chunks_; }
-  const std::vector<double>& static_memories() const noexcept { return static_; }
 
  private:
+  friend class shaped_memory_model;
   static void check_value(double v, const char* where, const char* field) {
     if (!std::isfinite(v) || v < 0.0) {
       detail::fail(where, ": ", field, " (", v, ") must be finite and >= 0");
@@ -280,8 +243,83 @@ class memory_model {
   std::uint32_t chunks_ = 1;
   std::vector<chunk_memory> chunk_;
   std::vector<double> static_;
-  std::uint32_t split_ = 0;  // v for per-stage entries (for_shape); 0: not read for a shape
+  std::uint32_t split_ = 1;  // v for per-stage entries: set by for_shape
   detail::microbatch_table<memory_factors> factors_;
 };
+
+/// A memory model read for one schedule shape (memory_model::for_shape): its tables checked
+/// against p and v (and m), and the v that per-stage entries are split over fixed, so a chunk's
+/// sizes can be read. Only this type has the readers (at, envelope): reading a chunk of a model
+/// not read for a shape does not compile. It is a memory_model, so it goes wherever one is taken.
+class shaped_memory_model : public memory_model {
+ public:
+  /// A default memory_model read for one chunk per stage (any p): a placeholder to assign to.
+  shaped_memory_model() = default;
+  using memory_model::at;
+  using memory_model::envelope;
+
+  std::uint32_t stages() const noexcept { return stages_; }
+  /// The v per-stage entries are split over.
+  std::uint32_t chunks() const noexcept { return split_; }
+
+  /// This model with per-micro-batch factors that do not differ between micro-batches folded
+  /// away (as shaped_cost_model::with_equal_factors_folded).
+  shaped_memory_model with_equal_factors_folded() const {
+    shaped_memory_model out = *this;
+    if (factors_.empty() || !factors_.rows_equal()) {
+      return out;
+    }
+    if (!factors_.all_one()) {
+      std::vector<chunk_memory> table(std::size_t{stages_} * split_);
+      for (stage_index s = 0; s < stages_; ++s) {
+        for (chunk_index c = 0; c < split_; ++c) {
+          table[std::size_t{s} * split_ + c] = at(s, c, 0);
+        }
+      }
+      out.set_chunk_memory(split_, std::move(table));
+    }
+    out.factors_ = {};
+    return out;
+  }
+
+ private:
+  friend class memory_model;
+  shaped_memory_model(const memory_model& m, std::uint32_t stages, std::uint32_t chunks)
+      : memory_model(m), stages_(stages) {
+    split_ = chunks == 0 ? 1 : chunks;
+  }
+  std::uint32_t stages_ = 0;
+};
+
+inline shaped_memory_model memory_model::for_shape(std::uint32_t stages,
+                                                   std::uint32_t chunks,
+                                                   std::string_view who) const {
+  if (!stage_.empty() && stage_.size() != stages) {
+    detail::fail(who, ": memory model stages table (", stage_.size(),
+                 " entries) must hold one entry per stage (p=", stages, ")");
+  }
+  if (!chunk_.empty() && (chunks_ != chunks || chunk_.size() != std::size_t{stages} * chunks)) {
+    detail::fail(who, ": memory model chunks table (", chunk_.size() / chunks_, " x ", chunks_,
+                 ") must be p x v (", stages, " x ", chunks, ")");
+  }
+  if (!static_.empty() && static_.size() != stages) {
+    detail::fail(who, ": memory model static list (", static_.size(),
+                 " entries) must hold one entry per stage (p=", stages, ")");
+  }
+  factors_.check_shape(stages, chunks, std::nullopt, who, "memory model");
+  shaped_memory_model out(*this, stages, chunks);
+  if (!factors_.empty()) {
+    out.check_scaled(stages, chunks, who);
+  }
+  return out;
+}
+
+inline shaped_memory_model memory_model::for_shape(std::uint32_t stages,
+                                                   std::uint32_t chunks,
+                                                   std::uint32_t microbatches,
+                                                   std::string_view who) const {
+  factors_.check_shape(stages, chunks, microbatches, who, "memory model");
+  return for_shape(stages, chunks, who);
+}
 
 }  // namespace pipesched

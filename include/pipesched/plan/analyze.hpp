@@ -71,7 +71,7 @@ inline achieved_fraction_calibration calibrate_achieved_fraction(
                        "must be finite and > 0, got ", plan.seconds_per_unit);
   }
   const auto stages = static_cast<std::uint32_t>(measured.size());
-  const cost_model costs =
+  const shaped_cost_model costs =
       plan.costs.for_shape(stages, chunks, "calibrate_achieved_fraction: the planned costs");
   achieved_fraction_calibration c;
   for (stage_index s = 0; s < stages; ++s) {

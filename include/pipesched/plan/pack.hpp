@@ -141,8 +141,8 @@ inline std::uint64_t pack_next(std::uint64_t& x) noexcept {
 /// The factors that make `base` cost what each of `per_mb` costs (docs/model.md §3.1): for
 /// micro-batch j, stage s, chunk c, per_mb[j]'s value over base's (1 where both are 0). All
 /// read for p × v.
-inline cost_model microbatch_cost_model(const cost_model& base,
-                                        const std::vector<cost_model>& per_mb,
+inline cost_model microbatch_cost_model(const shaped_cost_model& base,
+                                        const std::vector<shaped_cost_model>& per_mb,
                                         std::uint32_t p,
                                         std::uint32_t v) {
   auto ratio = [](double x, double b) {
@@ -154,7 +154,7 @@ inline cost_model microbatch_cost_model(const cost_model& base,
   };
   std::vector<cost_factors> table;
   table.reserve(per_mb.size() * p * v);
-  for (const cost_model& mc : per_mb) {
+  for (const shaped_cost_model& mc : per_mb) {
     for (stage_index s = 0; s < p; ++s) {
       for (chunk_index c = 0; c < v; ++c) {
         const op_costs b = base.at(s, c);
@@ -176,8 +176,8 @@ inline cost_model microbatch_cost_model(const cost_model& base,
 
 /// Likewise for sizes; static memory is the largest of the micro-batches' (inline recompute's
 /// grows with the largest transient).
-inline memory_model microbatch_memory_model(const memory_model& base,
-                                            const std::vector<memory_model>& per_mb,
+inline memory_model microbatch_memory_model(const shaped_memory_model& base,
+                                            const std::vector<shaped_memory_model>& per_mb,
                                             std::uint32_t p,
                                             std::uint32_t v) {
   auto ratio = [](double x, double b) { return b == 0.0 ? 1.0 : x / b; };
@@ -187,7 +187,7 @@ inline memory_model microbatch_memory_model(const memory_model& base,
   for (stage_index s = 0; s < p; ++s) {
     statics[s] = base.static_memory(s);
   }
-  for (const memory_model& mm : per_mb) {
+  for (const shaped_memory_model& mm : per_mb) {
     for (stage_index s = 0; s < p; ++s) {
       statics[s] = std::max(statics[s], mm.static_memory(s));
       for (chunk_index c = 0; c < v; ++c) {
@@ -447,12 +447,12 @@ class pack_problem {
   /// A packing's micro-batches made ready to evaluate in any order: each one's costs and sizes.
   struct prepared {
     std::vector<packed_microbatch> mbs;
-    cost_model base_costs;
-    memory_model base_plain;  ///< what the generators decide with (inline recompute's sizes)
-    memory_model base_real;   ///< what the order is checked with
-    std::vector<cost_model> costs;
-    std::vector<memory_model> plain;
-    std::vector<memory_model> real;
+    shaped_cost_model base_costs;
+    shaped_memory_model base_plain;  ///< what the generators decide with (inline recompute's)
+    shaped_memory_model base_real;   ///< what the order is checked with
+    std::vector<shaped_cost_model> costs;
+    std::vector<shaped_memory_model> plain;
+    std::vector<shaped_memory_model> real;
     std::vector<double> work;  ///< each micro-batch's pipeline F + B + W, seconds
   };
 
@@ -495,9 +495,9 @@ class pack_problem {
               std::optional<std::size_t> search_evaluations) const {
     const std::uint32_t p = pl_.stages();
     const std::uint32_t v = pl_.chunks();
-    std::vector<cost_model> c;
-    std::vector<memory_model> plain;
-    std::vector<memory_model> real;
+    std::vector<shaped_cost_model> c;
+    std::vector<shaped_memory_model> plain;
+    std::vector<shaped_memory_model> real;
     for (std::uint32_t j : order) {
       c.push_back(pr.costs[j]);
       plain.push_back(pr.plain[j]);
@@ -780,12 +780,13 @@ class pack_problem {
 
   // The timing model (costs, inline recompute's when recomputing), the sizes the generators
   // decide with and the real sizes, of one micro-batch of `n` tokens, read for the shape.
-  std::tuple<cost_model, memory_model, memory_model> models_of(const token_counts& n) const {
+  std::tuple<shaped_cost_model, shaped_memory_model, shaped_memory_model> models_of(
+      const token_counts& n) const {
     const std::uint32_t p = pl_.stages();
     const std::uint32_t v = pl_.chunks();
     const job_costs jc = make_job_costs(job_, layout_, n, req_.recompute, partition_, pl_);
-    cost_model c = jc.costs.for_shape(p, v, "pack");
-    memory_model plain = jc.memory.for_shape(p, v, "pack");
+    shaped_cost_model c = jc.costs.for_shape(p, v, "pack");
+    shaped_memory_model plain = jc.memory.for_shape(p, v, "pack");
     if (req_.recompute != recompute_kind::none) {
       auto [ic, im] = inline_recompute(jc.costs, jc.memory, p, v);
       c = ic.for_shape(p, v, "pack");
@@ -795,7 +796,7 @@ class pack_problem {
   }
   // The pipeline's F + B + W seconds of a micro-batch of `n` tokens: its weight.
   double work_of(const token_counts& n) const {
-    const cost_model c = std::get<0>(models_of(n));
+    const shaped_cost_model c = std::get<0>(models_of(n));
     double w = 0.0;
     for (stage_index s = 0; s < pl_.stages(); ++s) {
       for (chunk_index k = 0; k < pl_.chunks(); ++k) {

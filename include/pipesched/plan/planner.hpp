@@ -506,8 +506,8 @@ inline void finish_group(const training_job& job, plan_group& g) {
   const job_costs& jc = *g.costs;
   const std::uint32_t p = g.layout.pp;
   const std::uint32_t v = g.layout.chunks;
-  cost_model c = jc.costs.for_shape(p, v, "plan");
-  const memory_model m = jc.memory.for_shape(p, v, "plan");
+  shaped_cost_model c = jc.costs.for_shape(p, v, "plan");
+  const shaped_memory_model m = jc.memory.for_shape(p, v, "plan");
   if (g.recompute != recompute_kind::none) {
     c = inline_recompute(jc.costs, jc.memory, p, v).first.for_shape(p, v, "plan");
   }

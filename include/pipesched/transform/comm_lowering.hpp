@@ -295,7 +295,10 @@ inline void lower_lazy(const schedule& in, schedule& out) {
 /// order (see lower_communication). `eager`: each receive goes before the first op that
 /// starts once its data exists; otherwise only where the rank order forces it.
 /// Returns false, leaving `out` alone, when the input cannot run to the end.
-inline bool lower_ranked(const schedule& in, const cost_model& costs, bool eager, schedule& out) {
+inline bool lower_ranked(const schedule& in,
+                         const shaped_cost_model& costs,
+                         bool eager,
+                         schedule& out) {
   const placement& pl = in.layout();
   const std::uint32_t p = in.stages();
   const std::uint32_t m = in.microbatches();
@@ -496,8 +499,8 @@ inline schedule lower_communication(const schedule& compute_only,
   }
   schedule out = schedule::on(in.name(), in.layout(), in.microbatches());
   const bool eager = options.receives == receive_placement::eager;
-  const cost_model costs = options.costs.for_shape(in.stages(), in.layout().chunks(),
-                                                   in.microbatches(), "lower_communication");
+  const shaped_cost_model costs = options.costs.for_shape(in.stages(), in.layout().chunks(),
+                                                          in.microbatches(), "lower_communication");
   if (!detail::lower_ranked(in, costs, eager, out)) {
     const traversal_result tr = traverse(in, [](stage_index, std::size_t, const op&) {});
     detail::fail("lower_communication: input schedule \"", in.name(),

@@ -112,8 +112,8 @@ inline void require_recomputable(const schedule& sched,
 // started, so no op starts later and the moves of one round stay valid together. Returns
 // whether any R moved.
 inline bool move_recompute_into_gaps(schedule& sched,
-                                     const cost_model& costs,
-                                     const memory_model& memory,
+                                     const shaped_cost_model& costs,
+                                     const shaped_memory_model& memory,
                                      const memory_limits& limits) {
   const simulation_result sim = simulate(sched, costs, {true, false, false});
   if (sim.deadlock) {
@@ -213,8 +213,9 @@ inline schedule with_recompute(const schedule& sched,
   schedule out = detail::recompute_before_backward(sched, chosen);
   if (opts.placement == recompute_placement::idle_slot) {
     const std::uint32_t m = sched.microbatches();
-    const cost_model costs = opts.costs.for_shape(pl.stages(), pl.chunks(), m, "with_recompute");
-    const memory_model memory =
+    const shaped_cost_model costs =
+        opts.costs.for_shape(pl.stages(), pl.chunks(), m, "with_recompute");
+    const shaped_memory_model memory =
         opts.memory.for_shape(pl.stages(), pl.chunks(), m, "with_recompute");
     memory_limits limits = opts.memory_limit;
     if (!limits) {

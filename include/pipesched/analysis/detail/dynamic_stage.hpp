@@ -24,7 +24,7 @@ namespace pipesched::detail {
 /// read for the shape. dynamic_policy_stage takes stage s's entry (stage_cap).
 inline std::vector<double> dynamic_cap(std::string_view who,
                                        const placement& pl,
-                                       const memory_model& mem,
+                                       const shaped_memory_model& mem,
                                        const memory_limits& limit) {
   if (!limit) {
     return {};
@@ -61,7 +61,7 @@ class dynamic_policy_stage {
   dynamic_policy_stage(const placement& pl,
                        stage_index s,
                        std::uint32_t microbatches,
-                       const memory_model& mem,
+                       const shaped_memory_model& mem,
                        std::optional<double> cap)
       : pl_(&pl),
         s_(s),

@@ -59,7 +59,7 @@ struct op_cost {
 /// their duration, SEND / RECV none here (a rendezvous lasts T_comm(sender, receiver)).
 inline std::vector<op_cost> cost_table(const traversal_plan& plan,
                                        const placement& pl,
-                                       const cost_model& costs) {
+                                       const shaped_cost_model& costs) {
   std::vector<op_cost> table(plan.size());
   for (stage_index s = 0; s < pl.stages(); ++s) {
     for (chunk_index c = 0; c < pl.chunks(); ++c) {
@@ -87,7 +87,7 @@ inline std::vector<op_cost> cost_table(const traversal_plan& plan,
 class microbatch_costs {
  public:
   /// `costs` read for the shape (for_shape).
-  microbatch_costs(const traversal_plan& plan, const placement& pl, const cost_model& costs)
+  microbatch_costs(const traversal_plan& plan, const placement& pl, const shaped_cost_model& costs)
       : base_(cost_table(plan, pl, costs)),
         chunk_(std::size_t{pl.stages()} * pl.chunks()),
         factors_(costs.microbatch_factors()),
@@ -145,7 +145,7 @@ class microbatch_costs {
 template <class F>
 auto with_op_costs(const traversal_plan& plan,
                    const placement& pl,
-                   const cost_model& costs,
+                   const shaped_cost_model& costs,
                    F&& f) {
   if (costs.has_microbatch_factors()) {
     const microbatch_costs per_mb(plan, pl, costs);

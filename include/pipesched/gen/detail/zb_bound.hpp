@@ -52,8 +52,8 @@ struct search_bounds {
 /// what lets a heavy last stage of a one-chunk placement show, which starts r_{p−1} late.
 inline search_bounds lower_bounds(const placement& pl,
                                   std::uint32_t m,
-                                  const cost_model& costs,
-                                  const memory_model& memory,
+                                  const shaped_cost_model& costs,
+                                  const shaped_memory_model& memory,
                                   const std::vector<double>& avail) {
   const std::uint32_t p = pl.stages();
   const std::uint32_t v = pl.chunks();
@@ -185,8 +185,8 @@ inline search_bounds lower_bounds(const placement& pl,
 /// plus its span bound.
 inline search_bounds lower_bounds_per_microbatch(const placement& pl,
                                                  std::uint32_t m,
-                                                 const cost_model& costs,
-                                                 const memory_model& memory,
+                                                 const shaped_cost_model& costs,
+                                                 const shaped_memory_model& memory,
                                                  const std::vector<double>& avail) {
   const std::uint32_t p = pl.stages();
   const std::uint32_t v = pl.chunks();
@@ -287,8 +287,8 @@ inline search_bounds lower_bounds_per_microbatch(const placement& pl,
 /// lower_bounds(...).span: no order within the budgets has a shorter longest stage span.
 inline double span_lower_bound(const placement& pl,
                                std::uint32_t m,
-                               const cost_model& costs,
-                               const memory_model& memory,
+                               const shaped_cost_model& costs,
+                               const shaped_memory_model& memory,
                                const std::vector<double>& avail) {
   return lower_bounds(pl, m, costs, memory, avail).span;
 }

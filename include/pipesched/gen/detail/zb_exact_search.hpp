@@ -40,7 +40,7 @@ struct exact_problem {
 };
 
 /// The flattened problem for one chunk per stage; `limits` per stage, static memory included.
-inline exact_problem make_exact_problem(const generator_params& params,
+inline exact_problem make_exact_problem(const shaped_params& params,
                                         const std::vector<double>& limits) {
   exact_problem pr;
   const std::uint32_t p = params.stages;

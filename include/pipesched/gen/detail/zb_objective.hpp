@@ -19,8 +19,8 @@ namespace pipesched::detail {
 /// are not a stage's own and do not count; the limit is the same on every stage (or follows
 /// from static memory and M_B). The models are read for the shape already (for_shape).
 inline bool stages_differ(const placement& pl,
-                          const cost_model& costs,
-                          const memory_model& memory) {
+                          const shaped_cost_model& costs,
+                          const shaped_memory_model& memory) {
   // Micro-batches that differ (docs/model.md §3.1): which one a stage runs first decides when
   // the later stages start, which the span does not see; the makespan is the step time.
   if (costs.has_microbatch_factors() || memory.has_microbatch_factors()) {

@@ -86,8 +86,8 @@ struct greedy_problem {
 
   greedy_problem(placement layout,
                  std::uint32_t microbatches,
-                 const cost_model& costs,
-                 const memory_model& memory,
+                 const shaped_cost_model& costs,
+                 const shaped_memory_model& memory,
                  std::vector<double> budget,
                  search_objective goal = {})
       : pl(std::move(layout)),

@@ -39,7 +39,7 @@ namespace detail {
 
 /// The F + B + W work of local chunk c on stage s over m micro-batches: m·(T_F + T_B + T_W), or
 /// with per-micro-batch factors the sum of each micro-batch's (docs/model.md §3.1).
-inline double stage_chunk_work(const cost_model& costs,
+inline double stage_chunk_work(const shaped_cost_model& costs,
                                std::uint32_t m,
                                stage_index s,
                                chunk_index c) {
@@ -59,7 +59,7 @@ inline double stage_chunk_work(const cost_model& costs,
 /// memory engine's running sum (stage_peak, analysis/memory_events.hpp).
 template <class Lists>
 std::vector<double> order_peak(const Lists& lists,
-                               const memory_model& memory,
+                               const shaped_memory_model& memory,
                                std::uint32_t chunks) {
   std::vector<double> out(lists.size(), 0.0);
   for (stage_index s = 0; s < lists.size(); ++s) {
@@ -428,7 +428,7 @@ struct timed_order {
 /// zb_search's checks of its request, before any work: the limits hold the minimum memory, the
 /// budget is a number, and no time the search computes can overflow.
 inline void check_search_request(std::string_view who,
-                                 const generator_params& params,
+                                 const shaped_params& params,
                                  const placement& pl,
                                  const std::vector<double>& limits,
                                  const zb_auto_options& opts) {
@@ -457,7 +457,7 @@ inline void check_search_request(std::string_view who,
 /// that fits the limits, and what they report into the result.
 struct zb_seeds {
   const greedy_problem& pr;
-  const memory_model& memory;
+  const shaped_memory_model& memory;
   const std::vector<double>& limits;
   zb_auto_result& res;
   timed_order best;
@@ -514,7 +514,7 @@ struct zb_seeds {
 /// Seeds: the hand-crafted ZB-H1 / ZB-H2 (or ZB-V) orders, when they fit the limits. The
 /// greedy's list scheduling can lose to them with T_comm or uneven per-stage costs.
 inline void seed_handcrafted(zb_seeds& seeds,
-                             const generator_params& params,
+                             const shaped_params& params,
                              const placement& pl,
                              const zb_auto_options& opts) {
   const std::uint32_t p = pl.stages();
@@ -665,7 +665,7 @@ inline void improve_local_search(const greedy_problem& pr,
 /// cut, then the improvement pass on the winner. The objective is opts.objective, automatic
 /// resolved by stages_differ (docs/model.md §7); every comparison is pr.objective's.
 inline zb_auto_result zb_search(std::string_view who,
-                                const generator_params& params,
+                                const shaped_params& params,
                                 const placement& pl,
                                 std::vector<double> limits,
                                 const zb_auto_options& opts) {
@@ -729,7 +729,7 @@ inline zb_auto_result zb_search(std::string_view who,
 /// Per-stage limits: the given memory_limit (one for every stage or one per stage), or
 /// `factor`·(activations of all chunks of one micro-batch)·p + static memory when none is given.
 inline std::vector<double> stage_limits(std::string_view who,
-                                        const generator_params& params,
+                                        const shaped_params& params,
                                         const placement& pl,
                                         double factor) {
   if (params.memory_limit) {
