@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
 
       simulate_options so;
       so.record_ops = false;
+      so.validate = false;  // validated just above, on its own line
       timer t2;
       const simulation_result sim = simulate(s, cost_model::uniform(1.0, 1.0, 1.0), so);
       const double sim_wall = t2.wall_s();
