@@ -3,7 +3,6 @@
 #include <array>
 #include <compare>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -242,7 +241,8 @@ inline std::string to_string(const op& o, bool with_chunk = false) {
 
 }  // namespace pipesched
 
-// Limits and hashing as of the integer (the primary numeric_limits would say max() == 0).
+// Limits and hashing as of the integer (the primary numeric_limits would say max() == 0;
+// std::hash is declared by <string>).
 template <class Tag, class Rep>
 struct std::numeric_limits<pipesched::detail::strong_index<Tag, Rep>> : std::numeric_limits<Rep> {};
 template <class Tag, class Rep>
