@@ -57,7 +57,8 @@ int main(int argc, char** argv) try {
       return 2;
     }
   }
-  const stage_index slow = straggler < 0 ? p / 2 : static_cast<stage_index>(straggler);
+  const stage_index slow =
+      straggler < 0 ? stage_index{p / 2} : stage_index{static_cast<std::uint32_t>(straggler)};
   const cost_model costs = cost_model::uniform(1, 1, 1, 0.05);
   generator_params gp;
   gp.stages = p;
@@ -70,7 +71,7 @@ int main(int argc, char** argv) try {
                                           "v-half", "v-min", "dynamic", "dynamic-v"};
   const std::vector<double> cvs = {0.0, 0.02, 0.05, 0.10};
   std::printf("### p=%u, m=%u, T_F=T_B=T_W=1, T_comm=0.05, stage %u at 1.05x, %u samples\n\n", p, m,
-              slow, samples);
+              slow.value, samples);
   std::printf("| schedule | clean |");
   for (double cv : cvs) {
     std::printf(" cv %g%%: mean | p99 |", cv * 100);
@@ -114,7 +115,7 @@ int main(int argc, char** argv) try {
   std::printf("\nSensitivity: iteration-time increase per 1%% slowdown of stage k (no noise)\n\n");
   std::printf("| schedule |");
   for (stage_index k = 0; k < p; ++k) {
-    std::printf(" %u |", k);
+    std::printf(" %u |", k.value);
   }
   std::printf("\n|---|");
   for (stage_index k = 0; k < p; ++k) {
@@ -135,7 +136,7 @@ int main(int argc, char** argv) try {
       "\nData-parallel: D replicas at cv 5%% (stage %u at 1.05x), ring all-reduce per "
       "stage (bytes/bandwidth 1, latency 0.001 per step); mean over %u iterations: "
       "iteration time / share lost to the slowest replica\n\n",
-      slow, samples / 10 + 1);
+      slow.value, samples / 10 + 1);
   const std::vector<std::uint32_t> ds = {1, 8, 64};
   std::printf("| schedule |");
   for (std::uint32_t d : ds) {

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\n");
   for (stage_index s = 0; s < g.sched.stages(); ++s) {
-    std::printf("  GPU %u: peak %.1f of %.0f GiB\n", s, report.memory.peak_memory(s),
+    std::printf("  GPU %u: peak %.1f of %.0f GiB\n", s.value, report.memory.peak_memory(s),
                 g.params.memory_limit.at(s));
   }
   for (const std::string& line : report.violations()) {
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   e.errors.resize(g.sched.stages());
   run_threaded(e, g.sched);
   for (stage_index s = 0; s < g.sched.stages(); ++s) {
-    std::printf("  GPU %u ran %zu ops %s\n", s, e.ops_run[s],
+    std::printf("  GPU %u ran %zu ops %s\n", s.value, e.ops_run[s],
                 e.errors[s].empty() ? "with the right inputs" : e.errors[s].c_str());
   }
 

@@ -18,6 +18,28 @@
 #include <pipesched/model/memory_limits.hpp>
 #include <pipesched/model/memory_model.hpp>
 
+// Stage, micro-batch and chunk indices (pipesched::detail::strong_index) are plain ints in
+// Python; the kinds stay apart on the C++ side only.
+namespace pybind11::detail {
+template <class Tag, class Rep>
+struct type_caster<pipesched::detail::strong_index<Tag, Rep>> {
+  using index_type = pipesched::detail::strong_index<Tag, Rep>;
+  PYBIND11_TYPE_CASTER(index_type, const_name("int"));
+
+  bool load(handle src, bool convert) {
+    make_caster<Rep> inner;
+    if (!inner.load(src, convert)) {
+      return false;
+    }
+    value = index_type{cast_op<Rep>(inner)};
+    return true;
+  }
+  static handle cast(index_type src, return_value_policy policy, handle parent) {
+    return make_caster<Rep>::cast(src.value, policy, parent);
+  }
+};
+}  // namespace pybind11::detail
+
 // `memory_limit=` everywhere: None, one number for every stage, or a sequence of one per stage
 // (pipesched::memory_limits); returned the same way.
 namespace pybind11::detail {

@@ -169,8 +169,8 @@ TEST_CASE("drivers hand a context executor the op's global chunk and first / las
     for (stage_index st = 0; st < s.stages(); ++st) {
       for (const op_context& c : serial.seen(st)) {
         if (c.o.kind == op_kind::forward) {
-          first_f += c.first_chunk && st == 0 ? 1 : 0;
-          last_f += c.last_chunk && st == loss_stage ? 1 : 0;
+          first_f += c.first_chunk && st == 0 ? 1U : 0U;
+          last_f += c.last_chunk && st == loss_stage ? 1U : 0U;
         }
       }
     }

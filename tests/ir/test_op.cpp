@@ -1,3 +1,7 @@
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
 #include <type_traits>
 
 #include <catch2/catch.hpp>
@@ -62,4 +66,57 @@ TEST_CASE("op: R and the recompute mark", "[ir][op][recompute]") {
   static_assert(!is_recomputed(recomputing(make_op(op_kind::backward_input, 4))));  // F only
   static_assert(!overlaps_next(recomputing(f)));
   CHECK(to_string(make_op(op_kind::recompute, 3, 1), true) == "R3.1");
+}
+
+namespace {
+// Whether `a == b` compiles (the cross-kind comparisons are deleted).
+template <class A, class B>
+concept equality_comparable_with_index = requires(A a, B b) {
+  a == b;
+};
+// Whether f(x) compiles for a function taking a stage.
+template <class T>
+concept passes_as_stage = requires(T t) {
+  [](stage_index) {}(t);
+};
+}  // namespace
+
+TEST_CASE("index types: stage, micro-batch and chunk cannot be swapped silently",
+          "[ir][op][index]") {
+  // From and to the integer, implicitly: loops, arithmetic and subscripts read as before.
+  static_assert(std::is_convertible_v<std::uint32_t, stage_index>);
+  static_assert(std::is_convertible_v<stage_index, std::uint32_t>);
+  static_assert(std::is_convertible_v<std::uint16_t, chunk_index>);
+  // Never to another kind: that would take two user-defined conversions.
+  static_assert(!std::is_convertible_v<microbatch_index, stage_index>);
+  static_assert(!std::is_convertible_v<stage_index, microbatch_index>);
+  static_assert(!std::is_convertible_v<chunk_index, stage_index>);
+  static_assert(!std::is_convertible_v<global_chunk, stage_index>);
+  static_assert(!std::is_convertible_v<stage_index, global_chunk>);
+  static_assert(passes_as_stage<std::uint32_t> && passes_as_stage<stage_index>);
+  static_assert(!passes_as_stage<microbatch_index> && !passes_as_stage<chunk_index>);
+  // Comparing two kinds is deleted; the same kind or an integer compares as the integer.
+  static_assert(!equality_comparable_with_index<stage_index, microbatch_index>);
+  static_assert(!equality_comparable_with_index<global_chunk, stage_index>);
+  static_assert(equality_comparable_with_index<stage_index, stage_index>);
+  static_assert(equality_comparable_with_index<stage_index, int>);
+  // Same size and layout as the integer, so op stays 8 bytes and tables stay as dense.
+  static_assert(sizeof(stage_index) == 4 && sizeof(chunk_index) == 2);
+  static_assert(std::is_trivially_copyable_v<stage_index>);
+  // numeric_limits and hash as of the integer (the primary template would say max() == 0).
+  static_assert(std::numeric_limits<stage_index>::max() == UINT32_MAX);
+  static_assert(std::numeric_limits<chunk_index>::max() == UINT16_MAX);
+  CHECK(std::hash<microbatch_index>{}(7) == std::hash<std::uint32_t>{}(7));
+
+  stage_index s = 3;
+  ++s;
+  s += 2;
+  CHECK(s == 6);
+  CHECK(s - 1 == 5);  // arithmetic is the integer's
+  const microbatch_index mb{4};
+  CHECK(s > mb.value);  // across kinds only by asking for the value
+  CHECK(static_cast<stage_index>(std::size_t{9}) == 9);
+  const op o{op_kind::forward, mb, chunk_index{1}};
+  CHECK(o.mb == 4);
+  CHECK(o.chunk == 1);
 }

@@ -488,7 +488,8 @@ class schedule_checker {
                b.waits_for + (b.never_produced ? ", which is never produced" : "");
       });
     }
-    rb_.add(violation_kind::deadlock, tr.witness.cycle.empty() ? 0 : tr.witness.cycle.front(),
+    rb_.add(violation_kind::deadlock,
+            tr.witness.cycle.empty() ? stage_index{0} : tr.witness.cycle.front(),
             violation::no_index, [&] {
               // describe() starts with "deadlock: ", which the violation kind already says.
               const std::string d = tr.witness.describe();

@@ -22,7 +22,7 @@ inline schedule zero_bubble_family(std::string_view name, const generator_params
     ops.reserve(std::size_t{m} * 3);
     const std::uint64_t nominal = h2 ? 2 * std::uint64_t{p - s} - 1 : std::uint64_t{p - s};
     const auto warmup = static_cast<std::uint32_t>(std::min<std::uint64_t>(nominal, m));
-    const std::uint64_t delay = h2 ? 2 * std::uint64_t{s} : s;
+    const std::uint64_t delay = h2 ? 2 * std::uint64_t{s} : std::uint64_t{s};
     for (microbatch_index f = 0; f < warmup; ++f) {
       ops.push_back(make_op(op_kind::forward, f));
     }

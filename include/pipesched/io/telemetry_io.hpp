@@ -50,7 +50,7 @@ inline placement placement_from_pairs(
       const auto it = g.find({s, c});
       if (it == g.end()) {
         if (v == 1) {
-          table[s] = s;
+          table[s] = global_chunk{s};  // one chunk per stage: global chunk = stage
           continue;
         }
         fail(who, ": no op of local chunk ", c, " on stage ", s,

@@ -3,18 +3,96 @@
 #include <array>
 #include <compare>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace pipesched {
 
+namespace detail {
+/// An index of one kind (stage, micro-batch, chunk). It converts from and to its integer
+/// implicitly, so loops, arithmetic and subscripts read as with the integer; but never to an
+/// index of another kind, because that takes two user-defined conversions (C++ allows one) —
+/// so passing a micro-batch where a stage is expected does not compile, and comparing the two
+/// is deleted. No comparison of its own: it compares as its integer (one overload, no
+/// ambiguity with `s == 0`).
+template <class Tag, class Rep>
+struct strong_index {
+  using rep = Rep;
+  Rep value = 0;
+
+  constexpr strong_index() noexcept = default;
+  constexpr strong_index(Rep v) noexcept : value(v) {}  // NOLINT: implicit by design (above)
+  /// `static_cast<stage_index>(x)` from any other number, as for the integer itself (the
+  /// implicit constructor above would warn of the narrowing the cast asks for).
+  template <class N>
+    requires(std::is_arithmetic_v<N> && !std::is_same_v<N, Rep>)
+  constexpr explicit strong_index(N v) noexcept : value(static_cast<Rep>(v)) {}
+  constexpr operator Rep() const noexcept { return value; }
+
+  constexpr strong_index& operator++() noexcept {
+    ++value;
+    return *this;
+  }
+  constexpr strong_index operator++(int) noexcept {
+    strong_index old = *this;
+    ++value;
+    return old;
+  }
+  constexpr strong_index& operator--() noexcept {
+    --value;
+    return *this;
+  }
+  constexpr strong_index operator--(int) noexcept {
+    strong_index old = *this;
+    --value;
+    return old;
+  }
+  constexpr strong_index& operator+=(Rep d) noexcept {
+    value = static_cast<Rep>(value + d);
+    return *this;
+  }
+  constexpr strong_index& operator-=(Rep d) noexcept {
+    value = static_cast<Rep>(value - d);
+    return *this;
+  }
+
+  /// A stage compared with a micro-batch is a mistake, not a question.
+  template <class OtherTag, class OtherRep>
+    requires(!std::is_same_v<Tag, OtherTag>)
+  friend bool operator==(strong_index, strong_index<OtherTag, OtherRep>) = delete;
+  template <class OtherTag, class OtherRep>
+    requires(!std::is_same_v<Tag, OtherTag>)
+  friend auto operator<=>(strong_index, strong_index<OtherTag, OtherRep>) = delete;
+
+  /// JSON (nlohmann finds these by argument-dependent lookup): the bare integer.
+  template <class Json>
+  friend void to_json(Json& j, strong_index i) {
+    j = i.value;
+  }
+  template <class Json>
+  friend void from_json(const Json& j, strong_index& i) {
+    i.value = j.template get<Rep>();
+  }
+};
+struct stage_tag;
+struct microbatch_tag;
+struct chunk_tag;
+struct global_chunk_tag;
+}  // namespace detail
+
 /// Index of a pipeline stage (a rank / device), 0-based.
-using stage_index = std::uint32_t;
+using stage_index = detail::strong_index<detail::stage_tag, std::uint32_t>;
 /// Index of a micro-batch, 0-based.
-using microbatch_index = std::uint32_t;
+using microbatch_index = detail::strong_index<detail::microbatch_tag, std::uint32_t>;
 /// Index of a model chunk *local to its stage* (0 .. chunks-1); see placement.
-using chunk_index = std::uint16_t;
+using chunk_index = detail::strong_index<detail::chunk_tag, std::uint16_t>;
+/// Index of a model chunk in model order, 0 .. stages*chunks-1 (the "global stage" of
+/// PyTorch pipelining). Forward flows from global chunk g to g+1; the loss is computed by
+/// the last global chunk.
+using global_chunk = detail::strong_index<detail::global_chunk_tag, std::uint32_t>;
 
 /// What an op computes or moves. The short names (`F`, `B`, `W`, `BW`, `SEND_F`, ...) are
 /// those of the text, JSON and CSV formats.
@@ -162,3 +240,14 @@ inline std::string to_string(const op& o, bool with_chunk = false) {
 }
 
 }  // namespace pipesched
+
+// Limits and hashing as of the integer (the primary numeric_limits would say max() == 0;
+// std::hash is declared by <string>).
+template <class Tag, class Rep>
+struct std::numeric_limits<pipesched::detail::strong_index<Tag, Rep>> : std::numeric_limits<Rep> {};
+template <class Tag, class Rep>
+struct std::hash<pipesched::detail::strong_index<Tag, Rep>> {
+  std::size_t operator()(pipesched::detail::strong_index<Tag, Rep> i) const noexcept {
+    return std::hash<Rep>{}(i.value);
+  }
+};

@@ -12,11 +12,6 @@
 
 namespace pipesched {
 
-/// Index of a model chunk in model order, 0 .. stages*chunks-1 (the "global stage" of
-/// PyTorch pipelining). Forward flows from global chunk g to g+1; the loss is computed by
-/// the last global chunk.
-using global_chunk = std::uint32_t;
-
 /// Largest accepted stages*chunks. The placement keeps three tables of that size (10 bytes per
 /// chunk), so the cap bounds what a tiny file declaring `"stages": 16384, "chunks": 65535` can
 /// make a reader allocate (160 MB, not 10 GB); real models have a few thousand chunks at most.

@@ -84,8 +84,8 @@ class microbatch_table {
   /// the table is empty or mb, s or c is out of its range (the validator reports such ops).
   const T& at(stage_index s, chunk_index c, microbatch_index mb) const noexcept {
     static const T one{};
-    const std::uint32_t ss = stages_ == 1 ? 0u : s;
-    const std::uint32_t cc = chunks_ == 1 ? 0u : c;
+    const std::uint32_t ss = stages_ == 1 ? 0u : s.value;
+    const std::uint32_t cc = chunks_ == 1 ? 0u : std::uint32_t{c};
     if (ss >= stages_ || cc >= chunks_ || mb >= microbatches()) {
       return one;
     }
