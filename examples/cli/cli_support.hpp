@@ -97,7 +97,8 @@ std::string in_option_terms(const field_error& e,
 // ---- the schedule a command works on ---------------------------------------------------------
 
 /// Where a command's schedule comes from: a generator by name, or a file; then recompute and
-/// lowering. Turned into one schedule_request (plan/request.hpp).
+/// lowering. Turned into one schedule_request (plan/request.hpp). Its functions are defined in
+/// cli_source.cpp.
 struct schedule_source {
   bool with_comm = false;
   std::string recv = "eager";
