@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -136,14 +137,34 @@ TEST_CASE("run_threaded refuses a deadlocking schedule instead of hanging",
 }
 
 namespace {
-/// Blocks at (stage 1, op 2) until released; the control block outlives the executor object
-/// because the blocked call keeps it alive.
+/// Shared by a hanging op and the test; outlives the executor object because the blocked call
+/// keeps it alive.
 struct hang_control {
   std::mutex mu;
   std::condition_variable cv;
-  bool released = false;
-  bool exited = false;
+  bool released = false;  // the test lets it return
+  bool exited = false;    // it has returned
 };
+
+/// Called by the hanging op: blocks until the test releases it.
+void hang(const std::shared_ptr<hang_control>& ctl) {
+  auto c = ctl;  // keep the control block; the executor may be gone once released
+  std::unique_lock lock(c->mu);
+  c->cv.wait(lock, [&] { return c->released; });
+  c->exited = true;
+  c->cv.notify_all();
+}
+
+/// After the executor is gone: releases the hung op and waits for it to return, 10 s at most
+/// (false when the hung op never started or never returned: the test fails instead of hanging).
+bool release_hung_op(const std::shared_ptr<hang_control>& ctl) {
+  std::unique_lock lock(ctl->mu);
+  ctl->released = true;
+  ctl->cv.notify_all();
+  return ctl->cv.wait_for(lock, std::chrono::seconds(10), [&] { return ctl->exited; });
+}
+
+/// Blocks at (stage 1, op 2) until released.
 struct hanging_executor {
   struct message {};
   std::shared_ptr<hang_control> ctl;
@@ -151,11 +172,7 @@ struct hanging_executor {
   message run(stage_index s, const op&, message&&) {
     const std::size_t i = calls[s]++;
     if (s == 1 && i == 2) {
-      auto c = ctl;  // keep the control block; `this` may be gone once released
-      std::unique_lock lock(c->mu);
-      c->cv.wait(lock, [&] { return c->released; });
-      c->exited = true;
-      c->cv.notify_all();
+      hang(ctl);
     }
     return {};
   }
@@ -179,13 +196,8 @@ TEST_CASE("run_threaded with op_timeout reports an op that never returns",
             "(op_timeout)");
       CHECK_THROWS_AS(err.rethrow_nested(), op_timeout_error);
     }
-    std::lock_guard lock(ctl->mu);
-    ctl->released = true;
   }
-  ctl->cv.notify_all();
-  std::unique_lock lock(ctl->mu);
-  ctl->cv.wait(lock, [&] { return ctl->exited; });
-  CHECK(ctl->exited);
+  CHECK(release_hung_op(ctl));
 }
 
 TEST_CASE("run_threaded with op_timeout completes a healthy run", "[exec][thread_driver]") {
@@ -193,6 +205,18 @@ TEST_CASE("run_threaded with op_timeout completes a healthy run", "[exec][thread
   checking_executor e(s);
   run_threaded(e, s, {std::chrono::milliseconds(10000)});
   CHECK(e.finished());
+}
+
+TEST_CASE("run_threaded refuses an op_timeout beyond max_op_timeout", "[exec][thread_driver]") {
+  const auto s = generate(gpipe{}, 2, 2);
+  null_executor e;
+  thread_driver_options opts;
+  opts.op_timeout = thread_driver_options::max_op_timeout + std::chrono::milliseconds(1);
+  CHECK_THROWS_WITH(run_threaded(e, s, opts),
+                    "run_threaded: op_timeout (1099511627777 ms) must be >= 0 (0: no limit) and "
+                    "at most max_op_timeout (1099511627776 ms)");
+  opts.op_timeout = thread_driver_options::max_op_timeout;
+  CHECK_NOTHROW(run_threaded(e, s, opts));
 }
 
 namespace {
@@ -207,11 +231,7 @@ struct random_hang_executor {
   message run(stage_index s, const op&, message&&) {
     const std::size_t i = calls[s]++;
     if (s == hang_stage && i == hang_index) {
-      auto c = ctl;
-      std::unique_lock lock(c->mu);
-      c->cv.wait(lock, [&] { return c->released; });
-      c->exited = true;
-      c->cv.notify_all();
+      hang(ctl);
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -220,6 +240,9 @@ struct random_hang_executor {
 };
 }  // namespace
 
+// The watchdog confirms before it blames (thread_driver_options::op_timeout): a healthy op
+// that a loaded machine keeps inside run() past the limit returns during the pause, and the
+// run goes on to the hang. Only a healthy op stuck for the whole pause could be named.
 TEST_CASE("run_threaded op_timeout: hangs at random ops, repeated", "[exec][thread_driver]") {
   std::mt19937 rng(99);
   for (int run = 0; run < 15; ++run) {
@@ -228,24 +251,110 @@ TEST_CASE("run_threaded op_timeout: hangs at random ops, repeated", "[exec][thre
     const stage_index hs = static_cast<stage_index>(rng() % p);
     const std::size_t hi = rng() % s.ops(hs).size();
     auto ctl = std::make_shared<hang_control>();
+    INFO("p=" << p << " hang at stage " << hs << " op " << hi);
     {
       random_hang_executor e{ctl, hs, hi, std::vector<std::size_t>(p, 0)};
-      INFO("p=" << p << " hang at stage " << hs << " op " << hi);
       try {
-        run_threaded(e, s, {std::chrono::milliseconds(20)});
+        run_threaded(e, s, {std::chrono::milliseconds(50)});
         FAIL("no exception");
       } catch (const execution_error& err) {
         CHECK(err.stage() == hs);
         CHECK(err.op_index() == hi);
         CHECK_THROWS_AS(err.rethrow_nested(), op_timeout_error);
       }
-      std::lock_guard lock(ctl->mu);
-      ctl->released = true;
     }
-    ctl->cv.notify_all();
-    std::unique_lock lock(ctl->mu);
-    ctl->cv.wait(lock, [&] { return ctl->exited; });
+    CHECK(release_hung_op(ctl));
   }
+}
+
+namespace {
+/// Hangs at one op, after a slow op on the same stage; counts the ops each stage ran.
+struct scripted_hang_executor {
+  struct message {};
+  std::shared_ptr<hang_control> ctl;
+  stage_index stage;
+  std::size_t slow_index;
+  std::size_t hang_index;
+  std::vector<std::size_t> calls;
+  message run(stage_index s, const op&, message&&) {
+    const std::size_t i = calls[s]++;
+    if (s == stage && i == slow_index) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    } else if (s == stage && i == hang_index) {
+      hang(ctl);
+    }
+    return {};
+  }
+};
+
+std::size_t index_of(const schedule& s, stage_index st, const op& o) {
+  const auto ops = s.ops(st);
+  return static_cast<std::size_t>(std::find(ops.begin(), ops.end(), o) - ops.begin());
+}
+}  // namespace
+
+// Stage 0 runs all its forwards at once and then waits for stage 1's gradient (in the
+// lowered schedule, in its RECV); stage 1 hangs in F3 after a slow F2. Stage 0's wait began
+// before the hung op and is the longest: it must not be blamed, since it is not inside run().
+TEST_CASE("run_threaded op_timeout: a stage waiting on a message is not blamed",
+          "[exec][thread_driver]") {
+  const auto compute_only = generate(gpipe{}, 2, 4);
+  for (const schedule& s : {compute_only, exec_test::lower(compute_only)}) {
+    INFO(s.name());
+    const std::size_t slow = index_of(s, 1, make_op(op_kind::forward, 2));
+    const std::size_t hung = index_of(s, 1, make_op(op_kind::forward, 3));
+    const auto ops0 = s.ops(0);
+    // Stage 0's ops up to its first one that needs stage 1's output.
+    const auto waits = std::find_if(ops0.begin(), ops0.end(), [](const op& o) {
+      return o.kind == op_kind::recv_backward || o.kind == op_kind::backward_full;
+    });
+    const auto ready = static_cast<std::size_t>(waits - ops0.begin());
+    REQUIRE(hung < s.ops(1).size());
+    REQUIRE(ready < ops0.size());
+    auto ctl = std::make_shared<hang_control>();
+    {
+      scripted_hang_executor e{ctl, 1, slow, hung, std::vector<std::size_t>(2, 0)};
+      try {
+        run_threaded(e, s, {std::chrono::milliseconds(50)});
+        FAIL("no exception");
+      } catch (const execution_error& err) {
+        CHECK(err.stage() == 1);
+        CHECK(err.op_index() == hung);
+        CHECK_THROWS_AS(err.rethrow_nested(), op_timeout_error);
+      }
+      CHECK(e.calls[0] == ready);  // stage 0 was waiting, not inside an op
+    }
+    CHECK(release_hung_op(ctl));
+  }
+}
+
+namespace {
+/// checking_executor, with one op that sleeps.
+struct slow_op_executor {
+  using message = exec_test::tagged;
+  checking_executor* inner;
+  stage_index slow_stage;
+  std::size_t slow_index;
+  std::chrono::milliseconds slow_for;
+  std::vector<std::size_t> calls;
+  message run(stage_index s, const op& o, message&& in) {
+    if (s == slow_stage && calls[s]++ == slow_index) {
+      std::this_thread::sleep_for(slow_for);
+    }
+    return inner->run(s, o, std::move(in));
+  }
+};
+}  // namespace
+
+// An op inside run() past op_timeout that then returns (here at 1.5 times the limit, within
+// the pause's further op_timeout) is slow, not hung: the run completes.
+TEST_CASE("run_threaded op_timeout: an op that is slow but returns does not fail the run",
+          "[exec][thread_driver]") {
+  const auto s = default_registry().generate("zb-h1", {3, 4, 0, {}, {}, {}});
+  checking_executor inner(s);
+  slow_op_executor e{&inner, 1, 3, std::chrono::milliseconds(150), std::vector<std::size_t>(3, 0)};
+  CHECK_NOTHROW(run_threaded(e, s, {std::chrono::milliseconds(100)}));
+  CHECK(inner.finished());
 }
 
 TEST_CASE("run_threaded routes messages on a V placement", "[exec][thread_driver]") {
