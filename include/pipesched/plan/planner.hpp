@@ -197,7 +197,7 @@ inline std::vector<double> dp_reduce_ends(const schedule& sched,
     for (chunk_index c = 0; c < v; ++c) {
       const global_chunk g = pl.global(s, c);
       const chunk_content& cc = jc.chunks[g];
-      const std::uint32_t k = cc.layers + ((cc.embedding || cc.head) ? 1u : 0u);
+      const std::uint32_t k = dp_bucket_count(cc);
       const double bytes = jc.gradient_bytes[g] / std::max(1u, k);
       const auto [start, end] = last[c];
       for (std::uint32_t j = 1; j <= k; ++j) {
