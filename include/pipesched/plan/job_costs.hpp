@@ -87,7 +87,7 @@ struct job_costs {
 /// The Megatron-style rank order, tensor parallelism fastest, then data, then pipeline: rank =
 /// t + TP·(d + DP·s). A group of `stride`-spaced ranks of size `size` fits in one node when
 /// stride·size <= GPUs per node and the node boundaries align (GPUs per node a multiple of
-/// stride·size); pipeline neighbours are TP·DP ranks apart.
+/// stride·size): the data-parallel ring (a pipeline link: stages_in_one_node).
 inline bool in_one_node(std::uint64_t stride, std::uint64_t size, std::uint32_t gpus_per_node) {
   const std::uint64_t span = stride * size;
   return span <= gpus_per_node && gpus_per_node % span == 0;
