@@ -83,3 +83,8 @@ add_test(NAME "cli: plan: each pipeline link is timed by where its stages are"
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_links_check.cmake)
 set_tests_properties("cli: plan: each pipeline link is timed by where its stages are"
   PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan links ok")
+add_test(NAME "cli: plan: more usable memory never gives a slower plan"
+         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_memory_monotone_check.cmake)
+set_tests_properties("cli: plan: more usable memory never gives a slower plan"
+  PROPERTIES LABELS cli TIMEOUT 300 PASS_REGULAR_EXPRESSION "memory monotone ok")
