@@ -77,3 +77,14 @@ set_tests_properties("cli: plan: analyze calibrates the achieved fraction agains
 pipesched_cli_test("analyze: calibration options only together" 2
   "error: --planned-costs, --planned-fraction and --seconds-per-unit: only meaningful together"
   analyze ${PROJECT_SOURCE_DIR}/examples/robustness/straggler_run.csv --planned-fraction 0.5)
+add_test(NAME "cli: plan: each pipeline link is timed by where its stages are"
+         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/plan_links
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_links_check.cmake)
+set_tests_properties("cli: plan: each pipeline link is timed by where its stages are"
+  PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan links ok")
+add_test(NAME "cli: plan: more usable memory never gives a slower plan"
+         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_memory_monotone_check.cmake)
+set_tests_properties("cli: plan: more usable memory never gives a slower plan"
+  PROPERTIES LABELS cli TIMEOUT 300 PASS_REGULAR_EXPRESSION "memory monotone ok")

@@ -154,3 +154,89 @@ TEST_CASE("job_costs: shapes are checked", "[plan][job_costs]") {
                                    placement::sequential(4)),
                     "plan: partition gives 31 layers, the model has 32");
 }
+
+TEST_CASE("job_costs: each pipeline link is timed by where its two stages' ranks are",
+          "[plan][job_costs]") {
+  training_job job = small_job();
+  job.gpus = 16;
+  job.cluster.inter_node_bandwidth = 1e9;
+  job.cluster.inter_node_latency = 0.01;
+  const double bytes = 2.0 * 4096 * 4096;  // s·b·h bf16
+  const double intra = bytes / 4 / 450e9 + 3e-6;
+  const double inter = bytes / 4 / 1e9 + 0.01;
+  plan_layout l = layout(4, 4);
+  l.dp = 1;  // 4 ranks a stage, 2 stages a node
+  const job_costs jc =
+      make_job_costs(job, l, recompute_kind::selective, even(32, 4), placement::sequential(4));
+  const cost_model& c = jc.costs;
+  CHECK(c.comm(0, 1) == Approx(intra));
+  CHECK(c.comm(1, 0) == Approx(intra));
+  CHECK(c.comm(1, 2) == Approx(inter));
+  CHECK(c.comm(2, 1) == Approx(inter));
+  CHECK(c.comm(2, 3) == Approx(intra));
+  CHECK(c.comm(3, 0) == Approx(inter));  // interleaved wraps from the last stage to the first
+  CHECK(c.comm(0, 3) == Approx(inter));
+  CHECK(c.comm(2, 2) == 0.0);
+  CHECK(jc.pipeline_transfer_s == c.uniform_comm());  // the scalar is the slowest link
+  CHECK(jc.pipeline_transfer_s == Approx(inter));
+  REQUIRE(c.link_comm().size() == 16);
+
+  // TP 1, PP 16: eight stages a node, one link (7 -> 8) between them; V placement too.
+  plan_layout l16 = layout(1, 16, 2);
+  l16.dp = 1;
+  const job_costs v =
+      make_job_costs(job, l16, recompute_kind::selective, even(32, 32), placement::v_shape(16));
+  const double intra1 = bytes / 450e9 + 3e-6;
+  const double inter1 = bytes / 1e9 + 0.01;
+  for (stage_index s = 0; s + 1 < 16; ++s) {
+    INFO("link " << s << " -> " << s + 1);
+    CHECK(v.costs.comm(s, s + 1) == Approx(s == 7 ? inter1 : intra1));
+    CHECK(v.costs.comm(s + 1, s) == Approx(s == 7 ? inter1 : intra1));
+  }
+
+  // Stages whose blocks straddle a node boundary (TP·DP = 6 on 8-GPU nodes) pair up across it.
+  CHECK(stages_in_one_node(4, 0, 1, 8));
+  CHECK_FALSE(stages_in_one_node(4, 1, 2, 8));
+  CHECK_FALSE(stages_in_one_node(6, 0, 1, 8));
+  CHECK_FALSE(stages_in_one_node(6, 1, 2, 8));
+  CHECK(stages_in_one_node(1, 0, 7, 8));
+  CHECK_FALSE(stages_in_one_node(1, 0, 8, 8));
+  CHECK_FALSE(stages_in_one_node(16, 0, 1, 8));
+
+  // Every link between nodes, or every one inside: one scalar, no table.
+  const job_costs all = make_job_costs(small_job(), layout(2, 4), recompute_kind::selective,
+                                       even(32, 4), placement::sequential(4));
+  CHECK(all.costs.link_comm().empty());
+}
+
+TEST_CASE("job_costs: link times that cannot add up to a finite step are refused",
+          "[plan][job_costs]") {
+  training_job job = small_job();
+  plan_layout l = layout(2, 4);
+  job.cluster.inter_node_latency = 1e300;  // large, but a step's transfers still add up
+  const job_costs jc =
+      make_job_costs(job, l, recompute_kind::selective, even(32, 4), placement::sequential(4));
+  CHECK(jc.pipeline_transfer_s == Approx(1e300));
+  job.cluster.inter_node_latency = 1e306;
+  CHECK_THROWS_WITH(
+      make_job_costs(job, l, recompute_kind::selective, even(32, 4), placement::sequential(4)),
+      Catch::Contains("inter_node_latency (1e+306 s)") &&
+          Catch::Contains("would not add up to a finite time"));
+  job.cluster.inter_node_latency = 10e-6;
+  job.cluster.inter_node_bandwidth = 1e-303;
+  CHECK_THROWS_WITH(
+      make_job_costs(job, l, recompute_kind::selective, even(32, 4), placement::sequential(4)),
+      Catch::Contains("inter_node_bandwidth (1e-303 bytes/s)"));
+  // The data-parallel reduction (DP 8 over nodes) is refused by the same rule.
+  job = small_job();
+  l = layout(1, 8);  // DP 8: 8 ranks a stage, one link between nodes each
+  job.cluster.inter_node_latency = 1e307;
+  CHECK_THROWS_WITH(
+      make_job_costs(job, l, recompute_kind::selective, even(32, 8), placement::sequential(8)),
+      Catch::Contains("inter_node_latency"));
+  job.cluster.inter_node_latency = 10e-6;
+  job.cluster.intra_node_latency = 1e307;  // DP 8 inside a node: 7 ring steps a bucket
+  CHECK_THROWS_WITH(
+      make_job_costs(job, l, recompute_kind::selective, even(32, 8), placement::sequential(8)),
+      Catch::Contains("intra_node_latency (1e+307 s) make a stage's data-parallel"));
+}

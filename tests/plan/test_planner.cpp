@@ -1,7 +1,11 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <limits>
+#include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -314,4 +318,125 @@ TEST_CASE("plan: nothing fits names the smallest need", "[plan][search]") {
   CHECK(r.plans.empty());
   // At least the 70B weights, gradients and optimizer states over 8 GPUs.
   CHECK(r.smallest_need_bytes > 70e9 * 6 / 8);
+}
+
+namespace {
+
+/// A small random job (a few layers, a few GPUs, a memory that binds), from `rng`.
+training_job random_small_job(std::mt19937& rng) {
+  auto pick = [&](std::initializer_list<std::uint64_t> xs) {
+    std::vector<std::uint64_t> v(xs);
+    return v[std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(rng)];
+  };
+  training_job job;
+  transformer_spec& t = job.model;
+  t.name = "random";
+  t.layers = static_cast<std::uint32_t>(pick({4, 6, 8}));
+  t.hidden = pick({256, 512});
+  t.ffn = 4 * t.hidden;
+  t.heads = 8;
+  t.kv_heads = static_cast<std::uint32_t>(pick({4, 8}));
+  t.vocab = pick({4096, 8192});
+  t.mlp = pick({0, 1}) == 0 ? mlp_kind::gelu : mlp_kind::swiglu;
+  job.cluster = cluster_preset("h100-sxm-80gb");
+  job.cluster.name = "random";
+  job.cluster.gpus_per_node = static_cast<std::uint32_t>(pick({2, 4, 8}));
+  job.cluster.memory_bytes = std::uniform_real_distribution<double>(0.15e9, 1.5e9)(rng);
+  job.cluster.usable_fraction = 0.05 * static_cast<double>(pick({12, 14, 16, 18}));
+  job.cluster.inter_node_bandwidth = std::uniform_real_distribution<double>(1e9, 50e9)(rng);
+  job.cluster.inter_node_latency = std::uniform_real_distribution<double>(1e-6, 1e-3)(rng);
+  job.cluster.achieved_fraction = 0.05 * static_cast<double>(pick({6, 10, 14}));
+  job.gpus = pick({4, 8});
+  job.sequence = pick({512, 1024});
+  job.global_batch = pick({8, 16});
+  return job;
+}
+
+plan_options property_options() {
+  plan_options o;
+  o.threads = 1;
+  o.top = 3;
+  o.search_evaluations = 16;
+  o.polish_evaluations = 64;
+  return o;
+}
+
+/// The best plan's step time, or infinity when nothing fits.
+double best_step(const training_job& job, const plan_options& o) {
+  const plan_result r = plan(job, o);
+  return r.plans.empty() || !r.plans.front().fits ? std::numeric_limits<double>::infinity()
+                                                  : r.plans.front().step_time_s;
+}
+
+}  // namespace
+
+// Properties over random valid inputs (small models on a few GPUs, memory that binds): a plan
+// that fits has every stage within the usable memory; more usable memory (from one 5 % rung to
+// a higher one), bandwidth, peak or achieved fraction never gives a slower best plan; and the
+// best plan is never slower than a fixed layout the search covers.
+TEST_CASE("plan: properties over random small jobs", "[plan][search][property]") {
+  std::mt19937 rng(20261203);
+  const plan_options o = property_options();
+  int fitted = 0;
+  for (int round = 0; round < 12; ++round) {
+    const training_job job = random_small_job(rng);
+    INFO("round " << round << ": " << job.model.layers << " layers, h " << job.model.hidden << ", "
+                  << job.gpus << " GPUs (" << job.cluster.gpus_per_node << " a node), memory "
+                  << job.cluster.memory_bytes << " x " << job.cluster.usable_fraction << ", seq "
+                  << job.sequence << ", batch " << job.global_batch);
+    const plan_result r = plan(job, o);
+    const double usable = job.cluster.usable_memory();
+    for (const plan_entry& e : r.plans) {
+      if (!e.fits) {
+        continue;
+      }
+      for (const plan_stage& st : e.stages) {
+        CHECK(st.total <= usable);
+      }
+      CHECK(e.peak_memory_bytes <= usable);
+    }
+    const double base =
+        r.plans.empty() ? std::numeric_limits<double>::infinity() : r.plans.front().step_time_s;
+    fitted += std::isfinite(base) ? 1 : 0;
+    auto no_slower = [&](const char* what, training_job changed) {
+      INFO(what);
+      const double t = best_step(changed, o);
+      CHECK(t <= base * (1.0 + 1e-12));
+    };
+    training_job more = job;
+    more.cluster.usable_fraction = std::min(1.0, job.cluster.usable_fraction + 0.1);
+    no_slower("usable memory", more);
+    if (!std::isfinite(base)) {
+      continue;  // the others keep the sizes: nothing fits there either
+    }
+    training_job inter = job;
+    inter.cluster.inter_node_bandwidth *= 4.0;
+    no_slower("inter-node bandwidth", inter);
+    training_job intra = job;
+    intra.cluster.intra_node_bandwidth *= 4.0;
+    no_slower("intra-node bandwidth", intra);
+    training_job peak = job;
+    peak.cluster.peak_flops_bf16 *= 2.0;
+    no_slower("peak FLOP/s", peak);
+    training_job achieved = job;
+    achieved.cluster.achieved_fraction = std::min(1.0, job.cluster.achieved_fraction + 0.2);
+    no_slower("achieved fraction", achieved);
+    // Fixed layouts of the space: the best is never slower than any of them.
+    for (const auto& [tp, pp, sched] :
+         std::vector<std::tuple<std::uint32_t, std::uint32_t, std::string>>{
+             {1, 2, "1f1b"}, {2, 2, "zb-h1"}, {1, 4, "zb-v"}, {2, 1, "1f1b"}, {1, 2, "zb-auto"}}) {
+      const std::uint32_t v = sched == "zb-v" ? 2 : 1;
+      if (job.gpus % (tp * pp) != 0 || pp * v > job.model.layers) {
+        continue;
+      }
+      plan_options f = o;
+      f.fixed.tp = tp;
+      f.fixed.pp = pp;
+      f.fixed.schedule = sched;
+      f.fixed.micro_batch = 1;
+      INFO("fixed TP" << tp << " PP" << pp << " " << sched);
+      CHECK(base <= best_step(job, f) * (1.0 + 1e-12));
+    }
+  }
+  CHECK(fitted >= 6);  // the properties were exercised on plans that fit
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -46,6 +47,12 @@ struct chunk_content {
   bool head = false;       ///< the last global chunk: final norm, LM head, loss
 };
 
+/// The buckets a chunk's gradients reduce in (docs/robustness.md §8): one per layer, and one
+/// for the embedding or the head (none for a chunk without either).
+inline std::uint32_t dp_bucket_count(const chunk_content& cc) noexcept {
+  return cc.layers + ((cc.embedding || cc.head) ? 1u : 0u);
+}
+
 /// The schedulers' inputs for one job, layout, recompute choice, partition and placement.
 struct job_costs {
   cost_model costs;                          ///< per chunk, seconds; T_comm the pipeline transfer
@@ -60,8 +67,10 @@ struct job_costs {
   double dp_latency = 0.0;
   std::uint64_t dp = 1;
   bool dp_reduce_scatter = false;
-  double pipeline_transfer_s = 0.0;  ///< T_comm
-  double usable_memory = 0.0;        ///< bytes per GPU
+  /// The slowest pipeline link's transfer, seconds (0 with one stage): the cost model's scalar
+  /// T_comm. Each link's own time is costs.comm(from, to) (pipeline_link_times).
+  double pipeline_transfer_s = 0.0;
+  double usable_memory = 0.0;  ///< bytes per GPU
 
   double dp_reduce_time(double bytes) const noexcept {
     const auto d = static_cast<std::uint32_t>(std::min<std::uint64_t>(dp, 0xffffffffu));
@@ -78,10 +87,70 @@ struct job_costs {
 /// The Megatron-style rank order, tensor parallelism fastest, then data, then pipeline: rank =
 /// t + TP·(d + DP·s). A group of `stride`-spaced ranks of size `size` fits in one node when
 /// stride·size <= GPUs per node and the node boundaries align (GPUs per node a multiple of
-/// stride·size); pipeline neighbours are TP·DP ranks apart.
+/// stride·size): the data-parallel ring (a pipeline link: stages_in_one_node).
 inline bool in_one_node(std::uint64_t stride, std::uint64_t size, std::uint32_t gpus_per_node) {
   const std::uint64_t span = stride * size;
   return span <= gpus_per_node && gpus_per_node % span == 0;
+}
+
+/// Whether the ranks of pipeline stages `a` and `b` pair up inside nodes: every (t, d) rank of
+/// one with the same (t, d) rank of the other. Stage s's ranks are the block [TP·DP·s,
+/// TP·DP·(s + 1)); the pairs share nodes exactly when no node boundary falls between the first
+/// rank of the lower stage and the last rank of the higher one (the pairs' spans overlap and
+/// cover that range).
+inline bool stages_in_one_node(std::uint64_t ranks_per_stage,
+                               std::uint32_t a,
+                               std::uint32_t b,
+                               std::uint32_t gpus_per_node) {
+  const std::uint64_t lo = std::min(a, b);
+  const std::uint64_t hi = std::max(a, b);
+  return ranks_per_stage * lo / gpus_per_node == (ranks_per_stage * (hi + 1) - 1) / gpus_per_node;
+}
+
+/// Seconds of one pipeline transfer per link (from·p + to; 0 on the diagonal): one s·b·h
+/// activation of `bytes` per TP group, a 1/TP share per rank (sequence parallelism, or
+/// Megatron's scatter-gather of the pipeline send), at intra-node bandwidth and latency when
+/// the two stages' ranks pair up inside nodes (stages_in_one_node), else inter-node. Throws
+/// invalid_argument naming the cluster's fields when a step's transfers could not add up to
+/// a finite time.
+inline std::vector<double> pipeline_link_times(const training_job& job,
+                                               const plan_layout& lay,
+                                               double bytes) {
+  const std::uint32_t p = lay.pp;
+  const cluster_spec& cl = job.cluster;
+  const double share = bytes / static_cast<double>(lay.tp);
+  const double intra = share / cl.intra_node_bandwidth + cl.intra_node_latency;
+  const double inter = share / cl.inter_node_bandwidth + cl.inter_node_latency;
+  const std::uint64_t per_stage = std::uint64_t{lay.tp} * lay.dp;
+  std::vector<double> out(std::size_t{p} * p, 0.0);
+  bool uses_inter = false, uses_intra = false;
+  for (std::uint32_t a = 0; a < p; ++a) {
+    for (std::uint32_t b = 0; b < p; ++b) {
+      if (a != b) {
+        const bool in_node = stages_in_one_node(per_stage, a, b, cl.gpus_per_node);
+        out[std::size_t{a} * p + b] = in_node ? intra : inter;
+        (in_node ? uses_intra : uses_inter) = true;
+      }
+    }
+  }
+  // A step sends each micro-batch's activation and gradient over every chunk boundary: when
+  // that many transfers of the slowest link (with room for the ops and the gradient reduction
+  // added to them) overflow, no time of the step is a number.
+  const double transfers = 2.0 * static_cast<double>(lay.microbatches) *
+                           static_cast<double>(std::uint64_t{p} * lay.chunks);
+  auto check = [&](bool used, double t, const char* bw, double bw_v, const char* lat,
+                   double lat_v) {
+    if (used && !std::isfinite(4.0 * transfers * t)) {
+      detail::fail("plan: ", bw, " (", bw_v, " bytes/s) and ", lat, " (", lat_v,
+                   " s) give a pipeline transfer of ", t, " s: the step's ", transfers,
+                   " transfers would not add up to a finite time");
+    }
+  };
+  check(uses_intra, intra, "intra_node_bandwidth", cl.intra_node_bandwidth, "intra_node_latency",
+        cl.intra_node_latency);
+  check(uses_inter, inter, "inter_node_bandwidth", cl.inter_node_bandwidth, "inter_node_latency",
+        cl.inter_node_latency);
+  return out;
 }
 
 /// Ring time of the collectives tensor parallelism adds to one layer's forward (or to its input
@@ -300,14 +369,12 @@ inline job_costs make_job_costs(const training_job& job,
     static_total[st] = sb.total();
   }
 
-  // Pipeline transfer: one s·b·h activation, a 1/TP share per rank (sequence parallelism, or
-  // Megatron's scatter-gather of the pipeline send).
-  const bool pp_in_node = in_one_node(std::uint64_t{lay.tp} * lay.dp, 2, job.cluster.gpus_per_node);
-  const double pp_bw =
-      pp_in_node ? job.cluster.intra_node_bandwidth : job.cluster.inter_node_bandwidth;
-  const double pp_lat =
-      pp_in_node ? job.cluster.intra_node_latency : job.cluster.inter_node_latency;
-  out.pipeline_transfer_s = p > 1 ? e * sbh / tp / pp_bw + pp_lat : 0.0;
+  // Pipeline transfers, link by link (where each pair of stages' ranks are).
+  const std::vector<double> links = pipeline_link_times(job, lay, e * sbh);
+  out.pipeline_transfer_s = links.empty() ? 0.0 : *std::max_element(links.begin(), links.end());
+  const bool links_differ = std::any_of(links.begin(), links.end(), [&](double link) {
+    return link != 0.0 && link != out.pipeline_transfer_s;
+  });
 
   const bool dp_in_node = in_one_node(lay.tp, lay.dp, job.cluster.gpus_per_node);
   out.dp = lay.dp;
@@ -316,6 +383,23 @@ inline job_costs make_job_costs(const training_job& job,
   out.dp_latency = dp_in_node ? job.cluster.intra_node_latency : job.cluster.inter_node_latency;
   out.dp_reduce_scatter = job.sharding != optimizer_sharding::none;
   out.usable_memory = job.cluster.usable_memory();
+  // The step waits for each stage's reductions, one bucket after another: when their sum (with
+  // room for the pipeline added) overflows, no step time is a number.
+  std::vector<double> reduce_sum(p, 0.0);
+  for (global_chunk g = 0; g < n; ++g) {
+    if (const std::uint32_t k = dp_bucket_count(out.chunks[g]); k > 0) {
+      reduce_sum[pl.stage_of(g)] += k * out.dp_reduce_time(out.gradient_bytes[g] / k);
+    }
+  }
+  for (double reduce : reduce_sum) {
+    if (!std::isfinite(4.0 * reduce)) {
+      const char* bw = dp_in_node ? "intra_node_bandwidth" : "inter_node_bandwidth";
+      const char* lat = dp_in_node ? "intra_node_latency" : "inter_node_latency";
+      detail::fail("plan: ", bw, " (", out.dp_bandwidth, " bytes/s) and ", lat, " (",
+                   out.dp_latency, " s) make a stage's data-parallel gradient reduction take ",
+                   reduce, " s: not a finite time");
+    }
+  }
 
   if (job.sharding == optimizer_sharding::weights && lay.dp > 1) {
     // Each F and B first gathers its chunk's bf16 weights over DP; prefetched, the op lasts the
@@ -333,6 +417,9 @@ inline job_costs make_job_costs(const training_job& job,
   out.costs = cost_model{};
   out.costs.set_chunk_costs(v, chunk_costs);
   out.costs.set_comm(out.pipeline_transfer_s);
+  if (links_differ) {
+    out.costs.set_link_comm(p, links);  // T_comm above stays the slowest link's
+  }
   out.memory.set_chunk_memory(v, chunk_mem);
   out.memory.set_static_memory(static_total);
   return out;

@@ -197,7 +197,7 @@ inline std::vector<double> dp_reduce_ends(const schedule& sched,
     for (chunk_index c = 0; c < v; ++c) {
       const global_chunk g = pl.global(s, c);
       const chunk_content& cc = jc.chunks[g];
-      const std::uint32_t k = cc.layers + ((cc.embedding || cc.head) ? 1u : 0u);
+      const std::uint32_t k = dp_bucket_count(cc);
       const double bytes = jc.gradient_bytes[g] / std::max(1u, k);
       const auto [start, end] = last[c];
       for (std::uint32_t j = 1; j <= k; ++j) {
@@ -267,14 +267,20 @@ struct job_schedule_spec {
   double memory_limit = 0.0;
   /// The zero-bubble search's local-search budget (searching generators; nullopt: theirs).
   std::optional<std::size_t> search_evaluations;
+  /// A searching generator that finds no order within memory_limit, or fixes its own: generated
+  /// without the limit (true) or refused (false: invalid_argument).
+  bool unlimited_fallback = true;
 };
 
 /// The schedule of a job (the planner's candidates, `pack`'s packings): generated, searching
 /// generators within the byte limit, then the R ops right before each backward when
-/// recomputing. Throws invalid_argument when the generator refuses the shape.
+/// recomputing. Throws invalid_argument when the generator refuses the shape. `limited`, when
+/// given, tells whether the generator kept within spec.memory_limit (false: it fixes its own or
+/// takes none).
 inline schedule generate_job_schedule(const job_schedule_spec& spec,
                                       const generator_registry& registry,
-                                      const generator_entry& gen) {
+                                      const generator_entry& gen,
+                                      bool* limited = nullptr) {
   schedule_request req;
   generated_source src{gen.name, {}};
   if (gen.searches) {
@@ -295,15 +301,21 @@ inline schedule generate_job_schedule(const job_schedule_spec& spec,
     req.params.memory_limit = spec.memory_limit;  // the others are checked by the caller
   }
   generation_result g;
+  if (limited) {
+    *limited = req.params.memory_limit.has_value();
+  }
   try {
     g = build_schedule(req, registry);
   } catch (const invalid_argument&) {
-    if (!req.params.memory_limit) {
+    if (!req.params.memory_limit || !spec.unlimited_fallback) {
       throw;
     }
     // A searching generator that fixes its own limit (zb-1p, zb-2p: p·M_B, 2p·M_B), or finds
     // none within this one: generated without it, then checked like the others.
     req.params.memory_limit.reset();
+    if (limited) {
+      *limited = false;
+    }
     g = build_schedule(req, registry);
   }
   if (spec.recompute != recompute_kind::none) {
@@ -315,15 +327,19 @@ inline schedule generate_job_schedule(const job_schedule_spec& spec,
   return std::move(g.sched);
 }
 
-/// Evaluates one candidate whose job_costs are built: generates (searching generators get
-/// the byte limit; recomputation inside the backward), simulates, checks memory and
-/// reduces gradients. Throws invalid_argument when the generator refuses.
-inline plan_entry evaluate_choice(const training_job& job,
-                                  const plan_choice& choice,
-                                  const job_costs& jc,
-                                  const generator_registry& registry,
-                                  const generator_entry& gen,
-                                  std::size_t search_evaluations) {
+/// Evaluates one candidate whose job_costs are built, its order generated within `limit`
+/// bytes (searching generators; the others ignore it): generates (recomputation inside the
+/// backward), simulates, checks memory against the usable memory and reduces gradients.
+/// Throws invalid_argument when the generator refuses. `limited` as generate_job_schedule's.
+inline plan_entry evaluate_choice_within(const training_job& job,
+                                         const plan_choice& choice,
+                                         const job_costs& jc,
+                                         const generator_registry& registry,
+                                         const generator_entry& gen,
+                                         std::size_t search_evaluations,
+                                         double limit,
+                                         bool* limited = nullptr,
+                                         bool unlimited_fallback = true) {
   const plan_layout& lay = choice.layout;
   // Recomputation runs inside the backward, as PyTorch and Megatron-LM run it: the order is
   // timed with the recompute in the backward's cost (model/inline_recompute.hpp); the
@@ -342,11 +358,12 @@ inline plan_entry evaluate_choice(const training_job& job,
   spec.recompute = choice.recompute;
   spec.costs = costs;
   spec.memory = plain_memory;
-  spec.memory_limit = jc.usable_memory;
+  spec.memory_limit = limit;
+  spec.unlimited_fallback = unlimited_fallback;
   spec.search_evaluations = search_evaluations;
   plan_entry e;
   e.choice = choice;
-  e.sched = generate_job_schedule(spec, registry, gen);
+  e.sched = generate_job_schedule(spec, registry, gen, limited);
   e.costs = std::move(costs);
   e.memory = jc.memory;
   const simulation_result sim = simulate(e.sched, e.costs, {true, false, false});
@@ -392,6 +409,50 @@ inline plan_entry evaluate_choice(const training_job& job,
       e.flops_per_iteration / (step * gpus * job.cluster.peak_flops(job.model.activation_bytes));
   e.bubble_rate = sim.bubble_rate;
   return e;
+}
+
+/// The memory rungs a searching generator is also run at: every multiple of 5 % of the GPU's
+/// memory (usable fractions 0.05, 0.1, ..., 1), bytes.
+inline constexpr std::uint32_t memory_rungs = 20;
+
+/// Evaluates one candidate (evaluate_choice_within). With `rungs`, a searching generator that
+/// keeps within the limit is run at the usable memory and again at each memory rung below it,
+/// down to the first it cannot keep within, and the fastest order kept (on a tie, the one with
+/// the most room): its heuristics are not monotone in the limit (nor is its objective, the
+/// makespan, the step time, which adds the gradient reduction). The orders searched at a usable
+/// memory on a rung are all searched under any larger one, so more usable memory never gives
+/// this candidate a slower order from the usable fractions 0.05, 0.1, ..., 1 up (docs/model.md
+/// §10).
+inline plan_entry evaluate_choice(const training_job& job,
+                                  const plan_choice& choice,
+                                  const job_costs& jc,
+                                  const generator_registry& registry,
+                                  const generator_entry& gen,
+                                  std::size_t search_evaluations,
+                                  bool rungs = true) {
+  bool limited = false;
+  plan_entry best = evaluate_choice_within(job, choice, jc, registry, gen, search_evaluations,
+                                           jc.usable_memory, &limited);
+  if (!rungs || !gen.searches || !limited) {
+    return best;
+  }
+  const double unit = job.cluster.memory_bytes / memory_rungs;
+  for (std::uint32_t k = memory_rungs; k >= 1; --k) {
+    const double rung = unit * k;
+    if (rung >= jc.usable_memory * (1.0 - 1e-12)) {
+      continue;  // the usable memory itself, or above it
+    }
+    try {
+      plan_entry e = evaluate_choice_within(job, choice, jc, registry, gen, search_evaluations,
+                                            rung, nullptr, false);
+      if (e.fits && (!best.fits || e.step_time_s < best.step_time_s)) {
+        best = std::move(e);
+      }
+    } catch (const invalid_argument&) {
+      break;  // no order within this rung, nor within a lower one
+    }
+  }
+  return best;
 }
 
 /// Divisors of n in increasing order.
@@ -759,19 +820,21 @@ inline plan_space enumerate_space(const training_job& job,
 }
 
 /// Evaluates one candidate of `space`, re-partitioning a balanced partition that did not fit
-/// within the caps its memory gives (twice at most). nullopt when the generator refuses.
+/// within the caps its memory gives (twice at most), searching generators at the memory rungs
+/// too with `rungs` (evaluate_choice). nullopt when the generator refuses.
 inline std::optional<plan_entry> evaluate_candidate(const training_job& job,
                                                     const plan_space& space,
                                                     std::size_t index,
                                                     const plan_fixed& f,
                                                     const generator_registry& registry,
-                                                    std::size_t evaluations) {
+                                                    std::size_t evaluations,
+                                                    bool rungs) {
   const auto [gi, gen] = space.candidates[index];
   const plan_group& g = space.groups[gi];
   plan_choice choice{g.layout, gen->name, g.recompute, g.partition};
   std::optional<plan_entry> best;
   try {
-    best = evaluate_choice(job, choice, *g.costs, registry, *gen, evaluations);
+    best = evaluate_choice(job, choice, *g.costs, registry, *gen, evaluations, rungs);
   } catch (const invalid_argument&) {
     return std::nullopt;
   }
@@ -785,7 +848,7 @@ inline std::optional<plan_entry> evaluate_candidate(const training_job& job,
     choice.partition = *part;
     const job_costs jc = make_job_costs(job, g.layout, g.recompute, *part, g.pl);
     try {
-      plan_entry e = evaluate_choice(job, choice, jc, registry, *gen, evaluations);
+      plan_entry e = evaluate_choice(job, choice, jc, registry, *gen, evaluations, rungs);
       if (e.fits || e.peak_memory_bytes < best->peak_memory_bytes) {
         best = std::move(e);
       }
@@ -860,7 +923,10 @@ inline plan_result run_plan(const training_job& job,
     auto work = [&] {
       for (std::size_t i = cursor++; i < batch.size(); i = cursor++) {
         try {
-          out[i] = evaluate_candidate(job, space, batch[i], f, registry, opts.search_evaluations);
+          // The memory rungs for the one layout asked for only: over a search they would cost
+          // several times its time (docs/model.md §10).
+          out[i] =
+              evaluate_candidate(job, space, batch[i], f, registry, opts.search_evaluations, one);
         } catch (...) {
           const std::lock_guard<std::mutex> lock(error_mutex);
           error = std::current_exception();
@@ -912,7 +978,7 @@ inline plan_result run_plan(const training_job& job,
                                           e.choice.partition, e.sched.layout());
       try {
         plan_entry deeper =
-            evaluate_choice(job, e.choice, jc, registry, gen, opts.polish_evaluations);
+            evaluate_choice(job, e.choice, jc, registry, gen, opts.polish_evaluations, one);
         if (deeper.fits && deeper.step_time_s < e.step_time_s) {
           e = std::move(deeper);
         }
