@@ -267,7 +267,8 @@ TEST_CASE("recomputation: one R per F marked recompute, after it, before its bac
     CHECK(r.count(violation_kind::recompute) == 1);
     CHECK(r.violations[0].message ==
           "stage 0, op 2 (R0): R0 of chunk 0 re-runs F0 of chunk 0, which is not marked "
-          "recompute (it keeps its activations): mark the F (op_flag::recompute) or drop the R");
+          "recompute (it keeps its activations): mark the F (\"recompute\": true in a schedule "
+          "JSON, op_flag::recompute in C++) or drop the R");
   }
   SECTION("R before its F, a marked F without R, two R") {
     s.stage_ops(0) = {R(0), Fr(0), Fr(1), R(1), R(1), BW(1), BW(0)};

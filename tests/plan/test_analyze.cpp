@@ -138,14 +138,14 @@ TEST_CASE("calibrate_achieved_fraction: the fraction scales with planned / measu
 
 TEST_CASE("calibrate_achieved_fraction: bad inputs name the field or the cause",
           "[plan][analyze]") {
-  const analyze_result measured = analyze_run(analyze_fixture("1f1b", 2));
+  const measured_run run = analyze_fixture("1f1b", 2);
   planned_speed plan;
   plan.costs = cost_model::uniform(0.001, 0.001, 0.001);
   plan.achieved_fraction = 0.5;
   plan.seconds_per_unit = 1e-3;
   auto field_of = [&](const planned_speed& p) {
     try {
-      (void)calibrate_achieved_fraction(measured.estimates, 1, p);
+      (void)calibrate_achieved_fraction(run, p);
     } catch (const field_error& e) {
       return e.field();
     }
@@ -164,11 +164,11 @@ TEST_CASE("calibrate_achieved_fraction: bad inputs name the field or the cause",
   // A unit 1000 times too small makes the run faster than the peak: refused, the unit named.
   bad = plan;
   bad.seconds_per_unit = 1e-6;
-  CHECK_THROWS_WITH(calibrate_achieved_fraction(measured.estimates, 1, bad),
+  CHECK_THROWS_WITH(calibrate_achieved_fraction(run, bad),
                     Catch::Contains("above 1") && Catch::Contains("seconds_per_unit"));
   // A plan of another shape.
   bad = plan;
   bad.costs.set_stage_costs(std::vector<op_costs>(3, op_costs{}));
-  CHECK_THROWS_WITH(calibrate_achieved_fraction(measured.estimates, 1, bad),
+  CHECK_THROWS_WITH(calibrate_achieved_fraction(run, bad),
                     Catch::Contains("one entry per stage (p=4)"));
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "pipesched/ir/error.hpp"
@@ -124,25 +125,56 @@ struct straggler_thresholds {
   double relative = 0.03;
 };
 
+/// A stage found slower than it should be. Against its peers (find_stragglers on estimates):
+/// `peers` is the median of the other stages' per_microbatch. Against a plan (find_stragglers
+/// on stage_against_plan): `per_microbatch` is the stage's measured compute time per
+/// micro-batch (the mean: Σ of its ops / m) and `peers` its planned time at the speed its peers
+/// ran their plans, both in the run's unit.
 struct straggler {
   stage_index stage = 0;
   double per_microbatch = 0.0;  ///< the stage's time per micro-batch (all its chunks)
-  double peers = 0.0;           ///< the median of the other stages'
+  double peers = 0.0;           ///< what it is compared with (see above)
   double excess = 0.0;          ///< per_microbatch − peers
   double relative = 0.0;        ///< excess / peers
+  bool against_plan = false;    ///< compared with its own plan, not with its peers' times
 };
+
+namespace detail {
+
+inline void check_straggler_thresholds(const straggler_thresholds& th) {
+  if (!std::isfinite(th.absolute) || th.absolute < 0.0) {
+    fail_field("find_stragglers", "absolute", "threshold must be finite and >= 0, got ",
+               th.absolute);
+  }
+  if (!std::isfinite(th.relative) || th.relative < 0.0) {
+    fail_field("find_stragglers", "relative", "threshold must be finite and >= 0, got ",
+               th.relative);
+  }
+}
+
+/// The one rule of both find_stragglers: `x` (per_microbatch and peers set) is a straggler
+/// when its excess passes both thresholds; appended to `out` then.
+inline void keep_if_straggler(straggler x,
+                              const straggler_thresholds& th,
+                              std::vector<straggler>& out) {
+  x.excess = x.per_microbatch - x.peers;
+  x.relative = x.peers > 0.0 ? x.excess / x.peers : 0.0;
+  if (x.excess > th.absolute && x.relative > th.relative) {
+    out.push_back(x);
+  }
+}
+
+inline void sort_stragglers(std::vector<straggler>& out) {
+  std::sort(out.begin(), out.end(),
+            [](const straggler& a, const straggler& b) { return a.excess > b.excess; });
+}
+
+}  // namespace detail
 
 /// The stragglers among the stages, slowest first. Needs at least 2 stages (else none).
 inline std::vector<straggler> find_stragglers(const std::vector<stage_estimate>& est,
                                               const straggler_thresholds& th = {}) {
-  if (!std::isfinite(th.absolute) || th.absolute < 0.0) {
-    detail::fail_field("find_stragglers", "absolute", "threshold must be finite and >= 0, got ",
-                       th.absolute);
-  }
-  if (!std::isfinite(th.relative) || th.relative < 0.0) {
-    detail::fail_field("find_stragglers", "relative", "threshold must be finite and >= 0, got ",
-                       th.relative);
-  }
+  detail::check_straggler_thresholds(th);
   std::vector<straggler> out;
   for (stage_index s = 0; s < est.size(); ++s) {
     std::vector<double> others;
@@ -158,14 +190,95 @@ inline std::vector<straggler> find_stragglers(const std::vector<stage_estimate>&
     x.stage = s;
     x.per_microbatch = est[s].per_microbatch;
     x.peers = median_of(std::move(others));
-    x.excess = x.per_microbatch - x.peers;
-    x.relative = x.peers > 0.0 ? x.excess / x.peers : 0.0;
-    if (x.excess > th.absolute && x.relative > th.relative) {
-      out.push_back(x);
+    detail::keep_if_straggler(x, th, out);
+  }
+  detail::sort_stragglers(out);
+  return out;
+}
+
+/// One stage of a measured run against the plan it ran: its ops' measured durations and the
+/// plan's durations of the same ops (each micro-batch's own, with per-micro-batch factors).
+struct stage_against_plan {
+  double measured = 0.0;  ///< Σ of the stage's compute ops' durations, in the run's unit
+  double planned = 0.0;   ///< Σ of the same ops' planned durations, in the plan's unit
+};
+
+/// Each stage's compute ops (F, B, W, BW, R) measured and planned: every op of the run timed by
+/// `costs` (read for the run's p, v and m: cost_model::duration of its micro-batch), so a run
+/// that is exactly the plan gives measured = planned in every stage, whatever the micro-batches'
+/// lengths. An overlapped pair (two ops of a stage over the same interval) counts its interval
+/// once, planned as its two ops less its F's overlap gain. Throws invalid_argument, prefixed by
+/// `who`, when `costs` does not have the run's shape or an op is outside it.
+inline std::vector<stage_against_plan> compare_with_plan(const measured_run& run,
+                                                         const cost_model& costs,
+                                                         std::string_view who) {
+  const std::uint32_t p = run.layout.stages();
+  const std::uint32_t v = std::max<std::uint32_t>(run.layout.chunks(), 1);
+  const shaped_cost_model c = costs.for_shape(p, v, run.microbatches, who);
+  std::vector<std::vector<timed_op>> rows(p);
+  for (const timed_op& t : run.ops) {
+    if (t.stage >= p || t.o.chunk >= v || t.o.mb >= run.microbatches) {
+      detail::fail(who, ": op ", to_string(t.o, v > 1), " on stage ", t.stage,
+                   " is outside the run (p=", p, ", v=", v, ", m=", run.microbatches, ")");
+    }
+    if (is_compute(t.o.kind)) {
+      rows[t.stage].push_back(t);
     }
   }
-  std::sort(out.begin(), out.end(),
-            [](const straggler& a, const straggler& b) { return a.excess > b.excess; });
+  std::vector<stage_against_plan> out(p);
+  for (stage_index s = 0; s < p; ++s) {
+    std::vector<timed_op>& row = rows[s];
+    std::stable_sort(row.begin(), row.end(), [](const timed_op& a, const timed_op& b) {
+      return a.start != b.start ? a.start < b.start : a.index < b.index;
+    });
+    auto planned = [&](const op& o) { return c.duration(s, o.kind, o.chunk, o.mb); };
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const timed_op& a = row[i];
+      out[s].measured += a.duration();
+      out[s].planned += planned(a.o);
+      if (i + 1 < row.size() && row[i + 1].start == a.start && row[i + 1].end == a.end &&
+          a.end > a.start) {
+        const op& b = row[i + 1].o;
+        const op& f = a.o.kind == op_kind::forward ? a.o : b;
+        out[s].planned +=
+            planned(b) - (f.kind == op_kind::forward ? c.overlap_gain(s, f.chunk, f.mb) : 0.0);
+        ++i;
+      }
+    }
+  }
+  return out;
+}
+
+/// The stragglers against a plan, slowest first: each stage's measured time against its own
+/// planned time at the speed of its peers (the median over the other stages of measured /
+/// planned), so stages the plan made unequal are not flagged, and a run uniformly slower than
+/// planned (a lower achieved fraction: calibrate_achieved_fraction) flags none. The thresholds
+/// are those of the other find_stragglers, per micro-batch in the run's unit. Needs at least 2
+/// stages with planned time (else none).
+inline std::vector<straggler> find_stragglers(const std::vector<stage_against_plan>& per_stage,
+                                              std::uint32_t microbatches,
+                                              const straggler_thresholds& th = {}) {
+  detail::check_straggler_thresholds(th);
+  const double m = microbatches == 0 ? 1.0 : microbatches;
+  std::vector<straggler> out;
+  for (stage_index s = 0; s < per_stage.size(); ++s) {
+    std::vector<double> speeds;
+    for (stage_index t = 0; t < per_stage.size(); ++t) {
+      if (t != s && per_stage[t].planned > 0.0) {
+        speeds.push_back(per_stage[t].measured / per_stage[t].planned);
+      }
+    }
+    if (speeds.empty()) {
+      continue;
+    }
+    straggler x;
+    x.stage = s;
+    x.against_plan = true;
+    x.per_microbatch = per_stage[s].measured / m;
+    x.peers = per_stage[s].planned * median_of(std::move(speeds)) / m;
+    detail::keep_if_straggler(x, th, out);
+  }
+  detail::sort_stragglers(out);
   return out;
 }
 
@@ -269,7 +382,10 @@ inline std::vector<measured_overlap> check_measured_ops(const measured_run& run,
 }
 
 /// The order each stage ran, from the measured ops sorted by start time (ties: the recorded
-/// list index): a schedule to validate, simulate and compare a re-plan with.
+/// list index): a schedule to validate, simulate and compare a re-plan with. An F that an R of
+/// the run re-runs is marked recompute (is_recomputed): a timing CSV and traces written before
+/// the trace's "recompute" argument do not say it, and in a valid order an F is marked exactly
+/// when it has an R (docs/model.md §1).
 inline schedule order_of(const measured_run& run) {
   schedule s = schedule::on(run.name.empty() ? std::string("measured") : run.name, run.layout,
                             run.microbatches);
@@ -284,6 +400,24 @@ inline schedule order_of(const measured_run& run) {
                    " is outside the run's stages (p=", s.stages(), ")");
     }
     s.stage_ops(t.stage).push_back(t.o);
+  }
+  for (stage_index st = 0; st < s.stages(); ++st) {
+    std::vector<std::pair<chunk_index, microbatch_index>> rerun;
+    for (const op& o : s.ops(st)) {
+      if (o.kind == op_kind::recompute) {
+        rerun.emplace_back(o.chunk, o.mb);
+      }
+    }
+    if (rerun.empty()) {
+      continue;
+    }
+    std::sort(rerun.begin(), rerun.end());
+    for (op& o : s.stage_ops(st)) {
+      if (o.kind == op_kind::forward &&
+          std::binary_search(rerun.begin(), rerun.end(), std::make_pair(o.chunk, o.mb))) {
+        o = recomputing(o);
+      }
+    }
   }
   return s;
 }

@@ -331,7 +331,8 @@ class schedule_checker {
       rb_.add(violation_kind::recompute, s, i, [&] {
         return where(s, i, o, chunked_) + "R" + label() + " re-runs F" + label() +
                ", which is not marked recompute (it keeps its activations): mark "
-               "the F (op_flag::recompute) or drop the R";
+               "the F (\"recompute\": true in a schedule JSON, op_flag::recompute in C++) or "
+               "drop the R";
       });
     } else if (backward_seen(k)) {
       rb_.add(violation_kind::local_order, s, i, [&] {

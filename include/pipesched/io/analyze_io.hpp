@@ -16,9 +16,9 @@
 namespace pipesched {
 
 /// The JSON object: schedule, stages (per stage F, B, W, BW as {median, mad, count}, each left
-/// out when not measured, and per_microbatch), stragglers, current, replans (improves: predicted
-/// faster than the run's order), and with a plan to compare with, calibration {measured_s,
-/// planned_s, ratio, achieved_fraction}.
+/// out when not measured, and per_microbatch), stragglers (against: "plan" or "peers"), current,
+/// replans (improves: predicted faster than the run's order), and with a plan to compare with,
+/// calibration {measured_s, planned_s, ratio, achieved_fraction}.
 inline nlohmann::json analyze_to_json(const analyze_result& r) {
   // A kind the trace has no op of is left out (never null: every value is a number).
   auto put = [](nlohmann::json& j, const char* kind, const std::optional<duration_estimate>& d) {
@@ -44,7 +44,8 @@ inline nlohmann::json analyze_to_json(const analyze_result& r) {
                                {"per_microbatch", x.per_microbatch},
                                {"peers", x.peers},
                                {"excess", x.excess},
-                               {"relative", x.relative}});
+                               {"relative", x.relative},
+                               {"against", x.against_plan ? "plan" : "peers"}});
   }
   for (const replan_candidate& c : r.plan.candidates) {
     j["replans"].push_back({{"generator", c.generator},
@@ -83,14 +84,14 @@ inline std::string analyze_text(const analyze_result& r) {
                      r.thresholds.absolute, 100 * r.thresholds.relative);
   }
   for (const straggler& x : r.stragglers) {
-    t += fmt::format(
-        "straggler: stage {}: {:.4g} per micro-batch, {:.4g} ({:.1f}%) above its peers\n", x.stage,
-        x.per_microbatch, x.excess, 100 * x.relative);
+    t += fmt::format("straggler: stage {}: {:.4g} per micro-batch, {:.4g} ({:.1f}%) above {}\n",
+                     x.stage, x.per_microbatch, x.excess, 100 * x.relative,
+                     x.against_plan ? "its plan at its peers' speed" : "its peers");
   }
   if (r.calibration) {
     const achieved_fraction_calibration& c = *r.calibration;
     t += fmt::format(
-        "speed against the plan: F + B + W {:.4g} s per micro-batch over the stages, planned "
+        "speed against the plan: compute {:.4g} s per micro-batch over the stages, planned "
         "{:.4g} s ({:.3f}x); achieved fraction of peak {:.3f} (plan with --achieved-fraction "
         "{:.3f})\n",
         c.measured_s, c.planned_s, c.ratio, c.achieved_fraction, c.achieved_fraction);

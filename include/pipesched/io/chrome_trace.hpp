@@ -26,7 +26,8 @@
 // and ui.perfetto.dev:
 // - process 0 is the pipeline; thread s is stage s (named "stage s", sorted by stage);
 // - one complete event ("ph":"X") per op: name "F3" (or "F3.1" with v > 1), category the op
-//   kind (F, B, W, BW, comm), ts / dur in microseconds, args {mb, chunk, global_chunk, index};
+//   kind (F, B, W, BW, R, comm), ts / dur in microseconds, args {mb, chunk, global_chunk,
+//   index}, and "recompute": true on an F marked recompute (its R re-runs it);
 // - one flow ("ph":"s" on the producer, "ph":"f" with "bp":"e" on the consumer, same id) per
 //   cross-stage dependency: F -> next chunk's F, B/BW -> previous chunk's B/BW, and SEND -> RECV
 //   in lowered schedules;
@@ -175,6 +176,9 @@ inline void write_chrome_trace(std::ostream& os,
       if (first || second) {
         out.raw(",\"pair\":");
         out.number(std::uint64_t{row[first ? i + 1 : i - 1].index});
+      }
+      if (is_recomputed(t.o)) {
+        out.raw(",\"recompute\":true");
       }
       out.raw("},\"cat\":");
       out.string(detail::trace_category(t.o.kind));

@@ -25,8 +25,9 @@
 // - the Chrome traces pipesched writes (io/chrome_trace.hpp: `simulate --format chrome`, an
 //   instrumented_executor run drawn with timeline_from_measured, `mlp_pipeline_mpi --trace`):
 //   complete events ("ph":"X") with the stage as tid (p + s for the second op of an
-//   overlapped pair), the kind as category, args {mb, chunk, global_chunk, index}, ts / dur in
-//   microseconds, and otherData {p, m, v, schedule}; communication events are skipped;
+//   overlapped pair), the kind as category, args {mb, chunk, global_chunk, index, recompute},
+//   ts / dur in microseconds, and otherData {p, m, v, schedule}; communication events are
+//   skipped;
 // - a plain CSV with the header `stage,kind,mb,chunk,start,end` (optionally `,global_chunk`),
 //   kinds by their short names (F, B, W, BW), times in any one unit.
 
@@ -155,8 +156,21 @@ inline measured_run read_chrome_trace_run(std::string_view text) {
       detail::fail(who, ": ", path, "/args: index (", index, ") is beyond max_stage_ops (",
                    max_stage_ops, ")");
     }
-    run.ops.push_back(timed_op{s, static_cast<std::uint32_t>(index), op{*kind, mb, chunk}, ts,
-                               ts + e["dur"].get<double>()});
+    op o{*kind, mb, chunk};
+    if (args.contains("recompute")) {
+      if (!args["recompute"].is_boolean()) {
+        detail::fail(who, ": ", path, "/args/recompute must be true or false");
+      }
+      if (args["recompute"].get<bool>()) {
+        if (o.kind != op_kind::forward) {
+          detail::fail(who, ": ", path, "/args/recompute: only an F can be marked recompute, not ",
+                       to_string(o.kind));
+        }
+        o = recomputing(o);
+      }
+    }
+    run.ops.push_back(
+        timed_op{s, static_cast<std::uint32_t>(index), o, ts, ts + e["dur"].get<double>()});
   }
   run.layout = detail::placement_from_pairs(p, v, globals, who);
   return run;

@@ -47,53 +47,76 @@ inline bool calibration_inputs_given(bool costs, bool achieved_fraction, bool se
 /// How fast the measured ops ran against the plan's, and the achieved fraction that makes the
 /// plan's op times match them (docs/model.md §10, "Calibration").
 struct achieved_fraction_calibration {
-  double measured_s = 0.0;  ///< Σ over stages of the measured F + B + W per micro-batch, seconds
-  double planned_s = 0.0;   ///< the same sum of the plan's op times, seconds
+  double measured_s = 0.0;  ///< the run's compute time per micro-batch (Σ over ops / m), seconds
+  double planned_s = 0.0;   ///< the plan's time of the same ops per micro-batch, seconds
   double ratio = 0.0;       ///< measured_s / planned_s: above 1, slower than planned
   double achieved_fraction = 0.0;  ///< planned achieved fraction / ratio: plan with this
 };
 
-/// The achieved fraction of peak a measured run shows, against the plan it ran: op time is
-/// FLOPs / (peak · fraction), so the fraction scales with planned / measured time. The op times
-/// are taken as all compute (a tensor-parallel collective inside F and B is counted as compute
-/// too, which makes the estimate slightly low when collectives take a large share). Throws
-/// field_error for a fraction outside (0, 1] or a unit that is not finite and > 0 (fields
-/// "achieved_fraction", "seconds_per_unit"), invalid_argument when the plan's costs do not have
-/// the run's shape or the result exceeds the peak (the unit or the costs are not the run's).
-inline achieved_fraction_calibration calibrate_achieved_fraction(
-    const std::vector<stage_estimate>& measured, std::uint32_t chunks, const planned_speed& plan) {
+namespace detail {
+
+/// Who the calibration's errors name (`pipesched analyze` maps them to --planned-costs).
+inline constexpr const char* calibration_who = "calibrate_achieved_fraction";
+
+inline void check_planned_speed(const planned_speed& plan) {
   if (!(plan.achieved_fraction > 0.0 && plan.achieved_fraction <= 1.0)) {
-    detail::fail_field("calibrate_achieved_fraction", "achieved_fraction",
-                       "must be in (0, 1], got ", plan.achieved_fraction);
+    fail_field(calibration_who, "achieved_fraction", "must be in (0, 1], got ",
+               plan.achieved_fraction);
   }
   if (!(std::isfinite(plan.seconds_per_unit) && plan.seconds_per_unit > 0.0)) {
-    detail::fail_field("calibrate_achieved_fraction", "seconds_per_unit",
-                       "must be finite and > 0, got ", plan.seconds_per_unit);
+    fail_field(calibration_who, "seconds_per_unit", "must be finite and > 0, got ",
+               plan.seconds_per_unit);
   }
-  const auto stages = static_cast<std::uint32_t>(measured.size());
-  const shaped_cost_model costs =
-      plan.costs.for_shape(stages, chunks, "calibrate_achieved_fraction: the planned costs");
+}
+
+}  // namespace detail
+
+/// The achieved fraction of peak a measured run shows, from each stage's ops measured and
+/// planned (compare_with_plan, with plan.costs): op time is FLOPs / (peak · fraction), so the
+/// fraction scales with planned / measured time, summed over every compute op the run measured
+/// (each micro-batch with its own planned time: a run that is exactly the plan gives ratio 1 and
+/// the plan's fraction, whatever the micro-batches' lengths). The op times are taken as all
+/// compute (a tensor-parallel collective inside F and B is counted as compute too, which makes
+/// the estimate slightly low when collectives take a large share). Throws field_error for a
+/// fraction outside (0, 1] or a unit that is not finite and > 0 (fields "achieved_fraction",
+/// "seconds_per_unit"), invalid_argument when the result exceeds the peak (the unit or the
+/// costs are not the run's) or there is no time to compare.
+inline achieved_fraction_calibration calibrate_achieved_fraction(
+    const std::vector<stage_against_plan>& per_stage,
+    std::uint32_t microbatches,
+    const planned_speed& plan) {
+  detail::check_planned_speed(plan);
+  const double m = microbatches == 0 ? 1.0 : microbatches;
   achieved_fraction_calibration c;
-  for (stage_index s = 0; s < stages; ++s) {
-    c.measured_s += measured[s].per_microbatch * plan.seconds_per_unit;
-    for (chunk_index k = 0; k < std::max<std::uint32_t>(chunks, 1); ++k) {
-      const op_costs t = costs.at(s, k);
-      c.planned_s += t.forward + t.backward_input + t.backward_weight;
-    }
+  for (const stage_against_plan& s : per_stage) {
+    c.measured_s += s.measured;
+    c.planned_s += s.planned;
   }
+  c.measured_s *= plan.seconds_per_unit / m;
+  c.planned_s /= m;
   if (!(c.measured_s > 0.0 && c.planned_s > 0.0)) {
-    detail::fail("calibrate_achieved_fraction: the measured (", c.measured_s, " s) and planned (",
+    detail::fail(detail::calibration_who, ": the measured (", c.measured_s, " s) and planned (",
                  c.planned_s, " s) op times must both be > 0");
   }
   c.ratio = c.measured_s / c.planned_s;
   c.achieved_fraction = plan.achieved_fraction / c.ratio;
   if (!(c.achieved_fraction <= 1.0)) {
-    detail::fail("calibrate_achieved_fraction: the run's ops took ", c.ratio,
+    detail::fail(detail::calibration_who, ": the run's ops took ", c.ratio,
                  " times the planned time, an achieved fraction of ", c.achieved_fraction,
                  " of peak (above 1): the trace's unit (seconds_per_unit ", plan.seconds_per_unit,
                  ") or the planned costs are not the run's");
   }
   return c;
+}
+
+/// The same from the run itself: compare_with_plan(run, plan.costs) first (invalid_argument
+/// when the costs do not have the run's shape).
+inline achieved_fraction_calibration calibrate_achieved_fraction(const measured_run& run,
+                                                                 const planned_speed& plan) {
+  detail::check_planned_speed(plan);
+  const std::string who = std::string(detail::calibration_who) + ": the planned costs";
+  return calibrate_achieved_fraction(compare_with_plan(run, plan.costs, who), run.microbatches,
+                                     plan);
 }
 
 struct analyze_options {
@@ -105,7 +128,8 @@ struct analyze_options {
   /// the trace's clock or its ops are wrong); true accepts them, each a warning in the result.
   bool allow_overlaps = false;
   /// Set: also estimate the achieved fraction of peak against this plan (analyze_result::
-  /// calibration).
+  /// calibration), and find the stragglers against it (each stage against its own plan, not
+  /// against its peers: a plan's unequal stages are not stragglers).
   std::optional<planned_speed> planned{};
   /// Told the phase it starts ("estimating the costs of 96 ops", "re-planning with zb-auto").
   std::function<void(const std::string&)> phase{};
@@ -117,13 +141,16 @@ struct analyze_result {
   std::uint32_t stages = 0, microbatches = 0, chunks = 1;
   std::size_t ops = 0;                    ///< ops measured
   std::vector<stage_estimate> estimates;  ///< estimate_costs
-  std::vector<straggler> stragglers;      ///< find_stragglers
-  straggler_thresholds thresholds;        ///< the thresholds they were found with
-  replan_result plan;                     ///< replan under measured_cost_model
+  /// find_stragglers: against the plan with analyze_options::planned, else against the peers.
+  std::vector<straggler> stragglers;
+  straggler_thresholds thresholds;  ///< the thresholds they were found with
+  replan_result plan;               ///< replan under measured_cost_model
   /// Overlapping ops accepted with allow_overlaps, one line each ("stage 1: F3 (10 .. 14)
   /// overlaps B2 (12 .. 15)").
   std::vector<std::string> warnings;
-  /// With analyze_options::planned: the run's speed against the plan's.
+  /// With analyze_options::planned: each stage's ops measured and planned (compare_with_plan)
+  /// and the run's speed against the plan's.
+  std::vector<stage_against_plan> against_plan;
   std::optional<achieved_fraction_calibration> calibration;
 };
 
@@ -168,9 +195,14 @@ inline analyze_result analyze_run(const measured_run& run,
   }
   tell(detail::concat("estimating the costs of ", run.ops.size(), " ops"));
   r.estimates = estimate_costs(run);
-  r.stragglers = find_stragglers(r.estimates, o.thresholds);
   if (o.planned) {
-    r.calibration = calibrate_achieved_fraction(r.estimates, run.layout.chunks(), *o.planned);
+    detail::check_planned_speed(*o.planned);
+    r.against_plan = compare_with_plan(
+        run, o.planned->costs, std::string(detail::calibration_who) + ": the planned costs");
+    r.stragglers = find_stragglers(r.against_plan, run.microbatches, o.thresholds);
+    r.calibration = calibrate_achieved_fraction(r.against_plan, run.microbatches, *o.planned);
+  } else {
+    r.stragglers = find_stragglers(r.estimates, o.thresholds);
   }
   const cost_model measured = measured_cost_model(r.estimates, run.layout.chunks(), o.comm);
   std::string names;

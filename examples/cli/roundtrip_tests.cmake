@@ -1,0 +1,34 @@
+# The exports of `plan` and `pack` read back through validate, simulate and analyze: the same
+# makespan, and against the exported costs a calibration of exactly the planned fraction
+# (roundtrip_export_check.cmake), for several schedules, with and without recompute.
+set(pipesched_roundtrip_plan
+    "--model;llama3-8b;--gpu;h100-sxm-80gb;--gpus;16;--tp;2;--pp;4;--dp;2;--micro-batch;1;--microbatches;8;--seq;4096")
+set(pipesched_roundtrip_pack
+    "--model;llama3-8b;--lengths;${CMAKE_CURRENT_SOURCE_DIR}/testdata/lengths_long_tail.txt;-m;8;--stages;4")
+foreach(case
+    "plan|1f1b none|--schedule;1f1b;--recompute;none"
+    "plan|zb-h1 selective|--schedule;zb-h1;--recompute;selective"
+    "plan|interleaved-1f1b v2 selective|--schedule;interleaved-1f1b;-v;2;--recompute;selective"
+    "plan|zb-v full|--schedule;zb-v;-v;2;--recompute;full"
+    "plan|zb-v none|--schedule;zb-v;-v;2;--recompute;none"
+    "pack|zb-h1 selective|--schedule;zb-h1;--recompute;selective"
+    "pack|zb-h1 none|--schedule;zb-h1;--recompute;none;--memory-limit;1TiB"
+    "pack|interleaved-1f1b v2 full|--schedule;interleaved-1f1b;-v;2;--recompute;full"
+    "pack|zb-v none|--schedule;zb-v;-v;2;--recompute;none;--memory-limit;1TiB")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 cmd)
+  list(GET parts 1 label)
+  string(FIND "${case}" "|" first)
+  string(FIND "${case}" "|" last REVERSE)
+  math(EXPR from "${last} + 1")
+  string(SUBSTRING "${case}" ${from} -1 args)
+  string(REPLACE " " "_" dir "${cmd}_${label}")
+  set(name "cli: ${cmd} --export ${label}: reads back through validate, simulate and analyze at 1.000x")
+  add_test(NAME "${name}"
+           COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/roundtrip/${dir} -DCMD=${cmd}
+                   "-DARGS=${pipesched_roundtrip_${cmd}};${args}"
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/roundtrip_export_check.cmake)
+  set_tests_properties("${name}" PROPERTIES LABELS cli TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "export round trip ok")
+endforeach()
