@@ -80,6 +80,24 @@ def test_export_schedule_writes_what_the_cli_exports(tmp_path):
         ps.export_schedule(str(tmp_path / "no" / "such" / "x"), s)
 
 
+def test_export_schedule_refuses_a_prefix_that_names_no_file_or_overwrites_an_input(tmp_path):
+    # The library's rule (check_export_prefix, write_export), as the CLI's --export has it.
+    s = ps.generate("1f1b", 2, 2)
+    with pytest.raises(ValueError, match=r"schedule_export: prefix: must not be empty"):
+        ps.export_schedule("", s)
+    with pytest.raises(ValueError, match=r"is a directory: give a file name in it"):
+        ps.export_schedule(str(tmp_path) + "/", s)
+    with pytest.raises(ValueError, match=r"is a directory"):
+        ps.export_schedule(str(tmp_path), s)
+    costs = tmp_path / "c.costs.json"
+    costs.write_text('{"version": 1, "forward": 1, "backward_input": 1, "backward_weight": 1}')
+    before = costs.read_text()
+    with pytest.raises(ValueError, match=r"c\.costs\.json would overwrite costs .*c\.costs\.json"):
+        ps.export_schedule(str(tmp_path / "c"), s, costs=str(costs))
+    assert costs.read_text() == before
+    assert not (tmp_path / "c.csv").exists()
+
+
 def test_validate_of_a_cli_file(tmp_path):
     path = tmp_path / "s.csv"
     cli("generate", "-s", "zb-h2", "-p", "4", "-m", "8", "--format", "torch-csv",
