@@ -189,6 +189,15 @@ def test_whatif_through_both(args, kw):
                *args) == ps.whatif(s, cost=(1, 1.5, 0.5, 0.1), format="text", **kw)
 
 
+def test_whatif_memory_of_another_shape(tmp_path):
+    # The memory model must have the schedule's shape even where the run does not read it.
+    path = tmp_path / "m.json"
+    path.write_text('{"version": 1, "stages": [{"activation": 1, "weight_grad_input": 0.5},'
+                    ' {"activation": 1, "weight_grad_input": 0.5}]}')
+    with pytest.raises(ValueError, match=r"memory: whatif: memory model stages table \(2 entries\)"):
+        ps.whatif(ps.generate("1f1b", 4, 8), memory_file=str(path))
+
+
 def test_whatif_errors_name_the_keyword():
     s = ps.generate("1f1b", 4, 8)
     with pytest.raises(ValueError, match="stragglers: stage 1 is given twice"):
@@ -197,6 +206,8 @@ def test_whatif_errors_name_the_keyword():
         ps.whatif(s, gradient_bytes=1)
     with pytest.raises(ValueError, match="cv: must be a finite number >= 0 and <= 10"):
         ps.whatif(s, cv=float("inf"))
+    with pytest.raises(ValueError, match="memory_limit: only meaningful with dynamic"):
+        ps.whatif(s, memory_limit=4)
 
 
 def test_analyze_through_both():
