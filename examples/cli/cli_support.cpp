@@ -21,6 +21,7 @@
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/memory_model_json.hpp>
 #include <pipesched/io/plan_json.hpp>
+#include <pipesched/io/schedule_export.hpp>
 #include <pipesched/io/svg.hpp>
 #include <pipesched/plan/request.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
@@ -88,15 +89,22 @@ std::vector<double> parse_numbers(const std::string& text,
   return out;
 }
 
-std::uint64_t parse_count(const std::string& text, const std::string& option, std::uint64_t max) {
+std::uint64_t parse_count(const std::string& text,
+                          const std::string& option,
+                          std::uint64_t max,
+                          std::uint64_t min) {
+  const std::string rule = option + ": must be a whole number >= " + std::to_string(min);
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
-    usage_error(option + ": must be a whole number >= 0, got \"" + text + "\"");
+    usage_error(rule + ", got \"" + text + "\"");
   }
   unsigned long long n = 0;
   try {
     n = std::stoull(text);
   } catch (const std::out_of_range&) {
     n = std::numeric_limits<unsigned long long>::max();
+  }
+  if (n < min) {
+    usage_error(rule + ", got " + text);
   }
   if (n > max) {
     usage_error(option + ": must be at most " + std::to_string(max) + ", got " + text);
@@ -287,6 +295,20 @@ void write_output(const std::string& path, const std::string& text) {
   write_output_with(path, [&](std::ostream& os) { os << text; });
 }
 
+void check_json_and_format(bool json, bool format_given, const std::string& format) {
+  if (json && format_given && format != "json") {
+    usage_error("--json: conflicts with --format " + format + " (use one)");
+  }
+}
+
+void export_prefix_or_exit(const std::string& prefix) {
+  try {
+    check_export_prefix(prefix);
+  } catch (const field_error& e) {
+    usage_error("--export: " + e.rule());
+  }
+}
+
 std::pair<transformer_spec, cluster_spec> load_model_and_gpu(const std::string& model,
                                                              const std::string& gpu) {
   std::pair<transformer_spec, cluster_spec> out;
@@ -426,11 +448,12 @@ void whatif_usage_error(const field_error& e) {
       {"stalls.probability", "--stalls (P)"},
       {"stalls.duration", "--stalls (D)"},
       {"latency", "--allreduce-latency"},
-      {"allreduce_latency", "--allreduce-latency"}};
+      {"allreduce_latency", "--allreduce-latency"},
+      {"memory", "--memory / --memory-file"}};
   usage_error(in_option_terms(
       e,
       {"replicas", "gradient_bytes", "bandwidth", "allreduce_latency", "link_bandwidth",
-       "message_bytes", "traffic", "buckets", "dynamic", "sensitivity"},
+       "message_bytes", "traffic", "buckets", "dynamic", "sensitivity", "memory_limit"},
       names));
 }
 

@@ -75,8 +75,12 @@ std::vector<double> parse_numbers(const std::string& text,
                                   std::size_t max_count,
                                   const std::string& shape);
 
-/// A whole number >= 0 of at most `max`: errors name the option, the value and the rule.
-std::uint64_t parse_count(const std::string& text, const std::string& option, std::uint64_t max);
+/// A whole number >= `min` of at most `max`: errors name the option, the value and the rule
+/// (the range the option takes, so "-1" and "0" are refused in the same words).
+std::uint64_t parse_count(const std::string& text,
+                          const std::string& option,
+                          std::uint64_t max,
+                          std::uint64_t min = 0);
 
 /// Any finite decimal number (negative too: the library says which range a field takes, in
 /// the option's name); infinities, NaN, numbers beyond a double and other text are errors.
@@ -162,6 +166,13 @@ bool is_stdout(const std::string& path);
 /// large outputs stream instead of being built as one string first.
 void write_output_with(const std::string& path, const std::function<void(std::ostream&)>& write);
 void write_output(const std::string& path, const std::string& text);
+
+/// --json with a --format given other than json: exit 2 naming both (one output, said once).
+void check_json_and_format(bool json, bool format_given, const std::string& format);
+
+/// --export PREFIX of plan and pack: exit 2 naming the option when the prefix names no file
+/// (check_export_prefix, io/schedule_export.hpp).
+void export_prefix_or_exit(const std::string& prefix);
 
 /// --model and --gpu of plan and pack: a preset name or a JSON file each; errors name the option.
 std::pair<transformer_spec, cluster_spec> load_model_and_gpu(const std::string& model,

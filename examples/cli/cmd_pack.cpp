@@ -43,6 +43,7 @@ struct pack_cli {
   std::optional<std::string> search_evaluations, search_budget;
   bool json = false;
   std::string format = "text";
+  bool format_given = false;  // -f text and --json together contradict each other
   std::string output;
   std::optional<std::string> export_prefix;
 };
@@ -56,6 +57,7 @@ const std::vector<std::pair<std::string, std::string>> pack_options = {
     {"stages", "--stages"},
     {"chunks", "--chunks"},
     {"tp", "--tp"},
+    {"sequence_parallel", "--sequence-parallel"},
     {"memory_limit", "--memory-limit"},
     {"search_budget_ms", "--search-budget"},
 };
@@ -64,7 +66,11 @@ int cmd_pack(const pack_cli& o) {
   if (o.format != "text" && o.format != "json") {
     usage_error("--format: unknown format \"" + o.format + "\" (pack knows: text, json)");
   }
+  check_json_and_format(o.json, o.format_given, o.format);
   const bool json = o.json || o.format == "json";
+  if (o.export_prefix) {
+    export_prefix_or_exit(*o.export_prefix);  // before the search, which can take a while
+  }
   pack_request req;
   std::tie(req.model, req.cluster) = load_model_and_gpu(o.model, o.gpu);
   try {
@@ -124,9 +130,17 @@ int cmd_pack(const pack_cli& o) {
     if (!r.chosen.fits) {
       usage_error("--export: nothing fits the memory limit, nothing to export");
     }
-    for (const std::string& file :
-         write_export(schedule_export(*o.export_prefix, r.sched, r.costs, r.memory))) {
-      std::fprintf(stderr, "wrote %s\n", file.c_str());
+    try {
+      for (const std::string& file :
+           write_export(schedule_export(*o.export_prefix, r.sched, r.costs, r.memory),
+                        {{o.lengths, "--lengths"},
+                         {o.model, "--model"},
+                         {o.gpu, "--gpu"},
+                         {is_stdout(o.output) ? std::string() : o.output, "--output"}})) {
+        std::fprintf(stderr, "wrote %s\n", file.c_str());
+      }
+    } catch (const field_error& e) {
+      usage_error("--export: " + e.rule());
     }
   }
   if (json) {
@@ -183,7 +197,9 @@ const registration pack_cmd{
        c->add_option("--search-budget", o->search_budget,
                      "Wall-clock cap on the local search in ms (0: none)");
        c->add_flag("--json", o->json, "Print the packing JSON (docs/formats.md)");
-       c->add_option("--format,-f", o->format, "text or json")->capture_default_str();
+       c->add_option("--format,-f", o->format, "text or json")
+           ->capture_default_str()
+           ->each([o](const std::string&) { o->format_given = true; });
        c->add_option("--output,-o", o->output, "Write the report or JSON to FILE");
        c->add_option("--export", o->export_prefix,
                      "Write the chosen schedule as PREFIX.csv, PREFIX.compute.csv, "

@@ -42,6 +42,7 @@ struct plan_cli {
   std::string top = "5";
   bool json = false;
   std::string format = "text";
+  bool format_given = false;  // -f text and --json together contradict each other
   std::string output;
   std::optional<std::string> baseline;
   std::optional<std::string> export_prefix;
@@ -89,23 +90,28 @@ plan_fixed parse_baseline(const std::string& text) {
 }
 
 /// The schedule's five files (schedule_export: op times in seconds, sizes in bytes) and
-/// PREFIX.map.json (stage -> ranks and layers).
-std::vector<std::string> export_plan(const std::string& prefix,
+/// PREFIX.map.json (stage -> ranks and layers). The inputs and the -o file are never
+/// overwritten.
+std::vector<std::string> export_plan(const plan_cli& o,
                                      const training_job& job,
                                      const plan_entry& e) {
+  const std::string& prefix = *o.export_prefix;
   std::vector<export_file> files = schedule_export(prefix, e.sched, e.costs, e.memory);
   files.push_back({prefix + ".map.json", plan_map_to_json(job, e).dump(2) + "\n"});
-  return write_export(files);
+  return write_export(files, {{o.model, "--model"},
+                              {o.gpu, "--gpu"},
+                              {is_stdout(o.output) ? std::string() : o.output, "--output"}});
 }
 
 int cmd_plan(const plan_cli& o) {
   if (o.format != "text" && o.format != "json" && o.format != "svg") {
     usage_error("--format: unknown format \"" + o.format + "\" (plan knows: text, json, svg)");
   }
-  if (o.json && o.format == "svg") {
-    usage_error("--json: conflicts with --format svg (use one)");
-  }
+  check_json_and_format(o.json, o.format_given, o.format);
   const bool json = o.json || o.format == "json";
+  if (o.export_prefix) {
+    export_prefix_or_exit(*o.export_prefix);  // before the search, which can take a while
+  }
   plan_request req;
   std::tie(req.model, req.cluster) = load_model_and_gpu(o.model, o.gpu);
   if (o.achieved_fraction) {
@@ -152,7 +158,7 @@ int cmd_plan(const plan_cli& o) {
                 o.partition + "\"");
   }
   f.partition = *part;
-  opts.top = parse_count(o.top, "--top", 1000);
+  opts.top = parse_count(o.top, "--top", 1000, 1);
   if (o.baseline) {
     opts.baseline = parse_baseline(*o.baseline);
   }
@@ -169,8 +175,12 @@ int cmd_plan(const plan_cli& o) {
     if (!fits) {
       usage_error("--export: no plan fits, nothing to export");
     }
-    for (const std::string& file : export_plan(*o.export_prefix, job, r.plans.front())) {
-      std::fprintf(stderr, "wrote %s\n", file.c_str());
+    try {
+      for (const std::string& file : export_plan(o, job, r.plans.front())) {
+        std::fprintf(stderr, "wrote %s\n", file.c_str());
+      }
+    } catch (const field_error& e) {
+      usage_error("--export: " + e.rule());
     }
   }
   if (json) {
@@ -231,7 +241,8 @@ const registration plan_cmd{
        c->add_option("--top", o->top, "Plans shown")->capture_default_str();
        c->add_flag("--json", o->json, "Print the plan JSON (docs/formats.md)");
        c->add_option("--format,-f", o->format, "text, json, or svg (the Pareto frontier)")
-           ->capture_default_str();
+           ->capture_default_str()
+           ->each([o](const std::string&) { o->format_given = true; });
        c->add_option("--output,-o", o->output, "Write the report, JSON or picture to FILE");
        c->add_option("--baseline", o->baseline,
                      "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "

@@ -41,6 +41,7 @@ struct whatif_options_cli {
   std::optional<std::string> bandwidth;  // the separate ring's bytes per time unit
   bool json = false;
   std::string format = "text";  // text, json, svg
+  bool format_given = false;    // -f text and --json together contradict each other
   std::string output;
 };
 
@@ -73,9 +74,7 @@ int cmd_whatif(const whatif_options_cli& o) {
   if (o.format != "text" && o.format != "json" && o.format != "svg") {
     usage_error("--format: unknown format \"" + o.format + "\" (whatif knows: text, json, svg)");
   }
-  if (o.json && o.format == "svg") {
-    usage_error("--json: conflicts with --format svg (use one)");
-  }
+  check_json_and_format(o.json, o.format_given, o.format);
   const bool json = o.json || o.format == "json";
   const bool svg = o.format == "svg";
   const generator_params params = o.model.params();
@@ -158,7 +157,8 @@ const registration whatif_cmd{
        w->add_flag("--json", wi->json, "Print one JSON object");
        w->add_option("--format,-f", wi->format,
                      "Output: text, json, svg (histogram and CDF of the sampled iteration times)")
-           ->capture_default_str();
+           ->capture_default_str()
+           ->each([wi](const std::string&) { wi->format_given = true; });
        w->add_option("--output,-o", wi->output, "Write the report, JSON or picture to FILE");
        return [wi] { return cmd_whatif(*wi); };
      }}};

@@ -95,7 +95,7 @@ pipesched_cli_test("analyze: overlapping ops accepted with a warning" 0
 set(slinks30 simulate -s 1f1b -p 4 -m 8 --link-bandwidth 1 --message-bytes 0.5 --replicas 4
              --gradient-bytes 16 --buckets 4)
 pipesched_cli_test("simulate links: FIFO" 0
-  "makespan 42.5  iteration 65 \\(with the all-reduce\\)  pipeline sends waited 1.5 time units, 1.5 of them behind all-reduce bytes\nlink 0: busy 28"
+  "makespan 42.5 cost units  iteration 65 cost units \\(with the all-reduce\\)  pipeline sends waited 1.5 cost units, 1.5 of them behind all-reduce bytes\nlink 0: busy 28"
   ${slinks30} --traffic fifo)
 pipesched_cli_test("simulate links: priority, JSON" 0
   "\"iteration\": 63.5,.*\"stall_behind_bulk\": 0.0,\n  \"traffic\": \"priority\""

@@ -52,5 +52,5 @@ set_tests_properties("cli: pack: the exported schedule reads back and reproduces
   PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "pack export ok")
 # Per-micro-batch factors from a cost model file (issue 29 item 1): micro-batch 1 twice as long.
 pipesched_cli_test("simulate: per-micro-batch cost factors from the costs file" 0
-  "makespan 16,"
+  "makespan 16 cost units,"
   simulate -s 1f1b -p 2 -m 3 --costs ${data}/costs_microbatches.json)

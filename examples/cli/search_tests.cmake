@@ -10,7 +10,7 @@ pipesched_cli_test("search: simulate zb-auto json has lower_bound" 0
 pipesched_cli_test("search: simulate zb-v json has lower_bound" 0
   "\"lower_bound\": [0-9]" simulate -s zb-v -p 4 -m 8 --cost 2,2,1,0.5 --json)
 pipesched_cli_test("search: simulate report prints the bound and the gap" 0
-  "lower bound on the span within this memory limit: [0-9.e+]+ \\(gap [0-9]+\\.[0-9][0-9]%\\)"
+  "lower bound on the span within this memory limit: [0-9.e+]+ cost units \\(gap [0-9]+\\.[0-9][0-9]%\\)"
   simulate -s zb-auto ${zb_row})
 # JSON keys are sorted: lower_bound would stand between "bubble_rate" and "m".
 pipesched_cli_test("search: no bound for hand-crafted schedules" 0
@@ -24,7 +24,7 @@ pipesched_cli_test("search: simulate --search-budget 5" 0 "\"lower_bound\": [0-9
   simulate -s zb-2p ${zb_shape} --search-budget 5 --json)
 pipesched_cli_test("search: --search-budget=0.5 on zb-v" 0 "valid: zb-v \\(p=4, m=8, v=2, "
   validate -s zb-v -p 4 -m 8 --search-budget=0.5)
-pipesched_cli_test("search: --search-evaluations 0" 0 "makespan [0-9.e+]+, bubble rate"
+pipesched_cli_test("search: --search-evaluations 0" 0 "makespan [0-9.e+]+ cost units, bubble rate"
   simulate -s zb-1p ${zb_shape} --search-evaluations 0)
 pipesched_cli_test("search: --search-evaluations with --search-budget" 0 "\"lower_bound\": "
   simulate -s zb-auto ${zb_row} --search-evaluations 50 --search-budget 100 --json)

@@ -33,7 +33,7 @@ endfunction()
 pipesched_cli_test("units: zb-v per stage" 0
   "\"makespan\": 25\\.5,.*\"peak_memory\": 4\\.0,\n      \"span\": 24\\.0"
   simulate -s zb-v -p 4 -m 8 --json)
-pipesched_cli_test("units: interleaved per stage" 0 "makespan 28\\.5, bubble rate 0\\.1579"
+pipesched_cli_test("units: interleaved per stage" 0 "makespan 28\\.5 cost units, bubble rate 0\\.1579"
   simulate -s interleaved-1f1b -p 4 -m 8)
 pipesched_cli_test("units: zb-v within 1F1B's limit p*M_B" 0 "valid: zb-v"
   validate -s zb-v -p 4 -m 8 --memory-limit 4)
@@ -112,7 +112,7 @@ pipesched_cli_test("ignore: simulate -f svg to stdout, violations on stderr" 1
   "</svg>.*memory_budget: stage 0 exceeds"
   simulate -s 1f1b -p 4 -m 8 --memory-limit 3 -f svg)
 pipesched_cli_run("ignore: simulate text -o writes the file" 0
-  "file .*report.txt:\n.*makespan 9, bubble rate 0\\.3333"
+  "file .*report.txt:\n.*makespan 9 cost units, bubble rate 0\\.3333"
   OUT ${units}/report.txt ARGS simulate -s 1f1b -p 2 -m 2 -o ${units}/report.txt)
 pipesched_cli_test("ignore: --chunks with --input" 2
   "error: --chunks: comes from the given schedule \\(v=1\\): leave it unset"

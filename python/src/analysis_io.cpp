@@ -351,7 +351,10 @@ void bind_io(py::module_& m) {
         const cost_model c = cost_arg(cost, costs);
         const memory_model mm = memory_arg(memory, memory_file);
         py::gil_scoped_release unlocked;
-        return write_export(schedule_export(prefix, s, c, mm));
+        // The files read are never overwritten (the CLI's rule for --costs / --memory-file).
+        return write_export(
+            schedule_export(prefix, s, c, mm),
+            {{costs.value_or(""), "costs"}, {memory_file.value_or(""), "memory_file"}});
       },
       py::arg("prefix"), py::arg("schedule"), py::kw_only(), py::arg("cost") = py::none(),
       py::arg("costs") = py::none(), py::arg("memory") = py::none(),

@@ -60,7 +60,7 @@ void bind_pack(py::module_& m) {
         req.microbatches = microbatches;
         req.stages = *stages;
         req.schedule = schedule;
-        req.chunks = chunks.value_or(0);
+        req.chunks = chunks;
         req.tp = tp.value_or(1);
         req.sequence_parallel = sequence_parallel;
         const auto k = parse_recompute_kind(recompute);

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 
 #include <catch2/catch.hpp>
 
@@ -13,6 +14,9 @@ TEST_CASE("metrics: bubble rate and utilization, defined once", "[sim][metrics]"
   CHECK(bubble_rate_of(0.0, 0.0) == 0.0);
   CHECK(bubble_rate_of(10.0, 8.0) == Approx(0.2));
   CHECK(bubble_rate_of(10.0, 10.0) == 0.0);
+  // Summed op times can round past the span: never a negative bubble (printed "-0.0 %").
+  CHECK(bubble_rate_of(1.0, 1.0 + 2.3e-16) == 0.0);
+  CHECK_FALSE(std::signbit(bubble_rate_of(1.0, 1.0 + 2.3e-16)));
   CHECK(utilization_of(0.0, 4, 0.0) == 0.0);
   CHECK(utilization_of(30.0, 4, 10.0) == Approx(0.75));
   static_assert(bubble_rate_of(4.0, 3.0) == 0.25);

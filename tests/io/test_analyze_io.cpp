@@ -54,14 +54,15 @@ TEST_CASE("analyze writers: estimates, stragglers and re-plans as JSON and text"
         "    0           1 (0)           1 (0)           1 (0)                -  3\n"
         "    1         2 (0.5)           1 (0)           1 (0)                -  4\n"
         "straggler: stage 1: 4 per micro-batch, 1 (33.3%) above its peers\n"
-        "re-plan with the measured costs (the run's order predicts 20):\n"
-        "  zb-auto    18  gain 2 (10.0%)\n");
+        "re-plan with the measured costs (the run's order predicts 20 trace units):\n"
+        "  zb-auto    18 trace units  gain 2 (10.0%)\n");
   // A plan predicted slower is reported as such, not suggested.
   r.plan.candidates[0].makespan = 22.0;
   r.plan.candidates[0].gain = -2.0;
   r.plan.candidates[0].relative_gain = -0.1;
   CHECK_THAT(analyze_text(r),
-             Catch::EndsWith("  zb-auto    22  no gain: 2 (10.0%) slower than the run's order\n"));
+             Catch::EndsWith(
+                 "  zb-auto    22 trace units  no gain: 2 (10.0%) slower than the run's order\n"));
   CHECK(analyze_to_json(r)["replans"][0]["improves"] == false);
 }
 
@@ -86,6 +87,10 @@ TEST_CASE("analyze writers: the calibration against a plan, only when asked", "[
              Catch::Contains("speed against the plan: compute 0.0135 s per micro-batch over the "
                              "stages, planned 0.012 s (1.125x); achieved fraction of peak 0.400 "
                              "(plan with --achieved-fraction 0.400)\n"));
+  // A small fraction keeps its digits: "0.000" is no fraction plan takes.
+  r.calibration->achieved_fraction = 0.000123;
+  CHECK_THAT(analyze_text(r), Catch::Contains("achieved fraction of peak 0.000123 (plan with "
+                                              "--achieved-fraction 0.000123)"));
 }
 
 TEST_CASE("analyze writers: a straggler against its plan says so", "[io][analyze]") {

@@ -34,4 +34,10 @@ TEST_CASE("read_lengths: bad lines name the line and the value", "[io][lengths]"
                     "b.txt: no sequence lengths (one whole number of tokens per line)");
   CHECK_THROWS_WITH(read_lengths(""),
                     "lengths: no sequence lengths (one whole number of tokens per line)");
+  // Control bytes are shown escaped, never echoed to the terminal raw.
+  CHECK_THROWS_WITH(read_lengths("1\x1b[31m00\n", "b.txt"),
+                    "b.txt line 1: \"1\\x1b[31m00\" is not a whole number of tokens (one length "
+                    "per line)");
+  CHECK_THROWS_WITH(read_lengths(std::string("7\0\x7f\n", 4), "b.txt"),
+                    Catch::StartsWith("b.txt line 1: \"7\\x00\\x7f\""));
 }

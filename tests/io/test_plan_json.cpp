@@ -70,7 +70,15 @@ TEST_CASE("plan JSON: model files round trip and are read strictly", "[io][plan]
   CHECK_THROWS_WITH(read_transformer_spec(bad("\"mlp\":\"swiglu\"", "\"mlp\":\"relu\"")),
                     "/mlp: must be \"gelu\" or \"swiglu\", not \"relu\"");
   CHECK_THROWS_WITH(read_transformer_spec(bad("\"kv_heads\":2", "\"kv_heads\":3")),
-                    "/kv_heads: must divide heads (4)");
+                    "/kv_heads: 3 must divide heads (4)");
+  CHECK_THROWS_WITH(read_transformer_spec(bad("\"heads\":4", "\"heads\":6")),
+                    "/heads: 6 must divide hidden (64) unless head_dim is given");
+  CHECK_THROWS_WITH(read_transformer_spec(bad("\"heads\":4", "\"heads\":4,\"activation_bytes\":3")),
+                    "/activation_bytes: must be 1, 2 or 4, not 3");
+  CHECK_THROWS_WITH(
+      read_transformer_spec(bad("\"heads\":4,\"kv_heads\":2", "\"heads\":128,\"kv_heads\":2")),
+      "/heads: 128 must divide hidden (64) unless head_dim is given");
+  CHECK_NOTHROW(read_transformer_spec(bad("\"heads\":4", "\"heads\":6,\"head_dim\":16")));
   CHECK_THROWS_WITH(read_transformer_spec(bad("\"layers\":2", "\"layer\":2")),
                     Catch::Contains("/layer: unknown key"));
   CHECK_THROWS_WITH(read_transformer_spec(bad("\"tied_embeddings\":false", "\"x\":1")),
@@ -93,7 +101,16 @@ TEST_CASE("plan JSON: cluster files round trip and are read strictly", "[io][pla
   CHECK_THROWS_WITH(read_cluster_spec(R"({"version":1,"memory_bytes":1,"peak_flops_bf16":1,)"
                                       R"("intra_node_bandwidth":1,"inter_node_bandwidth":1,)"
                                       R"("usable_fraction":2})"),
-                    "cluster: usable_fraction (2) must be at most 1");
+                    "/usable_fraction: must be at most 1, not 2");
+  // A range the cluster's rules hold, said once and at its key: -0.5 and 0 alike are "> 0".
+  for (const char* v : {"-0.5", "0"}) {
+    CHECK_THROWS_WITH(
+        read_cluster_spec(std::string(R"({"version":1,"memory_bytes":1,)") +
+                          R"("peak_flops_bf16":1,"intra_node_bandwidth":1,)" +
+                          R"("inter_node_bandwidth":1,"achieved_fraction":)" + v + "}"),
+        std::string("/achieved_fraction: must be finite and > 0, not ") +
+            (v[0] == '-' ? "-0.5" : "0"));
+  }
   CHECK_THROWS_WITH(read_cluster_spec(R"({"version":1,"memory_bytes":1})"),
                     "/peak_flops_bf16: missing required key");
 }

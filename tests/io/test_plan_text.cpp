@@ -31,3 +31,30 @@ TEST_CASE("plan text: nothing fits", "[io][plan]") {
   CHECK_THAT(t, Catch::Contains("no plan fits: the smallest need found is 100.0 GiB per GPU, "
                                 "72.0 GiB usable"));
 }
+
+TEST_CASE("plan text: sizes and FLOP/s in the unit that fits", "[io][plan]") {
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  CHECK(detail::gib(0.0) == "0.0 GiB");
+  CHECK(detail::gib(72.0 * gib) == "72.0 GiB");
+  CHECK(detail::gib(0.05 * gib) == "0.1 GiB");
+  CHECK(detail::gib(0.04 * gib) == "41.0 MiB");
+  CHECK(detail::gib(2048.0) == "2.0 KiB");
+  CHECK(detail::gib(1.0) == "1 B");
+  CHECK(detail::gib(0.85) == "0.85 B");  // 1 byte at 85 % usable: never "0.0 GiB"
+  CHECK(detail::flops(989.4e12) == "989 TFLOP/s");
+  CHECK(detail::flops(1978.9e12) == "1979 TFLOP/s");
+  CHECK(detail::flops(362e12) == "362 TFLOP/s");
+  CHECK(detail::flops(1e3) == "1.00 kFLOP/s");
+  CHECK(detail::flops(15.5e9) == "15.5 GFLOP/s");
+  CHECK(detail::flops(5.0) == "5.00 FLOP/s");
+  CHECK(detail::flops(0.0) == "0 FLOP/s");
+  training_job job = test_plan::small_job();
+  job.cluster.peak_flops_bf16 = 1e3;
+  job.cluster.memory_bytes = 1.0;
+  plan_result none;
+  none.smallest_need_bytes = 100.0 * gib;
+  const std::string t = plan_text(job, none);
+  CHECK_THAT(t, Catch::Contains("of the 1.00 kFLOP/s peak"));
+  CHECK_THAT(t, Catch::Contains("usable memory 0.9 B per GPU (90 % of 1 B)"));
+  CHECK_THAT(t, Catch::Contains("100.0 GiB per GPU, 0.9 B usable"));
+}

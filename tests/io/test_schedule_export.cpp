@@ -1,4 +1,5 @@
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -62,5 +63,44 @@ TEST_CASE("write_export: writes each file, names the one it cannot", "[io][expor
   CHECK(read_schedule_json(read_text_file(prefix + ".schedule.json")) == generate(zb_h1{}, 2, 4));
   CHECK_THROWS_WITH(write_export({{(dir / "no" / "such" / "x.csv").string(), "x"}}),
                     Catch::EndsWith("x.csv: cannot open for writing"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("schedule_export: a prefix must name files, and an export overwrites no kept file",
+          "[io][export]") {
+  const schedule sched = generate(zb_h1{}, 2, 4);
+  const cost_model costs = cost_model::uniform(1.0, 1.0, 1.0);
+  const memory_model memory = memory_model::uniform(1.0, 0.5);
+  CHECK_THROWS_WITH(schedule_export("", sched, costs, memory),
+                    Catch::StartsWith("schedule_export: prefix: must not be empty"));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "pipesched_test_export_prefix";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  CHECK_THROWS_WITH(schedule_export(dir.string() + "/", sched, costs, memory),
+                    "schedule_export: prefix: \"" + dir.string() +
+                        "/\" is a directory: give a file name in it, such as " + dir.string() +
+                        "/plan");
+  CHECK_THROWS_WITH(schedule_export(dir.string(), sched, costs, memory),
+                    Catch::Contains("is a directory"));
+  const std::string prefix = (dir / "x").string();
+  const std::vector<export_file> files = schedule_export(prefix, sched, costs, memory);
+  { std::ofstream(prefix + ".costs.json") << "input"; }
+  try {
+    (void)write_export(files, {{dir.string() + "/./x.costs.json", "--model"}});
+    FAIL("no error");
+  } catch (const field_error& e) {
+    CHECK(e.field() == "prefix");
+    CHECK(e.rule() == prefix + ".costs.json would overwrite --model " + dir.string() +
+                          "/./x.costs.json: choose another prefix");
+  }
+  // Nothing was written: the check comes first.
+  CHECK_FALSE(std::filesystem::exists(prefix + ".csv"));
+  CHECK(read_text_file(prefix + ".costs.json") == "input");
+  // A kept file that does not exist yet (the -o report) is compared by its path.
+  CHECK_THROWS_WITH(write_export(files, {{prefix + ".csv", "--output"}}),
+                    Catch::Contains("x.csv would overwrite --output"));
+  CHECK(write_export(files, {{(dir / "other.csv").string(), "--output"}, {"", "--gpu"}}).size() ==
+        5u);
   std::filesystem::remove_all(dir);
 }

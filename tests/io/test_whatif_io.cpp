@@ -29,7 +29,8 @@ TEST_CASE("whatif writers: a static order's distribution as JSON and text", "[io
         R"("samples":3,"schedule":"zb-h1","seed":7,"stddev":0.25})");
   CHECK(whatif_text(r) ==
         "zb-h1  p=4 m=8 v=1  3 samples, seed 7\n"
-        "iteration time: clean 27  mean 28.5  sd 0.25  min 28  p50 28.5  p99 29  max 29\n");
+        "iteration time in cost units: clean 27  mean 28.5  sd 0.25  min 28  p50 28.5  p99 29  max "
+        "29\n");
   r.robustness.sensitivity = {0.5, 0.25};
   CHECK(whatif_to_json(r)["sensitivity"] == nlohmann::json::array({0.5, 0.25}));
   CHECK_THAT(whatif_text(r),
@@ -47,7 +48,8 @@ TEST_CASE("whatif writers: D data-parallel replicas as JSON and text", "[io][wha
         R"("schedule":"zb-h1","slowest_replica_share":0.125})");
   CHECK(whatif_text(r) ==
         "zb-h1  p=4 m=8 v=1  D=4 replicas  2 iterations, seed 7\n"
-        "iteration time (pipeline + ring all-reduce): mean 30  p50 29  p99 31  max 31; lost to "
+        "iteration time (pipeline + ring all-reduce) in cost units: mean 30  p50 29  p99 31  max "
+        "31; lost to "
         "the slowest replica 12.50%\n");
 }
 
@@ -69,10 +71,12 @@ TEST_CASE("whatif writers: a schedule over links as JSON and text", "[io][whatif
   CHECK(j["replicas"] == 2);
   CHECK(j["links"].size() == 2u);
   CHECK(j["links"][0]["allreduce_end"] == 12.5);
-  CHECK_THAT(links_text(s, r, link_discipline::fifo, 2),
-             Catch::StartsWith("two  p=2 m=1 v=1  links, fifo traffic, D=2 replicas\n"
-                               "makespan 10  iteration 12.5 (with the all-reduce)  pipeline sends "
-                               "waited 1 time units, 0.5 of them behind all-reduce bytes\n"
-                               "link 0: busy 3, 1 pipeline messages (2 bytes) waited 0, 0 "
-                               "all-reduce messages (0 bytes), all-reduce ends at 12.5\n"));
+  CHECK_THAT(
+      links_text(s, r, link_discipline::fifo, 2),
+      Catch::StartsWith(
+          "two  p=2 m=1 v=1  links, fifo traffic, D=2 replicas\n"
+          "makespan 10 cost units  iteration 12.5 cost units (with the "
+          "all-reduce)  pipeline sends waited 1 cost units, 0.5 of them behind all-reduce bytes\n"
+          "link 0: busy 3, 1 pipeline messages (2 bytes) waited 0, 0 "
+          "all-reduce messages (0 bytes), all-reduce ends at 12.5\n"));
 }

@@ -135,17 +135,42 @@ TEST_CASE("transformer_spec: check names the field and the rule", "[model][trans
   transformer_spec t = spec_405b();
   CHECK_NOTHROW(t.check());
   t.kv_heads = 7;
-  CHECK_THROWS_WITH(t.check("m"), "m: kv_heads (7) must divide heads (128)");
+  CHECK_THROWS_WITH(t.check("m"), "m: kv_heads: 7 must divide heads (128)");
   t = spec_405b();
   t.layers = 0;
-  CHECK_THROWS_WITH(t.check("m"), "m: layers must be at least 1");
+  CHECK_THROWS_WITH(t.check("m"), "m: layers: must be at least 1");
   t = spec_405b();
   t.activation_bytes = 3;
-  CHECK_THROWS_WITH(t.check("m"), "m: activation_bytes (3) must be 1, 2 or 4");
+  CHECK_THROWS_WITH(t.check("m"), "m: activation_bytes: must be 1, 2 or 4, not 3");
   t = spec_405b();
   t.hidden = std::uint64_t{1} << 40;
   t.ffn = std::uint64_t{1} << 40;
   CHECK_THROWS_WITH(t.check("m"), Catch::Contains("too large"));
+}
+
+TEST_CASE("transformer_spec: heads must divide hidden unless head_dim is given",
+          "[model][transformer]") {
+  transformer_spec t = spec_405b();  // h 16384, a 128
+  t.heads = 15;
+  t.kv_heads = 15;
+  CHECK_THROWS_WITH(t.check("m"),
+                    "m: heads: 15 must divide hidden (16384) unless head_dim is given");
+  t.heads = 32768;  // more heads than hidden elements
+  t.kv_heads = 8;
+  CHECK_THROWS_WITH(t.check("m"),
+                    "m: heads: 32768 must divide hidden (16384) unless head_dim is given");
+  t.head_dim = 128;  // a head's size given: a·d need not be h
+  CHECK_NOTHROW(t.check("m"));
+  t.heads = 15;
+  t.kv_heads = 15;
+  CHECK_NOTHROW(t.check("m"));
+  try {
+    t.head_dim = 0;
+    t.check("m");
+    FAIL("no error");
+  } catch (const field_error& e) {
+    CHECK(e.field() == "heads");
+  }
 }
 
 TEST_CASE(

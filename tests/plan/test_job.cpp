@@ -42,10 +42,10 @@ TEST_CASE("job: cluster presets and their checks", "[plan][job]") {
   }
   cluster_spec bad = h;
   bad.usable_fraction = 1.5;
-  CHECK_THROWS_WITH(bad.check("c"), "c: usable_fraction (1.5) must be at most 1");
+  CHECK_THROWS_WITH(bad.check("c"), "c: usable_fraction: must be at most 1, not 1.5");
   bad = h;
   bad.inter_node_bandwidth = 0;
-  CHECK_THROWS_WITH(bad.check("c"), "c: inter_node_bandwidth (0) must be finite and > 0");
+  CHECK_THROWS_WITH(bad.check("c"), "c: inter_node_bandwidth: must be finite and > 0, not 0");
   CHECK_THROWS_WITH(cluster_preset("tpu"), Catch::Contains("unknown GPU \"tpu\""));
 }
 

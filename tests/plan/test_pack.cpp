@@ -106,6 +106,19 @@ TEST_CASE("pack: bad input names the field and the value", "[plan][pack]") {
   r.chunks = 3;
   r.stages = 16;
   CHECK_THROWS_AS(pack(r), invalid_argument);
+  // v = 0 is no chunk count (unset is the schedule's default), and sequence parallelism needs a
+  // tensor-parallel group to split over.
+  r.schedule = "1f1b";
+  r.stages = 2;
+  r.chunks = 0u;
+  CHECK_THROWS_WITH(pack(r),
+                    "pack: chunks: must be at least 1 (leave it unset for the "
+                    "schedule's default)");
+  r.chunks.reset();
+  r.sequence_parallel = true;
+  CHECK_THROWS_WITH(pack(r),
+                    "pack: sequence_parallel: needs tp > 1 (it splits the activations "
+                    "over the tensor-parallel group), not tp=1");
 }
 
 TEST_CASE("parse_bytes: a number of bytes with an optional unit", "[plan][pack]") {

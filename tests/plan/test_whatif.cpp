@@ -73,6 +73,24 @@ TEST_CASE("run_whatif: the three runs are the library's, number for number", "[p
   CHECK(dp.samples().size() == 20u);
 }
 
+TEST_CASE("run_whatif: a memory limit needs the dynamic policy, memory the schedule's shape",
+          "[plan][whatif]") {
+  const schedule s = whatif_schedule("1f1b");  // p = 4
+  whatif_request req;
+  req.samples = 2;
+  req.memory_limit = 3.0;
+  CHECK(whatif_error(s, req) == "memory_limit: only meaningful with dynamic");
+  req.dynamic = true;
+  CHECK(whatif_error(s, req).empty());
+  req.memory.set_stage_memory({{1.0, 0.5}, {1.0, 0.5}, {1.0, 0.5}});  // p = 3
+  CHECK_THAT(whatif_error(s, req),
+             Catch::StartsWith("memory: whatif: memory model stages table (3 entries) must hold "
+                               "one entry per stage (p=4)"));
+  req.dynamic = false;  // unread without the dynamic policy, and still wrong
+  req.memory_limit = {};
+  CHECK_THAT(whatif_error(s, req), Catch::StartsWith("memory: whatif: memory model stages"));
+}
+
 TEST_CASE("run_whatif: the request's rules name the field (issue 30)", "[plan][whatif]") {
   const schedule s = whatif_schedule("1f1b");
   whatif_request req;

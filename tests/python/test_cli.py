@@ -80,6 +80,24 @@ def test_export_schedule_writes_what_the_cli_exports(tmp_path):
         ps.export_schedule(str(tmp_path / "no" / "such" / "x"), s)
 
 
+def test_export_schedule_refuses_a_prefix_that_names_no_file_or_overwrites_an_input(tmp_path):
+    # The library's rule (check_export_prefix, write_export), as the CLI's --export has it.
+    s = ps.generate("1f1b", 2, 2)
+    with pytest.raises(ValueError, match=r"schedule_export: prefix: must not be empty"):
+        ps.export_schedule("", s)
+    with pytest.raises(ValueError, match=r"is a directory: give a file name in it"):
+        ps.export_schedule(str(tmp_path) + "/", s)
+    with pytest.raises(ValueError, match=r"is a directory"):
+        ps.export_schedule(str(tmp_path), s)
+    costs = tmp_path / "c.costs.json"
+    costs.write_text('{"version": 1, "forward": 1, "backward_input": 1, "backward_weight": 1}')
+    before = costs.read_text()
+    with pytest.raises(ValueError, match=r"c\.costs\.json would overwrite costs .*c\.costs\.json"):
+        ps.export_schedule(str(tmp_path / "c"), s, costs=str(costs))
+    assert costs.read_text() == before
+    assert not (tmp_path / "c.csv").exists()
+
+
 def test_validate_of_a_cli_file(tmp_path):
     path = tmp_path / "s.csv"
     cli("generate", "-s", "zb-h2", "-p", "4", "-m", "8", "--format", "torch-csv",
@@ -171,6 +189,15 @@ def test_whatif_through_both(args, kw):
                *args) == ps.whatif(s, cost=(1, 1.5, 0.5, 0.1), format="text", **kw)
 
 
+def test_whatif_memory_of_another_shape(tmp_path):
+    # The memory model must have the schedule's shape even where the run does not read it.
+    path = tmp_path / "m.json"
+    path.write_text('{"version": 1, "stages": [{"activation": 1, "weight_grad_input": 0.5},'
+                    ' {"activation": 1, "weight_grad_input": 0.5}]}')
+    with pytest.raises(ValueError, match=r"memory: whatif: memory model stages table \(2 entries\)"):
+        ps.whatif(ps.generate("1f1b", 4, 8), memory_file=str(path))
+
+
 def test_whatif_errors_name_the_keyword():
     s = ps.generate("1f1b", 4, 8)
     with pytest.raises(ValueError, match="stragglers: stage 1 is given twice"):
@@ -179,6 +206,8 @@ def test_whatif_errors_name_the_keyword():
         ps.whatif(s, gradient_bytes=1)
     with pytest.raises(ValueError, match="cv: must be a finite number >= 0 and <= 10"):
         ps.whatif(s, cv=float("inf"))
+    with pytest.raises(ValueError, match="memory_limit: only meaningful with dynamic"):
+        ps.whatif(s, memory_limit=4)
 
 
 def test_analyze_through_both():

@@ -76,3 +76,11 @@ def test_pack_errors():
         ps.pack("llama3-8b", [1024], microbatches=1, stages=4, memory_limit="lots")
     with pytest.raises(ValueError, match=r"stages: the pipeline stages must be given"):
         ps.pack("llama3-8b", [1024], microbatches=1)
+
+
+def test_pack_refuses_options_that_do_not_apply():
+    # v = 0 is no chunk count (None is the schedule's default); sequence parallelism needs TP > 1.
+    with pytest.raises(ValueError, match=r"pack: chunks: must be at least 1 \(leave it unset"):
+        ps.pack("llama3-8b", [1024, 2048], microbatches=2, stages=2, chunks=0)
+    with pytest.raises(ValueError, match=r"pack: sequence_parallel: needs tp > 1"):
+        ps.pack("llama3-8b", [1024, 2048], microbatches=2, stages=2, sequence_parallel=True)

@@ -14,9 +14,12 @@ namespace pipesched {
 /// m·v·(T_F + T_B + T_W) per chunk, so this is the paper's (S − m(T_F+T_B+T_W)) / S. With
 /// unequal stages it is the share of the longest span during which even the busiest stage
 /// waits: 0 means the pipeline is as short as its heaviest stage allows. It does not count
-/// the lighter stages' spare time; utilization_of() does.
+/// the lighter stages' spare time; utilization_of() does. Never negative: a stage is never
+/// busier than its span, so B > S is the rounding of summed op times (-1e-16), read as 0.
 constexpr double bubble_rate_of(double longest_span, double largest_busy) noexcept {
-  return longest_span > 0.0 ? (longest_span - largest_busy) / longest_span : 0.0;
+  return longest_span > 0.0 && largest_busy < longest_span
+             ? (longest_span - largest_busy) / longest_span
+             : 0.0;
 }
 
 /// Utilization Σ_s busy_s / (p · makespan): the share of all stages' time from 0 to the

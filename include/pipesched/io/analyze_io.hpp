@@ -2,12 +2,14 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "pipesched/analysis/telemetry.hpp"
+#include "pipesched/io/text.hpp"
 #include "pipesched/plan/analyze.hpp"
 
 // What `pipesched analyze` and Python's analyze() print (docs/formats.md, "analyze"): the
@@ -90,22 +92,27 @@ inline std::string analyze_text(const analyze_result& r) {
   }
   if (r.calibration) {
     const achieved_fraction_calibration& c = *r.calibration;
+    // Three decimals, or three significant digits below 0.1: the value suggested must be one
+    // plan takes (> 0), never a rounded "0.000".
+    const std::string fraction = c.achieved_fraction >= 0.1
+                                     ? fmt::format("{:.3f}", c.achieved_fraction)
+                                     : fmt::format("{:.3g}", c.achieved_fraction);
     t += fmt::format(
         "speed against the plan: compute {:.4g} s per micro-batch over the stages, planned "
-        "{:.4g} s ({:.3f}x); achieved fraction of peak {:.3f} (plan with --achieved-fraction "
-        "{:.3f})\n",
-        c.measured_s, c.planned_s, c.ratio, c.achieved_fraction, c.achieved_fraction);
+        "{:.4g} s ({:.3f}x); achieved fraction of peak {} (plan with --achieved-fraction {})\n",
+        c.measured_s, c.planned_s, c.ratio, fraction, fraction);
   }
-  t += fmt::format("re-plan with the measured costs (the run's order predicts {:.6g}):\n",
-                   r.plan.current);
+  constexpr std::string_view unit = "trace units";  // the measured costs are the trace's
+  t += fmt::format("re-plan with the measured costs (the run's order predicts {}):\n",
+                   format_time(r.plan.current, unit));
   for (const replan_candidate& c : r.plan.candidates) {
     // Only a plan predicted faster is a suggestion; the others say by how much they lose.
-    t += c.improves() ? fmt::format("  {:<10} {:.6g}  gain {:.4g} ({:.1f}%)\n", c.generator,
-                                    c.makespan, c.gain, 100 * c.relative_gain)
-                      : fmt::format(
-                            "  {:<10} {:.6g}  no gain: {:.4g} ({:.1f}%) slower than the "
-                            "run's order\n",
-                            c.generator, c.makespan, 0.0 - c.gain, 0.0 - 100 * c.relative_gain);
+    t += c.improves()
+             ? fmt::format("  {:<10} {}  gain {:.4g} ({:.1f}%)\n", c.generator,
+                           format_time(c.makespan, unit), c.gain, 100 * c.relative_gain)
+             : fmt::format("  {:<10} {}  no gain: {:.4g} ({:.1f}%) slower than the run's order\n",
+                           c.generator, format_time(c.makespan, unit), 0.0 - c.gain,
+                           0.0 - 100 * c.relative_gain);
   }
   return t;
 }

@@ -49,7 +49,19 @@ inline sequence_lengths read_lengths(std::string_view text, std::string_view nam
     if (l.empty() || l.front() == '#') {
       continue;
     }
-    const std::string shown(l.substr(0, 40));
+    // At most 40 bytes, control bytes as \xNN: an error message must not drive the terminal.
+    std::string shown;
+    for (char c : l.substr(0, 40)) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u == 0x7f) {
+        constexpr const char* hex = "0123456789abcdef";
+        shown += "\\x";
+        shown += hex[u >> 4];
+        shown += hex[u & 15];
+      } else {
+        shown += c;
+      }
+    }
     std::uint64_t n = 0;
     bool digits = true;
     bool too_large = false;

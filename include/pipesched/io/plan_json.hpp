@@ -56,10 +56,11 @@ inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
   if (c.has("activation_bytes")) {
     t.activation_bytes = static_cast<std::uint32_t>(c["activation_bytes"].integer(1, 4));
   }
-  if (t.heads % t.kv_heads != 0) {
-    c["kv_heads"].error("must divide heads (", t.heads, ")");
+  try {
+    t.check("model");
+  } catch (const field_error& e) {
+    c[e.field()].error(e.rule());  // the model's rules, at the key they concern
   }
-  t.check("model");
   return t;
 }
 
@@ -98,19 +99,28 @@ inline cluster_spec cluster_spec_from_json(const nlohmann::json& j) {
   c.version(cluster_spec_json_version, "cluster");
   cluster_spec k;
   k.name = c.has("name") ? c["name"].string() : std::string("cluster");
-  k.memory_bytes = c["memory_bytes"].non_negative();
-  k.usable_fraction = c.non_negative_or("usable_fraction", k.usable_fraction);
-  k.peak_flops_bf16 = c["peak_flops_bf16"].non_negative();
-  k.peak_flops_fp8 = c.non_negative_or("peak_flops_fp8", 0.0);
-  k.achieved_fraction = c.non_negative_or("achieved_fraction", k.achieved_fraction);
+  // Numbers are read as any finite number: cluster_spec::check has the ranges, reported at
+  // their key.
+  auto number_or = [&](std::string_view key, double fallback) {
+    return c.has(key) ? c[key].number() : fallback;
+  };
+  k.memory_bytes = c["memory_bytes"].number();
+  k.usable_fraction = number_or("usable_fraction", k.usable_fraction);
+  k.peak_flops_bf16 = c["peak_flops_bf16"].number();
+  k.peak_flops_fp8 = number_or("peak_flops_fp8", 0.0);
+  k.achieved_fraction = number_or("achieved_fraction", k.achieved_fraction);
   if (c.has("gpus_per_node")) {
     k.gpus_per_node = static_cast<std::uint32_t>(c["gpus_per_node"].integer(1, 1u << 20));
   }
-  k.intra_node_bandwidth = c["intra_node_bandwidth"].non_negative();
-  k.intra_node_latency = c.non_negative_or("intra_node_latency", 0.0);
-  k.inter_node_bandwidth = c["inter_node_bandwidth"].non_negative();
-  k.inter_node_latency = c.non_negative_or("inter_node_latency", 0.0);
-  k.check("cluster");
+  k.intra_node_bandwidth = c["intra_node_bandwidth"].number();
+  k.intra_node_latency = number_or("intra_node_latency", 0.0);
+  k.inter_node_bandwidth = c["inter_node_bandwidth"].number();
+  k.inter_node_latency = number_or("inter_node_latency", 0.0);
+  try {
+    k.check("cluster");
+  } catch (const field_error& e) {
+    c[e.field()].error(e.rule());
+  }
   return k;
 }
 

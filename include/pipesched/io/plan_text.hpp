@@ -15,8 +15,34 @@ namespace pipesched {
 
 namespace detail {
 
+/// Bytes for a reader: GiB with one decimal (0 as 0.0 GiB), or below 0.05 GiB the unit that
+/// keeps the number readable (MiB, KiB, B), so no size other than 0 reads as "0.0 GiB".
 inline std::string gib(double bytes) {
-  return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  constexpr double kib = 1024.0, mib = kib * 1024.0, gib_bytes = mib * 1024.0;
+  const double a = std::fabs(bytes);
+  if (a == 0.0 || a >= 0.05 * gib_bytes) {
+    return fmt::format("{:.1f} GiB", bytes / gib_bytes);
+  }
+  if (a >= mib) {
+    return fmt::format("{:.1f} MiB", bytes / mib);
+  }
+  if (a >= kib) {
+    return fmt::format("{:.1f} KiB", bytes / kib);
+  }
+  return fmt::format("{:.3g} B", bytes);
+}
+
+/// FLOP/s for a reader in the decimal unit that fits, up to TFLOP/s (989 TFLOP/s, 1.00
+/// kFLOP/s), with three significant digits or more.
+inline std::string flops(double per_s) {
+  const char* unit[] = {"FLOP/s", "kFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s"};
+  int i = 0;
+  while (std::fabs(per_s) >= 999.5 && i < 4) {
+    per_s /= 1000.0;
+    ++i;
+  }
+  const double a = std::fabs(per_s);
+  return fmt::format("{:.{}f} {}", per_s, a >= 99.95 || a == 0.0 ? 0 : a >= 9.995 ? 1 : 2, unit[i]);
 }
 
 /// 2.28 M, 16.8 k: three significant digits and a decimal prefix.
@@ -79,11 +105,11 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
                   detail::si_count(static_cast<double>(r.global_batch * job.sequence)));
   out += fmt::format(
       "usable memory {} per GPU ({:.0f} % of {}); optimizer sharding: {}; achieved {:.0f} % of "
-      "the {:.0f} TFLOP/s peak\n",
+      "the {} peak\n",
       detail::gib(job.cluster.usable_memory()), 100.0 * job.cluster.usable_fraction,
       detail::gib(job.cluster.memory_bytes), to_string(job.sharding),
       100.0 * job.cluster.achieved_fraction,
-      job.cluster.peak_flops(job.model.activation_bytes) / 1e12);
+      detail::flops(job.cluster.peak_flops(job.model.activation_bytes)));
   out += fmt::format(
       "search: {} candidates, {} evaluated, {} cannot fit, {} cannot beat the plans kept, {} "
       "refused by their generator, in {:.2f} s\n\n",

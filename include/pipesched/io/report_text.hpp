@@ -6,6 +6,7 @@
 
 #include "pipesched/analysis/schedule_report.hpp"
 #include "pipesched/io/terminal.hpp"
+#include "pipesched/io/text.hpp"
 #include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/schedule.hpp"
 
@@ -25,11 +26,12 @@ inline std::string report_text(const schedule& s,
                      s.stages(), s.microbatches(), s.chunks(), s.size());
   const double span = r.stages.at(r.max_span_stage).span;
   out += fmt::format(
-      "makespan {:g}, bubble rate {:.4f} (largest span {:g} on stage {}), utilization {:.4f}\n",
-      r.makespan, r.bubble_rate, span, r.max_span_stage, r.utilization);
+      "makespan {}, bubble rate {:.4f} (largest span {} on stage {}), utilization {:.4f}\n",
+      format_time(r.makespan), r.bubble_rate, format_time(span), r.max_span_stage, r.utilization);
   if (rep.lower_bound) {
-    out += fmt::format("lower bound on the span within this memory limit: {:g} (gap {:.2f}%)\n",
-                       *rep.lower_bound, span > 0 ? 100.0 * (span - *rep.lower_bound) / span : 0.0);
+    out += fmt::format("lower bound on the span within this memory limit: {} (gap {:.2f}%)\n",
+                       format_time(*rep.lower_bound),
+                       span > 0 ? 100.0 * (span - *rep.lower_bound) / span : 0.0);
   }
   out += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "stage", "span", "busy", "idle",
                      "idle%", "peak memory");

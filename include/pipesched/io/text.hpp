@@ -1,13 +1,30 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
 
 namespace pipesched {
+
+/// The unit of a schedule's times when no seconds are known: the units its costs were given in.
+inline constexpr std::string_view cost_units = "cost units";
+
+/// A time for a reader, with six significant digits and its unit: "16.4148 cost units", "2.1065
+/// s", "362.679 trace units". The one spelling of makespans in the text of simulate, whatif and
+/// analyze (their JSON keeps bare numbers).
+inline std::string format_time(double t, std::string_view unit = cost_units) {
+  char number[32];
+  std::snprintf(number, sizeof number, "%.6g", t);
+  std::string out = number;
+  out += ' ';
+  out += unit;
+  return out;
+}
 
 /// One stage's ops, space-separated: `F0 F1 B0 W0`, with the local chunk after a dot when
 /// `chunked` (`F0.1`). An overlapped pair (an op marked overlaps_next and the op after it) is

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "pipesched/io/text.hpp"
 #include "pipesched/plan/whatif.hpp"
 
 // What `pipesched whatif` and Python's whatif() print (docs/formats.md, "whatif"): one writer
@@ -52,9 +53,9 @@ inline std::string whatif_text(const whatif_result& r) {
     return fmt::format("{}  p={} m={} v={}  D={} replicas  {} iterations, seed {}\n", r.name,
                        r.stages, r.microbatches, r.chunks, r.replicas, d.iteration.count, r.seed) +
            fmt::format(
-               "iteration time (pipeline + ring all-reduce): mean {:.6g}  p50 {:.6g}  "
+               "iteration time (pipeline + ring all-reduce) in {}: mean {:.6g}  p50 {:.6g}  "
                "p99 {:.6g}  max {:.6g}; lost to the slowest replica {:.2f}%\n",
-               d.iteration.mean, d.iteration.p50, d.iteration.p99, d.iteration.max,
+               cost_units, d.iteration.mean, d.iteration.p50, d.iteration.p99, d.iteration.max,
                100 * d.slowest_replica_share);
   }
   const robustness_result& x = r.robustness;
@@ -62,10 +63,10 @@ inline std::string whatif_text(const whatif_result& r) {
       fmt::format("{}  p={} m={} v={}  {} samples, seed {}\n", r.name, r.stages, r.microbatches,
                   r.chunks, x.iteration.count, r.seed) +
       fmt::format(
-          "iteration time: clean {:.6g}  mean {:.6g}  sd {:.3g}  min {:.6g}  p50 {:.6g}  "
+          "iteration time in {}: clean {:.6g}  mean {:.6g}  sd {:.3g}  min {:.6g}  p50 {:.6g}  "
           "p99 {:.6g}  max {:.6g}\n",
-          x.clean, x.iteration.mean, x.iteration.stddev, x.iteration.min, x.iteration.p50,
-          x.iteration.p99, x.iteration.max);
+          cost_units, x.clean, x.iteration.mean, x.iteration.stddev, x.iteration.min,
+          x.iteration.p50, x.iteration.p99, x.iteration.max);
   if (!x.sensitivity.empty()) {
     text += "sensitivity (mean increase per 1% slowdown of stage k):";
     for (double s : x.sensitivity) {
@@ -75,9 +76,9 @@ inline std::string whatif_text(const whatif_result& r) {
   }
   if (r.traffic) {
     text += fmt::format(
-        "links ({} traffic, D={} replicas): pipeline sends waited {:.6g} time units per "
-        "iteration behind all-reduce bytes (mean)\n",
-        to_string(*r.traffic), r.replicas, r.stall_behind_bulk);
+        "links ({} traffic, D={} replicas): pipeline sends waited {} per iteration behind "
+        "all-reduce bytes (mean)\n",
+        to_string(*r.traffic), r.replicas, format_time(r.stall_behind_bulk));
   }
   return text;
 }
@@ -117,10 +118,11 @@ inline std::string links_text(const schedule& sched,
                               std::uint32_t replicas) {
   std::string t = fmt::format(
       "{}  p={} m={} v={}  links, {} traffic, D={} replicas\n"
-      "makespan {:.6g}  iteration {:.6g} (with the all-reduce)  pipeline sends waited {:.6g} "
-      "time units, {:.6g} of them behind all-reduce bytes\n",
+      "makespan {}  iteration {} (with the all-reduce)  pipeline sends waited {}, {:.6g} of "
+      "them behind all-reduce bytes\n",
       sched.name(), sched.stages(), sched.microbatches(), sched.chunks(), to_string(traffic),
-      replicas, r.makespan, r.iteration, r.pipeline_wait, r.stall_behind_bulk);
+      replicas, format_time(r.makespan), format_time(r.iteration), format_time(r.pipeline_wait),
+      r.stall_behind_bulk);
   for (stage_index s = 0; s < r.links.size(); ++s) {
     const link_stats& l = r.links[s];
     t += fmt::format(

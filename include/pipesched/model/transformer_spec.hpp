@@ -84,28 +84,38 @@ struct transformer_spec {
     return query_size() * static_cast<double>(kv()) / static_cast<double>(heads);
   }
 
-  /// Throws invalid_argument naming the field and the rule.
+  /// Throws field_error (who, field, rule) naming the field and the rule, so a reader can
+  /// point at the field it came from (the model JSON's pointer).
   void check(std::string_view who = "transformer_spec") const {
-    auto need = [&](bool ok, const char* what) {
+    const std::string where(who);
+    auto at_least_one = [&](bool ok, const char* field) {
       if (!ok) {
-        detail::fail(who, ": ", what);
+        detail::fail_field(where, field, "must be at least 1");
       }
     };
-    need(layers >= 1, "layers must be at least 1");
-    need(hidden >= 1, "hidden must be at least 1");
-    need(ffn >= 1, "ffn must be at least 1");
-    need(heads >= 1, "heads must be at least 1");
-    need(vocab >= 1, "vocab must be at least 1");
+    at_least_one(layers >= 1, "layers");
+    at_least_one(hidden >= 1, "hidden");
+    at_least_one(ffn >= 1, "ffn");
+    at_least_one(heads >= 1, "heads");
+    at_least_one(vocab >= 1, "vocab");
     if (kv_heads != 0 && heads % kv_heads != 0) {
-      detail::fail(who, ": kv_heads (", kv_heads, ") must divide heads (", heads, ")");
+      detail::fail_field(where, "kv_heads", kv_heads, " must divide heads (", heads, ")");
+    }
+    // Without head_dim a head is h / a wide: a must divide h (fewer than one element a head,
+    // or a fraction of one, is no model).
+    if (head_dim == 0 && hidden % heads != 0) {
+      detail::fail_field(where, "heads", heads, " must divide hidden (", hidden,
+                         ") unless head_dim is given");
     }
     if (activation_bytes != 1 && activation_bytes != 2 && activation_bytes != 4) {
-      detail::fail(who, ": activation_bytes (", activation_bytes, ") must be 1, 2 or 4");
+      detail::fail_field(where, "activation_bytes", "must be 1, 2 or 4, not ", activation_bytes);
     }
     // Every count below is a double computed from products of these: keep them exact.
     const double largest = static_cast<double>(hidden) * static_cast<double>(ffn);
-    need(largest < 9.0e15 && static_cast<double>(hidden) * static_cast<double>(vocab) < 9.0e15,
-         "sizes are too large (hidden·ffn and hidden·vocab must stay below 2^53)");
+    if (largest >= 9.0e15 || static_cast<double>(hidden) * static_cast<double>(vocab) >= 9.0e15) {
+      detail::fail_field(where, "hidden",
+                         "sizes are too large (hidden·ffn and hidden·vocab must stay below 2^53)");
+    }
   }
 };
 

@@ -93,30 +93,32 @@ struct cluster_spec {
     return activation_bytes == 1 ? peak_flops_fp8 : peak_flops_bf16;
   }
 
+  /// Throws field_error (who, field, rule), so a reader can point at the field.
   void check(std::string_view who = "cluster_spec") const {
+    const std::string where(who);
     auto positive = [&](double v, const char* field) {
       if (!std::isfinite(v) || v <= 0.0) {
-        detail::fail(who, ": ", field, " (", v, ") must be finite and > 0");
+        detail::fail_field(where, field, "must be finite and > 0, not ", v);
       }
     };
     auto non_negative = [&](double v, const char* field) {
       if (!std::isfinite(v) || v < 0.0) {
-        detail::fail(who, ": ", field, " (", v, ") must be finite and >= 0");
+        detail::fail_field(where, field, "must be finite and >= 0, not ", v);
       }
     };
     positive(memory_bytes, "memory_bytes");
     positive(usable_fraction, "usable_fraction");
     if (usable_fraction > 1.0) {
-      detail::fail(who, ": usable_fraction (", usable_fraction, ") must be at most 1");
+      detail::fail_field(where, "usable_fraction", "must be at most 1, not ", usable_fraction);
     }
     positive(peak_flops_bf16, "peak_flops_bf16");
     non_negative(peak_flops_fp8, "peak_flops_fp8");
     positive(achieved_fraction, "achieved_fraction");
     if (achieved_fraction > 1.0) {
-      detail::fail(who, ": achieved_fraction (", achieved_fraction, ") must be at most 1");
+      detail::fail_field(where, "achieved_fraction", "must be at most 1, not ", achieved_fraction);
     }
     if (gpus_per_node == 0) {
-      detail::fail(who, ": gpus_per_node must be at least 1");
+      detail::fail_field(where, "gpus_per_node", "must be at least 1");
     }
     positive(intra_node_bandwidth, "intra_node_bandwidth");
     non_negative(intra_node_latency, "intra_node_latency");

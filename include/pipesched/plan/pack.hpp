@@ -47,7 +47,7 @@ struct pack_request {
   std::optional<std::uint32_t> microbatches;           ///< a count m
   std::uint32_t stages = 0;                            ///< p
   std::string schedule = "1f1b";                       ///< a registered generator
-  std::uint32_t chunks = 0;                            ///< v; 0: the schedule's default
+  std::optional<std::uint32_t> chunks;                 ///< v >= 1; unset: the schedule's default
   std::uint32_t tp = 1;                                ///< tensor parallelism (one node)
   bool sequence_parallel = false;
   /// What each layer keeps for its backward (selective: the attention core recomputed, as
@@ -213,7 +213,8 @@ inline memory_model microbatch_memory_model(const shaped_memory_model& base,
 class pack_problem {
  public:
   /// Checks the request: throws field_error (field: lengths, tokens_per_microbatch,
-  /// microbatches, stages, schedule, chunks, tp, memory_limit, search_budget_ms) naming the
+  /// microbatches, stages, schedule, chunks, tp, sequence_parallel, memory_limit,
+  /// search_budget_ms) naming the
   /// rule and the value, or invalid_argument from the model, cluster or generator.
   explicit pack_problem(pack_request req) : req_(std::move(req)) {
     constexpr const char* who = "pack";
@@ -266,6 +267,12 @@ class pack_problem {
       detail::fail_field(who, "tp", "tp=", r.tp, " must divide the heads (", r.model.heads,
                          ") and the KV heads (", r.model.kv(), ")");
     }
+    if (r.sequence_parallel && r.tp < 2) {
+      detail::fail_field(who, "sequence_parallel",
+                         "needs tp > 1 (it splits the activations over the tensor-parallel "
+                         "group), not tp=",
+                         r.tp);
+    }
     if (r.cluster.gpus_per_node % r.tp != 0) {
       detail::fail_field(who, "tp", "tp=", r.tp, " must divide the GPUs per node (",
                          r.cluster.gpus_per_node, "): tensor parallelism stays inside a node");
@@ -282,11 +289,16 @@ class pack_problem {
                          r.search_budget_ms);
     }
     gen_ = &registry_->at(r.schedule);
-    const std::optional<placement> pl = detail::placement_for(*gen_, r.stages, r.chunks);
+    if (r.chunks && *r.chunks == 0) {
+      detail::fail_field(who, "chunks",
+                         "must be at least 1 (leave it unset for the schedule's default)");
+    }
+    const std::optional<placement> pl =
+        detail::placement_for(*gen_, r.stages, r.chunks.value_or(0));
     if (!pl) {
       detail::fail_field(who, "chunks", "the schedule \"", r.schedule,
-                         "\" does not take p=", r.stages, r.chunks != 0 ? " and v=" : "",
-                         r.chunks != 0 ? std::to_string(r.chunks) : std::string());
+                         "\" does not take p=", r.stages, r.chunks ? " and v=" : "",
+                         r.chunks ? std::to_string(*r.chunks) : std::string());
     }
     pl_ = *pl;
     std::uint64_t longest = 0;

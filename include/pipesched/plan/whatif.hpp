@@ -121,6 +121,11 @@ inline void check_options(const whatif_request& req) {
       fail_field(who, "buckets", "only meaningful with replicas");
     }
   }
+  if (req.memory_limit && !req.dynamic) {
+    // A fixed order keeps the memory it has (simulate reports it); only the dynamic policy
+    // chooses by the limit.
+    fail_field(who, "memory_limit", "only meaningful with dynamic");
+  }
   if (dp) {
     if (*req.replicas < 2) {
       fail_field(who, "replicas", "must be at least 2, got ", *req.replicas,
@@ -231,6 +236,14 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
   constexpr const char* who = "whatif";
   if (req.samples == 0) {
     detail::fail_field(who, "samples", "must be at least 1, got 0");
+  }
+  try {
+    // A memory model for another shape is wrong even where the run does not read it.
+    (void)req.memory.for_shape(sched.stages(), sched.chunks(), sched.microbatches(), who);
+  } catch (const field_error&) {
+    throw;
+  } catch (const invalid_argument& e) {
+    detail::fail_field(who, "memory", e.what());
   }
   perturbation noise;
   noise.set_cv(req.cv).set_link_cv(req.link_cv).set_seed(req.seed);
