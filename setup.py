@@ -24,7 +24,7 @@ def version():
     return ".".join(parts)
 
 
-# The three binding files compile in parallel (PIPESCHED_BUILD_JOBS, default 2).
+# The binding files compile in parallel (PIPESCHED_BUILD_JOBS, default 2).
 ParallelCompile("PIPESCHED_BUILD_JOBS", default=2).install()
 
 setup(
@@ -37,10 +37,13 @@ setup(
     package_dir={"": "python"},
     package_data={"pipesched": ["__init__.pyi", "py.typed"]},
     ext_modules=[
+        # With the compiled registry (src/builtin_registry.cpp), as the CMake build links
+        # pipesched::registry: the binding files declare the built-in generators only.
         Pybind11Extension(
             "pipesched._pipesched",
-            sorted(glob("python/src/*.cpp")),
+            sorted(glob("python/src/*.cpp")) + ["src/builtin_registry.cpp"],
             include_dirs=["include"],
+            define_macros=[("PIPESCHED_REGISTRY_COMPILED", None)],
             cxx_std=20,
         )
     ],

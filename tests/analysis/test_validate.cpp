@@ -2,6 +2,7 @@
 
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
 
 #include "support/ops.hpp"
 #include "support/registry_shapes.hpp"

@@ -11,6 +11,10 @@
 #include <pipesched/analysis/check_memory.hpp>
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/gen/zb_auto.hpp>
+#include <pipesched/gen/zb_v.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
 
 #include "support/registry_shapes.hpp"
 

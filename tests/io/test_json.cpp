@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/io/json.hpp>
 
 #include "support/registry_shapes.hpp"

@@ -24,6 +24,7 @@
 
 #include <pipesched/exec/mpi.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/ir/placement.hpp>
 #include <pipesched/ir/schedule.hpp>
 #include <pipesched/transform/comm_lowering.hpp>

@@ -14,6 +14,8 @@
 #include <pipesched/analysis/simulate.hpp>
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/torch_csv.hpp>
 #include <pipesched/transform/comm_lowering.hpp>

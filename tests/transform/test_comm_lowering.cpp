@@ -12,6 +12,9 @@
 #include <pipesched/analysis/simulate.hpp>
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/gen/gpipe.hpp>
+#include <pipesched/gen/one_f_one_b.hpp>
+#include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
 #include "support/ops.hpp"
