@@ -1,13 +1,16 @@
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include <pipesched/analysis/perturbed_timing.hpp>
 #include <pipesched/analysis/telemetry.hpp>
+#include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
+#include <pipesched/transform/recompute.hpp>
 
 #include "support/options.hpp"
 
@@ -148,4 +151,92 @@ TEST_CASE("telemetry: an end read back past the next start by rounding is not an
   CHECK(check_measured_ops(run, "analyze").empty());
   run.ops[0].end = run.ops[1].start * (1 + 1e-6);  // a real overlap, however short
   CHECK(check_measured_ops(run, "analyze").size() == 1u);
+}
+
+TEST_CASE("telemetry: against a plan, each stage is compared with its own plan", "[telemetry]") {
+  // Unequal stages (stage 3 1.4x: the head) and micro-batches of different lengths, run
+  // exactly as planned: measured = planned per stage, no straggler; against its peers the
+  // plan's heavy stage would be one.
+  const schedule s = generate(zb_h1{}, 4, 8);
+  cost_model plan;
+  plan.set_stage_costs(
+      {op_costs{1, 1, 1}, op_costs{1, 1, 1}, op_costs{1, 1, 1}, op_costs{1.4, 1.4, 1.4}});
+  std::vector<cost_factors> f;
+  for (microbatch_index j = 0; j < 8; ++j) {
+    f.push_back(cost_factors::all(0.5 + 0.25 * j));
+  }
+  plan.set_microbatch_factors(f);
+  const measured_run exact = as_measured(s, simulate(s, plan));
+  const std::vector<stage_against_plan> cmp = compare_with_plan(exact, plan, "test");
+  REQUIRE(cmp.size() == 4u);
+  for (const stage_against_plan& c : cmp) {
+    CHECK(c.measured == Approx(c.planned).epsilon(1e-12));
+  }
+  CHECK(cmp[3].planned == Approx(1.4 * cmp[0].planned).epsilon(1e-12));
+  CHECK(find_stragglers(cmp, 8).empty());
+  CHECK(find_stragglers(estimate_costs(exact)).size() == 1u);
+  // The whole run 2x slower (a lower achieved fraction): still no straggler.
+  cost_model slower = plan;
+  slower.set_stage_costs(
+      {op_costs{2, 2, 2}, op_costs{2, 2, 2}, op_costs{2, 2, 2}, op_costs{2.8, 2.8, 2.8}});
+  CHECK(find_stragglers(compare_with_plan(as_measured(s, simulate(s, slower)), plan, "test"), 8)
+            .empty());
+  // Stage 1 20 % slower than its plan: found, and only it, its excess against its own plan.
+  cost_model slow1 = plan;
+  slow1.set_stage_costs(
+      {op_costs{1, 1, 1}, op_costs{1.2, 1.2, 1.2}, op_costs{1, 1, 1}, op_costs{1.4, 1.4, 1.4}});
+  const std::vector<straggler> found =
+      find_stragglers(compare_with_plan(as_measured(s, simulate(s, slow1)), plan, "test"), 8);
+  REQUIRE(found.size() == 1u);
+  CHECK(found[0].stage == 1u);
+  CHECK(found[0].against_plan);
+  CHECK(found[0].relative == Approx(0.2).epsilon(1e-9));
+  CHECK(found[0].peers == Approx(cmp[1].planned / 8).epsilon(1e-9));
+  // A plan of another shape is refused, naming the caller.
+  cost_model three;
+  three.set_stage_costs(std::vector<op_costs>(3, op_costs{}));
+  CHECK_THROWS_WITH(compare_with_plan(exact, three, "test"),
+                    Catch::Matchers::StartsWith("test: ") &&
+                        Catch::Matchers::Contains("one entry per stage (p=4)"));
+}
+
+TEST_CASE("telemetry: an overlapped pair counts its interval once against the plan",
+          "[telemetry]") {
+  const schedule s = default_registry().generate("dualpipev", [] {
+    generator_params gp;
+    gp.stages = 4;
+    gp.microbatches = 8;
+    gp.chunks = 2;
+    return gp;
+  }());
+  cost_model plan = cost_model::uniform(1, 1, 1);
+  plan.set_stage_costs(std::vector<op_costs>(4, op_costs{1, 1, 1, 1.5}));
+  const measured_run run = as_measured(s, simulate(s, plan));
+  for (const stage_against_plan& c : compare_with_plan(run, plan, "test")) {
+    CHECK(c.measured == Approx(c.planned).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("telemetry: order_of marks an F recompute when the run has its R", "[telemetry]") {
+  // A trace or a CSV does not carry the mark; without it the R reads as re-running an F that
+  // keeps its activations (an invalid order).
+  const schedule plain = generate(one_f_one_b{}, 3, 4);
+  const schedule s = with_recompute(plain, {global_chunk{1}});
+  measured_run run = as_measured(s, simulate(s, cost_model{}));
+  for (timed_op& t : run.ops) {
+    t.o.flags = 0;
+  }
+  const schedule ran = order_of(run);
+  for (stage_index st = 0; st < 3; ++st) {
+    CHECK(std::vector<op>(ran.ops(st).begin(), ran.ops(st).end()) ==
+          std::vector<op>(s.ops(st).begin(), s.ops(st).end()));
+  }
+  CHECK(validate(ran).ok());
+  // No R: no F marked.
+  const schedule none = order_of(as_measured(plain, simulate(plain, cost_model{})));
+  for (stage_index st = 0; st < 3; ++st) {
+    for (const op& o : none.ops(st)) {
+      CHECK_FALSE(is_recomputed(o));
+    }
+  }
 }

@@ -15,6 +15,7 @@
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/telemetry_io.hpp>
 #include <pipesched/io/timeline.hpp>
+#include <pipesched/transform/recompute.hpp>
 
 using namespace pipesched;
 using Catch::Matchers::Contains;
@@ -106,4 +107,36 @@ TEST_CASE("telemetry: the injected straggler of a sleep-executor run is found in
   // The measured costs: about 1000 us per unit, 1600 on stage 1 (sleeps overshoot a little).
   const cost_model measured = measured_cost_model(estimate_costs(run), 1);
   CHECK(measured.stage_costs()[1].forward == Approx(1600).epsilon(0.3));
+}
+
+TEST_CASE("read_chrome_trace_run: an F's recompute mark reads back, with or without the arg",
+          "[telemetry]") {
+  const schedule s = with_recompute(generate(zb_h1{}, 3, 6), all_chunks(generate(zb_h1{}, 3, 6)));
+  const std::string trace = to_chrome_trace(s, to_timeline(s, simulate(s, cost_model{})));
+  CHECK_THAT(trace, Contains(R"("mb":0,"recompute":true},"cat":"F")"));
+  // Written before the argument existed: the R says it.
+  std::string old = trace;
+  for (std::size_t at = old.find(",\"recompute\":true"); at != std::string::npos;
+       at = old.find(",\"recompute\":true")) {
+    old.erase(at, std::string(",\"recompute\":true").size());
+  }
+  for (const std::string& text : {trace, old}) {
+    const measured_run run = read_chrome_trace_run(text);
+    const schedule ran = order_of(run);
+    for (stage_index st = 0; st < 3; ++st) {
+      CHECK(std::vector<op>(ran.ops(st).begin(), ran.ops(st).end()) ==
+            std::vector<op>(s.ops(st).begin(), s.ops(st).end()));
+    }
+  }
+  CHECK(is_recomputed(read_chrome_trace_run(trace).ops[0].o));
+  const std::string bad =
+      R"({"otherData":{"p":1,"m":1,"v":1},"traceEvents":[{"ph":"X","cat":"B","tid":0,)"
+      R"("ts":0,"dur":1,"args":{"mb":0,"chunk":0,"recompute":true}}]})";
+  CHECK_THROWS_WITH(read_chrome_trace_run(bad),
+                    Contains("/traceEvents/0/args/recompute: only an F can be marked recompute, "
+                             "not B"));
+  std::string not_bool = bad;
+  not_bool.replace(not_bool.find("true"), 4, "1");
+  CHECK_THROWS_WITH(read_chrome_trace_run(not_bool),
+                    Contains("/traceEvents/0/args/recompute must be true or false"));
 }

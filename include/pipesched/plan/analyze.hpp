@@ -154,7 +154,8 @@ struct analyze_result {
   std::optional<achieved_fraction_calibration> calibration;
 };
 
-/// estimate_costs, find_stragglers, measured_cost_model and replan on `run`, after checking
+/// estimate_costs, find_stragglers (with a plan: compare_with_plan, the stragglers against it
+/// and calibrate_achieved_fraction), measured_cost_model and replan on `run`, after checking
 /// the trace: an op measured twice, an order that is not a whole valid schedule (a missing op,
 /// an op out of order, a deadlock) or, unless allow_overlaps, ops of one stage that overlap in
 /// time throw invalid_argument naming the stage, the op and the times. A threshold (fields
