@@ -32,8 +32,9 @@ TEST_CASE("report text: lower bound and budget lines", "[io][report_text]") {
   o.memory_limit = 1.5;
   const schedule_report r = report_schedule(s, o);
   const std::string text = report_text(s, r);
-  CHECK_THAT(text, Catch::Contains("\nlower bound on the span within this memory limit: 8 "
-                                   "(gap 11.11%)\n stage "));
+  CHECK_THAT(text,
+             Catch::Contains("\nlower bound on the span within this memory limit: 8 cost units "
+                             "(gap 11.11%)\n stage "));
   REQUIRE(r.memory.violations.size() == 1);
   CHECK_THAT(text, Catch::EndsWith("\nmemory_budget: " + r.memory.violations[0].message + "\n"));
 }
