@@ -155,12 +155,19 @@ void hang(const std::shared_ptr<hang_control>& ctl) {
   c->cv.notify_all();
 }
 
-/// After the executor is gone: releases the hung op and waits for it to return, 10 s at most
-/// (false when the hung op never started or never returned: the test fails instead of hanging).
-bool release_hung_op(const std::shared_ptr<hang_control>& ctl) {
-  std::unique_lock lock(ctl->mu);
-  ctl->released = true;
+/// Lets the hung op return.
+void release_hung_op(const std::shared_ptr<hang_control>& ctl) {
+  {
+    std::lock_guard lock(ctl->mu);
+    ctl->released = true;
+  }
   ctl->cv.notify_all();
+}
+
+/// Waits for the released op to return, 10 s at most: false when it never started or never
+/// returned (the test fails instead of hanging).
+bool hung_op_returned(const std::shared_ptr<hang_control>& ctl) {
+  std::unique_lock lock(ctl->mu);
   return ctl->cv.wait_for(lock, std::chrono::seconds(10), [&] { return ctl->exited; });
 }
 
@@ -196,8 +203,9 @@ TEST_CASE("run_threaded with op_timeout reports an op that never returns",
             "(op_timeout)");
       CHECK_THROWS_AS(err.rethrow_nested(), op_timeout_error);
     }
+    release_hung_op(ctl);
+    CHECK(hung_op_returned(ctl));  // the executor outlives the return
   }
-  CHECK(release_hung_op(ctl));
 }
 
 TEST_CASE("run_threaded with op_timeout completes a healthy run", "[exec][thread_driver]") {
@@ -263,8 +271,9 @@ TEST_CASE("run_threaded op_timeout: hangs at random ops, repeated", "[exec][thre
         CHECK(err.op_index() == hi);
         CHECK_THROWS_AS(err.rethrow_nested(), op_timeout_error);
       }
+      release_hung_op(ctl);
+      CHECK(hung_op_returned(ctl));  // the executor outlives the return
     }
-    CHECK(release_hung_op(ctl));
   }
 }
 
@@ -324,8 +333,9 @@ TEST_CASE("run_threaded op_timeout: a stage waiting on a message is not blamed",
         CHECK_THROWS_AS(err.rethrow_nested(), op_timeout_error);
       }
       CHECK(e.calls[0] == ready);  // stage 0 was waiting, not inside an op
+      release_hung_op(ctl);
+      CHECK(hung_op_returned(ctl));  // the executor outlives the return
     }
-    CHECK(release_hung_op(ctl));
   }
 }
 
