@@ -57,6 +57,10 @@ constexpr std::optional<recompute_kind> parse_recompute_kind(std::string_view s)
   return std::nullopt;
 }
 
+/// Most transformer layers a model may have: over 30 times the deepest published dense model
+/// (Llama 3 405B: 126), and what keeps a partition's search (p·layers values) in memory.
+inline constexpr std::uint32_t max_model_layers = 4096;
+
 /// A dense decoder transformer (docs/model.md §10). Sizes are counts, not bytes.
 struct transformer_spec {
   std::string name;            ///< e.g. "llama3-405b" (free text; presets are in plan/)
@@ -92,6 +96,10 @@ struct transformer_spec {
       }
     };
     need(layers >= 1, "layers must be at least 1");
+    if (layers > max_model_layers) {
+      detail::fail(who, ": layers (", layers, ") must be at most ", max_model_layers,
+                   " (max_model_layers)");
+    }
     need(hidden >= 1, "hidden must be at least 1");
     need(ffn >= 1, "ffn must be at least 1");
     need(heads >= 1, "heads must be at least 1");
