@@ -49,6 +49,10 @@ pipesched_cli_test("plan: sequences per pipeline above the cap (searched micro-b
   "error: plan: the global batch \\(4294967296 sequences\\) over DP \\(16\\) is 268435456 sequences per pipeline, more than 65536 \\(max_plan_pipeline_sequences\\)"
   plan --model llama3-8b --gpu h100-sxm-80gb --gpus 16 --seq 1 --global-batch 4294967296
   --tp 1 --pp 1)
+pipesched_cli_test("plan: ops of one candidate above the cap" 2
+  "error: plan: no layout can run this job: TP1 PP32 v1 b1: PP·v·m·3 = 32·1·65536·3 = 6291456 ops in one schedule, more than 4194304 \\(max_plan_schedule_ops\\)"
+  plan --model llama3-8b --gpu h100-sxm-80gb --gpus 32 --tp 1 --pp 32 --micro-batch 1 --seq 1024
+  --global-batch 65536)
 pipesched_cli_test("plan: tokens per step above the cap" 2
   "error: plan: the global batch \\(16777216 sequences of 8192 tokens\\) must be at most 4294967296 tokens per step \\(max_plan_step_tokens\\)"
   plan --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192 --global-batch 16777216)
