@@ -69,26 +69,6 @@ std::optional<std::uint64_t> count64(const std::optional<std::string>& text, con
   return parse_count(*text, option, std::uint64_t{1} << 62);
 }
 
-/// --baseline "tp=8,pp=16,dp=128,schedule=interleaved-1f1b[,v=..,micro-batch=..,recompute=..,
-/// sp=on|off,partition=...]": choices left out are searched (set_plan_choice has the keys).
-plan_fixed parse_baseline(const std::string& text) {
-  plan_fixed f;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    // A partition list is the last item: its commas are its own.
-    std::size_t end = text.compare(pos, 10, "partition=") == 0 ? text.size() : text.find(',', pos);
-    end = end == std::string::npos ? text.size() : end;
-    const std::string item = text.substr(pos, end - pos);
-    const std::size_t eq = item.find('=');
-    if (eq == std::string::npos) {
-      usage_error("--baseline: expected key=value items separated by commas, got \"" + item + "\"");
-    }
-    set_plan_choice(f, item.substr(0, eq), item.substr(eq + 1), "--baseline");
-    pos = end + 1;
-  }
-  return f;
-}
-
 /// The schedule's five files (schedule_export: op times in seconds, sizes in bytes) and
 /// PREFIX.map.json (stage -> ranks and layers). The inputs and the -o file are never
 /// overwritten.
@@ -160,7 +140,8 @@ int cmd_plan(const plan_cli& o) {
   f.partition = *part;
   opts.top = parse_count(o.top, "--top", 1000, 1);
   if (o.baseline) {
-    opts.baseline = parse_baseline(*o.baseline);
+    // "tp=8,pp=16,dp=128,schedule=interleaved-1f1b[,v=..,...]": choices left out are searched.
+    opts.baseline = parse_plan_choices(*o.baseline, "--baseline");
   }
   if (o.search_evaluations) {
     opts.search_evaluations = parse_count(*o.search_evaluations, "--search-evaluations", 100000);
@@ -210,7 +191,8 @@ const registration plan_cmd{
            ->required();
        c->add_option("--gpu", o->gpu, "h100-sxm-80gb, a100-sxm-80gb, or a cluster JSON file")
            ->required();
-       c->add_option("--gpus", o->gpus, "GPUs in the job (default TP*PP*DP when all are given)");
+       c->add_option("--gpus", o->gpus,
+                     "GPUs in the job, at most 16777216 (default TP*PP*DP when all are given)");
        c->add_option("--tp", o->tp, "Tensor parallelism (default: searched)");
        c->add_option("--pp", o->pp, "Pipeline stages (default: searched)");
        c->add_option("--dp", o->dp, "Data parallelism (default: GPUs / (TP*PP))");
@@ -221,7 +203,9 @@ const registration plan_cmd{
                      "Sequences per micro-batch (default: searched)");
        c->add_option("--microbatches,-m", o->microbatches,
                      "Micro-batches per pipeline (with --tp --pp --micro-batch)");
-       auto* g = c->add_option("--global-batch", o->global_batch, "Sequences per optimizer step");
+       auto* g = c->add_option("--global-batch", o->global_batch,
+                               "Sequences per optimizer step (at most 2^32 tokens, 65536 "
+                               "sequences per pipeline: docs/errors.md, Limits)");
        auto* k = c->add_option("--global-batch-tokens", o->global_batch_tokens,
                                "Tokens per optimizer step (a multiple of --seq)");
        g->excludes(k);
@@ -244,9 +228,11 @@ const registration plan_cmd{
            ->capture_default_str()
            ->each([o](const std::string&) { o->format_given = true; });
        c->add_option("--output,-o", o->output, "Write the report, JSON or picture to FILE");
-       c->add_option("--baseline", o->baseline,
-                     "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "
-                     "(also v, micro-batch, recompute, sp=on|off, partition; others searched)");
+       c->add_option(
+           "--baseline", o->baseline,
+           "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "
+           "(also v, micro-batch, recompute, sp=on|off, partition; others searched; shown even "
+           "when it does not fit)");
        c->add_option("--export", o->export_prefix,
                      "Write the best plan as PREFIX.csv (PyTorch compute_comms), "
                      "PREFIX.compute.csv, PREFIX.schedule.json, PREFIX.costs.json, "

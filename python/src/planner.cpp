@@ -35,24 +35,14 @@ struct plan_args {
 plan_fixed baseline_arg(const py::object& b) {
   plan_fixed f;
   if (py::isinstance<py::str>(b)) {
-    const std::string text = b.cast<std::string>();
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-      std::size_t end =
-          text.compare(pos, 10, "partition=") == 0 ? text.size() : text.find(',', pos);
-      end = end == std::string::npos ? text.size() : end;
-      const std::string item = text.substr(pos, end - pos);
-      const std::size_t eq = item.find('=');
-      if (eq == std::string::npos) {
-        detail::fail("baseline: expected key=value items separated by commas, got \"", item, "\"");
-      }
-      set_plan_choice(f, item.substr(0, eq), item.substr(eq + 1), "baseline");
-      pos = end + 1;
-    }
-    return f;
+    return parse_plan_choices(b.cast<std::string>(), "baseline");
   }
   if (!py::isinstance<py::dict>(b)) {
     detail::fail("baseline: expected a dict of choices or \"tp=8,pp=16,...\" text");
+  }
+  if (b.cast<py::dict>().empty()) {
+    detail::fail(
+        "baseline: give at least one choice (e.g. {'tp': 8, 'pp': 16}), not an empty dict");
   }
   for (const auto& [key, value] : b.cast<py::dict>()) {
     std::string v;

@@ -139,6 +139,10 @@ TEST_CASE("transformer_spec: check names the field and the rule", "[model][trans
   t = spec_405b();
   t.layers = 0;
   CHECK_THROWS_WITH(t.check("m"), "m: layers: must be at least 1");
+  t.layers = max_model_layers;
+  CHECK_NOTHROW(t.check("m"));
+  t.layers = 2147483648u;  // a size only declared: refused before anything is allocated for it
+  CHECK_THROWS_WITH(t.check("m"), "m: layers: 2147483648 must be at most 4096 (max_model_layers)");
   t = spec_405b();
   t.activation_bytes = 3;
   CHECK_THROWS_WITH(t.check("m"), "m: activation_bytes: must be 1, 2 or 4, not 3");

@@ -64,5 +64,41 @@ TEST_CASE("job: check names the field", "[plan][job]") {
   job.sequence = 1;
   job.gpus = 0;
   CHECK_THROWS_WITH(job.check(), "plan: gpus must be at least 1");
+  job.gpus = max_plan_gpus + 1;
+  CHECK_THROWS_WITH(job.check(), "plan: gpus (16777217) must be at most 16777216 (max_plan_gpus)");
+  job.gpus = 8;
+  job.sequence = 4096;
+  job.global_batch = max_plan_step_tokens / 4096 + 1;
+  CHECK_THROWS_WITH(job.check(),
+                    "plan: the global batch (1048577 sequences of 4096 tokens) must "
+                    "be at most 4294967296 tokens per step (max_plan_step_tokens)");
+  job.global_batch = max_plan_step_tokens / 4096;
+  CHECK_NOTHROW(job.check());
   CHECK(to_string(optimizer_sharding::weights) == "weights");
+}
+
+TEST_CASE("job: op times are finite and > 0 at the cluster's rate", "[plan][job]") {
+  training_job job;
+  job.model = model_preset("llama3-8b");
+  job.cluster = cluster_preset("h100-sxm-80gb");
+  job.gpus = 8;
+  job.sequence = 4096;
+  job.global_batch = 64;
+  CHECK_NOTHROW(job.check());
+  job.cluster.peak_flops_bf16 = 1e-300;  // a step's work would be inf seconds
+  CHECK_THROWS_WITH(job.check(),
+                    "plan: peak_flops_bf16 (1e-300 FLOP/s) × achieved_fraction (0.5) "
+                    "makes the layers' work of one step take more seconds than a "
+                    "double holds: the op times must be finite and > 0");
+  job.cluster.peak_flops_bf16 = 989.4e12;
+  job.cluster.achieved_fraction = 1e-320;
+  CHECK_THROWS_WITH(job.check(), Catch::Contains("more seconds than a double holds"));
+  job.cluster.achieved_fraction = 1.0;
+  job.cluster.peak_flops_bf16 = 1e308;  // one weight gradient would be 0 s
+  job.sequence = 1;
+  job.model.hidden = 1;
+  job.model.ffn = 1;
+  job.model.heads = 1;
+  job.model.kv_heads = 1;
+  CHECK_THROWS_WITH(job.check(), Catch::Contains("take 0 s"));
 }

@@ -309,6 +309,90 @@ TEST_CASE("plan: impossible fixed choices name the values", "[plan][search]") {
   CHECK_THROWS_WITH(plan(none, m), Catch::Contains("--microbatches alone fixes the batch"));
 }
 
+TEST_CASE("plan: a layout no plan can run names the rule", "[plan][search]") {
+  training_job job = job_70b(64);
+  job.global_batch = 64;
+  plan_options o;
+  o.threads = 1;
+  o.fixed.tp = 8;
+  o.fixed.pp = 8;
+  o.fixed.chunks = 16;
+  CHECK_THROWS_WITH(plan(job, o),
+                    "plan: --pp 8 and -v 16 make PP·v = 128 chunks for 80 layers: "
+                    "each chunk needs at least one layer");
+  o.fixed.pp = 4;
+  o.fixed.chunks = 2;
+  o.fixed.schedule = "1f1b";
+  CHECK_THROWS_WITH(plan(job, o),
+                    "plan: no layout can run this job: --schedule 1f1b does not "
+                    "take -v 2 at PP 4: 1f1b: chunks (v=2) must be 1 for this "
+                    "schedule");
+  plan_options d;
+  d.fixed.dp = 3;
+  CHECK_THROWS_WITH(plan(job, d), "plan: --dp 3 does not divide the 64 GPUs (TP·PP·DP = GPUs)");
+  d.fixed.dp = 0;
+  CHECK_THROWS_WITH(plan(job, d), "plan: --dp must be at least 1");
+  plan_options b;
+  b.fixed.micro_batch = 128;
+  CHECK_THROWS_WITH(plan(job, b), Catch::StartsWith("plan: --micro-batch 128 does not divide the "
+                                                    "global batch (64 sequences)"));
+  training_job one_layer = job;
+  one_layer.model.layers = 1;
+  plan_options v;
+  v.fixed.chunks = 2;
+  CHECK_THROWS_WITH(
+      plan(one_layer, v),
+      Catch::StartsWith("plan: -v 2 makes PP·v = 2 chunks for 1 layers even at PP 1"));
+  // A cap is named as the cap, the micro-batch size fixed or searched.
+  training_job huge = job_70b(16);
+  huge.sequence = 1;
+  huge.global_batch = std::uint64_t{1} << 32;
+  plan_options c;
+  c.fixed.tp = 1;
+  c.fixed.pp = 1;
+  const std::string cap =
+      "plan: the global batch (4294967296 sequences) over DP (16) is 268435456 sequences per "
+      "pipeline, more than 65536 (max_plan_pipeline_sequences)";
+  CHECK_THROWS_WITH(plan(huge, c), cap);
+  c.fixed.micro_batch = 1;
+  CHECK_THROWS_WITH(plan(huge, c), cap);
+}
+
+TEST_CASE("plan: the baseline is checked in its keys and shown when it does not fit",
+          "[plan][search]") {
+  training_job job = job_70b(64);
+  job.global_batch = 64;
+  plan_options o;
+  o.threads = 1;
+  plan_fixed base;
+  base.tp = 4;
+  base.pp = 4;
+  base.chunks = 3;
+  base.schedule = "1f1b";
+  o.baseline = base;
+  CHECK_THROWS_WITH(plan(job, o),
+                    "plan: baseline: no layout can run this job: schedule=1f1b "
+                    "does not take v=3 at PP 4: 1f1b: chunks (v=3) must be 1 for "
+                    "this schedule");
+  base = {};
+  base.dp = 3;
+  o.baseline = base;
+  CHECK_THROWS_WITH(plan(job, o),
+                    "plan: baseline: dp=3 does not divide the 64 GPUs (TP·PP·DP = "
+                    "GPUs)");
+  base = {};
+  base.tp = 1;
+  base.pp = 1;
+  base.recompute = recompute_kind::none;
+  o.baseline = base;
+  const plan_result r = plan(job, o);
+  REQUIRE(r.baseline);
+  CHECK_FALSE(r.baseline->fits);
+  CHECK(r.baseline->choice.layout.dp == 64);
+  CHECK(r.baseline->peak_memory_bytes > job.cluster.usable_memory());
+  CHECK(r.global_batch == 64);
+}
+
 TEST_CASE("plan: nothing fits names the smallest need", "[plan][search]") {
   training_job job = job_70b(8);
   job.global_batch = 8;

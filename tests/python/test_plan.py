@@ -56,6 +56,30 @@ def test_plan_formats_and_baseline_forms():
     assert ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, format="svg").startswith("<svg")
 
 
+def test_plan_layout_rules_and_baseline_errors_pass_through():
+    with pytest.raises(ValueError, match=r"--dp 3 does not divide the 64 GPUs"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, dp=3)
+    with pytest.raises(ValueError, match=r"PP·v = 128 chunks for 32 layers"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, tp=8, pp=8, chunks=16)
+    with pytest.raises(ValueError, match=r"baseline: tp is given twice \(tp=4 and tp=8\)"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, baseline="tp=4,tp=8")
+    with pytest.raises(ValueError, match=r"baseline: give key=value choices"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, baseline="")
+    with pytest.raises(ValueError, match=r"baseline: give at least one choice"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST, baseline={})
+    with pytest.raises(ValueError, match=r"plan: baseline: no layout can run this job: "
+                                         r"schedule=1f1b does not take v=3"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", **REQUEST,
+                baseline={"tp": 4, "pp": 4, "v": 3, "schedule": "1f1b"})
+
+
+def test_plan_baseline_that_does_not_fit_is_shown():
+    d = ps.plan("llama3-70b", "h100-sxm-80gb", gpus=64, seq=8192, global_batch=64, top=1,
+                baseline={"tp": 1, "pp": 1, "recompute": "none"})
+    assert d["baseline"]["fits"] is False
+    assert d["baseline"]["layout"]["dp"] == 64
+
+
 def test_plan_nothing_fits_is_an_answer():
     d = ps.plan("llama3-405b", "h100-sxm-80gb", gpus=8, seq=8192, global_batch=16)
     assert d["plans"] == []

@@ -128,8 +128,9 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
     out += detail::plan_row_text("base", *r.baseline);
     out += fmt::format(
         "\nplan 1 is {:.3f}x the baseline's speed: {:.1f} % of each step, {:.0f} GPUs' worth of "
-        "time recovered at {} GPUs\n",
-        c.speedup, 100.0 * c.time_saved, c.gpus_recovered, job.gpus);
+        "time recovered at {} GPUs{}\n",
+        c.speedup, 100.0 * c.time_saved, c.gpus_recovered, job.gpus,
+        r.baseline->fits ? "" : " (the baseline does not fit in memory)");
   }
   out += fmt::format(
       "\nplan 1 per stage (per GPU; step {:.3f} s = pipeline {:.3f} s + data-parallel reduction "

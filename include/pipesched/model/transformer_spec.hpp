@@ -57,6 +57,10 @@ constexpr std::optional<recompute_kind> parse_recompute_kind(std::string_view s)
   return std::nullopt;
 }
 
+/// Most transformer layers a model may have: over 30 times the deepest published dense model
+/// (Llama 3 405B: 126), and what keeps a partition's search (p·layers values) in memory.
+inline constexpr std::uint32_t max_model_layers = 4096;
+
 /// A dense decoder transformer (docs/model.md §10). Sizes are counts, not bytes.
 struct transformer_spec {
   std::string name;            ///< e.g. "llama3-405b" (free text; presets are in plan/)
@@ -94,6 +98,10 @@ struct transformer_spec {
       }
     };
     at_least_one(layers >= 1, "layers");
+    if (layers > max_model_layers) {
+      detail::fail_field(where, "layers", layers, " must be at most ", max_model_layers,
+                         " (max_model_layers)");
+    }
     at_least_one(hidden >= 1, "hidden");
     at_least_one(ffn >= 1, "ffn");
     at_least_one(heads >= 1, "heads");

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -203,6 +205,18 @@ constexpr std::optional<optimizer_sharding> parse_optimizer_sharding(std::string
   return std::nullopt;
 }
 
+/// The planner's bounds on what one job makes it generate (docs/errors.md, "Limits"), far above
+/// any real job (Llama 3 405B on 16384 GPUs with 16M-token batches: 16 sequences per pipeline,
+/// about 10^5 ops in its largest candidate schedule), so that a typo (tokens typed as sequences)
+/// is an error naming the option instead of a search that fills the memory or runs for hours.
+inline constexpr std::uint64_t max_plan_gpus = std::uint64_t{1} << 24;
+/// Sequences per pipeline and step (global batch / DP): at most this many micro-batches.
+inline constexpr std::uint64_t max_plan_pipeline_sequences = std::uint64_t{1} << 16;
+/// Ops of one candidate schedule: p·v·m·3 (F, B and W of every chunk and micro-batch).
+inline constexpr std::uint64_t max_plan_schedule_ops = std::uint64_t{1} << 22;
+/// Tokens per step (global batch · sequence): over 250 times Llama 3's 16M.
+inline constexpr std::uint64_t max_plan_step_tokens = std::uint64_t{1} << 32;
+
 /// A training job: a model on `gpus` GPUs of one kind, sequences of `sequence` tokens.
 struct training_job {
   transformer_spec model;
@@ -222,8 +236,16 @@ struct training_job {
     if (gpus == 0) {
       detail::fail(who, ": gpus must be at least 1");
     }
+    if (gpus > max_plan_gpus) {
+      detail::fail(who, ": gpus (", gpus, ") must be at most ", max_plan_gpus, " (max_plan_gpus)");
+    }
     if (sequence == 0) {
       detail::fail(who, ": sequence (tokens per sequence) must be at least 1");
+    }
+    if (global_batch > max_plan_step_tokens / sequence) {
+      detail::fail(who, ": the global batch (", global_batch, " sequences of ", sequence,
+                   " tokens) must be at most ", max_plan_step_tokens,
+                   " tokens per step (max_plan_step_tokens)");
     }
     if (vocab_multiple == 0) {
       detail::fail(who, ": vocab_multiple must be at least 1");
@@ -231,6 +253,27 @@ struct training_job {
     if (model.activation_bytes == 1 && cluster.peak_flops_fp8 <= 0.0) {
       detail::fail(who, ": the model computes in fp8 (activation_bytes 1) but the GPU \"",
                    cluster.name, "\" has no fp8 peak (peak_flops_fp8)");
+    }
+    check_rate(who);
+  }
+
+  /// Every op time is FLOPs over peak × achieved_fraction: a rate at which a step's layer work
+  /// on one GPU is not a finite number of seconds, or one layer's weight gradient of one
+  /// sequence over a node's TP is 0 s, would hang the search or print inf or 0.
+  void check_rate(std::string_view who) const {
+    const char* peak = model.activation_bytes == 1 ? "peak_flops_fp8" : "peak_flops_bf16";
+    const double rate = cluster.peak_flops(model.activation_bytes) * cluster.achieved_fraction;
+    const layer_flops one = flops_of_layer(model, sequence, 1);
+    const double step = 3.0 * one.forward() * static_cast<double>(model.layers) *
+                        static_cast<double>(std::max<std::uint64_t>(1, global_batch)) / rate;
+    const double least = one.backward_weight() / static_cast<double>(cluster.gpus_per_node) / rate;
+    if (!std::isfinite(step) || !(least >= std::numeric_limits<double>::min())) {
+      detail::fail(who, ": ", peak, " (", cluster.peak_flops(model.activation_bytes),
+                   " FLOP/s) × achieved_fraction (", cluster.achieved_fraction, ") makes ",
+                   std::isfinite(step) ? "one layer's weight gradient of one sequence take 0 s"
+                                       : "the layers' work of one step take more seconds than "
+                                         "a double holds",
+                   ": the op times must be finite and > 0");
     }
   }
 };

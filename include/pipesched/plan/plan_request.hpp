@@ -31,11 +31,30 @@ struct plan_request {
 
 /// Sets one choice of `f` by name, from text (the CLI's --baseline items, the keys of
 /// Python's baseline dict): tp, pp, dp, v, micro-batch, microbatches, schedule, recompute,
-/// sp (on / off), partition. Throws invalid_argument naming `who`, the key and the rule.
+/// sp (on / off), partition. Throws invalid_argument naming `who`, the key and the rule, also
+/// for a choice `f` holds already (a key given twice).
 inline void set_plan_choice(plan_fixed& f,
                             std::string_view key,
                             std::string_view value,
                             std::string_view who) {
+  auto once = [&](const auto& slot) {
+    if (slot) {
+      detail::fail(who, ": ", key, " is given twice (", key, "=", *slot, " and ", key, "=", value,
+                   ")");
+    }
+  };
+  auto once_recompute = [&] {
+    if (f.recompute) {
+      detail::fail(who, ": recompute is given twice (recompute=", to_string(*f.recompute),
+                   " and recompute=", value, ")");
+    }
+  };
+  auto once_sp = [&] {
+    if (f.sequence_parallel) {
+      detail::fail(who, ": sp is given twice (sp=", *f.sequence_parallel ? "on" : "off",
+                   " and sp=", value, ")");
+    }
+  };
   auto count = [&]() -> std::uint64_t {
     if (value.empty() || value.size() > 15 ||
         value.find_first_not_of("0123456789") != std::string_view::npos) {
@@ -51,26 +70,35 @@ inline void set_plan_choice(plan_fixed& f,
     return n;
   };
   if (key == "tp") {
+    once(f.tp);
     f.tp = static_cast<std::uint32_t>(count());
   } else if (key == "pp") {
+    once(f.pp);
     f.pp = static_cast<std::uint32_t>(count());
   } else if (key == "dp") {
+    once(f.dp);
     f.dp = count();
   } else if (key == "v") {
+    once(f.chunks);
     f.chunks = static_cast<std::uint32_t>(count());
   } else if (key == "micro-batch" || key == "micro_batch") {
+    once(f.micro_batch);
     f.micro_batch = static_cast<std::uint32_t>(count());
   } else if (key == "microbatches") {
+    once(f.microbatches);
     f.microbatches = static_cast<std::uint32_t>(count());
   } else if (key == "schedule") {
+    once(f.schedule);
     f.schedule = std::string(value);
   } else if (key == "recompute") {
+    once_recompute();
     const auto k = parse_recompute_kind(value);
     if (!k) {
       detail::fail(who, ": recompute must be none, selective or full, not \"", value, "\"");
     }
     f.recompute = *k;
   } else if (key == "sp") {
+    once_sp();
     if (value != "on" && value != "off") {
       detail::fail(who, ": sp must be on or off, not \"", value, "\"");
     }
@@ -87,6 +115,32 @@ inline void set_plan_choice(plan_fixed& f,
                  "\" (known: tp, pp, dp, v, micro-batch, microbatches, schedule, recompute, sp, "
                  "partition)");
   }
+}
+
+/// The choices of a "tp=8,pp=16,schedule=interleaved-1f1b[,...,partition=L1,L2,...]" text (the
+/// CLI's --baseline, Python's baseline= as text), each item set by set_plan_choice; a
+/// partition list is the last item (its commas are its own). Throws invalid_argument naming
+/// `who` for an empty text, an item without "=" and a key given twice.
+inline plan_fixed parse_plan_choices(std::string_view text, std::string_view who) {
+  if (text.empty()) {
+    detail::fail(who,
+                 ": give key=value choices (e.g. tp=8,pp=16,schedule=1f1b), not an empty "
+                 "text");
+  }
+  plan_fixed f;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t end = text.compare(pos, 10, "partition=") == 0 ? text.size() : text.find(',', pos);
+    end = end == std::string_view::npos ? text.size() : end;
+    const std::string_view item = text.substr(pos, end - pos);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      detail::fail(who, ": expected key=value items separated by commas, got \"", item, "\"");
+    }
+    set_plan_choice(f, item.substr(0, eq), item.substr(eq + 1), who);
+    pos = end + 1;
+  }
+  return f;
 }
 
 /// The job `r` describes. Throws invalid_argument naming the field: gpus missing (and not

@@ -216,10 +216,12 @@ inline std::vector<double> dp_reduce_ends(const schedule& sched,
 }
 
 /// The placement a registered generator uses for p stages and v chunks (it decides: loop,
-/// V-shape, ...), from a one-micro-batch schedule; nullopt when it refuses the shape.
+/// V-shape, ...), from a one-micro-batch schedule; nullopt when it refuses the shape (its
+/// message in `*why` when given).
 inline std::optional<placement> placement_for(const generator_entry& g,
                                               std::uint32_t p,
-                                              std::uint32_t v) {
+                                              std::uint32_t v,
+                                              std::string* why = nullptr) {
   generator_params gp;
   gp.stages = p;
   gp.microbatches = std::max<std::uint32_t>(1, 2 * p);
@@ -234,7 +236,10 @@ inline std::optional<placement> placement_for(const generator_entry& g,
       o.search = z;
     }
     return g.generate_result(gp, o).sched.layout();
-  } catch (const invalid_argument&) {
+  } catch (const invalid_argument& e) {
+    if (why) {
+      *why = e.what();
+    }
     return std::nullopt;
   }
 }
@@ -470,59 +475,152 @@ inline std::vector<std::uint64_t> divisors_of(std::uint64_t n) {
   return lo;
 }
 
+/// How a message names a fixed choice: as the plan's own option (`--tp 8`, who "plan") or as a
+/// key of the baseline (`tp=8`, who "plan: baseline"), so that it names what the user typed.
+struct choice_names {
+  bool baseline = false;
+
+  std::string who() const { return baseline ? "plan: baseline" : "plan"; }
+  /// "--tp" or "tp"; `key` is set_plan_choice's (tp, pp, dp, v, micro-batch, ...).
+  std::string option(std::string_view key) const {
+    if (baseline) {
+      return std::string(key);
+    }
+    return key == "v" ? "-v" : key == "sp" ? "--sequence-parallel" : "--" + std::string(key);
+  }
+  /// "--tp 8" or "tp=8".
+  template <class T>
+  std::string value(std::string_view key, const T& v) const {
+    return concat(option(key), baseline ? "=" : " ", v);
+  }
+};
+
 /// The data-parallel degree a layout gets, checking a fixed one; throws with the values.
 inline std::uint64_t data_parallel_of(const training_job& job,
                                       std::uint32_t tp,
                                       std::uint32_t pp,
-                                      const std::optional<std::uint64_t>& fixed) {
+                                      const std::optional<std::uint64_t>& fixed,
+                                      const choice_names& names = {}) {
   const std::uint64_t per = std::uint64_t{tp} * pp;
   if (job.gpus % per != 0) {
-    fail("plan: TP·PP (", tp, "·", pp, " = ", per, ") must divide the GPUs (", job.gpus, ")");
+    fail(names.who(), ": TP·PP (", tp, "·", pp, " = ", per, ") must divide the GPUs (", job.gpus,
+         ")");
   }
   const std::uint64_t dp = job.gpus / per;
   if (fixed && *fixed != dp) {
-    fail("plan: --dp ", *fixed, " with --tp ", tp, " --pp ", pp, " needs ", per * *fixed,
-         " GPUs, not ", job.gpus, " (TP·PP·DP = GPUs)");
+    fail(names.who(), ": ", names.value("dp", *fixed), " with ", names.value("tp", tp), " ",
+         names.value("pp", pp), " needs ", per * *fixed, " GPUs, not ", job.gpus,
+         " (TP·PP·DP = GPUs)");
   }
   return dp;
 }
 
-/// Checks the fixed choices against the model and the cluster (exit 2 in the CLI): a fixed TP
-/// dividing the heads, KV heads and the GPUs of a node, a PP not above the layers.
-inline void check_fixed(const training_job& job, const plan_fixed& f, std::string_view who) {
+/// Checks the fixed choices against the model, the cluster and the batch (exit 2 in the CLI),
+/// each rule once for the search and for a fixed layout: TP dividing the heads, the KV heads
+/// and a node's GPUs; PP not above the layers; TP, PP and DP (each, and together) dividing the
+/// GPUs; PP·v chunks of at least one layer; the global batch a multiple of DP·b.
+inline void check_fixed(const training_job& job,
+                        const plan_fixed& f,
+                        const choice_names& names = {}) {
+  const std::string who = names.who();
   if (f.tp) {
     const std::uint32_t t = *f.tp;
     if (t == 0 || job.model.heads % t != 0 || job.model.kv() % t != 0) {
-      fail(who, ": --tp ", t, " must divide the heads (", job.model.heads, ") and the KV heads (",
-           job.model.kv(), ")");
+      fail(who, ": ", names.value("tp", t), " must divide the heads (", job.model.heads,
+           ") and the KV heads (", job.model.kv(), ")");
     }
     if (job.cluster.gpus_per_node % t != 0) {
-      fail(who, ": --tp ", t, " must divide the GPUs per node (", job.cluster.gpus_per_node,
-           "): tensor parallelism stays inside a node");
+      fail(who, ": ", names.value("tp", t), " must divide the GPUs per node (",
+           job.cluster.gpus_per_node, "): tensor parallelism stays inside a node");
     }
   }
   if (f.pp && (*f.pp == 0 || *f.pp > job.model.layers)) {
-    fail(who, ": --pp ", *f.pp, " must be between 1 and the layers (", job.model.layers, ")");
+    fail(who, ": ", names.value("pp", *f.pp), " must be between 1 and the layers (",
+         job.model.layers, ")");
+  }
+  if (f.dp && *f.dp == 0) {
+    fail(who, ": ", names.option("dp"), " must be at least 1");
   }
   if (f.chunks && *f.chunks == 0) {
-    fail(who, ": -v must be at least 1");
+    fail(who, ": ", names.option("v"), " must be at least 1");
   }
   if (f.micro_batch && *f.micro_batch == 0) {
-    fail(who, ": --micro-batch must be at least 1");
+    fail(who, ": ", names.option("micro-batch"), " must be at least 1");
   }
   if (f.microbatches && *f.microbatches == 0) {
-    fail(who, ": --microbatches must be at least 1");
+    fail(who, ": ", names.option("microbatches"), " must be at least 1");
+  }
+  // Each fixed degree, and each fixed product, must divide the GPUs: the search would find no
+  // layout (TP·PP·DP = GPUs).
+  std::string fixed_names;
+  std::uint64_t product = 1;
+  int count = 0;
+  auto divides = [&](std::string_view key, const auto& degree) {
+    if (!degree) {
+      return;
+    }
+    fixed_names += (count++ == 0 ? "" : " · ") + names.value(key, *degree);
+    product *= *degree;
+    if (job.gpus % product != 0) {
+      fail(who, ": ", fixed_names, count == 1 ? "" : concat(" = ", product),
+           " does not divide the ", job.gpus, " GPUs (TP·PP·DP = GPUs)");
+    }
+  };
+  if (f.tp && f.pp) {
+    data_parallel_of(job, *f.tp, *f.pp, f.dp, names);
+  } else {
+    divides("dp", f.dp);
+    divides("tp", f.tp);
+    divides("pp", f.pp);
+  }
+  if (f.chunks) {
+    const std::uint64_t p = f.pp.value_or(1);
+    const std::uint64_t n = p * *f.chunks;
+    if (n > job.model.layers) {
+      if (f.pp) {
+        fail(who, ": ", names.value("pp", p), " and ", names.value("v", *f.chunks),
+             " make PP·v = ", n, " chunks for ", job.model.layers,
+             " layers: each chunk needs at least one layer");
+      }
+      fail(who, ": ", names.value("v", *f.chunks), " makes PP·v = ", n, " chunks for ",
+           job.model.layers, " layers even at PP 1: each chunk needs at least one layer");
+    }
   }
   if (f.sequence_parallel && *f.sequence_parallel && f.tp && *f.tp == 1) {
-    fail(who, ": --sequence-parallel needs --tp > 1");
+    fail(who, ": ", names.baseline ? "sp=on" : "--sequence-parallel", " needs ", names.option("tp"),
+         " > 1");
+  }
+  if (job.global_batch) {
+    // DP·m·b = the global batch: what is fixed of the three must divide it.
+    std::uint64_t batch_part = 1;
+    std::string parts;
+    int n_parts = 0;
+    auto part = [&](std::string_view key, const auto& degree) {
+      if (!degree) {
+        return;
+      }
+      parts += (n_parts++ == 0 ? "" : " · ") + names.value(key, *degree);
+      const bool within = *degree <= job.global_batch / batch_part;  // no overflow
+      if (within) {
+        batch_part *= *degree;
+      }
+      if (!within || job.global_batch % batch_part != 0) {
+        fail(who, ": ", parts, n_parts > 1 && within ? concat(" = ", batch_part) : "",
+             " does not divide the global batch (", job.global_batch,
+             " sequences): DP · microbatches · micro-batch = the global batch");
+      }
+    };
+    part("dp", f.dp);
+    part("micro-batch", f.micro_batch);
+    part("microbatches", f.microbatches);
   }
   if (!job.global_batch && !f.microbatches) {
     fail(who, ": give the batch: --global-batch, --global-batch-tokens or --microbatches");
   }
   if (!job.global_batch && f.microbatches && !(f.tp && f.pp && f.micro_batch)) {
-    fail(who,
-         ": --microbatches alone fixes the batch only for a given --tp, --pp and "
-         "--micro-batch; to search layouts give --global-batch or --global-batch-tokens");
+    fail(who, ": ", names.option("microbatches"), " alone fixes the batch only for a given ",
+         names.option("tp"), ", ", names.option("pp"), " and ", names.option("micro-batch"),
+         "; to search layouts give --global-batch or --global-batch-tokens");
   }
 }
 
@@ -647,17 +745,36 @@ inline bool better_plan(const plan_entry& a,
   return plan_label(a.choice) < plan_label(b.choice);
 }
 
+/// Why a space holds no candidate: the refusal that got furthest through the checks (a
+/// schedule refusing v says more than a TP·PP not dividing the GPUs), in the user's terms.
+struct plan_refusal {
+  int depth = -1;
+  std::string why;
+
+  /// Keeps text() when it got further than the refusal kept; builds it only then.
+  template <class Text>
+  void note(int at_depth, const Text& text) {
+    if (at_depth > depth) {
+      depth = at_depth;
+      why = text();
+    }
+  }
+};
+
 /// The space of `f` for `job`: every group and generator, best bound first.
 struct plan_space {
   std::vector<plan_group> groups;
   std::vector<std::pair<std::size_t, const generator_entry*>> candidates;  // (group, generator)
   std::size_t layouts_refused = 0;
+  plan_refusal refusal;  ///< why no candidate, when there is none
 };
 
 inline plan_space enumerate_space(const training_job& job,
                                   const plan_fixed& f,
-                                  const generator_registry& registry) {
+                                  const generator_registry& registry,
+                                  const choice_names& names = {}) {
   plan_space space;
+  const std::string who = names.who();
   std::vector<std::uint32_t> tps;
   if (f.tp) {
     tps.push_back(*f.tp);
@@ -676,53 +793,82 @@ inline plan_space enumerate_space(const training_job& job,
       gens.push_back(&e);
     }
   }
-  std::map<std::tuple<std::string, std::uint32_t, std::uint32_t>, std::optional<placement>> places;
-  auto place = [&](const generator_entry& g, std::uint32_t p, std::uint32_t v) {
+  struct placed {
+    std::optional<placement> pl;
+    std::string why;  ///< the generator's refusal
+  };
+  std::map<std::tuple<std::string, std::uint32_t, std::uint32_t>, placed> places;
+  auto place = [&](const generator_entry& g, std::uint32_t p, std::uint32_t v) -> const placed& {
     const auto key = std::make_tuple(g.name, p, v);
     auto it = places.find(key);
     if (it == places.end()) {
-      it = places.emplace(key, placement_for(g, p, v)).first;
+      placed pd;
+      pd.pl = placement_for(g, p, v, &pd.why);
+      it = places.emplace(key, std::move(pd)).first;
     }
     return it->second;
   };
+  const bool layout_fixed = f.tp && f.pp;
   for (std::uint32_t tp : tps) {
     std::vector<std::uint32_t> pps;
     if (f.pp) {
       pps.push_back(*f.pp);
     } else {
-      for (std::uint64_t p : divisors_of(job.gpus / tp)) {
-        if (p <= job.model.layers) {
-          pps.push_back(static_cast<std::uint32_t>(p));
+      // At most the layers, so never more than that many divisions of the GPUs are tried.
+      for (std::uint32_t p = 1; p <= job.model.layers; ++p) {
+        if ((job.gpus / tp) % p == 0) {
+          pps.push_back(p);
         }
       }
     }
     for (std::uint32_t pp : pps) {
+      const std::string at = concat("TP", tp, " PP", pp);
       if (job.gpus % (std::uint64_t{tp} * pp) != 0) {
-        if (f.tp && f.pp) {
-          data_parallel_of(job, tp, pp, f.dp);  // throws, naming the values
+        if (layout_fixed) {
+          data_parallel_of(job, tp, pp, f.dp, names);  // throws, naming the values
         }
+        space.refusal.note(0, [&] {
+          return concat(at, ": TP·PP (", std::uint64_t{tp} * pp, ") does not divide the ", job.gpus,
+                        " GPUs");
+        });
         continue;
       }
       const std::uint64_t dp = job.gpus / (std::uint64_t{tp} * pp);
       const std::size_t first_group = space.groups.size();
       if (f.dp && *f.dp != dp) {
-        if (f.tp && f.pp) {
-          data_parallel_of(job, tp, pp, f.dp);
+        if (layout_fixed) {
+          data_parallel_of(job, tp, pp, f.dp, names);
         }
+        space.refusal.note(
+            1, [&] { return concat(at, " gives DP ", dp, ", not ", names.value("dp", *f.dp)); });
         continue;
       }
       // Micro-batch sizes and counts.
       std::vector<std::pair<std::uint32_t, std::uint32_t>> batches;  // (b, m)
       if (job.global_batch) {
         if (job.global_batch % dp != 0) {
-          if (f.tp && f.pp) {
-            fail("plan: the global batch (", job.global_batch,
-                 " sequences) must be a multiple of DP (", dp, ")");
+          const std::string rule = concat("the global batch (", job.global_batch,
+                                          " sequences) must be a multiple of DP (", dp, ")");
+          if (layout_fixed) {
+            fail(who, ": ", rule);
           }
           ++space.layouts_refused;
+          space.refusal.note(2, [&] { return concat(at, ": ", rule); });
           continue;
         }
         const std::uint64_t per = job.global_batch / dp;
+        const std::string per_text =
+            concat("the global batch (", job.global_batch, " sequences) over DP (", dp, ") is ",
+                   per, " sequences per pipeline");
+        if (per > max_plan_pipeline_sequences) {
+          const std::string rule = concat(per_text, ", more than ", max_plan_pipeline_sequences,
+                                          " (max_plan_pipeline_sequences)");
+          if (layout_fixed) {
+            fail(who, ": ", rule);
+          }
+          space.refusal.note(3, [&] { return concat(at, ": ", rule); });
+          continue;
+        }
         for (std::uint64_t b : divisors_of(per)) {
           if ((f.micro_batch && b != *f.micro_batch) || (!f.micro_batch && b > 16)) {
             continue;
@@ -731,14 +877,25 @@ inline plan_space enumerate_space(const training_job& job,
           if (f.microbatches && m != *f.microbatches) {
             continue;
           }
-          if (m <= max_microbatches) {
-            batches.emplace_back(static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(m));
-          }
+          batches.emplace_back(static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(m));
         }
-        if (batches.empty() && f.tp && f.pp && f.micro_batch) {
-          fail("plan: the global batch (", job.global_batch, " sequences) over DP (", dp, ") is ",
-               per, " sequences per pipeline: not a multiple of --micro-batch ", *f.micro_batch,
-               f.microbatches ? " times --microbatches" : "");
+        if (batches.empty()) {
+          // Only fixed choices leave no micro-batch size (b = 1 always divides).
+          std::string rule = per_text + ": not ";
+          if (f.micro_batch && f.microbatches) {
+            rule += concat(names.value("micro-batch", *f.micro_batch), " times ",
+                           names.value("microbatches", *f.microbatches));
+          } else if (f.micro_batch) {
+            rule += concat("a multiple of ", names.value("micro-batch", *f.micro_batch));
+          } else {
+            rule += concat(names.value("microbatches", *f.microbatches),
+                           " micro-batches of 1 to 16 sequences (the sizes searched)");
+          }
+          if (layout_fixed) {
+            fail(who, ": ", rule);
+          }
+          space.refusal.note(4, [&] { return concat(at, ": ", rule); });
+          continue;
         }
       } else {
         batches.emplace_back(*f.micro_batch, *f.microbatches);
@@ -773,11 +930,32 @@ inline plan_space enumerate_space(const training_job& job,
           }
         }
         for (std::uint32_t v : vs) {
-          const std::optional<placement> pl = place(*gen, pp, v);
-          if (!pl) {
+          if (std::uint64_t{pp} * v > job.model.layers) {
+            space.refusal.note(5, [&] {
+              return concat(at, ": PP·v = ", std::uint64_t{pp} * v, " chunks for ",
+                            job.model.layers, " layers: each chunk needs at least one layer");
+            });
             continue;
           }
+          const placed& pd = place(*gen, pp, v);
+          if (!pd.pl) {
+            space.refusal.note(6, [&] {
+              return concat(names.value("schedule", gen->name), " does not take ",
+                            names.value("v", v), " at PP ", pp, ": ", pd.why);
+            });
+            continue;
+          }
+          const placement& pl = *pd.pl;
           for (const auto& [b, m] : batches) {
+            const std::uint64_t ops = std::uint64_t{3} * pp * pl.chunks() * m;
+            if (ops > max_plan_schedule_ops) {
+              space.refusal.note(7, [&] {
+                return concat(at, " v", pl.chunks(), " b", b, ": PP·v·m·3 = ", pp, "·", pl.chunks(),
+                              "·", m, "·3 = ", ops, " ops in one schedule, more than ",
+                              max_plan_schedule_ops, " (max_plan_schedule_ops)");
+              });
+              continue;
+            }
             for (bool sp : sps) {
               for (recompute_kind rc : rcs) {
                 plan_layout lay{tp, pp, dp, v, b, m, sp};
@@ -785,7 +963,7 @@ inline plan_space enumerate_space(const training_job& job,
                 std::size_t gi = space.groups.size();
                 for (std::size_t i = first_group; i < space.groups.size(); ++i) {
                   const plan_group& g = space.groups[i];
-                  if (g.layout == lay && g.recompute == rc && g.pl == *pl) {
+                  if (g.layout == lay && g.recompute == rc && g.pl == pl) {
                     gi = i;
                     break;
                   }
@@ -794,8 +972,8 @@ inline plan_space enumerate_space(const training_job& job,
                   plan_group g;
                   g.layout = lay;
                   g.recompute = rc;
-                  g.pl = *pl;
-                  const auto part = partition_for(job, lay, rc, *pl, f.partition);
+                  g.pl = pl;
+                  const auto part = partition_for(job, lay, rc, pl, f.partition);
                   if (!part) {
                     continue;
                   }
@@ -859,17 +1037,26 @@ inline std::optional<plan_entry> evaluate_candidate(const training_job& job,
   return best;
 }
 
-/// The plans of `f`: search (or, evaluates_one(), the one layout at its best).
+/// The plans of `f`: search (or, evaluates_one(), the one layout at its best). With
+/// `keep_misfit`, nothing is skipped for memory and the plan nearest to fitting is kept when
+/// none fits. Throws invalid_argument, in `names`' words, when no layout of `f` can run.
 inline plan_result run_plan(const training_job& job,
                             const plan_fixed& f,
                             const plan_options& opts,
-                            const generator_registry& registry) {
+                            const generator_registry& registry,
+                            const choice_names& names = {},
+                            bool keep_misfit = false) {
   const auto t0 = std::chrono::steady_clock::now();
-  check_fixed(job, f, "plan");
-  plan_space space = enumerate_space(job, f, registry);
+  check_fixed(job, f, names);
+  plan_space space = enumerate_space(job, f, registry, names);
+  if (space.candidates.empty()) {
+    fail(names.who(), ": no layout can run this job: ",
+         space.refusal.why.empty() ? "no candidate" : space.refusal.why);
+  }
   plan_result res;
   res.stats.candidates = space.candidates.size();
   const bool one = f.evaluates_one();
+  keep_misfit = keep_misfit || one;
   const std::size_t keep = one ? 1 : std::max<std::size_t>(1, opts.top);
   const double usable = job.cluster.usable_memory();
   std::vector<plan_entry> evaluated;
@@ -906,7 +1093,7 @@ inline plan_result run_plan(const training_job& job,
     std::vector<std::size_t> batch;
     while (next < n && batch.size() < std::max<std::size_t>(threads, 2)) {
       const plan_group& g = space.groups[space.candidates[next].first];
-      if (!one && g.memory_bound > usable * (1.0 + 1e-9)) {
+      if (!keep_misfit && g.memory_bound > usable * (1.0 + 1e-9)) {
         ++res.stats.pruned_memory;
         smallest_need = std::min(smallest_need, g.memory_bound);
       } else if (!one && g.time_bound > limit * (1.0 + 1e-12)) {
@@ -1009,7 +1196,7 @@ inline plan_result run_plan(const training_job& job,
     }
   }
   for (plan_entry& e : evaluated) {
-    if (res.plans.size() == keep || (!e.fits && !one)) {
+    if (res.plans.size() == keep || (!e.fits && !keep_misfit)) {
       break;
     }
     res.plans.push_back(std::move(e));
@@ -1017,10 +1204,12 @@ inline plan_result run_plan(const training_job& job,
   if (res.plans.empty() || !res.plans.front().fits) {
     res.smallest_need_bytes = std::isfinite(smallest_need) ? smallest_need : 0.0;
   }
-  if (!space.candidates.empty()) {
-    const plan_group& g0 = space.groups[space.candidates.front().first];
-    res.global_batch = g0.layout.dp * g0.layout.microbatches * g0.layout.micro_batch;
+  if (res.stats.evaluated == 0 && res.stats.pruned_memory == 0) {
+    fail(names.who(), ": every one of the ", res.stats.candidates,
+         " candidates was refused by its generator");
   }
+  const plan_group& g0 = space.groups[space.candidates.front().first];
+  res.global_batch = g0.layout.dp * g0.layout.microbatches * g0.layout.micro_batch;
   res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
@@ -1058,10 +1247,13 @@ inline plan_result plan(const training_job& job, const plan_options& opts = {}) 
   const generator_registry& registry = opts.registry ? *opts.registry : default_registry();
   plan_result res = detail::run_plan(job, opts.fixed, opts, registry);
   if (opts.baseline) {
-    plan_result base = detail::run_plan(job, *opts.baseline, opts, registry);
-    if (!base.plans.empty()) {
-      res.baseline = std::move(base.plans.front());
+    const detail::choice_names names{true};
+    plan_result base = detail::run_plan(job, *opts.baseline, opts, registry, names);
+    if (base.plans.empty()) {
+      // Nothing of the baseline fits: its plan nearest to fitting, shown as not fitting.
+      base = detail::run_plan(job, *opts.baseline, opts, registry, names, true);
     }
+    res.baseline = std::move(base.plans.front());
   }
   return res;
 }

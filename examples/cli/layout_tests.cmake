@@ -1,0 +1,99 @@
+# `pipesched plan` and `pack` refuse what no layout can run (exit 2 naming the rule), instead of
+# "no plan fits" with a batch of 0, a hang or std::bad_alloc; the baseline is checked like the
+# plan and shown when it does not fit. The limits are the planner's (docs/errors.md, "Limits").
+set(layout_405b plan --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192
+    --global-batch-tokens 16777216 --tp 8 --pp 16)
+set(layout_8b plan --model llama3-8b --gpu h100-sxm-80gb --gpus 16 --seq 4096 --global-batch 64)
+set(layout_70b plan --model llama3-70b --gpu h100-sxm-80gb --gpus 64 --seq 8192 --global-batch 64)
+
+# Invalid layouts: exit 2 naming the rule (no "0 sequences", no "0 candidates").
+pipesched_cli_test("plan: PP·v above the layers (-v 8)" 2
+  "error: plan: --pp 16 and -v 8 make PP·v = 128 chunks for 126 layers: each chunk needs at least one layer"
+  ${layout_405b} -v 8 --partition even)
+pipesched_cli_test("plan: PP·v above the layers (-v 8, JSON)" 2
+  "error: plan: --pp 16 and -v 8 make PP·v = 128 chunks for 126 layers"
+  ${layout_405b} -v 8 --partition even --json)
+pipesched_cli_test("plan: PP·v above the layers (-v 16)" 2
+  "error: plan: --pp 16 and -v 16 make PP·v = 256 chunks for 126 layers"
+  ${layout_405b} -v 16)
+pipesched_cli_test("plan: PP·v above the layers (-v 81)" 2
+  "error: plan: --pp 16 and -v 81 make PP·v = 1296 chunks for 126 layers"
+  ${layout_405b} -v 81)
+pipesched_cli_test("plan: 1f1b takes v = 1" 2
+  "error: plan: no layout can run this job: --schedule 1f1b does not take -v 2 at PP 16: 1f1b: chunks \\(v=2\\) must be 1 for this schedule"
+  ${layout_405b} --schedule 1f1b -v 2)
+pipesched_cli_test("plan: zb-v takes v = 2" 2
+  "error: plan: no layout can run this job: --schedule zb-v does not take -v 1 at PP 16: zb-v: chunks \\(v=1\\) must be 2 for this schedule"
+  ${layout_405b} -v 1 --schedule zb-v)
+pipesched_cli_test("plan: DP not dividing the GPUs" 2
+  "error: plan: --dp 3 does not divide the 16 GPUs \\(TP·PP·DP = GPUs\\)"
+  ${layout_8b} --dp 3)
+pipesched_cli_test("plan: DP 0" 2 "error: plan: --dp must be at least 1" ${layout_8b} --dp 0)
+pipesched_cli_test("plan: micro-batch above the global batch" 2
+  "error: plan: --micro-batch 128 does not divide the global batch \\(64 sequences\\)"
+  ${layout_8b} --micro-batch 128)
+pipesched_cli_test("plan: more GPUs than the planner takes" 2
+  "error: plan: gpus \\(4294967296\\) must be at most 16777216 \\(max_plan_gpus\\)"
+  plan --model llama3-8b --gpu h100-sxm-80gb --gpus 4294967296 --seq 4096 --global-batch 64)
+pipesched_cli_test("plan: one layer cannot fill two chunks" 2
+  "error: plan: -v 2 makes PP·v = 2 chunks for 1 layers even at PP 1"
+  plan --model ${data}/model_one_layer.json --gpu ${data}/cluster_small.json --gpus 8 -v 2
+  --seq 2048 --global-batch 64)
+
+# Caps named as caps, with a micro-batch size fixed or searched.
+pipesched_cli_test("plan: sequences per pipeline above the cap (fixed micro-batch)" 2
+  "error: plan: the global batch \\(4294967296 sequences\\) over DP \\(16\\) is 268435456 sequences per pipeline, more than 65536 \\(max_plan_pipeline_sequences\\)"
+  plan --model llama3-8b --gpu h100-sxm-80gb --gpus 16 --seq 1 --global-batch 4294967296
+  --tp 1 --pp 1 --micro-batch 1)
+pipesched_cli_test("plan: sequences per pipeline above the cap (searched micro-batch)" 2
+  "error: plan: the global batch \\(4294967296 sequences\\) over DP \\(16\\) is 268435456 sequences per pipeline, more than 65536 \\(max_plan_pipeline_sequences\\)"
+  plan --model llama3-8b --gpu h100-sxm-80gb --gpus 16 --seq 1 --global-batch 4294967296
+  --tp 1 --pp 1)
+pipesched_cli_test("plan: ops of one candidate above the cap" 2
+  "error: plan: no layout can run this job: TP1 PP32 v1 b1: PP·v·m·3 = 32·1·65536·3 = 6291456 ops in one schedule, more than 4194304 \\(max_plan_schedule_ops\\)"
+  plan --model llama3-8b --gpu h100-sxm-80gb --gpus 32 --tp 1 --pp 32 --micro-batch 1 --seq 1024
+  --global-batch 65536)
+pipesched_cli_test("plan: tokens per step above the cap" 2
+  "error: plan: the global batch \\(16777216 sequences of 8192 tokens\\) must be at most 4294967296 tokens per step \\(max_plan_step_tokens\\)"
+  plan --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192 --global-batch 16777216)
+
+# No hang, no unbounded memory: the rate and the model's size are checked first.
+pipesched_cli_test("plan: a peak too slow for finite op times" 2
+  "error: plan: peak_flops_bf16 \\(1e-300 FLOP/s\\) × achieved_fraction \\(0.45\\) makes the layers' work of one step take more seconds than a double holds"
+  plan --model ${data}/model_small.json --gpu ${data}/cluster_slow_peak.json --gpus 8 --seq 2048
+  --global-batch 64)
+pipesched_cli_test("plan: an achieved fraction too small for finite op times" 2
+  "error: plan: peak_flops_bf16 \\(3.62e\\+14 FLOP/s\\) × achieved_fraction \\([0-9.e-]+\\) makes the layers' work"
+  plan --model ${data}/model_small.json --gpu ${data}/cluster_small.json --gpus 8 --seq 2048
+  --global-batch 64 --achieved-fraction 1e-320)
+pipesched_cli_test("plan: a model with more layers than the planner takes" 2
+  "error: --model: .*model_layers_huge.json: model: layers \\(2147483648\\) must be at most 4096 \\(max_model_layers\\)"
+  plan --model ${data}/model_layers_huge.json --gpu ${data}/cluster_small.json --gpus 8 --seq 2048
+  --global-batch 64)
+pipesched_cli_test("pack: a model with more layers than the planner takes" 2
+  "error: --model: .*model_layers_huge.json: model: layers \\(2147483648\\) must be at most 4096 \\(max_model_layers\\)"
+  pack --model ${data}/model_layers_huge.json --gpu ${data}/cluster_small.json -s 1f1b -p 4
+  --lengths ${data}/lengths_long_tail.txt --microbatches 4)
+
+# The baseline: checked like the plan, in its own keys; shown when it does not fit.
+pipesched_cli_test("plan: baseline 1f1b with v = 3" 2
+  "error: plan: baseline: no layout can run this job: schedule=1f1b does not take v=3 at PP 4: 1f1b: chunks \\(v=3\\) must be 1 for this schedule"
+  ${layout_70b} --baseline tp=4,pp=4,v=3,schedule=1f1b)
+pipesched_cli_test("plan: baseline that does not fit is shown" 0
+  "\nbase +1 +1 +64 .* none .*\\(does not fit\\)\n\nplan 1 is [0-9.]+x the baseline's speed: .*\\(the baseline does not fit in memory\\)"
+  ${layout_70b} --baseline tp=1,pp=1,recompute=none)
+pipesched_cli_test("plan: baseline that does not fit is in the JSON" 0
+  "\"baseline\": \\{\n +\"bubble_rate\": .*\"fits\": false,.*\"dp\": 64,"
+  ${layout_70b} --baseline tp=1,pp=1,recompute=none --json)
+pipesched_cli_test("plan: baseline key given twice" 2
+  "error: --baseline: tp is given twice \\(tp=4 and tp=8\\)"
+  ${layout_70b} --baseline tp=4,tp=8)
+# An empty argument does not survive expect_exit.cmake's list: the CLI runs directly (exit 2 is
+# in the message's "error:" prefix; ctest matches the output only).
+add_test(NAME "cli: plan: empty baseline" COMMAND ${cli} ${layout_70b} --baseline "")
+set_tests_properties("cli: plan: empty baseline" PROPERTIES LABELS cli TIMEOUT 60
+  PASS_REGULAR_EXPRESSION
+  "^error: --baseline: give key=value choices \\(e.g. tp=8,pp=16,schedule=1f1b\\), not an empty text")
+pipesched_cli_test("plan: baseline layout not dividing the GPUs" 2
+  "error: plan: baseline: dp=3 does not divide the 64 GPUs"
+  ${layout_70b} --baseline dp=3)
