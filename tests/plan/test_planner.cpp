@@ -521,6 +521,27 @@ TEST_CASE("plan: properties over random small jobs", "[plan][search][property]")
       INFO("fixed TP" << tp << " PP" << pp << " " << sched);
       CHECK(base <= best_step(job, f) * (1.0 + 1e-12));
     }
+    // The best plan's own choice as the baseline: the same plan, 1.000x.
+    const plan_choice& best = r.plans.front().choice;
+    plan_fixed same;
+    same.tp = best.layout.tp;
+    same.pp = best.layout.pp;
+    same.dp = best.layout.dp;
+    same.chunks = best.layout.chunks;
+    same.micro_batch = best.layout.micro_batch;
+    same.sequence_parallel = best.layout.sequence_parallel;
+    same.schedule = best.schedule;
+    same.recompute = best.recompute;
+    same.partition = {partition_kind::given, best.partition};
+    plan_options with_baseline = o;
+    with_baseline.baseline = same;
+    const plan_result rb = plan(job, with_baseline);
+    REQUIRE(rb.baseline);
+    REQUIRE_FALSE(rb.plans.empty());
+    CHECK(rb.baseline->fits);
+    CHECK(rb.baseline->choice == rb.plans.front().choice);
+    CHECK(compare_plans(rb.plans.front(), *rb.baseline, job.gpus).speedup ==
+          Approx(1.0).epsilon(1e-12));
   }
   CHECK(fitted >= 6);  // the properties were exercised on plans that fit
 }
