@@ -97,3 +97,9 @@ set_tests_properties("cli: plan: empty baseline" PROPERTIES LABELS cli TIMEOUT 6
 pipesched_cli_test("plan: baseline layout not dividing the GPUs" 2
   "error: plan: baseline: dp=3 does not divide the 64 GPUs"
   ${layout_70b} --baseline dp=3)
+
+# When nothing fits, the text still shows the baseline it evaluated (the JSON keeps it too).
+pipesched_cli_test("plan: nothing fits, the baseline row is still shown" 1
+  "no plan fits: the smallest need found is [0-9.]+ GiB per GPU.*\nbase +8 +1 [^\n]*\\(does not fit\\)"
+  plan --model llama3-70b --gpu h100-sxm-80gb --gpus 8 --seq 8192 --global-batch 64
+  --baseline tp=8,pp=1)

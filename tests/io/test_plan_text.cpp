@@ -32,6 +32,17 @@ TEST_CASE("plan text: nothing fits", "[io][plan]") {
                                 "72.0 GiB usable"));
 }
 
+TEST_CASE("plan text: nothing fits, the baseline is still shown", "[io][plan]") {
+  plan_result none;
+  none.smallest_need_bytes = 100.0 * 1024 * 1024 * 1024;
+  none.baseline = test_plan::small_plan().plans.front();
+  none.baseline->fits = false;
+  const std::string t = plan_text(test_plan::small_job(), none);
+  CHECK_THAT(t, Catch::Contains("no plan fits: the smallest need found is 100.0 GiB per GPU"));
+  CHECK(test_text::count(t, "base ") == 1);
+  CHECK_THAT(t, Catch::Contains("(does not fit)"));
+}
+
 TEST_CASE("plan text: sizes and FLOP/s in the unit that fits", "[io][plan]") {
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
   CHECK(detail::gib(0.0) == "0.0 GiB");

@@ -116,7 +116,11 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
       r.stats.candidates, r.stats.evaluated, r.stats.pruned_memory, r.stats.pruned_time,
       r.stats.failed, r.stats.seconds);
   if (r.plans.empty()) {
-    return out + plan_misfit_text(job, r) + "\n";
+    out += plan_misfit_text(job, r) + "\n";
+    if (r.baseline) {  // evaluated all the same: the JSON has it, so does the text
+      out += "\n" + detail::plan_header_text() + detail::plan_row_text("base", *r.baseline);
+    }
+    return out;
   }
   out += detail::plan_header_text();
   for (std::size_t i = 0; i < r.plans.size(); ++i) {
