@@ -949,10 +949,12 @@ inline plan_space enumerate_space(const training_job& job,
           for (const auto& [b, m] : batches) {
             const std::uint64_t ops = std::uint64_t{3} * pp * pl.chunks() * m;
             if (ops > max_plan_schedule_ops) {
-              space.refusal.note(7, [&] {
-                return concat(at, " v", pl.chunks(), " b", b, ": PP·v·m·3 = ", pp, "·", pl.chunks(),
-                              "·", m, "·3 = ", ops, " ops in one schedule, more than ",
-                              max_plan_schedule_ops, " (max_plan_schedule_ops)");
+              // Structured bindings are not captured by lambdas in clang 14: copies.
+              space.refusal.note(7, [&, mb_size = b, mb_count = m] {
+                return concat(at, " v", pl.chunks(), " b", mb_size, ": PP·v·m·3 = ", pp, "·",
+                              pl.chunks(), "·", mb_count, "·3 = ", ops,
+                              " ops in one schedule, more than ", max_plan_schedule_ops,
+                              " (max_plan_schedule_ops)");
               });
               continue;
             }
