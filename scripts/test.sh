@@ -59,9 +59,11 @@ cmake --build build-asan -j$jobs --target pipesched_tests
 # Three sweeps (the zb-auto grid, the authors' 124 reference rows, the zb schedulers over cost
 # and memory scales 1e-9..1e12) take 4 of the stage's 6 CPU minutes in a Debug + ASan build
 # while adding no code path the smaller zb tests don't run (the scale sweep alone ran 60 s, last,
-# with the other core idle); step 1 runs them in full.
+# with the other core idle); step 1 runs them in full. So does the planner's property sweep
+# (dozens of whole plan searches over random jobs: over ctest's 120 s in this build, 5 s in
+# step 1's), whose code paths test_planner's other cases run here.
 ctest --test-dir build-asan -j$jobs -L unit --output-on-failure \
-  -E "zb-auto grid: valid, counts, never above the limit|zb search against the authors' published results|zb schedulers: every schedule within its limit for cost scales"
+  -E "zb-auto grid: valid, counts, never above the limit|zb search against the authors' published results|zb schedulers: every schedule within its limit for cost scales|plan: properties over random small jobs"
 
 echo "== 3/4 threaded code under TSan (at $((SECONDS - start)) s)"
 if grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null; then
