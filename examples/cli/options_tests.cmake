@@ -1,5 +1,5 @@
 # Options that do not apply, exports that would overwrite, contradictory models and numbers that
-# read wrong (issue 37 items 9-12). Uses pipesched_cli_test() from cli_tests.cmake; the files are
+# read wrong. Uses pipesched_cli_test() from cli_tests.cmake; the files are
 # written at configure time into ${opt}.
 set(opt ${CMAKE_CURRENT_BINARY_DIR}/options)
 file(MAKE_DIRECTORY ${opt} ${opt}/dir)
