@@ -63,7 +63,7 @@ pipesched_cli_test("simulate zb-1p reaches its bound" 0 "makespan 27 cost units,
 pipesched_cli_test("simulate zb-2p zero bubble" 0 "bubble rate 0.0000" simulate -s zb-2p -p 4 -m 8)
 pipesched_cli_test("zb-auto limit too small" 2 "error: zb-auto: memory_limit \\(0.5\\) is below the minimum" generate -s zb-auto -p 4 -m 8 --memory-limit 0.5)
 pipesched_cli_test("interleaved chunks" 0 "stage 0: F0.0 F1.0 F2.0 F3.0 F0.1" generate -s interleaved-1f1b -p 4 -m 8 --chunks 2)
-# Overlapped pairs (DualPipeV) in the text listing and the terminal view (issue 16).
+# Overlapped pairs (DualPipeV) in the text listing and the terminal view.
 pipesched_cli_test("generate dualpipev lists pairs" 0
   "stage 0: F0.0 F1.0 F2.0 F0.1 B0.1 W0.1 F1.1 \\(F3.0;BW1.1\\) \\(F2.1;BW0.0\\)"
   generate -s dualpipev -p 2 -m 4)

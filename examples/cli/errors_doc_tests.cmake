@@ -1,4 +1,4 @@
-# docs/errors.md is true (issue 14): every message on the page comes with the CLI command or the
+# docs/errors.md is true: every message on the page comes with the CLI command or the
 # library code that prints it, and this test runs them all (format: cmake/check_errors_doc.cmake).
 # The ```cpp examples become one program, regenerated when the page changes.
 set(pipesched_errors_doc ${PROJECT_SOURCE_DIR}/docs/errors.md)

@@ -1,4 +1,4 @@
-# `pipesched pack --export` (issue 29): the chosen schedule's files read back. The compute-only
+# `pipesched pack --export`: the chosen schedule's files read back. The compute-only
 # CSV with the exported costs (per-micro-batch factors included) simulates to pack's step time;
 # the pipesched JSON (R ops included) with the exported sizes peaks where pack says; the
 # compute_comms CSV validates. -DCLI=pipesched -DWORK=dir -DARGS="pack options" (a ;-list).

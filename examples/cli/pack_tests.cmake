@@ -1,4 +1,4 @@
-# `pipesched pack` (issue 29): one global batch's sequence lengths in, the packing into
+# `pipesched pack`: one global batch's sequence lengths in, the packing into
 # micro-batches and their order chosen by simulating them, against the naive baseline.
 set(pack_lengths ${data}/lengths_long_tail.txt)
 pipesched_cli_test("pack: report with units" 0

@@ -1,4 +1,4 @@
-# `pipesched plan --export` (issue 26): the best plan's files read back. The compute-only CSV
+# `pipesched plan --export`: the best plan's files read back. The compute-only CSV
 # with the exported costs simulates to the plan's predicted makespan; the pipesched JSON (R ops
 # included) with the exported sizes peaks where the plan says; the compute_comms CSV validates.
 # -DCLI=pipesched -DWORK=dir -DARGS="plan options" (a ;-list).

@@ -1,4 +1,4 @@
-# `pipesched plan` (issue 26): a model, a cluster and a batch in, the fastest plan that fits out.
+# `pipesched plan`: a model, a cluster and a batch in, the fastest plan that fits out.
 pipesched_cli_test("plan: Llama 3 405B on 16384 H100s against Meta's layout" 0
   "2048 sequences \\(16.8 M tokens\\) per step.*\n +1 +8 .*\nbase +8 +16 +128 .*interleaved-1f1b.*plan 1 is [0-9.]+x the baseline's speed: [0-9.]+ % of each step, [0-9]+ GPUs' worth of time recovered at 16384 GPUs"
   plan --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192

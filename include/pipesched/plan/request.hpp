@@ -17,7 +17,7 @@
 // The library front end: what a user asks for (a generator by name with its parameters, or a
 // schedule read from a file; recomputation; communication lowering) in, the schedule and what
 // its generator knows about it out. The CLI and the Python module build one of these and call
-// build_schedule(), so they cannot drift apart (issue "one vocabulary").
+// build_schedule(), so they cannot drift apart.
 
 namespace pipesched {
 
