@@ -211,3 +211,12 @@ TEST_CASE(
   CHECK(p.without_core == q.without_core);
   CHECK(p.full - p.without_core == Approx((q.full - q.without_core) * n.squares / (8192.0 * 8192)));
 }
+
+TEST_CASE("transformer_spec: tensor parallelism splits whole heads and KV heads", "[model]") {
+  const transformer_spec t = spec_405b();  // 128 heads, 8 KV heads
+  CHECK(t.tp_splits_heads(1));
+  CHECK(t.tp_splits_heads(8));
+  CHECK_FALSE(t.tp_splits_heads(0));
+  CHECK_FALSE(t.tp_splits_heads(16));  // divides the heads, not the KV heads
+  CHECK_FALSE(t.tp_splits_heads(3));
+}

@@ -78,6 +78,11 @@ struct transformer_spec {
   std::uint32_t activation_bytes = 2;
 
   std::uint32_t kv() const noexcept { return kv_heads == 0 ? heads : kv_heads; }
+  /// Whether tensor parallelism of degree `tp` splits the heads and the KV heads evenly (each
+  /// rank whole heads of both): the one rule the planner, its search and pack check.
+  bool tp_splits_heads(std::uint64_t tp) const noexcept {
+    return tp != 0 && heads % tp == 0 && kv() % tp == 0;
+  }
   /// a·d: h unless head_dim is given.
   double query_size() const noexcept {
     return head_dim == 0 ? static_cast<double>(hidden)

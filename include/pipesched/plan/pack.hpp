@@ -263,7 +263,7 @@ class pack_problem {
     if (r.stages == 0) {
       detail::fail_field(who, "stages", "must be at least 1");
     }
-    if (r.tp == 0 || r.model.heads % r.tp != 0 || r.model.kv() % r.tp != 0) {
+    if (!r.model.tp_splits_heads(r.tp)) {
       detail::fail_field(who, "tp", "tp=", r.tp, " must divide the heads (", r.model.heads,
                          ") and the KV heads (", r.model.kv(), ")");
     }

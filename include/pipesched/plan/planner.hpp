@@ -525,7 +525,7 @@ inline void check_fixed(const training_job& job,
   const std::string who = names.who();
   if (f.tp) {
     const std::uint32_t t = *f.tp;
-    if (t == 0 || job.model.heads % t != 0 || job.model.kv() % t != 0) {
+    if (!job.model.tp_splits_heads(t)) {
       fail(who, ": ", names.value("tp", t), " must divide the heads (", job.model.heads,
            ") and the KV heads (", job.model.kv(), ")");
     }
@@ -780,7 +780,7 @@ inline plan_space enumerate_space(const training_job& job,
     tps.push_back(*f.tp);
   } else {
     for (std::uint64_t t : divisors_of(job.cluster.gpus_per_node)) {
-      if (job.model.heads % t == 0 && job.model.kv() % t == 0 && job.gpus % t == 0) {
+      if (job.model.tp_splits_heads(t) && job.gpus % t == 0) {
         tps.push_back(static_cast<std::uint32_t>(t));
       }
     }
