@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "pipesched/gen/generator.hpp"
+#include "pipesched/gen/one_f_one_b.hpp"
 
 namespace pipesched {
 
@@ -17,25 +18,9 @@ struct gpipe {
 
   schedule generate(const generator_params& params) const {
     detail::check_shape(name(), params, 1, split_backward ? 3 : 2);
-    const std::uint32_t p = params.stages;
-    const std::uint32_t m = params.microbatches;
-    schedule out = schedule::sequential(std::string(name()), p, m);
-    for (stage_index s = 0; s < p; ++s) {
-      auto& ops = out.stage_ops(s);
-      ops.reserve(std::size_t{m} * (split_backward ? 3 : 2));
-      for (microbatch_index j = 0; j < m; ++j) {
-        ops.push_back(make_op(op_kind::forward, j));
-      }
-      for (microbatch_index j = 0; j < m; ++j) {
-        if (split_backward) {
-          ops.push_back(make_op(op_kind::backward_input, j));
-          ops.push_back(make_op(op_kind::backward_weight, j));
-        } else {
-          ops.push_back(make_op(op_kind::backward_full, j));
-        }
-      }
-    }
-    return out;
+    // All m forwards before the first backward: 1F1B's order with the warm-up at m.
+    return one_f_one_b::generate_with_warmup(name(), params, split_backward,
+                                             [&](stage_index) { return params.microbatches; });
   }
 };
 

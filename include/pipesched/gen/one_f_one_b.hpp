@@ -23,9 +23,22 @@ struct one_f_one_b {
 
   schedule generate(const generator_params& params) const {
     detail::check_shape(name(), params, 1, split_backward ? 3 : 2);
+    return generate_with_warmup(name(), params, split_backward, [&](stage_index s) {
+      return warmup(params.stages, params.microbatches, s);
+    });
+  }
+
+  /// The flush order shared with GPipe: stage s runs `warmup_of(s)` forwards, then
+  /// alternates F and BW until the forwards run out, then the remaining BW. GPipe is the
+  /// case warmup = m. The caller has checked the shape.
+  template <class Warmup>
+  static schedule generate_with_warmup(std::string_view name,
+                                       const generator_params& params,
+                                       bool split_backward,
+                                       Warmup warmup_of) {
     const std::uint32_t p = params.stages;
     const std::uint32_t m = params.microbatches;
-    schedule out = schedule::sequential(std::string(name()), p, m);
+    schedule out = schedule::sequential(std::string(name), p, m);
     for (stage_index s = 0; s < p; ++s) {
       auto& ops = out.stage_ops(s);
       ops.reserve(std::size_t{m} * (split_backward ? 3 : 2));
@@ -37,7 +50,7 @@ struct one_f_one_b {
           ops.push_back(make_op(op_kind::backward_full, j));
         }
       };
-      const std::uint32_t w = warmup(p, m, s);
+      const std::uint32_t w = std::min<std::uint32_t>(warmup_of(s), m);
       microbatch_index f = 0;
       microbatch_index b = 0;
       for (; f < w; ++f) {
