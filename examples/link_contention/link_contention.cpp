@@ -26,44 +26,25 @@
 
 #include "program_support.hpp"
 
-namespace {
-
 using namespace pipesched;
-
-std::uint32_t parse_count(const char* flag, const char* text) {
-  return program_support::parse_count("link_contention", flag, text, 1, 100000);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) try {
   std::uint32_t p = 8;
   std::uint32_t m = 32;
   std::uint32_t replicas = 8;
   std::uint32_t buckets = 4;
-  double gbps = 100.0;
+  std::uint32_t gbps = 100;
   std::vector<std::string> names;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if ((a == "--stages" || a == "-p") && i + 1 < argc) {
-      p = parse_count("--stages", argv[++i]);
-    } else if ((a == "--microbatches" || a == "-m") && i + 1 < argc) {
-      m = parse_count("--microbatches", argv[++i]);
-    } else if ((a == "--replicas" || a == "-D") && i + 1 < argc) {
-      replicas = parse_count("--replicas", argv[++i]);
-    } else if (a == "--buckets" && i + 1 < argc) {
-      buckets = parse_count("--buckets", argv[++i]);
-    } else if (a == "--gbps" && i + 1 < argc) {
-      gbps = parse_count("--gbps", argv[++i]);
-    } else if ((a == "--schedule" || a == "-s") && i + 1 < argc) {
-      names.emplace_back(argv[++i]);
-    } else {
-      std::fprintf(stderr,
-                   "usage: link_contention [--stages P] [--microbatches M] [--replicas D] "
-                   "[--buckets K] [--gbps G] [--schedule NAME]...\n");
-      return 2;
-    }
-  }
+  program_support::parse_args(
+      "link_contention", argc, argv,
+      {{"--stages", "-p", &p, 1, 100000},
+       {"--microbatches", "-m", &m, 1, 100000},
+       {"--replicas", "-D", &replicas, 1, 100000},
+       {"--buckets", nullptr, &buckets, 1, 100000},
+       {"--gbps", nullptr, &gbps, 1, 100000}},
+      "link_contention [--stages P] [--microbatches M] [--replicas D] [--buckets K] [--gbps G] "
+      "[--schedule NAME]...",
+      {&names, "--schedule", "-s"});
   if (names.empty()) {
     names = {"1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "v-half", "dualpipev"};
   }
@@ -76,7 +57,7 @@ int main(int argc, char** argv) try {
   dims.layers = 4;
   const transformer_profile prof = transformer_costs(dims);  // FLOPs, bytes
   const double flops_per_ms = 300e12 / 1e3;
-  const double bytes_per_ms = gbps * 1e9 / 8 / 1e3;
+  const double bytes_per_ms = static_cast<double>(gbps) * 1e9 / 8 / 1e3;
   const cost_model costs = cost_model::uniform(prof.costs.forward / flops_per_ms,
                                                prof.costs.backward_input / flops_per_ms,
                                                prof.costs.backward_weight / flops_per_ms, 0.01);
@@ -88,7 +69,7 @@ int main(int argc, char** argv) try {
 
   const op_costs c = costs.for_shape(p, 1, "link_contention").at(0);
   std::printf(
-      "### p=%u, m=%u, D=%u, per stage T_F=%.1f T_B=%.1f T_W=%.1f ms, link %.0f Gbit/s: "
+      "### p=%u, m=%u, D=%u, per stage T_F=%.1f T_B=%.1f T_W=%.1f ms, link %u Gbit/s: "
       "message %.2f ms, gradients %.0f MB per stage in %u bucket(s) per chunk\n\n",
       p, m, replicas, c.forward, c.backward_input, c.backward_weight, gbps,
       links.activation_bytes / bytes_per_ms, links.bulk.bytes(0) / 1e6, buckets);

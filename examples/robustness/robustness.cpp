@@ -22,43 +22,24 @@
 
 #include "program_support.hpp"
 
-namespace {
-
 using namespace pipesched;
-
-std::uint32_t parse_count(const char* flag, const char* text) {
-  return program_support::parse_count("robustness", flag, text, 0, 1000000);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) try {
   std::uint32_t p = 8;
   std::uint32_t m = 32;
   std::uint32_t samples = 200;
   std::uint32_t seed = 1;
-  std::int64_t straggler = -1;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if ((a == "--stages" || a == "-p") && i + 1 < argc) {
-      p = parse_count("--stages", argv[++i]);
-    } else if ((a == "--microbatches" || a == "-m") && i + 1 < argc) {
-      m = parse_count("--microbatches", argv[++i]);
-    } else if (a == "--samples" && i + 1 < argc) {
-      samples = parse_count("--samples", argv[++i]);
-    } else if (a == "--straggler" && i + 1 < argc) {
-      straggler = parse_count("--straggler", argv[++i]);
-    } else if (a == "--seed" && i + 1 < argc) {
-      seed = parse_count("--seed", argv[++i]);
-    } else {
-      std::fprintf(stderr,
-                   "usage: robustness [--stages P] [--microbatches M] [--samples N] "
-                   "[--straggler K] [--seed S]\n");
-      return 2;
-    }
-  }
-  const stage_index slow =
-      straggler < 0 ? stage_index{p / 2} : stage_index{static_cast<std::uint32_t>(straggler)};
+  std::uint32_t straggler = 0;
+  bool straggler_given = false;
+  program_support::parse_args(
+      "robustness", argc, argv,
+      {{"--stages", "-p", &p, 0, 1000000},
+       {"--microbatches", "-m", &m, 0, 1000000},
+       {"--samples", nullptr, &samples, 0, 1000000},
+       {"--straggler", nullptr, &straggler, 0, 1000000, &straggler_given},
+       {"--seed", nullptr, &seed, 0, 1000000}},
+      "robustness [--stages P] [--microbatches M] [--samples N] [--straggler K] [--seed S]");
+  const stage_index slow = straggler_given ? stage_index{straggler} : stage_index{p / 2};
   const cost_model costs = cost_model::uniform(1, 1, 1, 0.05);
   generator_params gp;
   gp.stages = p;

@@ -29,29 +29,15 @@ using namespace pipesched;
 using program_support::peak_rss_mb;
 using program_support::timer;
 
-std::uint32_t parse_count(const char* flag, const char* v) {
-  return program_support::parse_count("scale", flag, v);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::uint32_t p = 1024;
   std::uint32_t m = 16384;
   std::vector<std::string> names;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if ((a == "--stages" || a == "-p") && i + 1 < argc) {
-      p = parse_count("--stages", argv[++i]);
-    } else if ((a == "--microbatches" || a == "-m") && i + 1 < argc) {
-      m = parse_count("--microbatches", argv[++i]);
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "usage: scale [--stages P] [--microbatches M] [schedule ...]\n");
-      return 2;
-    } else {
-      names.emplace_back(a);
-    }
-  }
+  program_support::parse_args("scale", argc, argv,
+                              {{"--stages", "-p", &p}, {"--microbatches", "-m", &m}},
+                              "scale [--stages P] [--microbatches M] [schedule ...]", {&names});
   if (names.empty()) {
     names = {"zb-h1", "1f1b"};
   }
