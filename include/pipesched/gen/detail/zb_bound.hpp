@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "pipesched/analysis/memory_events.hpp"
@@ -19,6 +20,66 @@ struct search_bounds {
   double span = 0.0;      ///< on the longest stage span of any order within the budgets
   double makespan = 0.0;  ///< on the makespan (time 0 to the last end) of any such order
 };
+
+/// Prefix sums along the global chunk chain: F costs, B costs and the comm of each hop (the
+/// cheaper direction; none after the last chunk), and the chain lengths the bounds read off
+/// them. `fb(s, c)` gives chunk (s, c)'s F and B cost.
+struct chunk_chain {
+  std::vector<double> f, b, h;  ///< [g]: the sum over the chunks (hops) before g
+
+  template <class FB>
+  chunk_chain(const placement& pl, const shaped_cost_model& costs, FB fb)
+      : f(pl.total_chunks() + 1, 0.0), b(f), h(f) {
+    const std::uint32_t G = pl.total_chunks();
+    for (global_chunk g = 0; g < G; ++g) {
+      const stage_index s = pl.stage_of(g);
+      const auto [fg, bg] = fb(s, pl.local_of(g));
+      f[g + 1] = f[g] + fg;
+      b[g + 1] = b[g] + bg;
+      const double hop =
+          g + 1 < G ? std::min(costs.comm(s, pl.stage_of(g + 1)), costs.comm(pl.stage_of(g + 1), s))
+                    : 0.0;
+      h[g + 1] = h[g] + hop;
+    }
+  }
+
+  std::uint32_t chunks() const noexcept { return static_cast<std::uint32_t>(f.size() - 1); }
+  /// Forward from `lo` to the last chunk, backward from it back to `hi` + 1, hops both ways:
+  /// how long before a stage with chunks lo..hi can run its first B.
+  double head(global_chunk lo, global_chunk hi) const {
+    const std::uint32_t G = chunks();
+    return (f[G] - f[lo]) + (b[G] - b[hi + 1]) + (h[G - 1] - h[lo]) + (h[G - 1] - h[hi]);
+  }
+  /// The round trip below stage s of a one-chunk placement: F and B of every later chunk
+  /// and each hop twice.
+  double below(std::size_t s) const {
+    const std::uint32_t G = chunks();
+    return (f[G] - f[s + 1]) + (b[G] - b[s + 1]) + 2.0 * (h[G - 1] - h[s]);
+  }
+  /// F and B of every chunk before g and each hop twice: where the drain chain stands at g.
+  double at(std::size_t g) const { return f[g] + b[g] + 2.0 * h[g]; }
+  /// The same between chunks s and j (summed per term, as the per-pair drain bound does).
+  double between(std::size_t s, std::size_t j) const {
+    return (f[j] - f[s]) + (b[j] - b[s]) + 2.0 * (h[j] - h[s]);
+  }
+  /// The forward chain from chunk 0 to chunk g (F costs and hops).
+  double forward_to(global_chunk g) const { return f[g] + h[g]; }
+};
+
+/// A stage's lowest and highest global chunk.
+struct chunk_range {
+  global_chunk lo;
+  global_chunk hi;
+};
+
+inline chunk_range chunks_of(const placement& pl, stage_index s) {
+  chunk_range r{pl.total_chunks(), 0};
+  for (chunk_index c = 0; c < pl.chunks(); ++c) {
+    r.lo = std::min(r.lo, pl.global(s, c));
+    r.hi = std::max(r.hi, pl.global(s, c));
+  }
+  return r;
+}
 
 /// Lower bounds on the longest stage span and on the makespan of any compute schedule (split
 /// B/W) for this placement, costs and per-stage activation budget (`avail[s]` = limit − static
@@ -57,35 +118,20 @@ inline search_bounds lower_bounds(const placement& pl,
                                   const std::vector<double>& avail) {
   const std::uint32_t p = pl.stages();
   const std::uint32_t v = pl.chunks();
-  const std::uint32_t G = pl.total_chunks();
-  // Prefix sums along the global chunk chain: F costs, B costs, comm on each hop.
-  std::vector<double> fpre(G + 1, 0.0);
-  std::vector<double> bpre(G + 1, 0.0);
-  std::vector<double> hop(G, 0.0);  // hop[g] = comm between chunk g and g+1 (either direction)
-  std::vector<double> hpre(G + 1, 0.0);
-  for (global_chunk g = 0; g < G; ++g) {
-    const stage_index s = pl.stage_of(g);
-    const chunk_index c = pl.local_of(g);
-    fpre[g + 1] = fpre[g] + costs.at(s, c).forward;
-    bpre[g + 1] = bpre[g] + costs.at(s, c).backward_input;
-    if (g + 1 < G) {
-      const stage_index t = pl.stage_of(g + 1);
-      hop[g] = std::min(costs.comm(s, t), costs.comm(t, s));
-    }
-    hpre[g + 1] = hpre[g] + hop[g];
-  }
+  const chunk_chain chain(pl, costs, [&](stage_index s, chunk_index c) {
+    return std::pair{costs.at(s, c).forward, costs.at(s, c).backward_input};
+  });
   const double meps = memory_tolerance(pl, memory, avail);
-  // Drain chain (one chunk per stage): chain(s, j) + m·(F_j + B_j) = reach[j] − at(s) with
-  // at(j) = fpre[j] + bpre[j] + 2·hpre[j] and reach[j] = at(j) + m·(F_j + B_j), so the best
-  // j > s is a suffix maximum of reach: O(p) in all, not O(p²). (Grouped differently from
+  // Drain chain (one chunk per stage): chain.between(s, j) + m·(F_j + B_j) = reach[j] −
+  // chain.at(s) with reach[j] = chain.at(j) + m·(F_j + B_j), so the best j > s is a suffix
+  // maximum of reach: O(p) in all, not O(p²). (Grouped differently from
   // the per-pair sum, so the bound can differ from it in the last bit.)
   std::vector<double> reach_after;  // [s] = max_{j > s} reach[j]
   if (v == 1) {
     reach_after.assign(p, -std::numeric_limits<double>::infinity());
     for (stage_index j = p; j-- > 1;) {
       const op_costs& t = costs.at(j, 0);
-      const double reach =
-          (fpre[j] + bpre[j] + 2.0 * hpre[j]) + double(m) * (t.forward + t.backward_input);
+      const double reach = chain.at(j) + double(m) * (t.forward + t.backward_input);
       reach_after[j - 1] = j + 1 < p ? std::max(reach_after[j], reach) : reach;
     }
   }
@@ -94,17 +140,12 @@ inline search_bounds lower_bounds(const placement& pl,
     double best = 0.0;                      // stage s's span bound
     const double budget = avail[s] + meps;  // the most memory an order may hold
     double busy = 0.0;
-    global_chunk gmin = G;
-    global_chunk gmax = 0;
     for (chunk_index c = 0; c < v; ++c) {
       const op_costs& t = costs.at(s, c);
       busy += double(m) * (t.forward + t.backward_input + t.backward_weight);
-      gmin = std::min(gmin, pl.global(s, c));
-      gmax = std::max(gmax, pl.global(s, c));
     }
-    // Forward gmin..G-1, backward G-1..gmax+1 (B of gmax needs B of gmax+1), hops both ways.
-    const double d_head = (fpre[G] - fpre[gmin]) + (bpre[G] - bpre[gmax + 1]) +
-                          (hpre[G - 1] - hpre[gmin]) + (hpre[G - 1] - hpre[gmax]);
+    const chunk_range own = chunks_of(pl, s);
+    const double d_head = chain.head(own.lo, own.hi);
     // Fractional knapsack: most forward time per unit of activation memory first.
     std::vector<chunk_index> order(v);
     for (chunk_index c = 0; c < v; ++c) {
@@ -134,8 +175,7 @@ inline search_bounds lower_bounds(const placement& pl,
     if (v == 1 && s + 1 < p) {
       const op_costs& t = costs.at(s, 0);
       const chunk_memory& mm = memory.at(s, 0);
-      const double window =
-          (fpre[G] - fpre[s + 1]) + (bpre[G] - bpre[s + 1]) + 2.0 * (hpre[G - 1] - hpre[s]);
+      const double window = chain.below(s);
       // a other micro-batches held (each can do B+W in the window), b deferred W.
       const double held = mm.activation > 0.0 ? std::floor(budget / mm.activation) : double(m);
       const double a_max = std::max(0.0, std::min(double(m) - 1.0, held - 1.0));
@@ -155,7 +195,7 @@ inline search_bounds lower_bounds(const placement& pl,
     const double idle = disjoint ? head + tail : std::max(head, tail);
     best = std::max(best, busy + idle);
     if (v == 1 && s + 1 < p) {
-      const double at_s = fpre[s] + bpre[s] + 2.0 * hpre[s];
+      const double at_s = chain.at(s);
       best = std::max(best, reach_after[s] - at_s + costs.at(s, 0).backward_weight);
     }
     if (v == 1 && memory.at(s, 0).activation > 0.0) {
@@ -164,12 +204,11 @@ inline search_bounds lower_bounds(const placement& pl,
       // them run back to back; then at least one W follows the last B.
       const op_costs& t = costs.at(s, 0);
       const double k = std::max(1.0, std::floor(budget / memory.at(s, 0).activation));
-      const double hold = t.forward + t.backward_input + (fpre[G] - fpre[s + 1]) +
-                          (bpre[G] - bpre[s + 1]) + 2.0 * (hpre[G - 1] - hpre[s]);
+      const double hold = t.forward + t.backward_input + chain.below(s);
       best = std::max(best, std::ceil(double(m) / k - 1e-9) * hold + t.backward_weight);
     }
     out.span = std::max(out.span, best);
-    out.makespan = std::max(out.makespan, (fpre[gmin] + hpre[gmin]) + best);
+    out.makespan = std::max(out.makespan, chain.forward_to(own.lo) + best);
   }
   return out;
 }
@@ -190,12 +229,8 @@ inline search_bounds lower_bounds_per_microbatch(const placement& pl,
                                                  const std::vector<double>& avail) {
   const std::uint32_t p = pl.stages();
   const std::uint32_t v = pl.chunks();
-  const std::uint32_t G = pl.total_chunks();
-  // Prefix sums along the global chunk chain of the cheapest F and B, and of the hops.
-  std::vector<double> fpre(G + 1, 0.0), bpre(G + 1, 0.0), hpre(G + 1, 0.0);
-  for (global_chunk g = 0; g < G; ++g) {
-    const stage_index s = pl.stage_of(g);
-    const chunk_index c = pl.local_of(g);
+  // The chain of each chunk's cheapest F and B over the micro-batches.
+  const chunk_chain chain(pl, costs, [&](stage_index s, chunk_index c) {
     double f = std::numeric_limits<double>::infinity();
     double b = f;
     for (microbatch_index j = 0; j < m; ++j) {
@@ -203,13 +238,8 @@ inline search_bounds lower_bounds_per_microbatch(const placement& pl,
       f = std::min(f, t.forward);
       b = std::min(b, t.backward_input);
     }
-    fpre[g + 1] = fpre[g] + f;
-    bpre[g + 1] = bpre[g] + b;
-    const double hop =
-        g + 1 < G ? std::min(costs.comm(s, pl.stage_of(g + 1)), costs.comm(pl.stage_of(g + 1), s))
-                  : 0.0;
-    hpre[g + 1] = hpre[g] + hop;
-  }
+    return std::pair{f, b};
+  });
   const double meps = memory_tolerance(pl, memory, avail);
   std::vector<double> fb_work(p, 0.0);  // Σ_j Σ_c (F + B)(j) per stage
   std::vector<double> busy(p, 0.0);
@@ -225,14 +255,8 @@ inline search_bounds lower_bounds_per_microbatch(const placement& pl,
   search_bounds out;
   for (stage_index s = 0; s < p; ++s) {
     const double budget = avail[s] + meps;
-    global_chunk gmin = G;
-    global_chunk gmax = 0;
-    for (chunk_index c = 0; c < v; ++c) {
-      gmin = std::min(gmin, pl.global(s, c));
-      gmax = std::max(gmax, pl.global(s, c));
-    }
-    const double d_head = (fpre[G] - fpre[gmin]) + (bpre[G] - bpre[gmax + 1]) +
-                          (hpre[G - 1] - hpre[gmin]) + (hpre[G - 1] - hpre[gmax]);
+    const chunk_range own = chunks_of(pl, s);
+    const double d_head = chain.head(own.lo, own.hi);
     // The most forward work that fits before the first B: most work per unit of memory first.
     struct item {
       double work, size;
@@ -268,18 +292,16 @@ inline search_bounds lower_bounds_per_microbatch(const placement& pl,
         w_min = std::min(w_min, t.backward_weight);
       }
       for (stage_index j = s + 1; j < p; ++j) {  // drain chain
-        const double chain = (fpre[j] - fpre[s]) + (bpre[j] - bpre[s]) + 2.0 * (hpre[j] - hpre[s]);
-        best = std::max(best, chain + fb_work[j] + w_min);
+        best = std::max(best, chain.between(s, j) + fb_work[j] + w_min);
       }
       if (smallest > 0.0) {  // throughput
         const double k = std::max(1.0, std::floor(budget / smallest));
-        const double below =
-            (fpre[G] - fpre[s + 1]) + (bpre[G] - bpre[s + 1]) + 2.0 * (hpre[G - 1] - hpre[s]);
+        const double below = chain.below(s);
         best = std::max(best, std::ceil(double(m) / k - 1e-9) * (hold + below) + w_min);
       }
     }
     out.span = std::max(out.span, best);
-    out.makespan = std::max(out.makespan, (fpre[gmin] + hpre[gmin]) + best);
+    out.makespan = std::max(out.makespan, chain.forward_to(own.lo) + best);
   }
   return out;
 }
