@@ -393,32 +393,8 @@ class exact_search {
     }
     double lb = floor_;
     for (stage_index s = 0; s < p; ++s) {
-      // Earliest release first over three sequences, each sorted by release already.
-      const std::size_t base = std::size_t{s} * m;
-      std::uint32_t jf = count(st, s, 0) - (st.pend[s] == 1 ? 1u : 0u);
-      std::uint32_t jb = count(st, s, 1) - (st.pend[s] == 2 ? 1u : 0u);
-      std::uint32_t jw = count(st, s, 2);
-      double t = st.e[s];
-      constexpr double inf = std::numeric_limits<double>::infinity();
-      while (true) {
-        const double rf = jf < m ? fe_[base + jf] - pr_.tf[s] : inf;
-        const double rb = jb < m ? be_[base + jb] - pr_.tb[s] : inf;
-        const double rw = jw < m ? be_[base + jw] : inf;
-        if (rf <= rb && rf <= rw) {
-          if (rf == inf) {
-            break;
-          }
-          t = std::max(t, rf) + pr_.tf[s];
-          ++jf;
-        } else if (rb <= rw) {
-          t = std::max(t, rb) + pr_.tb[s];
-          ++jb;
-        } else {
-          t = std::max(t, rw) + pr_.tw[s];
-          ++jw;
-        }
-      }
-      lb = std::max(lb, t - pr_.first[s]);
+      // Every untimed op of the stage, earliest release first.
+      lb = std::max(lb, prefix_end(st, s, m, m, m) - pr_.first[s]);
     }
     return lb;
   }
