@@ -57,3 +57,16 @@ TEST_CASE("trace_sink: numbers and strings as nlohmann writes them", "[io][trace
     CHECK(os.str() == json(text).dump());
   }
 }
+
+TEST_CASE("trace_sink: member writes key, value and the comma between members") {
+  std::ostringstream os;
+  detail::trace_sink out(os);
+  out.raw("{");
+  out.member("n", std::uint64_t{3});
+  out.member("x", 0.5);
+  out.member("name", std::string("zb \"h1\""));
+  out.member("last", std::string_view("v"), true);
+  out.raw("}");
+  out.flush();
+  CHECK(os.str() == R"({"n":3,"x":0.5,"name":"zb \"h1\"","last":"v"})");
+}

@@ -93,23 +93,12 @@ inline void write_chrome_trace(std::ostream& os,
   const double k = opts.time_scale;
   detail::trace_sink out(os);
   out.raw("{\"displayTimeUnit\":\"ms\",\"otherData\":{");
-  out.key("bubble_rate");
-  out.number(tl.bubble_rate());
-  out.raw(",");
-  out.key("m");
-  out.number(std::uint64_t{m});
-  out.raw(",");
-  out.key("makespan");
-  out.number(tl.makespan());
-  out.raw(",");
-  out.key("p");
-  out.number(std::uint64_t{sched.stages()});
-  out.raw(",");
-  out.key("schedule");
-  out.string(sched.name());
-  out.raw(",");
-  out.key("v");
-  out.number(std::uint64_t{sched.chunks()});
+  out.member("bubble_rate", tl.bubble_rate());
+  out.member("m", std::uint64_t{m});
+  out.member("makespan", tl.makespan());
+  out.member("p", std::uint64_t{sched.stages()});
+  out.member("schedule", sched.name());
+  out.member("v", std::uint64_t{sched.chunks()}, true);
   out.raw("},\"traceEvents\":[");
   // Overlapped pairs (shares_slot_with_next): the second op of a pair goes to a thread of its
   // own under its stage's, "stage s overlapped" (tid p + s), so the two ops of the slot show

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -125,6 +126,19 @@ class trace_sink {
     buf_.push_back('"');
     raw(k);
     raw("\":");
+  }
+  /// `"key":value` (a number or a string), then `,` unless it is the object's last member.
+  template <class T>
+  void member(std::string_view k, const T& value, bool last = false) {
+    key(k);
+    if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+      string(value);
+    } else {
+      number(value);
+    }
+    if (!last) {
+      raw(",");
+    }
   }
 
  private:
