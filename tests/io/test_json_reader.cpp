@@ -77,6 +77,30 @@ TEST_CASE("json reader: strict objects, versions, kinds, quoting, parsing", "[io
              Catch::StartsWith("thing: malformed JSON: [json.exception.out_of_range.406]"));
 }
 
+TEST_CASE("json reader: a key given twice is refused, naming its pointer", "[io][json_reader]") {
+  const auto parse_error = [](const char* text) {
+    return error_of([&] { (void)json_reader::parse(text, "model"); });
+  };
+  CHECK(parse_error(R"({"layers": 24, "hidden": 8, "layers": 2})") ==
+        "model: /layers: the key is given twice (each key once per object)");
+  CHECK(parse_error(R"({"stages": [{"a": 1}, {"b": 1, "a": 2, "b": 3}]})") ==
+        "model: /stages/1/b: the key is given twice (each key once per object)");
+  CHECK(parse_error(R"({"x": [[1, 2], [3, {"k/~": 1, "k/~": 2}]]})") ==
+        "model: /x/1/1/k~1~0: the key is given twice (each key once per object)");
+  // The same key in sibling or nested objects is no repeat; many keys in one object are
+  // searched in order past the small case.
+  CHECK(parse_error(R"({"a": {"a": {"a": 1}}, "b": [{"a": 1}, {"a": 2}]})") == "no error");
+  std::string many = "{";
+  for (int i = 0; i < 40; ++i) {
+    many += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ",";
+  }
+  CHECK(parse_error((many + "\"z\": 0}").c_str()) == "no error");
+  CHECK(parse_error((many + "\"k7\": 0}").c_str()) ==
+        "model: /k7: the key is given twice (each key once per object)");
+  CHECK(json_reader::parse(R"({"a": [1, {"b": 2}], "c": 3})", "m") ==
+        json::parse(R"({"a": [1, {"b": 2}], "c": 3})"));
+}
+
 TEST_CASE("json reader: per-chunk tables", "[io][json_reader]") {
   const auto read = [](const json_reader& e) { return e.integer(0, 9); };
   const json good = json::parse("[[1, 2], [3, 4], [5, 6]]");

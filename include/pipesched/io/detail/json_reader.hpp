@@ -173,15 +173,109 @@ struct json_reader {
   }
 
   /// Parses text, turning nlohmann's parse errors into invalid_argument "<what>: malformed
-  /// JSON: ...".
+  /// JSON: ...". A key given twice in one object is refused, naming its pointer: nlohmann
+  /// keeps the last, so a file's earlier value would be dropped without a word.
   static nlohmann::json parse(std::string_view text, std::string_view what) {
+    duplicate_keys seen;
     try {
-      return nlohmann::json::parse(text.begin(), text.end());
+      return nlohmann::json::parse(
+          text.begin(), text.end(),
+          [&seen](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+            return seen.on(event, parsed);
+          });
     } catch (const nlohmann::json::exception& e) {
       // parse_error, and out_of_range for a number that overflows a double (1E400).
       fail(what, ": malformed JSON: ", e.what());
+    } catch (const duplicate_keys::found& d) {
+      fail(what, ": ", d.pointer, ": the key is given twice (each key once per object)");
     }
   }
+
+ private:
+  // Where the parser is (one frame per open object or array) and each open object's keys.
+  struct duplicate_keys {
+    struct found {
+      std::string pointer;
+    };
+    struct frame {
+      bool array = false;
+      std::size_t index = 0;  // arrays: the element being read
+      std::string key;        // objects: the member being read
+      std::vector<std::string> keys;
+    };
+    std::vector<frame> open;
+    std::size_t depth = 0;  // frames in use (open keeps its capacity)
+
+    static void escape(std::string& out, std::string_view token) {
+      for (const char c : token) {
+        out += c == '~'   ? std::string_view("~0")
+               : c == '/' ? std::string_view("~1")
+                          : std::string_view(&c, 1);
+      }
+    }
+    void ended_value() {
+      if (depth > 0 && open[depth - 1].array) {
+        ++open[depth - 1].index;
+      }
+    }
+    bool on(nlohmann::json::parse_event_t event, const nlohmann::json& parsed) {
+      using ev = nlohmann::json::parse_event_t;
+      switch (event) {
+        case ev::object_start:
+        case ev::array_start: {
+          if (open.size() == depth) {
+            open.emplace_back();
+          }
+          frame& f = open[depth++];
+          f.array = event == ev::array_start;
+          f.index = 0;
+          f.keys.clear();
+          break;
+        }
+        case ev::key: {
+          frame& f = open[depth - 1];
+          const auto& k = parsed.get_ref<const std::string&>();
+          // Objects of these formats hold a few keys; past that a sorted search keeps a
+          // hostile file with many keys linear-logarithmic.
+          auto at = f.keys.size() <= 16 ? std::find(f.keys.begin(), f.keys.end(), k)
+                                        : std::lower_bound(f.keys.begin(), f.keys.end(), k);
+          if (at != f.keys.end() && *at == k) {
+            std::string pointer;
+            for (std::size_t i = 0; i + 1 < depth; ++i) {
+              pointer += '/';
+              if (open[i].array) {
+                pointer += std::to_string(open[i].index);
+              } else {
+                escape(pointer, open[i].key);
+              }
+            }
+            pointer += '/';
+            escape(pointer, k);
+            throw found{std::move(pointer)};
+          }
+          if (f.keys.size() < 16) {
+            f.keys.push_back(k);
+          } else {
+            if (f.keys.size() == 16) {
+              std::sort(f.keys.begin(), f.keys.end());
+            }
+            f.keys.insert(std::lower_bound(f.keys.begin(), f.keys.end(), k), k);
+          }
+          f.key = k;
+          break;
+        }
+        case ev::object_end:
+        case ev::array_end:
+          --depth;
+          ended_value();
+          break;
+        case ev::value:
+          ended_value();
+          break;
+      }
+      return true;
+    }
+  };
 };
 
 /// A per-(stage, chunk) table `[[x, x], [x, x]]`: one inner array per stage, all of the same
