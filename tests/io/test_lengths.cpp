@@ -41,3 +41,21 @@ TEST_CASE("read_lengths: bad lines name the line and the value", "[io][lengths]"
   CHECK_THROWS_WITH(read_lengths(std::string("7\0\x7f\n", 4), "b.txt"),
                     Catch::StartsWith("b.txt line 1: \"7\\x00\\x7f\""));
 }
+
+TEST_CASE("read_lengths: a byte-order mark is skipped, other non-ASCII bytes are shown escaped",
+          "[io][lengths]") {
+  const sequence_lengths r = read_lengths(
+      "\xef\xbb\xbf"
+      "4096\r\n2048\n",
+      "bom.txt");
+  CHECK(r.lengths == std::vector<std::uint64_t>{4096, 2048});
+  CHECK(r.lines == std::vector<std::size_t>{1, 2});
+  // Only at the very start: anywhere else it is a bad line, shown byte by byte.
+  CHECK_THROWS_WITH(read_lengths("1\n\xef\xbb\xbf"
+                                 "2\n",
+                                 "b.txt"),
+                    "b.txt line 2: \"\\xef\\xbb\\xbf2\" is not a whole number of tokens (one "
+                    "length per line)");
+  CHECK_THROWS_WITH(read_lengths("4\xc3\xa4\n", "b.txt"),
+                    Catch::StartsWith("b.txt line 1: \"4\\xc3\\xa4\""));
+}

@@ -25,13 +25,18 @@ inline constexpr std::uint64_t max_sequence_length = std::uint64_t{1} << 31;
 
 /// Reads one length per line: a whole number of tokens, at least 1, with optional spaces or tabs
 /// around it; a line that is empty (or only spaces) or starts with `#` is skipped; line ends may
-/// be \n or \r\n. Throws invalid_argument "<name> line N: <rule>" for anything else (a sign, a
+/// be \n or \r\n; a UTF-8 byte-order mark at the start is skipped. Throws invalid_argument "<name> line N: <rule>" for anything else (a sign, a
 /// fraction, a letter, 0, a value above max_sequence_length), and "<name>: no sequence lengths"
 /// for a file without any.
 inline sequence_lengths read_lengths(std::string_view text, std::string_view name = "lengths") {
   sequence_lengths out;
   std::size_t line = 0;
   std::size_t pos = 0;
+  // A UTF-8 byte-order mark (editors on Windows write one) is no part of the first line, as
+  // for the JSON readers.
+  if (text.starts_with("\xef\xbb\xbf")) {
+    pos = 3;
+  }
   while (pos < text.size()) {
     ++line;
     std::size_t end = text.find('\n', pos);
@@ -49,11 +54,12 @@ inline sequence_lengths read_lengths(std::string_view text, std::string_view nam
     if (l.empty() || l.front() == '#') {
       continue;
     }
-    // At most 40 bytes, control bytes as \xNN: an error message must not drive the terminal.
+    // At most 40 bytes, control and non-ASCII bytes as \xNN: an error message must not drive
+    // the terminal or hide what is there (a length is ASCII digits).
     std::string shown;
     for (char c : l.substr(0, 40)) {
       const auto u = static_cast<unsigned char>(c);
-      if (u < 0x20 || u == 0x7f) {
+      if (u < 0x20 || u >= 0x7f) {
         constexpr const char* hex = "0123456789abcdef";
         shown += "\\x";
         shown += hex[u >> 4];
