@@ -87,23 +87,11 @@ struct pack_evaluation {
     }
     return out;
   }
-  /// Better: fits where `o` does not; both fit: a shorter step (beyond 1e-12 of it), then less
-  /// memory; neither fits: less memory (closer to fitting), then a shorter step.
+  /// Better by the planner's order (detail::outcome_order), steps within 1e-12 of each other
+  /// equal: rounding is never a gain.
   bool better_than(const pack_evaluation& o) const noexcept {
-    if (fits != o.fits) {
-      return fits;
-    }
-    if (!fits && max_peak() != o.max_peak()) {
-      return max_peak() < o.max_peak();
-    }
-    const double tol = 1e-12 * std::max(step_time_s, o.step_time_s);
-    if (step_time_s < o.step_time_s - tol) {
-      return true;
-    }
-    if (step_time_s > o.step_time_s + tol) {
-      return false;
-    }
-    return max_peak() < o.max_peak();
+    return detail::outcome_order({fits, step_time_s, max_peak()},
+                                 {o.fits, o.step_time_s, o.max_peak()}, 1e-12) < 0;
   }
 };
 
