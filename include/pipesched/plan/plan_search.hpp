@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "pipesched/gen/registry.hpp"
+#include "pipesched/ir/detail/parallel.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/plan/job.hpp"
 #include "pipesched/plan/job_costs.hpp"
@@ -622,31 +623,17 @@ inline plan_result run_plan(const training_job& job,
     }
     std::vector<std::optional<plan_entry>> out(batch.size());
     std::atomic<std::size_t> cursor{0};
-    std::exception_ptr error;
-    std::mutex error_mutex;
     auto work = [&] {
       for (std::size_t i = cursor++; i < batch.size(); i = cursor++) {
-        try {
-          // The memory rungs for the one layout asked for only: over a search they would cost
-          // several times its time (docs/model.md §10).
-          out[i] =
-              evaluate_candidate(job, space, batch[i], f, registry, opts.search_evaluations, one);
-        } catch (...) {
-          const std::lock_guard<std::mutex> lock(error_mutex);
-          error = std::current_exception();
-        }
+        // The memory rungs for the one layout asked for only: over a search they would cost
+        // several times its time (docs/model.md §10).
+        out[i] =
+            evaluate_candidate(job, space, batch[i], f, registry, opts.search_evaluations, one);
       }
     };
-    {
-      std::vector<std::jthread> pool;
-      for (unsigned t = 1; t < std::min<std::size_t>(threads, batch.size()); ++t) {
-        pool.emplace_back(work);
-      }
-      work();
-    }
-    if (error) {
-      std::rethrow_exception(error);
-    }
+    // The first exception is rethrown; the others stop taking candidates.
+    run_parallel(static_cast<unsigned>(std::min<std::size_t>(threads, batch.size())), work,
+                 [&] { cursor = batch.size(); });
     for (auto& e : out) {
       if (!e) {
         ++res.stats.failed;

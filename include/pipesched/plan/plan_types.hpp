@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "pipesched/ir/error.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -21,6 +23,17 @@
 namespace pipesched {
 
 class generator_registry;
+
+/// The recomputation named `value` (parse_recompute_kind's names); otherwise throws
+/// invalid_argument "<name> must be none, selective or full, not "<value>"", `name` saying
+/// what the user typed ("--recompute:", "plan: baseline: recompute").
+inline recompute_kind recompute_kind_named(std::string_view value, std::string_view name) {
+  const auto k = parse_recompute_kind(value);
+  if (!k) {
+    detail::fail(name, " must be none, selective or full, not \"", value, "\"");
+  }
+  return *k;
+}
 
 /// One point of the space: a layout, a schedule generator, recomputation and a partition.
 struct plan_choice {

@@ -17,7 +17,7 @@
 
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/analysis/metrics.hpp"
-#include "pipesched/gen/detail/parallel.hpp"
+#include "pipesched/ir/detail/parallel.hpp"
 #include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
 #include "pipesched/gen/detail/zb_improve.hpp"
