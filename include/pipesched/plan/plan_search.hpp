@@ -611,10 +611,10 @@ inline plan_result run_plan(const training_job& job,
     std::vector<std::size_t> batch;
     while (next < n && batch.size() < std::max<std::size_t>(threads, 2)) {
       const plan_group& g = space.groups[space.candidates[next].first];
-      if (!keep_misfit && g.memory_bound > usable * (1.0 + 1e-9)) {
+      if (opts.prune && !keep_misfit && g.memory_bound > usable * (1.0 + 1e-9)) {
         ++res.stats.pruned_memory;
         smallest_need = std::min(smallest_need, g.memory_bound);
-      } else if (!one && g.time_bound > limit * (1.0 + 1e-12)) {
+      } else if (opts.prune && !one && g.time_bound > limit * (1.0 + 1e-12)) {
         ++res.stats.pruned_time;
       } else {
         batch.push_back(next);

@@ -133,6 +133,9 @@ struct plan_options {
   std::size_t search_evaluations = 64;
   /// The top plans from a searching generator search again with this budget (0: not again).
   std::size_t polish_evaluations = 2000;
+  /// Candidates skipped by their bounds (cannot fit, cannot beat the plans kept); false:
+  /// every candidate is evaluated, the same best plan slower (what the bounds are tested by).
+  bool prune = true;
   /// Threads evaluating candidates; 0: the machine's hardware threads.
   unsigned threads = 0;
   /// Generators by name; nullptr: default_registry().
