@@ -29,7 +29,7 @@
 #include "pipesched/plan/job_model.hpp"
 #include "pipesched/plan/partition.hpp"
 #include "pipesched/plan/plan_types.hpp"
-#include "pipesched/plan/request.hpp"
+#include "pipesched/tools/request.hpp"
 #include "pipesched/transform/recompute.hpp"
 
 // The job-schedule step shared by the planner and pack: a generator's placement, the

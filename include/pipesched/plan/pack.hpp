@@ -28,7 +28,7 @@
 #include "pipesched/plan/job_costs.hpp"
 #include "pipesched/plan/partition.hpp"
 #include "pipesched/plan/planner.hpp"
-#include "pipesched/plan/request.hpp"
+#include "pipesched/tools/request.hpp"
 
 // Variable-length batches (docs/model.md §10.1): the sequences of one global batch packed into
 // micro-batches, each micro-batch's costs and sizes from its Σ L and Σ L², and the packing and
