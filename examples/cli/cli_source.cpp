@@ -1,5 +1,5 @@
 // The schedule a subcommand works on (cli_support.hpp's schedule_source): its options, and
-// their respelling into the library's request (plan/request.hpp), which holds the rules.
+// their respelling into the library's request (tools/request.hpp), which holds the rules.
 
 #include <cmath>
 #include <filesystem>
@@ -14,7 +14,7 @@
 
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/io/schedule_input.hpp>
-#include <pipesched/plan/request.hpp>
+#include <pipesched/tools/request.hpp>
 
 #include "cli_support.hpp"
 

@@ -23,7 +23,7 @@
 #include <pipesched/io/plan_json.hpp>
 #include <pipesched/io/schedule_export.hpp>
 #include <pipesched/io/svg.hpp>
-#include <pipesched/plan/request.hpp>
+#include <pipesched/tools/request.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/transform/recompute.hpp>
 

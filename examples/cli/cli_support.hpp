@@ -37,7 +37,7 @@
 #include <pipesched/model/cost_model.hpp>
 #include <pipesched/model/memory_model.hpp>
 #include <pipesched/plan/job.hpp>
-#include <pipesched/plan/whatif.hpp>
+#include <pipesched/tools/whatif.hpp>
 
 namespace pipesched::cli {
 
@@ -101,7 +101,7 @@ std::string in_option_terms(const field_error& e,
 // ---- the schedule a command works on ---------------------------------------------------------
 
 /// Where a command's schedule comes from: a generator by name, or a file; then recompute and
-/// lowering. Turned into one schedule_request (plan/request.hpp). Its functions are defined in
+/// lowering. Turned into one schedule_request (tools/request.hpp). Its functions are defined in
 /// cli_source.cpp.
 struct schedule_source {
   bool with_comm = false;
@@ -144,7 +144,7 @@ generation_result load_schedule(const schedule_source& src, const generator_para
 
 /// --replicas, --gradient-bytes, --allreduce-latency and the links (--link-bandwidth,
 /// --message-bytes, --traffic, --buckets) of whatif and simulate: read as text, checked by
-/// whatif_request's rules (plan/whatif.hpp).
+/// whatif_request's rules (tools/whatif.hpp).
 struct links_cli {
   std::optional<std::string> replicas, gradient_bytes, allreduce_latency;
   std::optional<std::string> link_bandwidth, message_bytes, traffic, buckets;

@@ -1,4 +1,4 @@
-// `pipesched analyze`: telemetry in, straggler out, plan back (plan/analyze.hpp) on a measured
+// `pipesched analyze`: telemetry in, straggler out, plan back (tools/analyze.hpp) on a measured
 // run (a pipesched Chrome trace or a timing CSV), printed by io/analyze_io.hpp.
 
 #include <cstdio>
@@ -14,7 +14,7 @@
 #include <pipesched/io/cost_model_json.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/telemetry_io.hpp>
-#include <pipesched/plan/analyze.hpp>
+#include <pipesched/tools/analyze.hpp>
 
 #include "cli_support.hpp"
 

@@ -98,11 +98,7 @@ int cmd_pack(const pack_cli& o) {
   }
   req.schedule = o.schedule;
   req.sequence_parallel = o.sequence_parallel;
-  const auto k = parse_recompute_kind(o.recompute);
-  if (!k) {
-    usage_error("--recompute: must be none, selective or full, not \"" + o.recompute + "\"");
-  }
-  req.recompute = *k;
+  req.recompute = recompute_kind_named(o.recompute, "--recompute:");
   if (o.memory_limit) {
     const std::optional<double> bytes = parse_bytes(*o.memory_limit);
     if (!bytes) {

@@ -121,11 +121,7 @@ int cmd_plan(const plan_cli& o) {
   f.microbatches = count32(o.microbatches, "--microbatches");
   f.schedule = o.schedule;
   if (o.recompute) {
-    const auto k = parse_recompute_kind(*o.recompute);
-    if (!k) {
-      usage_error("--recompute: must be none, selective or full, not \"" + *o.recompute + "\"");
-    }
-    f.recompute = *k;
+    f.recompute = recompute_kind_named(*o.recompute, "--recompute:");
   }
   if (o.sequence_parallel) {
     f.sequence_parallel = true;

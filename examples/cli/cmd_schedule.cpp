@@ -19,7 +19,7 @@
 #include <pipesched/io/timeline.hpp>
 #include <pipesched/io/torch_csv.hpp>
 #include <pipesched/io/whatif_io.hpp>
-#include <pipesched/plan/whatif.hpp>
+#include <pipesched/tools/whatif.hpp>
 
 #include "cli_support.hpp"
 
@@ -117,7 +117,7 @@ struct simulate_options_cli {
   torch_csv_cli csv;
 };
 
-/// simulate --link-bandwidth ...: the schedule over links (time_links, plan/whatif.hpp), as text
+/// simulate --link-bandwidth ...: the schedule over links (time_links, tools/whatif.hpp), as text
 /// or JSON (io/whatif_io.hpp).
 int simulate_links_cli(const simulate_options_cli& o,
                        const schedule& s,

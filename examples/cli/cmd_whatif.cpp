@@ -1,6 +1,6 @@
 // `pipesched whatif`: the iteration-time distribution of a schedule (or of the dynamic policy on
 // its placement, or of D data-parallel replicas) under sampled noise: one whatif_request
-// (plan/whatif.hpp), printed by io/whatif_io.hpp (docs/robustness.md).
+// (tools/whatif.hpp), printed by io/whatif_io.hpp (docs/robustness.md).
 
 #include <cmath>
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 #include <pipesched/io/distribution_svg.hpp>
 #include <pipesched/io/whatif_io.hpp>
-#include <pipesched/plan/whatif.hpp>
+#include <pipesched/tools/whatif.hpp>
 
 #include "cli_support.hpp"
 

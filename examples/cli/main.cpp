@@ -1,6 +1,6 @@
 // `pipesched`: the command-line face of the library. A thin layer over the headers: each
-// subcommand parses its options into a library request (plan/request.hpp, plan/whatif.hpp,
-// plan/analyze.hpp) and prints the result with the io/ writers. Its subcommands, options, exit
+// subcommand parses its options into a library request (tools/request.hpp, tools/whatif.hpp,
+// tools/analyze.hpp) and prints the result with the io/ writers. Its subcommands, options, exit
 // codes and JSON shapes are a contract other tools script against.
 //
 // Exit codes: 0 success (and, for validate, a valid schedule); 1 the schedule is invalid or

@@ -30,9 +30,11 @@
 //     exec/thread_driver.hpp exec/dynamic_driver.hpp exec/any_executor.hpp
 //     exec/instrumented_executor.hpp exec/sleep_executor.hpp
 //   MPI (needs <mpi.h>): exec/mpi.hpp
-//   The front ends and the planner: model/inline_recompute.hpp plan/request.hpp plan/job.hpp
-//     plan/job_costs.hpp plan/partition.hpp plan/planner.hpp plan/plan_request.hpp
-//     plan/whatif.hpp plan/analyze.hpp plan/pack.hpp
+//   The front ends: tools/request.hpp tools/whatif.hpp tools/analyze.hpp (forwarded from
+//     plan/request.hpp plan/whatif.hpp plan/analyze.hpp)
+//   The planner: model/inline_recompute.hpp plan/job.hpp plan/job_costs.hpp plan/partition.hpp
+//     plan/planner.hpp plan/plan_types.hpp plan/job_model.hpp plan/job_schedule.hpp
+//     plan/plan_search.hpp plan/plan_ranking.hpp plan/plan_request.hpp plan/pack.hpp
 //   Interchange and pictures (some need fmt or nlohmann_json: README, "What is in the library"):
 //     io/json.hpp io/cost_model_json.hpp io/memory_model_json.hpp io/simulation_json.hpp
 //     io/schedule_input.hpp io/torch_csv.hpp io/chrome_trace.hpp io/svg.hpp io/terminal.hpp

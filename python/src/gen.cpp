@@ -10,7 +10,7 @@
 
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/model/transformer_costs.hpp>
-#include <pipesched/plan/request.hpp>
+#include <pipesched/tools/request.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
 #include "bindings.hpp"
@@ -34,7 +34,7 @@ std::string keyword_of(const std::string& field, const char* search_keyword) {
 }
 
 /// The keyword arguments of generate() / generate_result(), named as the CLI's long options,
-/// as one schedule_request (plan/request.hpp): what the CLI builds from its options.
+/// as one schedule_request (tools/request.hpp): what the CLI builds from its options.
 schedule_request read_request(const py::object& source,
                               std::optional<std::uint32_t> stages,
                               std::optional<std::uint32_t> microbatches,
@@ -150,7 +150,7 @@ generation_result run(const schedule_request& req, const char* search_keyword) {
       budget ? "search_budget" : "search_evaluations"
 
 constexpr const char* generate_doc =
-    R"(The schedule the CLI's schedule options describe (plan/request.hpp's build_schedule):
+    R"(The schedule the CLI's schedule options describe (tools/request.hpp's build_schedule):
 `schedule` is a registered name (see schedules()) with stages and microbatches, or a Schedule
 (e.g. read_schedule(path): the CLI's --input), then recompute, then lowering.
 

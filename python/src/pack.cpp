@@ -63,11 +63,7 @@ void bind_pack(py::module_& m) {
         req.chunks = chunks;
         req.tp = tp.value_or(1);
         req.sequence_parallel = sequence_parallel;
-        const auto k = parse_recompute_kind(recompute);
-        if (!k) {
-          detail::fail("recompute: must be none, selective or full, not \"", recompute, "\"");
-        }
-        req.recompute = *k;
+        req.recompute = recompute_kind_named(recompute, "recompute:");
         if (py::isinstance<py::str>(memory_limit)) {
           const std::string text = memory_limit.cast<std::string>();
           const std::optional<double> bytes = parse_bytes(text);

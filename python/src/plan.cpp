@@ -1,4 +1,4 @@
-// The what-if and analyze front ends (plan/whatif.hpp, plan/analyze.hpp) with the CLI's
+// The what-if and analyze front ends (tools/whatif.hpp, tools/analyze.hpp) with the CLI's
 // writers (io/whatif_io.hpp, io/analyze_io.hpp): the same request in, the same text out as
 // `pipesched whatif` and `pipesched analyze`.
 
@@ -13,8 +13,8 @@
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/telemetry_io.hpp>
 #include <pipesched/io/whatif_io.hpp>
-#include <pipesched/plan/analyze.hpp>
-#include <pipesched/plan/whatif.hpp>
+#include <pipesched/tools/analyze.hpp>
+#include <pipesched/tools/whatif.hpp>
 
 #include "bindings.hpp"
 

@@ -14,7 +14,7 @@
 #include <pipesched/model/cost_model.hpp>
 #include <pipesched/model/memory_model.hpp>
 #include <pipesched/model/microbatch_factors.hpp>
-#include <pipesched/plan/whatif.hpp>
+#include <pipesched/tools/whatif.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/transform/recompute.hpp>
 

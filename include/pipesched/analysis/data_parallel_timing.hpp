@@ -11,6 +11,7 @@
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/perturbed_timing.hpp"
 #include "pipesched/analysis/simulate.hpp"
+#include "pipesched/ir/detail/parallel.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/ir/traversal.hpp"
@@ -205,48 +206,26 @@ inline data_parallel_stats monte_carlo_data_parallel(const schedule& sched,
   threads = std::min(threads, samples);
   std::vector<double> t(samples);
   std::vector<double> share(samples);
-  // The observer runs on the calling thread only (thread 0), which reports the shared count.
+  // The observer runs on the calling thread only, which reports the shared count.
   std::atomic<std::uint64_t> done{0};
-  // Thread j runs iterations j, j + threads, ...: each writes only its own entries.
-  auto work = [&](unsigned j) {
+  std::atomic<std::uint32_t> cursor{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  // Each thread takes the next iteration and writes only its entries.
+  auto work = [&] {
     detail::data_parallel_run::workspace w;
-    for (std::uint32_t i = j; i < samples; i += threads) {
+    const bool reports = std::this_thread::get_id() == caller;
+    for (std::uint32_t i = cursor++; i < samples; i = cursor++) {
       const data_parallel_result r = run.iteration(o.first_sample + i, w);
       t[i] = r.iteration;
       share[i] = r.slowest_replica_share;
       const std::uint64_t n = done.fetch_add(1, std::memory_order_relaxed) + 1;
-      if (j == 0 && o.progress && n < samples) {
+      if (reports && o.progress && n < samples) {
         o.progress(n, samples);
       }
     }
   };
-  if (threads == 1) {
-    work(0);
-  } else {
-    std::vector<std::exception_ptr> errors(threads);
-    {
-      std::vector<std::jthread> pool;
-      for (unsigned j = 1; j < threads; ++j) {
-        pool.emplace_back([&, j] {
-          try {
-            work(j);
-          } catch (...) {
-            errors[j] = std::current_exception();
-          }
-        });
-      }
-      try {
-        work(0);
-      } catch (...) {
-        errors[0] = std::current_exception();
-      }
-    }  // joins the pool
-    for (const std::exception_ptr& e : errors) {
-      if (e) {
-        std::rethrow_exception(e);
-      }
-    }
-  }
+  // The first exception is rethrown; the other threads stop taking iterations.
+  detail::run_parallel(threads, work, [&] { cursor = samples; });
   if (o.progress) {
     o.progress(samples, samples);
   }

@@ -11,6 +11,7 @@
 
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/analysis/simulate.hpp"
+#include "pipesched/ir/detail/splitmix.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
@@ -26,15 +27,6 @@
 namespace pipesched {
 
 namespace detail {
-
-/// SplitMix64's finalizer: a bijective mix of 64 bits (Steele, Lea, Flood 2014), used as a
-/// counter-based generator so each op's noise is a pure function of its key.
-constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 /// Uniform in (0, 1]: the top 53 bits, shifted off zero (the log-normal takes its log).
 constexpr double unit_open(std::uint64_t h) noexcept {

@@ -10,7 +10,7 @@
 
 #include "pipesched/analysis/telemetry.hpp"
 #include "pipesched/io/text.hpp"
-#include "pipesched/plan/analyze.hpp"
+#include "pipesched/tools/analyze.hpp"
 
 // What `pipesched analyze` and Python's analyze() print (docs/formats.md, "analyze"): the
 // per-stage estimates, the stragglers and the re-plans of an analyze_result, as JSON and text.

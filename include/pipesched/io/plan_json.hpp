@@ -9,7 +9,7 @@
 
 #include "pipesched/io/detail/json_reader.hpp"
 #include "pipesched/io/json.hpp"
-#include "pipesched/plan/planner.hpp"
+#include "pipesched/plan/plan_types.hpp"
 
 // The planner's files (docs/formats.md, "Plans"): the model and cluster JSON it reads, the plan
 // JSON it writes, and the map of pipeline stages to ranks and layers a launcher reads.

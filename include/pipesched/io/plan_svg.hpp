@@ -8,7 +8,7 @@
 
 #include "pipesched/io/distribution_svg.hpp"
 #include "pipesched/io/svg.hpp"
-#include "pipesched/plan/planner.hpp"
+#include "pipesched/plan/plan_types.hpp"
 
 // The planner's Pareto frontier as a picture (`pipesched plan --format svg`): step time against
 // the peak memory per GPU of the plans no other evaluated plan beats on both, the usable

@@ -5,7 +5,7 @@
 
 #include <fmt/core.h>
 
-#include "pipesched/plan/planner.hpp"
+#include "pipesched/plan/plan_types.hpp"
 
 // The planner's report for a reader (`pipesched plan` without --json): the job, the plans
 // table, the best plan's memory per stage and the comparison with a baseline. Every number

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipesched/io/text.hpp"
-#include "pipesched/plan/whatif.hpp"
+#include "pipesched/tools/whatif.hpp"
 
 // What `pipesched whatif` and Python's whatif() print (docs/formats.md, "whatif"): one writer
 // for a static order's or the dynamic policy's distribution (robustness_result) and one for D

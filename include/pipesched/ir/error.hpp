@@ -22,7 +22,7 @@ class invalid_argument : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// An invalid_argument about one field of a request (plan/request.hpp, plan/whatif.hpp):
+/// An invalid_argument about one field of a request (tools/request.hpp, tools/whatif.hpp):
 /// what() is "<where>: <field>: <rule>". field() and rule() let a front end name the field in
 /// its own terms (the CLI's --option, Python's keyword) while the rule stays the library's.
 class field_error : public invalid_argument {

@@ -21,13 +21,14 @@
 #include "pipesched/analysis/check_memory.hpp"
 #include "pipesched/analysis/simulate.hpp"
 #include "pipesched/gen/builtin_registry.hpp"
+#include "pipesched/ir/detail/splitmix.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/model/inline_recompute.hpp"
 #include "pipesched/plan/job.hpp"
 #include "pipesched/plan/job_costs.hpp"
 #include "pipesched/plan/partition.hpp"
 #include "pipesched/plan/planner.hpp"
-#include "pipesched/plan/request.hpp"
+#include "pipesched/tools/request.hpp"
 
 // Variable-length batches (docs/model.md §10.1): the sequences of one global batch packed into
 // micro-batches, each micro-batch's costs and sizes from its Σ L and Σ L², and the packing and
@@ -87,23 +88,11 @@ struct pack_evaluation {
     }
     return out;
   }
-  /// Better: fits where `o` does not; both fit: a shorter step (beyond 1e-12 of it), then less
-  /// memory; neither fits: less memory (closer to fitting), then a shorter step.
+  /// Better by the planner's order (detail::outcome_order), steps within 1e-12 of each other
+  /// equal: rounding is never a gain.
   bool better_than(const pack_evaluation& o) const noexcept {
-    if (fits != o.fits) {
-      return fits;
-    }
-    if (!fits && max_peak() != o.max_peak()) {
-      return max_peak() < o.max_peak();
-    }
-    const double tol = 1e-12 * std::max(step_time_s, o.step_time_s);
-    if (step_time_s < o.step_time_s - tol) {
-      return true;
-    }
-    if (step_time_s > o.step_time_s + tol) {
-      return false;
-    }
-    return max_peak() < o.max_peak();
+    return detail::outcome_order({fits, step_time_s, max_peak()},
+                                 {o.fits, o.step_time_s, o.max_peak()}, 1e-12) < 0;
   }
 };
 
@@ -129,14 +118,6 @@ struct pack_result {
 };
 
 namespace detail {
-
-/// splitmix64: the pack search's deterministic move generator.
-inline std::uint64_t pack_next(std::uint64_t& x) noexcept {
-  std::uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 /// The factors that make `base` cost what each of `per_mb` costs (docs/model.md §3.1): for
 /// micro-batch j, stage s, chunk c, per_mb[j]'s value over base's (1 where both are 0). All
@@ -669,9 +650,9 @@ class pack_problem {
     const auto m = static_cast<std::uint32_t>(cur.order.size());
     for (std::size_t k = 0; k < budget && !out_of_time() && m > 1; ++k) {
       candidate trial = cur;
-      const std::uint64_t r = detail::pack_next(rng);
-      const auto a = static_cast<std::uint32_t>(detail::pack_next(rng) % m);
-      auto b = static_cast<std::uint32_t>(detail::pack_next(rng) % (m - 1));
+      const std::uint64_t r = detail::splitmix64(rng);
+      const auto a = static_cast<std::uint32_t>(detail::splitmix64(rng) % m);
+      auto b = static_cast<std::uint32_t>(detail::splitmix64(rng) % (m - 1));
       b = b >= a ? b + 1 : b;
       bool moved = false;
       switch (r % 4) {
@@ -835,10 +816,10 @@ class pack_problem {
     if (!swap && x.sequences.size() < 2) {
       return false;
     }
-    const std::size_t i = x.sequences[detail::pack_next(rng) % x.sequences.size()];
+    const std::size_t i = x.sequences[detail::splitmix64(rng) % x.sequences.size()];
     std::optional<std::size_t> k;
     if (swap) {
-      k = y.sequences[detail::pack_next(rng) % y.sequences.size()];
+      k = y.sequences[detail::splitmix64(rng) % y.sequences.size()];
       if (req_.lengths[*k] == req_.lengths[i]) {
         return false;  // the same micro-batches
       }

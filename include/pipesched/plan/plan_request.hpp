@@ -92,11 +92,7 @@ inline void set_plan_choice(plan_fixed& f,
     f.schedule = std::string(value);
   } else if (key == "recompute") {
     once_recompute();
-    const auto k = parse_recompute_kind(value);
-    if (!k) {
-      detail::fail(who, ": recompute must be none, selective or full, not \"", value, "\"");
-    }
-    f.recompute = *k;
+    f.recompute = recompute_kind_named(value, detail::concat(who, ": recompute"));
   } else if (key == "sp") {
     once_sp();
     if (value != "on" && value != "off") {

@@ -21,6 +21,7 @@
 
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
+#include "pipesched/ir/detail/splitmix.hpp"
 #include "pipesched/ir/op.hpp"
 
 namespace pipesched::detail {
@@ -100,14 +101,14 @@ class order_improver {
         // kept when the order stays valid and within memory; then descend again.
         cur = ops;
         score(cur, start_, cur_score);
-        const int want = 1 + int(next(rng) % 2);
+        const int want = 1 + int(splitmix64(rng) % 2);
         int kicks = 0;
         for (int tries = 0; tries < 16 && kicks < want && !out_of_budget(); ++tries) {
           collect_moves(cur, cur_score, moves_);
           if (moves_.empty()) {
             break;
           }
-          const move mv = moves_[std::size_t(next(rng) % moves_.size())];
+          const move mv = moves_[std::size_t(splitmix64(rng) % moves_.size())];
           trial_ = cur;
           if (!apply(trial_, mv) || !fits_memory(trial_)) {
             continue;
@@ -140,13 +141,6 @@ class order_improver {
   }
 
  private:
-  static std::uint64_t next(std::uint64_t& x) noexcept {  // splitmix64
-    std::uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-
   /// First-improvement descent from `ops` (whose times are in start_). Returns true at a
   /// local optimum, false when the budget ran out.
   template <class OutOfBudget>

@@ -17,7 +17,6 @@
 
 #include "pipesched/analysis/memory_events.hpp"
 #include "pipesched/analysis/metrics.hpp"
-#include "pipesched/gen/detail/parallel.hpp"
 #include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
 #include "pipesched/gen/detail/zb_improve.hpp"
@@ -28,6 +27,7 @@
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zb_search_types.hpp"
 #include "pipesched/gen/zero_bubble.hpp"
+#include "pipesched/ir/detail/parallel.hpp"
 
 // The automatic zero-bubble scheduler's search (docs/model.md §7): greedy runs over the choice
 // combinations with exact pruning, on a small parallel runner, then gap filling and local

@@ -2,7 +2,7 @@
 
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
-#include <pipesched/plan/request.hpp>
+#include <pipesched/tools/request.hpp>
 
 using namespace pipesched;
 

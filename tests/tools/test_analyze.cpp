@@ -6,7 +6,7 @@
 
 #include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
-#include <pipesched/plan/analyze.hpp>
+#include <pipesched/tools/analyze.hpp>
 
 using namespace pipesched;
 

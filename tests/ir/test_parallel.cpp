@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <pipesched/gen/detail/parallel.hpp>
+#include <pipesched/ir/detail/parallel.hpp>
 
 using namespace pipesched;
 

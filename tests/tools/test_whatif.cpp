@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipesched/gen/builtin_registry.hpp>
-#include <pipesched/plan/whatif.hpp>
+#include <pipesched/tools/whatif.hpp>
 
 #include "support/options.hpp"
 

@@ -1,0 +1,290 @@
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "pipesched/analysis/check_memory.hpp"
+#include "pipesched/analysis/simulate.hpp"
+#include "pipesched/gen/registry.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/model/inline_recompute.hpp"
+#include "pipesched/plan/job.hpp"
+#include "pipesched/plan/job_costs.hpp"
+#include "pipesched/plan/job_model.hpp"
+#include "pipesched/plan/partition.hpp"
+#include "pipesched/plan/plan_types.hpp"
+#include "pipesched/tools/request.hpp"
+#include "pipesched/transform/recompute.hpp"
+
+// The job-schedule step shared by the planner and pack: a generator's placement, the
+// partition's weights, a job's schedule generated (within a byte limit, R ops inserted), and
+// one choice evaluated: simulated, checked in bytes, its gradient reduction added.
+
+namespace pipesched {
+
+namespace detail {
+
+/// The placement a registered generator uses for p stages and v chunks (it decides: loop,
+/// V-shape, ...), from a one-micro-batch schedule; nullopt when it refuses the shape (its
+/// message in `*why` when given).
+inline std::optional<placement> placement_for(const generator_entry& g,
+                                              std::uint32_t p,
+                                              std::uint32_t v,
+                                              std::string* why = nullptr) {
+  generator_params gp;
+  gp.stages = p;
+  gp.microbatches = std::max<std::uint32_t>(1, 2 * p);
+  gp.chunks = v;
+  try {
+    generation_options o;
+    if (g.searches) {
+      zb_auto_options z;
+      z.search_evaluations = 0;
+      z.threads = 1;
+      z.published = false;
+      o.search = z;
+    }
+    return g.generate_result(gp, o).sched.layout();
+  } catch (const invalid_argument& e) {
+    if (why) {
+      *why = e.what();
+    }
+    return std::nullopt;
+  }
+}
+
+/// One micro-batch's op times as balanced_partition weighs them (docs/model.md §10,
+/// "Partition"): a layer's F + B + W (+ R), the embedding on global chunk 0, the head's three
+/// ops on the last of `n` chunks. The planner weighs the layout's micro-batch, `pack` the
+/// batch's mean one.
+inline partition_weights partition_weights_of(const job_op_times& ot,
+                                              std::uint32_t n,
+                                              std::vector<std::uint32_t> caps = {}) {
+  partition_weights w;
+  w.layer_time = ot.layer_total();
+  w.fixed_time.assign(n, 0.0);
+  w.fixed_time[0] += ot.embedding_forward;
+  w.fixed_time[n - 1] += 3.0 * ot.head;
+  w.max_stage_layers = std::move(caps);
+  return w;
+}
+
+/// What a job's schedule is generated from: the generator's shape, the timing model and the
+/// sizes it decides with, and the byte limit a searching generator keeps within.
+struct job_schedule_spec {
+  std::uint32_t stages = 0;
+  std::uint32_t microbatches = 0;
+  std::uint32_t chunks = 1;
+  recompute_kind recompute = recompute_kind::none;
+  cost_model costs;     ///< inline recompute's when recomputing
+  memory_model memory;  ///< likewise: the plain model the searching generators decide with
+  double memory_limit = 0.0;
+  /// The zero-bubble search's local-search budget (searching generators; nullopt: theirs).
+  std::optional<std::size_t> search_evaluations;
+  /// A searching generator that finds no order within memory_limit, or fixes its own: generated
+  /// without the limit (true) or refused (false: invalid_argument).
+  bool unlimited_fallback = true;
+};
+
+/// The schedule of a job (the planner's candidates, `pack`'s packings): generated, searching
+/// generators within the byte limit, then the R ops right before each backward when
+/// recomputing. Throws invalid_argument when the generator refuses the shape. `limited`, when
+/// given, tells whether the generator kept within spec.memory_limit (false: it fixes its own or
+/// takes none).
+inline schedule generate_job_schedule(const job_schedule_spec& spec,
+                                      const generator_registry& registry,
+                                      const generator_entry& gen,
+                                      bool* limited = nullptr) {
+  schedule_request req;
+  generated_source src{gen.name, {}};
+  if (gen.searches) {
+    zb_auto_options z;
+    if (spec.search_evaluations) {
+      z.search_evaluations = *spec.search_evaluations;
+    }
+    z.threads = 1;
+    src.options.search = z;
+  }
+  req.source = src;
+  req.params.stages = spec.stages;
+  req.params.microbatches = spec.microbatches;
+  req.params.chunks = spec.chunks;
+  req.params.costs = spec.costs;
+  req.params.memory = spec.memory;
+  if (gen.searches) {
+    req.params.memory_limit = spec.memory_limit;  // the others are checked by the caller
+  }
+  generation_result g;
+  if (limited) {
+    *limited = req.params.memory_limit.has_value();
+  }
+  try {
+    g = build_schedule(req, registry);
+  } catch (const invalid_argument&) {
+    if (!req.params.memory_limit || !spec.unlimited_fallback) {
+      throw;
+    }
+    // A searching generator that fixes its own limit (zb-1p, zb-2p: p·M_B, 2p·M_B), or finds
+    // none within this one: generated without it, then checked like the others.
+    req.params.memory_limit.reset();
+    if (limited) {
+      *limited = false;
+    }
+    g = build_schedule(req, registry);
+  }
+  if (spec.recompute != recompute_kind::none) {
+    schedule_request rr;
+    rr.source = given_source{std::move(g.sched)};
+    rr.recompute = recompute_request{true, {}, recompute_placement::before_backward};
+    g = build_schedule(rr, registry);
+  }
+  return std::move(g.sched);
+}
+
+/// Evaluates one candidate whose job_costs are built, its order generated within `limit`
+/// bytes (searching generators; the others ignore it): generates (recomputation inside the
+/// backward), simulates, checks memory against the usable memory and reduces gradients.
+/// Throws invalid_argument when the generator refuses. `limited` as generate_job_schedule's.
+inline plan_entry evaluate_choice_within(const training_job& job,
+                                         const plan_choice& choice,
+                                         const job_costs& jc,
+                                         const generator_registry& registry,
+                                         const generator_entry& gen,
+                                         std::size_t search_evaluations,
+                                         double limit,
+                                         bool* limited = nullptr,
+                                         bool unlimited_fallback = true) {
+  const plan_layout& lay = choice.layout;
+  // Recomputation runs inside the backward, as PyTorch and Megatron-LM run it: the order is
+  // timed with the recompute in the backward's cost (model/inline_recompute.hpp); the
+  // searching generators keep within the limit under that model's sizes, which never fall
+  // below the real ones; the memory is checked on the order with its R ops, right before each
+  // backward, against the real sizes (an input kept from F, the activations rebuilt by R).
+  cost_model costs = jc.costs;
+  memory_model plain_memory = jc.memory;
+  if (choice.recompute != recompute_kind::none) {
+    std::tie(costs, plain_memory) = inline_recompute(jc.costs, jc.memory, lay.pp, lay.chunks);
+  }
+  job_schedule_spec spec;
+  spec.stages = lay.pp;
+  spec.microbatches = lay.microbatches;
+  spec.chunks = lay.chunks;
+  spec.recompute = choice.recompute;
+  spec.costs = costs;
+  spec.memory = plain_memory;
+  spec.memory_limit = limit;
+  spec.unlimited_fallback = unlimited_fallback;
+  spec.search_evaluations = search_evaluations;
+  plan_entry e;
+  e.choice = choice;
+  e.sched = generate_job_schedule(spec, registry, gen, limited);
+  e.costs = std::move(costs);
+  e.memory = jc.memory;
+  const simulation_result sim = simulate(e.sched, e.costs, {true, false, false});
+  if (!sim.completed()) {
+    fail("plan: ", gen.name, " gave an order that deadlocks");
+  }
+  memory_options mo = memory_options::with_limit(jc.usable_memory);
+  mo.record_curve = false;
+  const memory_report mem = check_memory(e.sched, e.memory, mo);
+  const std::vector<double> ends = dp_reduce_ends(e.sched, sim, jc);
+  const placement& pl = e.sched.layout();
+  e.makespan_s = sim.makespan;
+  double step = sim.makespan;
+  e.stages.resize(lay.pp);
+  for (stage_index s = 0; s < lay.pp; ++s) {
+    plan_stage& st = e.stages[s];
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      const global_chunk gc = pl.global(s, c);
+      st.chunks.push_back(gc);
+      st.layers += jc.chunks[gc].layers;
+      st.embedding = st.embedding || jc.chunks[gc].embedding;
+      st.head = st.head || jc.chunks[gc].head;
+    }
+    st.statics = jc.static_memory[s];
+    st.total = mem.stages[s].peak;
+    st.activations = std::max(0.0, st.total - st.statics.total());
+    st.busy_s = sim.stages[s].busy;
+    st.dp_reduce_end_s = ends[s];
+    step = std::max(step, ends[s]);
+    e.peak_memory_bytes = std::max(e.peak_memory_bytes, st.total);
+  }
+  e.fits = mem.within_budget();
+  e.usable_memory_bytes = jc.usable_memory;
+  e.step_time_s = step;
+  e.dp_exposed_s = step - sim.makespan;
+  const double global_batch = static_cast<double>(lay.dp) * lay.microbatches * lay.micro_batch;
+  e.flops_per_iteration =
+      static_cast<double>(lay.dp) * lay.microbatches * model_flops_per_microbatch(job, lay);
+  const double gpus = static_cast<double>(job.gpus);
+  e.tokens_per_s = global_batch * static_cast<double>(job.sequence) / step;
+  e.tflops_per_gpu = e.flops_per_iteration / (step * gpus) / 1e12;
+  e.mfu =
+      e.flops_per_iteration / (step * gpus * job.cluster.peak_flops(job.model.activation_bytes));
+  e.bubble_rate = sim.bubble_rate;
+  return e;
+}
+
+/// The memory rungs a searching generator is also run at: every multiple of 5 % of the GPU's
+/// memory (usable fractions 0.05, 0.1, ..., 1), bytes.
+inline constexpr std::uint32_t memory_rungs = 20;
+
+/// Evaluates one candidate (evaluate_choice_within). With `rungs`, a searching generator that
+/// keeps within the limit is run at the usable memory and again at each memory rung below it,
+/// down to the first it cannot keep within, and the fastest order kept (on a tie, the one with
+/// the most room): its heuristics are not monotone in the limit (nor is its objective, the
+/// makespan, the step time, which adds the gradient reduction). The orders searched at a usable
+/// memory on a rung are all searched under any larger one, so more usable memory never gives
+/// this candidate a slower order from the usable fractions 0.05, 0.1, ..., 1 up (docs/model.md
+/// §10).
+inline plan_entry evaluate_choice(const training_job& job,
+                                  const plan_choice& choice,
+                                  const job_costs& jc,
+                                  const generator_registry& registry,
+                                  const generator_entry& gen,
+                                  std::size_t search_evaluations,
+                                  bool rungs = true) {
+  bool limited = false;
+  plan_entry best = evaluate_choice_within(job, choice, jc, registry, gen, search_evaluations,
+                                           jc.usable_memory, &limited);
+  if (!rungs || !gen.searches || !limited) {
+    return best;
+  }
+  const double unit = job.cluster.memory_bytes / memory_rungs;
+  for (std::uint32_t k = memory_rungs; k >= 1; --k) {
+    const double rung = unit * k;
+    if (rung >= jc.usable_memory * (1.0 - 1e-12)) {
+      continue;  // the usable memory itself, or above it
+    }
+    try {
+      plan_entry e = evaluate_choice_within(job, choice, jc, registry, gen, search_evaluations,
+                                            rung, nullptr, false);
+      if (e.fits && (!best.fits || e.step_time_s < best.step_time_s)) {
+        best = std::move(e);
+      }
+    } catch (const invalid_argument&) {
+      break;  // no order within this rung, nor within a lower one
+    }
+  }
+  return best;
+}
+
+}  // namespace detail
+
+}  // namespace pipesched

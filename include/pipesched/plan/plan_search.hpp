@@ -1,0 +1,717 @@
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "pipesched/gen/registry.hpp"
+#include "pipesched/ir/detail/parallel.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/plan/job.hpp"
+#include "pipesched/plan/job_costs.hpp"
+#include "pipesched/plan/job_model.hpp"
+#include "pipesched/plan/job_schedule.hpp"
+#include "pipesched/plan/partition.hpp"
+#include "pipesched/plan/plan_ranking.hpp"
+#include "pipesched/plan/plan_types.hpp"
+
+// The planner's space and search (docs/model.md §10): the fixed choices checked, every layout,
+// schedule, recomputation and partition enumerated with its bounds, the candidates evaluated in
+// bound order on threads, the best kept.
+
+namespace pipesched {
+
+namespace detail {
+
+/// Divisors of n in increasing order.
+inline std::vector<std::uint64_t> divisors_of(std::uint64_t n) {
+  std::vector<std::uint64_t> lo, hi;
+  for (std::uint64_t d = 1; d * d <= n; ++d) {
+    if (n % d == 0) {
+      lo.push_back(d);
+      if (d != n / d) {
+        hi.push_back(n / d);
+      }
+    }
+  }
+  lo.insert(lo.end(), hi.rbegin(), hi.rend());
+  return lo;
+}
+
+/// How a message names a fixed choice: as the plan's own option (`--tp 8`, who "plan") or as a
+/// key of the baseline (`tp=8`, who "plan: baseline"), so that it names what the user typed.
+struct choice_names {
+  bool baseline = false;
+
+  std::string who() const { return baseline ? "plan: baseline" : "plan"; }
+  /// "--tp" or "tp"; `key` is set_plan_choice's (tp, pp, dp, v, micro-batch, ...).
+  std::string option(std::string_view key) const {
+    if (baseline) {
+      return std::string(key);
+    }
+    return key == "v" ? "-v" : key == "sp" ? "--sequence-parallel" : "--" + std::string(key);
+  }
+  /// "--tp 8" or "tp=8".
+  template <class T>
+  std::string value(std::string_view key, const T& v) const {
+    return concat(option(key), baseline ? "=" : " ", v);
+  }
+};
+
+/// The data-parallel degree a layout gets, checking a fixed one; throws with the values.
+inline std::uint64_t data_parallel_of(const training_job& job,
+                                      std::uint32_t tp,
+                                      std::uint32_t pp,
+                                      const std::optional<std::uint64_t>& fixed,
+                                      const choice_names& names = {}) {
+  const std::uint64_t per = std::uint64_t{tp} * pp;
+  if (job.gpus % per != 0) {
+    fail(names.who(), ": TP·PP (", tp, "·", pp, " = ", per, ") must divide the GPUs (", job.gpus,
+         ")");
+  }
+  const std::uint64_t dp = job.gpus / per;
+  if (fixed && *fixed != dp) {
+    fail(names.who(), ": ", names.value("dp", *fixed), " with ", names.value("tp", tp), " ",
+         names.value("pp", pp), " needs ", per * *fixed, " GPUs, not ", job.gpus,
+         " (TP·PP·DP = GPUs)");
+  }
+  return dp;
+}
+
+/// Checks the fixed choices against the model, the cluster and the batch (exit 2 in the CLI),
+/// each rule once for the search and for a fixed layout: TP dividing the heads, the KV heads
+/// and a node's GPUs; PP not above the layers; TP, PP and DP (each, and together) dividing the
+/// GPUs; PP·v chunks of at least one layer; the global batch a multiple of DP·b.
+inline void check_fixed(const training_job& job,
+                        const plan_fixed& f,
+                        const choice_names& names = {}) {
+  const std::string who = names.who();
+  if (f.tp) {
+    const std::uint32_t t = *f.tp;
+    if (!job.model.tp_splits_heads(t)) {
+      fail(who, ": ", names.value("tp", t), " must divide the heads (", job.model.heads,
+           ") and the KV heads (", job.model.kv(), ")");
+    }
+    if (job.cluster.gpus_per_node % t != 0) {
+      fail(who, ": ", names.value("tp", t), " must divide the GPUs per node (",
+           job.cluster.gpus_per_node, "): tensor parallelism stays inside a node");
+    }
+  }
+  if (f.pp && (*f.pp == 0 || *f.pp > job.model.layers)) {
+    fail(who, ": ", names.value("pp", *f.pp), " must be between 1 and the layers (",
+         job.model.layers, ")");
+  }
+  if (f.dp && *f.dp == 0) {
+    fail(who, ": ", names.option("dp"), " must be at least 1");
+  }
+  if (f.chunks && *f.chunks == 0) {
+    fail(who, ": ", names.option("v"), " must be at least 1");
+  }
+  if (f.micro_batch && *f.micro_batch == 0) {
+    fail(who, ": ", names.option("micro-batch"), " must be at least 1");
+  }
+  if (f.microbatches && *f.microbatches == 0) {
+    fail(who, ": ", names.option("microbatches"), " must be at least 1");
+  }
+  // Each fixed degree, and each fixed product, must divide the GPUs: the search would find no
+  // layout (TP·PP·DP = GPUs).
+  std::string fixed_names;
+  std::uint64_t product = 1;
+  int count = 0;
+  auto divides = [&](std::string_view key, const auto& degree) {
+    if (!degree) {
+      return;
+    }
+    fixed_names += (count++ == 0 ? "" : " · ") + names.value(key, *degree);
+    product *= *degree;
+    if (job.gpus % product != 0) {
+      fail(who, ": ", fixed_names, count == 1 ? "" : concat(" = ", product),
+           " does not divide the ", job.gpus, " GPUs (TP·PP·DP = GPUs)");
+    }
+  };
+  if (f.tp && f.pp) {
+    data_parallel_of(job, *f.tp, *f.pp, f.dp, names);
+  } else {
+    divides("dp", f.dp);
+    divides("tp", f.tp);
+    divides("pp", f.pp);
+  }
+  if (f.chunks) {
+    const std::uint64_t p = f.pp.value_or(1);
+    const std::uint64_t n = p * *f.chunks;
+    if (n > job.model.layers) {
+      if (f.pp) {
+        fail(who, ": ", names.value("pp", p), " and ", names.value("v", *f.chunks),
+             " make PP·v = ", n, " chunks for ", job.model.layers,
+             " layers: each chunk needs at least one layer");
+      }
+      fail(who, ": ", names.value("v", *f.chunks), " makes PP·v = ", n, " chunks for ",
+           job.model.layers, " layers even at PP 1: each chunk needs at least one layer");
+    }
+  }
+  if (f.sequence_parallel && *f.sequence_parallel && f.tp && *f.tp == 1) {
+    fail(who, ": ", names.baseline ? "sp=on" : "--sequence-parallel", " needs ", names.option("tp"),
+         " > 1");
+  }
+  if (job.global_batch) {
+    // DP·m·b = the global batch: what is fixed of the three must divide it.
+    std::uint64_t batch_part = 1;
+    std::string parts;
+    int n_parts = 0;
+    auto part = [&](std::string_view key, const auto& degree) {
+      if (!degree) {
+        return;
+      }
+      parts += (n_parts++ == 0 ? "" : " · ") + names.value(key, *degree);
+      const bool within = *degree <= job.global_batch / batch_part;  // no overflow
+      if (within) {
+        batch_part *= *degree;
+      }
+      if (!within || job.global_batch % batch_part != 0) {
+        fail(who, ": ", parts, n_parts > 1 && within ? concat(" = ", batch_part) : "",
+             " does not divide the global batch (", job.global_batch,
+             " sequences): DP · microbatches · micro-batch = the global batch");
+      }
+    };
+    part("dp", f.dp);
+    part("micro-batch", f.micro_batch);
+    part("microbatches", f.microbatches);
+  }
+  if (!job.global_batch && !f.microbatches) {
+    fail(who, ": give the batch: --global-batch, --global-batch-tokens or --microbatches");
+  }
+  if (!job.global_batch && f.microbatches && !(f.tp && f.pp && f.micro_batch)) {
+    fail(who, ": ", names.option("microbatches"), " alone fixes the batch only for a given ",
+         names.option("tp"), ", ", names.option("pp"), " and ", names.option("micro-batch"),
+         "; to search layouts give --global-batch or --global-batch-tokens");
+  }
+}
+
+/// A group of candidates sharing their job costs: one layout, recomputation and placement.
+struct plan_group {
+  plan_layout layout;
+  recompute_kind recompute = recompute_kind::none;
+  placement pl;
+  std::vector<std::uint32_t> partition;
+  std::shared_ptr<const job_costs> costs;
+  double time_bound = 0.0;    ///< no schedule of the group takes less (seconds)
+  double memory_bound = 0.0;  ///< no schedule of the group needs less on its fullest stage
+};
+
+/// The group's partition: given, even, or balanced by the op times of the layout.
+inline std::optional<std::vector<std::uint32_t>> partition_for(
+    const training_job& job,
+    const plan_layout& lay,
+    recompute_kind recompute,
+    const placement& pl,
+    const partition_spec& spec,
+    const std::vector<std::uint32_t>& caps = {}) {
+  const std::uint32_t n = lay.pp * lay.chunks;
+  if (spec.kind == partition_kind::given) {
+    check_given_partition(spec.layers, job.model.layers, n);
+    return spec.layers;
+  }
+  if (job.model.layers < n) {
+    return std::nullopt;
+  }
+  if (spec.kind == partition_kind::even) {
+    return even_partition(job.model.layers, n);
+  }
+  return balanced_partition(job.model.layers, pl,
+                            partition_weights_of(op_times_of(job, lay, recompute), n, caps));
+}
+
+/// Fills a group's costs and bounds from its partition.
+inline void finish_group(const training_job& job, plan_group& g) {
+  g.costs = std::make_shared<const job_costs>(
+      make_job_costs(job, g.layout, g.recompute, g.partition, g.pl));
+  const schedule_bounds b = schedule_bounds_of(*g.costs, g.layout, g.recompute, g.pl);
+  g.time_bound = b.time_s;
+  g.memory_bound = b.memory_bytes;
+}
+
+/// Per-stage layer caps after a balanced partition did not fit: each stage over the limit
+/// gives up the layers its excess is worth at its bytes per layer.
+inline std::vector<std::uint32_t> memory_caps(const plan_entry& e, double usable) {
+  std::vector<std::uint32_t> caps;
+  for (const plan_stage& st : e.stages) {
+    std::uint32_t cap = st.layers;
+    if (st.total > usable && st.layers > 0) {
+      const double per_layer = st.total / st.layers;
+      const auto over = static_cast<std::uint32_t>(std::ceil((st.total - usable) / per_layer));
+      cap = over >= st.layers ? 0 : st.layers - over;
+    }
+    caps.push_back(cap);
+  }
+  return caps;
+}
+
+/// Why a space holds no candidate: the refusal that got furthest through the checks (a
+/// schedule refusing v says more than a TP·PP not dividing the GPUs), in the user's terms.
+struct plan_refusal {
+  int depth = -1;
+  std::string why;
+
+  /// Keeps text() when it got further than the refusal kept; builds it only then.
+  template <class Text>
+  void note(int at_depth, const Text& text) {
+    if (at_depth > depth) {
+      depth = at_depth;
+      why = text();
+    }
+  }
+};
+
+/// The space of `f` for `job`: every group and generator, best bound first.
+struct plan_space {
+  std::vector<plan_group> groups;
+  std::vector<std::pair<std::size_t, const generator_entry*>> candidates;  // (group, generator)
+  std::size_t layouts_refused = 0;
+  plan_refusal refusal;  ///< why no candidate, when there is none
+};
+
+inline plan_space enumerate_space(const training_job& job,
+                                  const plan_fixed& f,
+                                  const generator_registry& registry,
+                                  const choice_names& names = {}) {
+  plan_space space;
+  const std::string who = names.who();
+  std::vector<std::uint32_t> tps;
+  if (f.tp) {
+    tps.push_back(*f.tp);
+  } else {
+    for (std::uint64_t t : divisors_of(job.cluster.gpus_per_node)) {
+      if (job.model.tp_splits_heads(t) && job.gpus % t == 0) {
+        tps.push_back(static_cast<std::uint32_t>(t));
+      }
+    }
+  }
+  std::vector<const generator_entry*> gens;
+  if (f.schedule) {
+    gens.push_back(&registry.at(*f.schedule));
+  } else {
+    for (const generator_entry& e : registry.entries()) {
+      gens.push_back(&e);
+    }
+  }
+  struct placed {
+    std::optional<placement> pl;
+    std::string why;  ///< the generator's refusal
+  };
+  std::map<std::tuple<std::string, std::uint32_t, std::uint32_t>, placed> places;
+  auto place = [&](const generator_entry& g, std::uint32_t p, std::uint32_t v) -> const placed& {
+    const auto key = std::make_tuple(g.name, p, v);
+    auto it = places.find(key);
+    if (it == places.end()) {
+      placed pd;
+      pd.pl = placement_for(g, p, v, &pd.why);
+      it = places.emplace(key, std::move(pd)).first;
+    }
+    return it->second;
+  };
+  const bool layout_fixed = f.tp && f.pp;
+  for (std::uint32_t tp : tps) {
+    std::vector<std::uint32_t> pps;
+    if (f.pp) {
+      pps.push_back(*f.pp);
+    } else {
+      // At most the layers, so never more than that many divisions of the GPUs are tried.
+      for (std::uint32_t p = 1; p <= job.model.layers; ++p) {
+        if ((job.gpus / tp) % p == 0) {
+          pps.push_back(p);
+        }
+      }
+    }
+    for (std::uint32_t pp : pps) {
+      const std::string at = concat("TP", tp, " PP", pp);
+      if (job.gpus % (std::uint64_t{tp} * pp) != 0) {
+        if (layout_fixed) {
+          data_parallel_of(job, tp, pp, f.dp, names);  // throws, naming the values
+        }
+        space.refusal.note(0, [&] {
+          return concat(at, ": TP·PP (", std::uint64_t{tp} * pp, ") does not divide the ", job.gpus,
+                        " GPUs");
+        });
+        continue;
+      }
+      const std::uint64_t dp = job.gpus / (std::uint64_t{tp} * pp);
+      const std::size_t first_group = space.groups.size();
+      if (f.dp && *f.dp != dp) {
+        if (layout_fixed) {
+          data_parallel_of(job, tp, pp, f.dp, names);
+        }
+        space.refusal.note(
+            1, [&] { return concat(at, " gives DP ", dp, ", not ", names.value("dp", *f.dp)); });
+        continue;
+      }
+      // Micro-batch sizes and counts.
+      std::vector<std::pair<std::uint32_t, std::uint32_t>> batches;  // (b, m)
+      if (job.global_batch) {
+        if (job.global_batch % dp != 0) {
+          const std::string rule = concat("the global batch (", job.global_batch,
+                                          " sequences) must be a multiple of DP (", dp, ")");
+          if (layout_fixed) {
+            fail(who, ": ", rule);
+          }
+          ++space.layouts_refused;
+          space.refusal.note(2, [&] { return concat(at, ": ", rule); });
+          continue;
+        }
+        const std::uint64_t per = job.global_batch / dp;
+        const std::string per_text =
+            concat("the global batch (", job.global_batch, " sequences) over DP (", dp, ") is ",
+                   per, " sequences per pipeline");
+        if (per > max_plan_pipeline_sequences) {
+          const std::string rule = concat(per_text, ", more than ", max_plan_pipeline_sequences,
+                                          " (max_plan_pipeline_sequences)");
+          if (layout_fixed) {
+            fail(who, ": ", rule);
+          }
+          space.refusal.note(3, [&] { return concat(at, ": ", rule); });
+          continue;
+        }
+        for (std::uint64_t b : divisors_of(per)) {
+          if ((f.micro_batch && b != *f.micro_batch) || (!f.micro_batch && b > 16)) {
+            continue;
+          }
+          const std::uint64_t m = per / b;
+          if (f.microbatches && m != *f.microbatches) {
+            continue;
+          }
+          batches.emplace_back(static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(m));
+        }
+        if (batches.empty()) {
+          // Only fixed choices leave no micro-batch size (b = 1 always divides).
+          std::string rule = per_text + ": not ";
+          if (f.micro_batch && f.microbatches) {
+            rule += concat(names.value("micro-batch", *f.micro_batch), " times ",
+                           names.value("microbatches", *f.microbatches));
+          } else if (f.micro_batch) {
+            rule += concat("a multiple of ", names.value("micro-batch", *f.micro_batch));
+          } else {
+            rule += concat(names.value("microbatches", *f.microbatches),
+                           " micro-batches of 1 to 16 sequences (the sizes searched)");
+          }
+          if (layout_fixed) {
+            fail(who, ": ", rule);
+          }
+          space.refusal.note(4, [&] { return concat(at, ": ", rule); });
+          continue;
+        }
+      } else {
+        batches.emplace_back(*f.micro_batch, *f.microbatches);
+      }
+      std::vector<bool> sps;
+      if (f.sequence_parallel) {
+        sps.push_back(*f.sequence_parallel && tp > 1);
+      } else {
+        sps.push_back(false);
+        if (tp > 1) {
+          sps.push_back(true);
+        }
+      }
+      std::vector<recompute_kind> rcs;
+      if (f.recompute) {
+        rcs.push_back(*f.recompute);
+      } else {
+        rcs = {recompute_kind::none, recompute_kind::selective, recompute_kind::full};
+      }
+      for (const generator_entry* gen : gens) {
+        std::vector<std::uint32_t> vs;
+        if (f.chunks) {
+          vs.push_back(*f.chunks);
+        } else if (gen->default_chunks == 1) {
+          vs.push_back(1);
+        } else {
+          // One stage gains nothing from several chunks: only the default is tried there.
+          for (std::uint32_t v : {2u, 3u, 4u, 6u, 8u}) {
+            if (std::uint64_t{pp} * v <= job.model.layers && (pp > 1 || v == gen->default_chunks)) {
+              vs.push_back(v);
+            }
+          }
+        }
+        for (std::uint32_t v : vs) {
+          if (std::uint64_t{pp} * v > job.model.layers) {
+            space.refusal.note(5, [&] {
+              return concat(at, ": PP·v = ", std::uint64_t{pp} * v, " chunks for ",
+                            job.model.layers, " layers: each chunk needs at least one layer");
+            });
+            continue;
+          }
+          const placed& pd = place(*gen, pp, v);
+          if (!pd.pl) {
+            space.refusal.note(6, [&] {
+              return concat(names.value("schedule", gen->name), " does not take ",
+                            names.value("v", v), " at PP ", pp, ": ", pd.why);
+            });
+            continue;
+          }
+          const placement& pl = *pd.pl;
+          for (const auto& [b, m] : batches) {
+            const std::uint64_t ops = std::uint64_t{3} * pp * pl.chunks() * m;
+            if (ops > max_plan_schedule_ops) {
+              // Structured bindings are not captured by lambdas in clang 14: copies.
+              space.refusal.note(7, [&, mb_size = b, mb_count = m] {
+                return concat(at, " v", pl.chunks(), " b", mb_size, ": PP·v·m·3 = ", pp, "·",
+                              pl.chunks(), "·", mb_count, "·3 = ", ops,
+                              " ops in one schedule, more than ", max_plan_schedule_ops,
+                              " (max_plan_schedule_ops)");
+              });
+              continue;
+            }
+            for (bool sp : sps) {
+              for (recompute_kind rc : rcs) {
+                plan_layout lay{tp, pp, dp, v, b, m, sp};
+                // Groups share costs: same layout, recompute and placement.
+                std::size_t gi = space.groups.size();
+                for (std::size_t i = first_group; i < space.groups.size(); ++i) {
+                  const plan_group& g = space.groups[i];
+                  if (g.layout == lay && g.recompute == rc && g.pl == pl) {
+                    gi = i;
+                    break;
+                  }
+                }
+                if (gi == space.groups.size()) {
+                  plan_group g;
+                  g.layout = lay;
+                  g.recompute = rc;
+                  g.pl = pl;
+                  const auto part = partition_for(job, lay, rc, pl, f.partition);
+                  if (!part) {
+                    continue;
+                  }
+                  g.partition = *part;
+                  finish_group(job, g);
+                  space.groups.push_back(std::move(g));
+                }
+                space.candidates.emplace_back(gi, gen);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // Best bound first; ties in a fixed order (group, then registry order).
+  std::stable_sort(space.candidates.begin(), space.candidates.end(),
+                   [&](const auto& a, const auto& b) {
+                     return space.groups[a.first].time_bound < space.groups[b.first].time_bound;
+                   });
+  return space;
+}
+
+/// Evaluates one candidate of `space`, re-partitioning a balanced partition that did not fit
+/// within the caps its memory gives (twice at most), searching generators at the memory rungs
+/// too with `rungs` (evaluate_choice). nullopt when the generator refuses.
+inline std::optional<plan_entry> evaluate_candidate(const training_job& job,
+                                                    const plan_space& space,
+                                                    std::size_t index,
+                                                    const plan_fixed& f,
+                                                    const generator_registry& registry,
+                                                    std::size_t evaluations,
+                                                    bool rungs) {
+  const auto [gi, gen] = space.candidates[index];
+  const plan_group& g = space.groups[gi];
+  plan_choice choice{g.layout, gen->name, g.recompute, g.partition};
+  std::optional<plan_entry> best;
+  try {
+    best = evaluate_choice(job, choice, *g.costs, registry, *gen, evaluations, rungs);
+  } catch (const invalid_argument&) {
+    return std::nullopt;
+  }
+  for (int round = 0; round < 2 && !best->fits && f.partition.kind == partition_kind::balanced;
+       ++round) {
+    const auto part = partition_for(job, g.layout, g.recompute, g.pl, f.partition,
+                                    memory_caps(*best, g.costs->usable_memory));
+    if (!part || *part == best->choice.partition) {
+      break;
+    }
+    choice.partition = *part;
+    const job_costs jc = make_job_costs(job, g.layout, g.recompute, *part, g.pl);
+    try {
+      plan_entry e = evaluate_choice(job, choice, jc, registry, *gen, evaluations, rungs);
+      if (e.fits || e.peak_memory_bytes < best->peak_memory_bytes) {
+        best = std::move(e);
+      }
+    } catch (const invalid_argument&) {
+      break;
+    }
+  }
+  return best;
+}
+
+/// The plans of `f`: search (or, evaluates_one(), the one layout at its best). With
+/// `keep_misfit`, nothing is skipped for memory and the plan nearest to fitting is kept when
+/// none fits. Throws invalid_argument, in `names`' words, when no layout of `f` can run.
+inline plan_result run_plan(const training_job& job,
+                            const plan_fixed& f,
+                            const plan_options& opts,
+                            const generator_registry& registry,
+                            const choice_names& names = {},
+                            bool keep_misfit = false) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_fixed(job, f, names);
+  plan_space space = enumerate_space(job, f, registry, names);
+  if (space.candidates.empty()) {
+    fail(names.who(), ": no layout can run this job: ",
+         space.refusal.why.empty() ? "no candidate" : space.refusal.why);
+  }
+  plan_result res;
+  res.stats.candidates = space.candidates.size();
+  const bool one = f.evaluates_one();
+  keep_misfit = keep_misfit || one;
+  const std::size_t keep = one ? 1 : std::max<std::size_t>(1, opts.top);
+  const double usable = job.cluster.usable_memory();
+  std::vector<plan_entry> evaluated;
+  double smallest_need = std::numeric_limits<double>::infinity();
+  // The K-th best fitting step time so far: a candidate whose bound is above it cannot enter.
+  auto threshold = [&] {
+    // Distinct plans only: the same order under two names (zb-1p, zb-auto) is one plan, and
+    // counting it twice would cut candidates the final list needs. Plans of one layout and
+    // step time count once (never more candidates cut than that).
+    std::vector<double> times;
+    std::vector<std::tuple<plan_layout, recompute_kind, double>> seen;
+    for (const plan_entry& e : evaluated) {
+      const auto key = std::make_tuple(e.choice.layout, e.choice.recompute, e.step_time_s);
+      if (e.fits && std::find(seen.begin(), seen.end(), key) == seen.end()) {
+        seen.push_back(key);
+        times.push_back(e.step_time_s);
+      }
+    }
+    if (times.size() < keep) {
+      return std::numeric_limits<double>::infinity();
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(keep - 1),
+                     times.end());
+    return times[keep - 1];
+  };
+  unsigned threads = opts.threads != 0 ? opts.threads : std::thread::hardware_concurrency();
+  threads = std::max(1u, threads);
+  // Batches of candidates, in bound order; the threshold moves between batches only, so which
+  // candidates run never depends on the threads' timing.
+  std::size_t next = 0;
+  const std::size_t n = space.candidates.size();
+  while (next < n) {
+    const double limit = threshold();
+    std::vector<std::size_t> batch;
+    while (next < n && batch.size() < std::max<std::size_t>(threads, 2)) {
+      const plan_group& g = space.groups[space.candidates[next].first];
+      if (opts.prune && !keep_misfit && g.memory_bound > usable * (1.0 + 1e-9)) {
+        ++res.stats.pruned_memory;
+        smallest_need = std::min(smallest_need, g.memory_bound);
+      } else if (opts.prune && !one && g.time_bound > limit * (1.0 + 1e-12)) {
+        ++res.stats.pruned_time;
+      } else {
+        batch.push_back(next);
+      }
+      ++next;
+    }
+    std::vector<std::optional<plan_entry>> out(batch.size());
+    std::atomic<std::size_t> cursor{0};
+    auto work = [&] {
+      for (std::size_t i = cursor++; i < batch.size(); i = cursor++) {
+        // The memory rungs for the one layout asked for only: over a search they would cost
+        // several times its time (docs/model.md §10).
+        out[i] =
+            evaluate_candidate(job, space, batch[i], f, registry, opts.search_evaluations, one);
+      }
+    };
+    // The first exception is rethrown; the others stop taking candidates.
+    run_parallel(static_cast<unsigned>(std::min<std::size_t>(threads, batch.size())), work,
+                 [&] { cursor = batch.size(); });
+    for (auto& e : out) {
+      if (!e) {
+        ++res.stats.failed;
+        continue;
+      }
+      ++res.stats.evaluated;
+      if (!e->fits) {
+        smallest_need = std::min(smallest_need, e->peak_memory_bytes);
+      }
+      evaluated.push_back(std::move(*e));
+    }
+  }
+  auto rank = [&] {
+    std::sort(evaluated.begin(), evaluated.end(), [&](const plan_entry& a, const plan_entry& b) {
+      return better_plan(a, b, registry);
+    });
+  };
+  rank();
+  // The plans kept from a searching generator search again with a deeper budget: more
+  // candidate orders where they matter.
+  if (opts.polish_evaluations > 0) {
+    std::size_t polished = 0;
+    for (plan_entry& e : evaluated) {
+      if (polished == keep || !e.fits) {
+        break;
+      }
+      ++polished;
+      const generator_entry& gen = registry.at(e.choice.schedule);
+      if (!gen.searches) {
+        continue;
+      }
+      const job_costs jc = make_job_costs(job, e.choice.layout, e.choice.recompute,
+                                          e.choice.partition, e.sched.layout());
+      try {
+        plan_entry deeper =
+            evaluate_choice(job, e.choice, jc, registry, gen, opts.polish_evaluations, one);
+        if (deeper.fits && deeper.step_time_s < e.step_time_s) {
+          e = std::move(deeper);
+        }
+      } catch (const invalid_argument&) {
+        // keeps the first search's order
+      }
+    }
+    rank();
+  }
+  // The same order under two names (zb-1p and zb-auto when their limits agree) is one plan.
+  std::vector<plan_entry> distinct;
+  for (plan_entry& e : evaluated) {
+    const bool seen = std::any_of(distinct.begin(), distinct.end(), [&](const plan_entry& d) {
+      return d.choice.layout == e.choice.layout && d.choice.recompute == e.choice.recompute &&
+             d.choice.partition == e.choice.partition && d.sched == e.sched;
+    });
+    if (!seen) {
+      distinct.push_back(std::move(e));
+    }
+  }
+  evaluated = std::move(distinct);
+  // The frontier: no evaluated plan is both faster and smaller.
+  res.frontier = plan_frontier(evaluated);
+  for (plan_entry& e : evaluated) {
+    if (res.plans.size() == keep || (!e.fits && !keep_misfit)) {
+      break;
+    }
+    res.plans.push_back(std::move(e));
+  }
+  if (res.plans.empty() || !res.plans.front().fits) {
+    res.smallest_need_bytes = std::isfinite(smallest_need) ? smallest_need : 0.0;
+  }
+  if (res.stats.evaluated == 0 && res.stats.pruned_memory == 0) {
+    fail(names.who(), ": every one of the ", res.stats.candidates,
+         " candidates was refused by its generator");
+  }
+  const plan_group& g0 = space.groups[space.candidates.front().first];
+  res.global_batch = g0.layout.dp * g0.layout.microbatches * g0.layout.micro_batch;
+  res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace detail
+
+}  // namespace pipesched
