@@ -3,27 +3,35 @@
 #include "cli_support.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <mutex>
+#include <stop_token>
+#include <thread>
 #include <unistd.h>
 
 #include <fmt/core.h>
 
+#include <pipesched/analysis/schedule_report.hpp>
 #include <pipesched/io/chrome_trace.hpp>
 #include <pipesched/io/cost_model_json.hpp>
+#include <pipesched/io/job_spec_json.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/memory_model_json.hpp>
-#include <pipesched/io/plan_json.hpp>
 #include <pipesched/io/schedule_export.hpp>
 #include <pipesched/io/svg.hpp>
+#include <pipesched/io/torch_csv.hpp>
 #include <pipesched/tools/request.hpp>
+#include <pipesched/tools/whatif.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 #include <pipesched/transform/recompute.hpp>
 
@@ -457,53 +465,68 @@ void whatif_usage_error(const field_error& e) {
       names));
 }
 
-progress_line::progress_line(std::string status) : status_(std::move(status)) {
-  tty_ = ::isatty(STDERR_FILENO) == 1;
-  thread_ = std::jthread([this](std::stop_token stop) { loop(stop); });
+// What the progress thread shares with the caller. The thread is the last member: it starts
+// when the others exist and is joined before they go.
+struct progress_line::state {
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::string status;
+  std::atomic<std::uint64_t> done{0};
+  std::atomic<std::uint64_t> total{0};  // 0: show status
+  bool tty = false;
+  bool printed = false;  // written by the thread, read after join
+  std::jthread thread;
+
+  // Called with m held.
+  std::string text() const {
+    const std::uint64_t t = total.load(std::memory_order_relaxed);
+    if (t == 0) {
+      return status;
+    }
+    const std::uint64_t d = std::min(done.load(std::memory_order_relaxed), t);
+    return fmt::format("{}: {}/{} samples ({} %)", status, d, t, d * 100 / t);
+  }
+
+  void loop(const std::stop_token& stop) {
+    using namespace std::chrono;
+    const auto start = steady_clock::now();
+    std::unique_lock<std::mutex> lock(m);
+    auto wait = milliseconds(1000);
+    while (!cv.wait_for(lock, stop, wait, [&] { return stop.stop_requested(); })) {
+      const double s = duration<double>(steady_clock::now() - start).count();
+      std::fprintf(stderr, tty ? "\r\033[K%s, %.0f s" : "%s, %.0f s\n", text().c_str(), s);
+      std::fflush(stderr);
+      printed = true;
+      wait = milliseconds(tty ? 250 : 1000);
+    }
+  }
+};
+
+progress_line::progress_line(std::string status) : state_(std::make_unique<state>()) {
+  state_->status = std::move(status);
+  state_->tty = ::isatty(STDERR_FILENO) == 1;
+  state* st = state_.get();
+  state_->thread = std::jthread([st](const std::stop_token& stop) { st->loop(stop); });
 }
 
 progress_line::~progress_line() {
-  thread_.request_stop();
-  thread_.join();
-  if (printed_ && tty_) {
+  state_->thread.request_stop();
+  state_->thread.join();
+  if (state_->printed && state_->tty) {
     std::fputs("\r\033[K", stderr);  // the output that follows starts on a clean line
     std::fflush(stderr);
   }
 }
 
 void progress_line::set(std::string status) {
-  const std::lock_guard<std::mutex> lock(m_);
-  status_ = std::move(status);
-  total_.store(0, std::memory_order_relaxed);
+  const std::lock_guard<std::mutex> lock(state_->m);
+  state_->status = std::move(status);
+  state_->total.store(0, std::memory_order_relaxed);
 }
 
 void progress_line::set_count(std::uint64_t done, std::uint64_t total) noexcept {
-  done_.store(done, std::memory_order_relaxed);
-  total_.store(total, std::memory_order_relaxed);
-}
-
-// Called with m_ held.
-std::string progress_line::text() {
-  const std::uint64_t total = total_.load(std::memory_order_relaxed);
-  if (total == 0) {
-    return status_;
-  }
-  const std::uint64_t done = std::min(done_.load(std::memory_order_relaxed), total);
-  return fmt::format("{}: {}/{} samples ({} %)", status_, done, total, done * 100 / total);
-}
-
-void progress_line::loop(const std::stop_token& stop) {
-  using namespace std::chrono;
-  const auto start = steady_clock::now();
-  std::unique_lock<std::mutex> lock(m_);
-  auto wait = milliseconds(1000);
-  while (!cv_.wait_for(lock, stop, wait, [&] { return stop.stop_requested(); })) {
-    const double s = duration<double>(steady_clock::now() - start).count();
-    std::fprintf(stderr, tty_ ? "\r\033[K%s, %.0f s" : "%s, %.0f s\n", text().c_str(), s);
-    std::fflush(stderr);
-    printed_ = true;
-    wait = milliseconds(tty_ ? 250 : 1000);
-  }
+  state_->done.store(done, std::memory_order_relaxed);
+  state_->total.store(total, std::memory_order_relaxed);
 }
 
 }  // namespace pipesched::cli

@@ -15,29 +15,30 @@
 // ORDER places it in `pipesched --help` (list 10, generate 20, validate 30, simulate 40, whatif
 // 50, analyze 60). Nothing else changes: main.cpp parses and dispatches every registered one.
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <ostream>
-#include <stop_token>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
-#include <pipesched/analysis/schedule_report.hpp>
 #include <pipesched/gen/registry.hpp>
-#include <pipesched/io/torch_csv.hpp>
 #include <pipesched/ir/schedule.hpp>
 #include <pipesched/model/cost_model.hpp>
 #include <pipesched/model/memory_model.hpp>
 #include <pipesched/plan/job.hpp>
-#include <pipesched/tools/whatif.hpp>
+
+namespace pipesched {
+// Declared here, defined by the headers of the commands that use them (and cli_support.cpp), so
+// that every command does not compile what-if, the torch CSV writer and the schedule report.
+struct schedule_report;
+struct torch_csv_options;
+struct whatif_request;
+}  // namespace pipesched
 
 namespace pipesched::cli {
 
@@ -221,16 +222,8 @@ class progress_line {
   void set_count(std::uint64_t done, std::uint64_t total) noexcept;
 
  private:
-  void loop(const std::stop_token& stop);
-  std::string text();
-  std::mutex m_;
-  std::condition_variable_any cv_;
-  std::string status_;
-  std::atomic<std::uint64_t> done_{0};
-  std::atomic<std::uint64_t> total_{0};  // 0: show status_
-  bool tty_ = false;
-  bool printed_ = false;  // written by the thread, read after join
-  std::jthread thread_;   // last: started when the members above exist
+  struct state;  // the thread and what it shares with the caller (cli_support.cpp)
+  std::unique_ptr<state> state_;
 };
 
 }  // namespace pipesched::cli

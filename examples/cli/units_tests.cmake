@@ -46,7 +46,7 @@ pipesched_cli_test("units: 1f1b at its own peak" 0 "valid: 1f1b"
 # 2. One picture of time: generate's timeline is timed with the same default costs as simulate
 # (BW = T_B + T_W = 2), so both say makespan 33 for 1F1B (generate said 22: BW as one step).
 pipesched_cli_test("time: generate and simulate agree (1f1b)" 0
-  "1f1b  p=4 m=8 v=1  makespan 33  bubble rate 27\\.3%" generate -s 1f1b -p 4 -m 8)
+  "1f1b  p=4 m=8 v=1  makespan 33 cost units  bubble rate 27\\.3%" generate -s 1f1b -p 4 -m 8)
 pipesched_cli_test("time: generate uses --cost" 0 "zb-h1  p=4 m=8 v=1  makespan 54 "
   generate -s zb-h1 -p 4 -m 8 --cost 2,2,2)
 
@@ -168,3 +168,24 @@ pipesched_cli_run("input: - reads standard input (JSON)" 0 "valid: "
   STDIN ${data}/ok.json ARGS validate --input -)
 pipesched_cli_run("input: - reads standard input (CSV)" 0 "makespan "
   STDIN ${data}/zb_h1_p2m2.csv ARGS simulate --input -)
+
+# 7. Every time printed says its unit, and a tiny rate is not rounded to 0.
+pipesched_cli_test("units: svg title says cost units" 0
+  "zb-h1: p=4 m=8 v=1, makespan 27 cost units, bubble rate 11\\.1%" simulate -s zb-h1 -p 4 -m 8 -f svg)
+pipesched_cli_test("units: simulate table says its times' unit" 0
+  " stage       span       busy       idle   idle%  peak memory  \\(times in cost units\\)"
+  simulate -s zb-h1 -p 4 -m 8)
+pipesched_cli_test("units: link times say cost units" 0
+  "link 0: busy [0-9.]+ cost units, [0-9]+ pipeline messages \\([0-9.e+]+ bytes\\) waited [0-9.]+ cost units, .*all-reduce ends at [0-9.]+ cost units"
+  simulate -s 1f1b -p 2 -m 2 --link-bandwidth 1 --message-bytes 1)
+pipesched_cli_test("units: analyze says trace units" 0
+  "per mb  \\(times in trace units\\).*straggler: stage 1: 35\\.44 trace units per micro-batch, 5\\.642 trace units \\(18\\.9%\\).*gain 74\\.21 trace units \\(20\\.5%\\)"
+  analyze ${PROJECT_SOURCE_DIR}/examples/robustness/straggler_run.csv)
+file(WRITE ${units}/tiny_peak_model.json
+  "{\"version\": 1, \"name\": \"gpt-small\", \"layers\": 24, \"hidden\": 2048, \"ffn\": 8192, \"heads\": 16, \"kv_heads\": 16, \"vocab\": 50257, \"mlp\": \"gelu\", \"norm\": \"layernorm\", \"tied_embeddings\": true}\n")
+file(WRITE ${units}/tiny_peak_gpu.json
+  "{\"version\": 1, \"name\": \"tiny\", \"memory_bytes\": 51539607552, \"peak_flops_bf16\": 1e3, \"gpus_per_node\": 8, \"intra_node_bandwidth\": 32e9, \"intra_node_latency\": 5e-6, \"inter_node_bandwidth\": 25e9, \"inter_node_latency\": 10e-6}\n")
+pipesched_cli_test("units: a tiny peak's TFLOP/s column in the unit that fits" 0
+  "of the 1\\.00 kFLOP/s peak.*   1   1   4 .* tok/s +[0-9.]+ FLOP/s +[0-9.]+ %"
+  plan --model ${units}/tiny_peak_model.json --gpu ${units}/tiny_peak_gpu.json --gpus 8 --seq 1024
+  --global-batch 16 --tp 1 --pp 4 --top 1)

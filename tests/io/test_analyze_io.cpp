@@ -50,19 +50,23 @@ TEST_CASE("analyze writers: estimates, stragglers and re-plans as JSON and text"
   CHECK(j["current"] == 20.0);
   CHECK(analyze_text(r) ==
         "zb-h1  p=2 m=4 v=1  24 ops measured\n"
-        "stage  F median (MAD)  B median (MAD)  W median (MAD)  BW median (MAD)  per mb\n"
+        "stage  F median (MAD)  B median (MAD)  W median (MAD)  BW median (MAD)  per mb  (times "
+        "in trace units)\n"
         "    0           1 (0)           1 (0)           1 (0)                -  3\n"
         "    1         2 (0.5)           1 (0)           1 (0)                -  4\n"
-        "straggler: stage 1: 4 per micro-batch, 1 (33.3%) above its peers\n"
+        "straggler: stage 1: 4 trace units per micro-batch, 1 trace units (33.3%) above its "
+        "peers\n"
         "re-plan with the measured costs (the run's order predicts 20 trace units):\n"
-        "  zb-auto    18 trace units  gain 2 (10.0%)\n");
+        "  zb-auto    18 trace units  gain 2 trace units (10.0%)\n");
   // A plan predicted slower is reported as such, not suggested.
   r.plan.candidates[0].makespan = 22.0;
   r.plan.candidates[0].gain = -2.0;
   r.plan.candidates[0].relative_gain = -0.1;
-  CHECK_THAT(analyze_text(r),
-             Catch::EndsWith(
-                 "  zb-auto    22 trace units  no gain: 2 (10.0%) slower than the run's order\n"));
+  CHECK_THAT(
+      analyze_text(r),
+      Catch::EndsWith(
+          "  zb-auto    22 trace units  no gain: 2 trace units (10.0%) slower than the run's "
+          "order\n"));
   CHECK(analyze_to_json(r)["replans"][0]["improves"] == false);
 }
 
@@ -102,8 +106,8 @@ TEST_CASE("analyze writers: a straggler against its plan says so", "[io][analyze
   straggler x{1, 6.0, 5.0, 1.0, 0.2, true};
   r.stragglers = {x};
   CHECK_THAT(analyze_text(r),
-             Catch::Contains("straggler: stage 1: 6 per micro-batch, 1 (20.0%) above its plan at "
-                             "its peers' speed\n"));
+             Catch::Contains("straggler: stage 1: 6 trace units per micro-batch, 1 trace units "
+                             "(20.0%) above its plan at its peers' speed\n"));
   CHECK(analyze_to_json(r)["stragglers"][0]["against"] == "plan");
   r.stragglers[0].against_plan = false;
   CHECK(analyze_to_json(r)["stragglers"][0]["against"] == "peers");

@@ -58,6 +58,7 @@ TEST_CASE("fmt: timeline", "[io][fmt]") {
   // Unit costs: stage 0 F0 0-1, F1 1-2, BW0 4-6, BW1 7-9; stage 1 F0 1-2, BW0 2-4, F1 4-5,
   // BW1 5-7. Span 9 = (m+p-1)(T_F+T_B+T_W) on stage 0, busy 6.
   CHECK(fmt::format("{}", t) ==
-        "makespan 9, bubble rate 33.3%\nstage 0: span 9 busy 6 idle 3\nstage 1: span 6 busy 6 "
-        "idle 0");
+        "makespan 9 cost units, bubble rate 33.3%\nstage 0: span 9 cost units, busy 6 cost "
+        "units, idle 3 cost units\nstage 1: span 6 cost units, busy 6 cost units, idle 0 cost "
+        "units");
 }

@@ -59,6 +59,12 @@ TEST_CASE("plan text: sizes and FLOP/s in the unit that fits", "[io][plan]") {
   CHECK(detail::flops(15.5e9) == "15.5 GFLOP/s");
   CHECK(detail::flops(5.0) == "5.00 FLOP/s");
   CHECK(detail::flops(0.0) == "0 FLOP/s");
+  // The table's TFLOP/s column: one decimal, or a tiny rate in the unit that fits, never "0.0".
+  CHECK(detail::tflops_cell(412.34) == "412.3");
+  CHECK(detail::tflops_cell(0.05) == "0.1");
+  CHECK(detail::tflops_cell(0.0) == "0.0");
+  CHECK(detail::tflops_cell(396e-12) == "396 FLOP/s");
+  CHECK(detail::tflops_cell(0.0123) == "12.3 GFLOP/s");
   training_job job = test_plan::small_job();
   job.cluster.peak_flops_bf16 = 1e3;
   job.cluster.memory_bytes = 1.0;

@@ -20,7 +20,7 @@ TEST_CASE("report text: the readable report of simulate", "[io][report_text]") {
             "1f1b: p=2 m=2 v=1, 8 ops\n"
             "makespan 9 cost units, bubble rate 0.3333 (largest span 9 cost units on stage 0), "
             "utilization 0.6667\n"
-            " stage       span       busy       idle   idle%  peak memory\n"
+            " stage       span       busy       idle   idle%  peak memory  (times in cost units)\n"
             "     0          9          6          3   33.3%            2\n"
             "     1          6          6          0    0.0%            1\n");
 }

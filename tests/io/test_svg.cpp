@@ -23,7 +23,8 @@ TEST_CASE("svg: one rect per op, legend, title, well-formed", "[io][svg]") {
   CHECK(count(svg, "class=\"op\"") == s.size());
   CHECK(count(svg, "<rect class=\"legend\"") == 3);  // F, B, W
   CHECK(count(svg, "class=\"row\"") == 4);
-  CHECK(svg.find("zb-h1: p=4 m=8 v=1, makespan 27, bubble rate 11.1%") != std::string::npos);
+  CHECK(svg.find("zb-h1: p=4 m=8 v=1, makespan 27 cost units, bubble rate 11.1%") !=
+        std::string::npos);
   CHECK(svg.rfind("</svg>\n") == svg.size() - 7);
   CHECK(to_svg(s, tl) == svg);  // deterministic
   // Unit ops are 960/27 = 35.6 px wide: every micro-batch number fits.

@@ -273,6 +273,13 @@ TEST_CASE("terminal: colours and $COLUMNS", "[io][terminal]") {
         longest(render_schedule(wide, {.width = 100})));
 }
 
+TEST_CASE("terminal: a timed picture says its times' unit", "[io][terminal]") {
+  const schedule s = generate(one_f_one_b{}, 2, 3);
+  const std::string out = render_timeline(s, cost_timeline(s), {.width = 30});
+  CHECK(out.rfind("1f1b  p=2 m=3 v=1\nmakespan 12 cost units\nbubble rate 25.0%\ntime 0 to ", 0) ==
+        0);
+}
+
 TEST_CASE("terminal: golden, wrapped by time window", "[io][terminal]") {
   // 1F1B p=2 m=3 needs 4 columns per step (BW2 and a space), 32 in all; 20 are left.
   CHECK(render_schedule(generate(one_f_one_b{}, 2, 3), {.width = 30}) ==

@@ -103,15 +103,16 @@ TEST_CASE("timeline: simulation JSON, trace, SVG and text from a simulation_resu
     x += e["ph"] == "X" ? 1u : 0u;
   }
   CHECK(x == 4 * 2);
-  CHECK(to_svg(s, tl, {.memory = &curves}).find("makespan 9, bubble rate 33.3%") !=
+  CHECK(to_svg(s, tl, {.memory = &curves}).find("makespan 9 cost units, bubble rate 33.3%") !=
         std::string::npos);
   CHECK(render_timeline(s, tl, {.width = 80, .title = false, .axis = false}) ==
         "stage 0 |F0  F1  ........BW0     ....BW1     |\n"
         "stage 1 |....F0  BW0     F1  BW1     ........|\n");
 
   CHECK(fmt::format("{}", r) ==
-        "makespan 9, bubble rate 33.3%\nstage 0: span 9 busy 6 idle 3\nstage 1: span 6 busy 6 "
-        "idle 0");
+        "makespan 9 cost units, bubble rate 33.3%\nstage 0: span 9 cost units, busy 6 cost "
+        "units, idle 3 cost units\nstage 1: span 6 cost units, busy 6 cost units, idle 0 cost "
+        "units");
   CHECK(fmt::format("{}", m) ==
         "max peak 2\nstage 0: peak 2 at op 1 (static 0)\nstage 1: peak 1 at op 0 (static 0)");
 }

@@ -77,6 +77,6 @@ TEST_CASE("whatif writers: a schedule over links as JSON and text", "[io][whatif
           "two  p=2 m=1 v=1  links, fifo traffic, D=2 replicas\n"
           "makespan 10 cost units  iteration 12.5 cost units (with the "
           "all-reduce)  pipeline sends waited 1 cost units, 0.5 of them behind all-reduce bytes\n"
-          "link 0: busy 3, 1 pipeline messages (2 bytes) waited 0, 0 "
-          "all-reduce messages (0 bytes), all-reduce ends at 12.5\n"));
+          "link 0: busy 3 cost units, 1 pipeline messages (2 bytes) waited 0 cost units, 0 "
+          "all-reduce messages (0 bytes), all-reduce ends at 12.5 cost units\n"));
 }

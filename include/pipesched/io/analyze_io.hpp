@@ -71,7 +71,9 @@ inline std::string analyze_text(const analyze_result& r) {
   std::string t =
       fmt::format("{}  p={} m={} v={}  {} ops measured\n", r.name.empty() ? "run" : r.name,
                   r.stages, r.microbatches, r.chunks, r.ops);
-  t += "stage  F median (MAD)  B median (MAD)  W median (MAD)  BW median (MAD)  per mb\n";
+  constexpr std::string_view unit = "trace units";  // the measured costs are the trace's
+  t += "stage  F median (MAD)  B median (MAD)  W median (MAD)  BW median (MAD)  per mb  " +
+       times_in(unit) + "\n";
   auto cell = [](const std::optional<duration_estimate>& d) {
     return d ? fmt::format("{:.4g} ({:.2g})", d->median, d->mad) : std::string("-");
   };
@@ -86,8 +88,9 @@ inline std::string analyze_text(const analyze_result& r) {
                      r.thresholds.absolute, 100 * r.thresholds.relative);
   }
   for (const straggler& x : r.stragglers) {
-    t += fmt::format("straggler: stage {}: {:.4g} per micro-batch, {:.4g} ({:.1f}%) above {}\n",
-                     x.stage, x.per_microbatch, x.excess, 100 * x.relative,
+    t += fmt::format("straggler: stage {}: {} per micro-batch, {} ({:.1f}%) above {}\n", x.stage,
+                     format_time(x.per_microbatch, unit, 4), format_time(x.excess, unit, 4),
+                     100 * x.relative,
                      x.against_plan ? "its plan at its peers' speed" : "its peers");
   }
   if (r.calibration) {
@@ -102,17 +105,17 @@ inline std::string analyze_text(const analyze_result& r) {
         "{:.4g} s ({:.3f}x); achieved fraction of peak {} (plan with --achieved-fraction {})\n",
         c.measured_s, c.planned_s, c.ratio, fraction, fraction);
   }
-  constexpr std::string_view unit = "trace units";  // the measured costs are the trace's
   t += fmt::format("re-plan with the measured costs (the run's order predicts {}):\n",
                    format_time(r.plan.current, unit));
   for (const replan_candidate& c : r.plan.candidates) {
     // Only a plan predicted faster is a suggestion; the others say by how much they lose.
     t += c.improves()
-             ? fmt::format("  {:<10} {}  gain {:.4g} ({:.1f}%)\n", c.generator,
-                           format_time(c.makespan, unit), c.gain, 100 * c.relative_gain)
-             : fmt::format("  {:<10} {}  no gain: {:.4g} ({:.1f}%) slower than the run's order\n",
-                           c.generator, format_time(c.makespan, unit), 0.0 - c.gain,
-                           0.0 - 100 * c.relative_gain);
+             ? fmt::format("  {:<10} {}  gain {} ({:.1f}%)\n", c.generator,
+                           format_time(c.makespan, unit), format_time(c.gain, unit, 4),
+                           100 * c.relative_gain)
+             : fmt::format("  {:<10} {}  no gain: {} ({:.1f}%) slower than the run's order\n",
+                           c.generator, format_time(c.makespan, unit),
+                           format_time(0.0 - c.gain, unit, 4), 0.0 - 100 * c.relative_gain);
   }
   return t;
 }

@@ -122,36 +122,41 @@ struct fmt::formatter<pipesched::validation_report> : pipesched::detail::plain_f
   }
 };
 
-/// `makespan 33, bubble rate 27.3%`, then `stage 0: span 30 busy 24 idle 6` per stage;
-/// numbers in fmt's shortest round-trip form ({}), no trailing newline.
+/// `makespan 33 cost units, bubble rate 27.3%`, then `stage 0: span 30 cost units, busy 24 cost
+/// units, idle 6 cost units` per stage; times as format_time (the costs' units), no trailing
+/// newline.
 template <>
 struct fmt::formatter<pipesched::timeline> : pipesched::detail::plain_formatter {
   template <class Ctx>
   auto format(const pipesched::timeline& t, Ctx& ctx) const -> decltype(ctx.out()) {
-    auto out = fmt::format_to(ctx.out(), "makespan {:.6g}, bubble rate {:.1f}%", t.makespan(),
-                              100.0 * t.bubble_rate());
+    using pipesched::format_time;
+    auto out = fmt::format_to(ctx.out(), "makespan {}, bubble rate {:.1f}%",
+                              format_time(t.makespan()), 100.0 * t.bubble_rate());
     for (pipesched::stage_index s = 0; s < t.stages.size(); ++s) {
       const auto r = t.summary(s);
-      out = fmt::format_to(out, "\nstage {}: span {} busy {} idle {}", s, r.span, r.busy, r.idle);
+      out = fmt::format_to(out, "\nstage {}: span {}, busy {}, idle {}", s, format_time(r.span),
+                           format_time(r.busy), format_time(r.idle));
     }
     return out;
   }
 };
 
-/// `makespan 27, bubble rate 11.1%`, then `stage 0: span 27 busy 24 idle 3` per stage, and the
+/// `makespan 27 cost units, bubble rate 11.1%`, then `stage 0: span 27 cost units, busy 24 cost
+/// units, idle 3 cost units` per stage (and `, comm ..` when it has transfers), and the
 /// deadlock witness when the simulation stopped early; no trailing newline.
 template <>
 struct fmt::formatter<pipesched::simulation_result> : pipesched::detail::plain_formatter {
   template <class Ctx>
   auto format(const pipesched::simulation_result& r, Ctx& ctx) const -> decltype(ctx.out()) {
-    auto out = fmt::format_to(ctx.out(), "makespan {:.6g}, bubble rate {:.1f}%", r.makespan,
-                              100.0 * r.bubble_rate);
+    using pipesched::format_time;
+    auto out = fmt::format_to(ctx.out(), "makespan {}, bubble rate {:.1f}%",
+                              format_time(r.makespan), 100.0 * r.bubble_rate);
     for (std::size_t s = 0; s < r.stages.size(); ++s) {
       const auto& st = r.stages[s];
-      out =
-          fmt::format_to(out, "\nstage {}: span {} busy {} idle {}", s, st.span, st.busy, st.idle);
+      out = fmt::format_to(out, "\nstage {}: span {}, busy {}, idle {}", s, format_time(st.span),
+                           format_time(st.busy), format_time(st.idle));
       if (st.comm > 0.0) {
-        out = fmt::format_to(out, " (comm {})", st.comm);
+        out = fmt::format_to(out, " (comm {})", format_time(st.comm));
       }
     }
     if (r.deadlock) {

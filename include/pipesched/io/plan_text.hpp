@@ -45,6 +45,13 @@ inline std::string flops(double per_s) {
   return fmt::format("{:.{}f} {}", per_s, a >= 99.95 || a == 0.0 ? 0 : a >= 9.995 ? 1 : 2, unit[i]);
 }
 
+/// The table's TFLOP/s cell: one decimal ("412.3"), or below 0.05 TFLOP/s the value with the
+/// unit that fits (flops: "500 FLOP/s"), so no rate other than 0 reads as "0.0".
+inline std::string tflops_cell(double tflops) {
+  const double a = std::fabs(tflops);
+  return a == 0.0 || a >= 0.05 ? fmt::format("{:.1f}", tflops) : flops(tflops * 1e12);
+}
+
 /// 2.28 M, 16.8 k: three significant digits and a decimal prefix.
 inline std::string si_count(double v) {
   const char* prefix[] = {"", " k", " M", " G", " T", " P"};
@@ -59,12 +66,12 @@ inline std::string si_count(double v) {
 inline std::string plan_row_text(const std::string& rank, const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
   return fmt::format(
-      "{:>4}  {:>2} {:>3} {:>5} {:>2} {:>2} {:>4}  {:<16} {:<9} {:<3} {:>9} {:>11} {:>8.1f} "
+      "{:>4}  {:>2} {:>3} {:>5} {:>2} {:>2} {:>4}  {:<16} {:<9} {:<3} {:>9} {:>11} {:>8} "
       "{:>6.1f} % {:>6.1f} % {:>10}{}\n",
       rank, l.tp, l.pp, l.dp, l.chunks, l.micro_batch, l.microbatches, e.choice.schedule,
       to_string(e.choice.recompute), l.sequence_parallel ? "on" : "off",
-      fmt::format("{:.3f} s", e.step_time_s), si_count(e.tokens_per_s) + " tok/s", e.tflops_per_gpu,
-      100.0 * e.mfu, 100.0 * e.bubble_rate, gib(e.peak_memory_bytes),
+      fmt::format("{:.3f} s", e.step_time_s), si_count(e.tokens_per_s) + " tok/s",
+      tflops_cell(e.tflops_per_gpu), 100.0 * e.mfu, 100.0 * e.bubble_rate, gib(e.peak_memory_bytes),
       e.fits ? "" : "  (does not fit)");
 }
 

@@ -33,8 +33,8 @@ inline std::string report_text(const schedule& s,
                        format_time(*rep.lower_bound),
                        span > 0 ? 100.0 * (span - *rep.lower_bound) / span : 0.0);
   }
-  out += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "stage", "span", "busy", "idle",
-                     "idle%", "peak memory");
+  out += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>7} {:>12}  {}\n", "stage", "span", "busy",
+                     "idle", "idle%", "peak memory", times_in(cost_units));
   for (stage_index st = 0; st < s.stages(); ++st) {
     const auto& t = r.stages[st];
     out += fmt::format("{:>6} {:>10g} {:>10g} {:>10g} {:>6.1f}% {:>12g}\n", st, t.span, t.busy,

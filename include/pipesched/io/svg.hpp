@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "pipesched/io/text.hpp"
 #include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
@@ -386,7 +387,7 @@ inline std::string to_svg(const schedule& sched, const timeline& tl, const svg_o
   const std::string title =
       opts.title.empty()
           ? fmt::format("{}: p={} m={} v={}, makespan {}, bubble rate {:.1f}%", sched.name(), p,
-                        sched.microbatches(), v, svg_num(f.makespan), 100.0 * tl.bubble_rate())
+                        sched.microbatches(), v, format_time(f.makespan), 100.0 * tl.bubble_rate())
           : opts.title;
   out += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
                      svg_num(f.left), detail::xml_escape(title));

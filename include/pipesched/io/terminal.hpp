@@ -15,6 +15,7 @@
 #include <fmt/color.h>
 #include <fmt/format.h>
 
+#include "pipesched/io/text.hpp"
 #include "pipesched/io/timeline.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
@@ -343,7 +344,7 @@ inline std::string terminal_title(const schedule& sched,
   // rate, which would rank schedules by op count (a fused BW as one step) rather than time.
   const bool steps = unit == "steps";
   const std::string span =
-      steps ? fmt::format("{:.6g} steps", makespan) : fmt::format("makespan {:.6g}", makespan);
+      steps ? fmt::format("{:.6g} steps", makespan) : "makespan " + format_time(makespan);
   const std::string bubble = steps ? std::string("(one per op, untimed)")
                                    : fmt::format("bubble rate {:.1f}%", 100.0 * tl.bubble_rate());
   const std::string stats =

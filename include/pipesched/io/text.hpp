@@ -14,16 +14,21 @@ namespace pipesched {
 /// The unit of a schedule's times when no seconds are known: the units its costs were given in.
 inline constexpr std::string_view cost_units = "cost units";
 
-/// A time for a reader, with six significant digits and its unit: "16.4148 cost units", "2.1065
-/// s", "362.679 trace units". The one spelling of makespans in the text of simulate, whatif and
-/// analyze (their JSON keeps bare numbers).
-inline std::string format_time(double t, std::string_view unit = cost_units) {
-  char number[32];
-  std::snprintf(number, sizeof number, "%.6g", t);
+/// A time for a reader, with `digits` significant digits and its unit: "16.4148 cost units",
+/// "2.1065 s", "362.679 trace units". The one spelling of times in the text of simulate,
+/// generate, whatif and analyze (their JSON keeps bare numbers).
+inline std::string format_time(double t, std::string_view unit = cost_units, int digits = 6) {
+  char number[48];
+  std::snprintf(number, sizeof number, "%.*g", digits, t);
   std::string out = number;
   out += ' ';
   out += unit;
   return out;
+}
+
+/// The note after a table header whose columns are times: "(times in cost units)".
+inline std::string times_in(std::string_view unit) {
+  return "(times in " + std::string(unit) + ")";
 }
 
 /// One stage's ops, space-separated: `F0 F1 B0 W0`, with the local chunk after a dot when

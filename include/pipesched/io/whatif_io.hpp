@@ -126,10 +126,10 @@ inline std::string links_text(const schedule& sched,
   for (stage_index s = 0; s < r.links.size(); ++s) {
     const link_stats& l = r.links[s];
     t += fmt::format(
-        "link {}: busy {:.6g}, {} pipeline messages ({:.6g} bytes) waited {:.6g}, {} all-reduce "
-        "messages ({:.6g} bytes), all-reduce ends at {:.6g}\n",
-        s, l.busy, l.pipeline_messages, l.pipeline_bytes, l.pipeline_wait, l.bulk_messages,
-        l.bulk_bytes, l.allreduce_end);
+        "link {}: busy {}, {} pipeline messages ({:.6g} bytes) waited {}, {} all-reduce "
+        "messages ({:.6g} bytes), all-reduce ends at {}\n",
+        s, format_time(l.busy), l.pipeline_messages, l.pipeline_bytes, format_time(l.pipeline_wait),
+        l.bulk_messages, l.bulk_bytes, format_time(l.allreduce_end));
   }
   return t;
 }

@@ -1,0 +1,197 @@
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "pipesched/io/detail/json_reader.hpp"
+#include "pipesched/io/json.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/plan/job.hpp"
+
+// The model and cluster JSON the planner reads (docs/formats.md, "Plans"), apart from the plan
+// writers so that a reader of these files does not compile the planner.
+
+namespace pipesched {
+
+inline constexpr int transformer_spec_json_version = 1;
+inline constexpr int cluster_spec_json_version = 1;
+
+/// A model file (schema v1): `{"version": 1, "layers", "hidden", "ffn", "heads", "kv_heads",
+/// "vocab", "mlp": "gelu" | "swiglu", "norm": "layernorm" | "rmsnorm", "tied_embeddings"}`,
+/// and optionally "name", "head_dim" (default hidden / heads) and "activation_bytes" (2).
+inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
+  const detail::json_reader c{j, ""};
+  c.object({"version", "name", "layers", "hidden", "ffn", "heads", "kv_heads", "head_dim", "vocab",
+            "mlp", "norm", "tied_embeddings", "activation_bytes"});
+  c.version(transformer_spec_json_version, "model");
+  transformer_spec t;
+  constexpr std::uint64_t u32 = std::numeric_limits<std::uint32_t>::max();
+  constexpr std::uint64_t big = std::uint64_t{1} << 40;
+  t.name = c.has("name") ? c["name"].string() : std::string("model");
+  t.layers = static_cast<std::uint32_t>(c["layers"].integer(1, u32));
+  t.hidden = c["hidden"].integer(1, big);
+  t.ffn = c["ffn"].integer(1, big);
+  t.heads = static_cast<std::uint32_t>(c["heads"].integer(1, u32));
+  t.kv_heads = static_cast<std::uint32_t>(c["kv_heads"].integer(1, u32));
+  t.head_dim = c.has("head_dim") ? c["head_dim"].integer(1, big) : 0;
+  t.vocab = c["vocab"].integer(1, big);
+  const std::string mlp = c["mlp"].string();
+  if (mlp != "gelu" && mlp != "swiglu") {
+    c["mlp"].error("must be \"gelu\" or \"swiglu\", not ", detail::json_reader::quote(mlp));
+  }
+  t.mlp = mlp == "gelu" ? mlp_kind::gelu : mlp_kind::swiglu;
+  const std::string norm = c["norm"].string();
+  if (norm != "layernorm" && norm != "rmsnorm") {
+    c["norm"].error("must be \"layernorm\" or \"rmsnorm\", not ", detail::json_reader::quote(norm));
+  }
+  t.norm = norm == "layernorm" ? norm_kind::layernorm : norm_kind::rmsnorm;
+  if (!c["tied_embeddings"].v.is_boolean()) {
+    c["tied_embeddings"].error("must be true or false, not ", c["tied_embeddings"].v.dump());
+  }
+  t.tied_embeddings = c["tied_embeddings"].v.get<bool>();
+  if (c.has("activation_bytes")) {
+    t.activation_bytes = static_cast<std::uint32_t>(c["activation_bytes"].integer(1, 4));
+  }
+  try {
+    t.check("model");
+  } catch (const field_error& e) {
+    c[e.field()].error(e.rule());  // the model's rules, at the key they concern
+  }
+  return t;
+}
+
+inline transformer_spec read_transformer_spec(std::string_view text) {
+  return transformer_spec_from_json(detail::json_reader::parse(text, "model"));
+}
+
+inline nlohmann::json transformer_spec_to_json(const transformer_spec& t) {
+  nlohmann::json j{{"version", transformer_spec_json_version},
+                   {"name", t.name},
+                   {"layers", t.layers},
+                   {"hidden", t.hidden},
+                   {"ffn", t.ffn},
+                   {"heads", t.heads},
+                   {"kv_heads", t.kv()},
+                   {"vocab", t.vocab},
+                   {"mlp", std::string(to_string(t.mlp))},
+                   {"norm", std::string(to_string(t.norm))},
+                   {"tied_embeddings", t.tied_embeddings},
+                   {"activation_bytes", t.activation_bytes}};
+  if (t.head_dim != 0) {
+    j["head_dim"] = t.head_dim;
+  }
+  return j;
+}
+
+/// A cluster file (schema v1): `{"version": 1, "memory_bytes", "peak_flops_bf16",
+/// "intra_node_bandwidth", "inter_node_bandwidth"}` (bytes, FLOP/s, bytes/s) and optionally
+/// "name", "usable_fraction" (0.9), "peak_flops_fp8" (0), "achieved_fraction" (0.5),
+/// "gpus_per_node" (8), "intra_node_latency" and "inter_node_latency" (seconds, 0).
+inline cluster_spec cluster_spec_from_json(const nlohmann::json& j) {
+  const detail::json_reader c{j, ""};
+  c.object({"version", "name", "memory_bytes", "usable_fraction", "peak_flops_bf16",
+            "peak_flops_fp8", "achieved_fraction", "gpus_per_node", "intra_node_bandwidth",
+            "intra_node_latency", "inter_node_bandwidth", "inter_node_latency"});
+  c.version(cluster_spec_json_version, "cluster");
+  cluster_spec k;
+  k.name = c.has("name") ? c["name"].string() : std::string("cluster");
+  // Numbers are read as any finite number: cluster_spec::check has the ranges, reported at
+  // their key.
+  auto number_or = [&](std::string_view key, double fallback) {
+    return c.has(key) ? c[key].number() : fallback;
+  };
+  k.memory_bytes = c["memory_bytes"].number();
+  k.usable_fraction = number_or("usable_fraction", k.usable_fraction);
+  k.peak_flops_bf16 = c["peak_flops_bf16"].number();
+  k.peak_flops_fp8 = number_or("peak_flops_fp8", 0.0);
+  k.achieved_fraction = number_or("achieved_fraction", k.achieved_fraction);
+  if (c.has("gpus_per_node")) {
+    k.gpus_per_node = static_cast<std::uint32_t>(c["gpus_per_node"].integer(1, 1u << 20));
+  }
+  k.intra_node_bandwidth = c["intra_node_bandwidth"].number();
+  k.intra_node_latency = number_or("intra_node_latency", 0.0);
+  k.inter_node_bandwidth = c["inter_node_bandwidth"].number();
+  k.inter_node_latency = number_or("inter_node_latency", 0.0);
+  try {
+    k.check("cluster");
+  } catch (const field_error& e) {
+    c[e.field()].error(e.rule());
+  }
+  return k;
+}
+
+inline cluster_spec read_cluster_spec(std::string_view text) {
+  return cluster_spec_from_json(detail::json_reader::parse(text, "cluster"));
+}
+
+inline nlohmann::json cluster_spec_to_json(const cluster_spec& k) {
+  return {{"version", cluster_spec_json_version},
+          {"name", k.name},
+          {"memory_bytes", k.memory_bytes},
+          {"usable_fraction", k.usable_fraction},
+          {"peak_flops_bf16", k.peak_flops_bf16},
+          {"peak_flops_fp8", k.peak_flops_fp8},
+          {"achieved_fraction", k.achieved_fraction},
+          {"gpus_per_node", k.gpus_per_node},
+          {"intra_node_bandwidth", k.intra_node_bandwidth},
+          {"intra_node_latency", k.intra_node_latency},
+          {"inter_node_bandwidth", k.inter_node_bandwidth},
+          {"inter_node_latency", k.inter_node_latency}};
+}
+
+namespace detail {
+
+/// A spec by preset name (`presets()`), else read by `read` from the JSON file of that path.
+/// Errors name the path; a name that is no file and looks like none (no '/', no ".json") goes
+/// to `preset()`, which throws listing the presets.
+template <class Spec, class Presets, class Preset, class Read>
+Spec load_preset_or_file(const std::string& name_or_path,
+                         Presets presets,
+                         Preset preset,
+                         Read read) {
+  for (const Spec& t : presets()) {
+    if (t.name == name_or_path) {
+      return t;
+    }
+  }
+  std::string text;
+  try {
+    text = read_text_file(name_or_path);
+  } catch (const invalid_argument&) {
+    if (name_or_path.find('/') != std::string::npos ||
+        name_or_path.find(".json") != std::string::npos) {
+      throw;  // meant as a file: say why it cannot be read
+    }
+    preset(name_or_path);  // throws: unknown name, listing the presets
+  }
+  try {
+    return read(text);
+  } catch (const invalid_argument& e) {
+    detail::fail(name_or_path, ": ", e.what());
+  }
+}
+
+}  // namespace detail
+
+/// A model by preset name (model_presets()), else read from the model JSON file of that path.
+/// Errors name the path; an unknown name that is no file lists the presets.
+inline transformer_spec load_transformer_spec(const std::string& name_or_path) {
+  return detail::load_preset_or_file<transformer_spec>(
+      name_or_path, [] { return model_presets(); },
+      [](const std::string& n) { return model_preset(n); },
+      [](const std::string& t) { return read_transformer_spec(t); });
+}
+
+/// A cluster by preset name (cluster_presets()), else read from that cluster JSON file.
+inline cluster_spec load_cluster_spec(const std::string& name_or_path) {
+  return detail::load_preset_or_file<cluster_spec>(
+      name_or_path, [] { return cluster_presets(); },
+      [](const std::string& n) { return cluster_preset(n); },
+      [](const std::string& t) { return read_cluster_spec(t); });
+}
+
+}  // namespace pipesched
