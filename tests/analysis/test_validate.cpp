@@ -295,3 +295,54 @@ TEST_CASE("recomputation: one R per F marked recompute, after it, before its bac
     CHECK(validate(s).count(violation_kind::overlap) == 1);
   }
 }
+
+namespace {
+// p = 2, m = 2 on the dual placement: micro-batch 0 runs stage 0 -> 1 (chunk 0), micro-batch 1
+// stage 1 -> 0 (chunk 1).
+schedule validate_dual_two() {
+  schedule s = schedule::on("dual", placement::dual(2), 2);
+  s.stage_ops(0) = {F(0, 0), F(1, 1), BW(1, 1), BW(0, 0)};
+  s.stage_ops(1) = {F(1, 1), F(0, 0), BW(0, 0), BW(1, 1)};
+  return s;
+}
+}  // namespace
+
+TEST_CASE("routes: dependencies run along each micro-batch's route", "[validate][routes]") {
+  CHECK(validate(validate_dual_two()).ok());
+
+  schedule off = validate_dual_two();
+  off.stage_ops(0).push_back(F(0, 1));  // micro-batch 0 never passes chunk 1
+  const auto r = validate(off);
+  REQUIRE(r.count(violation_kind::out_of_range) == 1);
+  CHECK(r.violations[0].message ==
+        "stage 0, op 4 (F0.1): micro-batch 0 runs along route 0, which does not pass chunk 1 of "
+        "this stage");
+
+  schedule missing = validate_dual_two();
+  missing.stage_ops(0).erase(missing.stage_ops(0).begin() + 2);  // BW1 of chunk 1
+  const auto rm = validate(missing);
+  REQUIRE(rm.count(violation_kind::missing) == 1);  // none for micro-batch 0 on chunk 1
+  bool found = false;
+  for (const auto& v : rm.violations) {
+    if (v.kind == violation_kind::missing) {
+      found = true;
+      CHECK(v.message == "stage 0: backward (BW, or B and W) 1 of chunk 1 is missing");
+    }
+  }
+  CHECK(found);
+}
+
+TEST_CASE("routes: a deadlock across the two directions has a witness", "[validate][routes]") {
+  schedule s = schedule::on("dual", placement::dual(2), 2);
+  // Stage 0 runs micro-batch 0's backward (waiting for stage 1's) before micro-batch 1's loss;
+  // stage 1 runs micro-batch 1's backward (waiting for stage 0's) before micro-batch 0's loss.
+  s.stage_ops(0) = {F(0, 0), F(1, 1), BW(0, 0), BW(1, 1)};
+  s.stage_ops(1) = {F(1, 1), F(0, 0), BW(1, 1), BW(0, 0)};
+  const auto r = validate(s);
+  REQUIRE(r.deadlock.has_value());
+  CHECK(r.deadlock->cycle == std::vector<stage_index>{0, 1});
+  CHECK(r.deadlock->describe() ==
+        "deadlock: stage 0 blocked at op 2 (BW0) waiting for B/BW0 of chunk 0 on stage 1; "
+        "stage 1 blocked at op 2 (BW1.1) waiting for B/BW1 of chunk 1 on stage 0; "
+        "cycle: stage 0 -> stage 1 -> stage 0");
+}

@@ -30,7 +30,7 @@ inline schedule lower(const schedule& in) {
       const global_chunk g = pl.global(s, o.chunk);
       const bool fwd = o.kind == op_kind::forward;
       const bool bwd = produces_input_grad(o.kind);
-      if (fwd && g > 0 && pl.stage_of(g - 1) != s) {
+      if (fwd && !pl.is_first(g) && pl.stage_of(g - 1) != s) {
         ops.push_back(make_op(op_kind::recv_forward, o.mb, o.chunk));
       }
       if (bwd && !pl.is_last(g) && pl.stage_of(g + 1) != s) {
@@ -40,7 +40,7 @@ inline schedule lower(const schedule& in) {
       if (fwd && !pl.is_last(g) && pl.stage_of(g + 1) != s) {
         ops.push_back(make_op(op_kind::send_forward, o.mb, o.chunk));
       }
-      if (bwd && g > 0 && pl.stage_of(g - 1) != s) {
+      if (bwd && !pl.is_first(g) && pl.stage_of(g - 1) != s) {
         ops.push_back(make_op(op_kind::send_backward, o.mb, o.chunk));
       }
     }
@@ -91,7 +91,7 @@ class checking_executor {
     message out;
     switch (o.kind) {
       case op_kind::forward:
-        expect(g > 0, g - 1, true);
+        expect(!pl.is_first(g), g - 1, true);
         out = {true, g, o.mb, true};
         break;
       case op_kind::backward_input:
@@ -250,7 +250,7 @@ std::string check_contexts(const schedule& sched, const Seen& seen) {
       const op_context& c = got[i];
       const global_chunk g = pl.global(s, list[i].chunk);
       const bool ok = c.stage == s && c.index == i && c.o == list[i] && c.chunk == g &&
-                      c.first_chunk == (g == 0) && c.last_chunk == (g + 1 == pl.total_chunks()) &&
+                      c.first_chunk == pl.is_first(g) && c.last_chunk == pl.is_last(g) &&
                       c.microbatches == sched.microbatches();
       if (!ok) {
         return "stage " + std::to_string(s) + ", op " + std::to_string(i) + " (" +

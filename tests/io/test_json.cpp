@@ -85,7 +85,7 @@ TEST_CASE("schedule JSON errors name the path and the rule", "[io][json][errors]
   CHECK(err(R"([1, 2])") == "/: must be an object, not array");
   CHECK(
       err(R"({"version": 1, "stages": 1, "microbatches": 1, "placement": "zigzag", "ops": [[]]})") ==
-      "/placement: unknown placement \"zigzag\" (known: sequential, loop, v, or {\"kind\": "
+      "/placement: unknown placement \"zigzag\" (known: sequential, loop, v, dual, or {\"kind\": "
       "\"custom\", \"table\": [...]})");
   CHECK_THAT(err(R"({"version": 1,)"), Catch::StartsWith("schedule JSON: malformed JSON:"));
 }
@@ -119,4 +119,28 @@ TEST_CASE("schedule JSON carries the overlap flag; absent means not overlapped",
   CHECK_THROWS_WITH(read_schedule_json(R"({"version": 1, "stages": 1, "microbatches": 1,
           "ops": [[{"kind": "F", "mb": 0, "overlap_next": 1}]]})"),
                     "/ops/0/0/overlap_next: must be true or false, not number");
+}
+
+TEST_CASE("the dual placement round-trips, routes and peers included", "[io][json][routes]") {
+  schedule d = schedule::on("d", placement::dual(2), 2);
+  d.stage_ops(1) = {make_op(op_kind::forward, 1, 1), make_op(op_kind::send_forward, 1, 1)};
+  const auto j = schedule_to_json(d);
+  CHECK(j["placement"] == "dual");
+  CHECK(j["ops"][1][1]["peer"] == 0);  // route 1 runs from stage 1 to stage 0
+  const schedule back = read_schedule_json(j.dump());
+  CHECK(back == d);
+  CHECK(back.layout().routes() == 2);
+  const auto err = [](const std::string& text) {
+    try {
+      (void)read_schedule_json(text);
+    } catch (const invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(err(R"({"version": 1, "stages": 2, "microbatches": 3, "chunks": 2, "placement": "dual",
+               "ops": [[], []]})") ==
+        "/placement: \"dual\" needs an even microbatches (two routes of m/2 each), not 3");
+  CHECK(err(R"({"version": 1, "stages": 2, "microbatches": 2, "placement": "dual",
+               "ops": [[], []]})") == "/placement: \"dual\" needs chunks = 2, not 1");
 }

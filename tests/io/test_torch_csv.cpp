@@ -10,6 +10,7 @@
 
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/gen/dualpipe.hpp>
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 #include <pipesched/io/torch_csv.hpp>
@@ -525,6 +526,9 @@ TEST_CASE(
       }
       const schedule& compute = *generated;
       REQUIRE(validate(compute).ok());
+      if (compute.layout().routes() > 1) {
+        continue;  // not expressible in PyTorch's CSV (the refusal is tested below)
+      }
       multi_chunk += compute.chunks() > 1 ? 1U : 0U;
       for (stage_index st = 0; st < compute.stages(); ++st) {
         for (const op& o : compute.ops(st)) {
@@ -674,4 +678,15 @@ TEST_CASE("torch csv: to_torch_actions gives the CSV's cells per rank", "[io][to
   }
   const torch_csv_options list{torch_spelling::current, torch_alignment::list_order};
   CHECK(joined(to_torch_actions(pair, list)) == to_torch_csv(pair, list));
+}
+
+TEST_CASE("to_torch_csv refuses a schedule with two routes, saying why",
+          "[io][torch_csv][routes]") {
+  const schedule d = generate(dualpipe{}, 4, 8);
+  CHECK_THROWS_WITH(
+      to_torch_csv(d),
+      "to_torch_csv: schedule \"dualpipe\" has 2 routes (placement dual): PyTorch's schedule CSV "
+      "names one chain of stages that every micro-batch runs through from stage 0, so it cannot "
+      "say that a micro-batch enters at another stage (docs/formats.md); write the schedule JSON "
+      "instead");
 }

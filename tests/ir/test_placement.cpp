@@ -35,3 +35,32 @@ TEST_CASE("custom placement must be a permutation", "[ir][placement]") {
   CHECK_THROWS_WITH(placement::sequential(0), "placement: stages (p=0) must be at least 1");
   CHECK_THROWS_WITH(placement::loop(2, 0), Catch::Contains("chunks (v=0)"));
 }
+
+TEST_CASE("dual placement: two routes, stage s and p-1-s on each stage", "[ir][placement]") {
+  const placement pl = placement::dual(3);
+  CHECK(pl.kind() == placement_kind::dual);
+  CHECK(pl.chunks() == 2);
+  CHECK(pl.routes() == 2);
+  CHECK(pl.route_length() == 3);
+  // Route 0 is global chunks 0, 1, 2 on stages 0, 1, 2; route 1 is 3, 4, 5 on stages 2, 1, 0.
+  CHECK(pl.global(0, 0) == 0);
+  CHECK(pl.global(2, 1) == 3);
+  CHECK(pl.global(0, 1) == 5);
+  CHECK(pl.is_first(0));
+  CHECK(pl.is_first(3));
+  CHECK(pl.is_last(2));
+  CHECK(pl.is_last(5));
+  CHECK_FALSE(pl.is_last(3));
+  CHECK(pl.route_of_chunk(2) == 0);
+  CHECK(pl.route_of_chunk(3) == 1);
+  CHECK_FALSE(pl.next_stage(2, 0).has_value());  // route 0's last chunk: the loss
+  CHECK(pl.next_stage(2, 1) == stage_index{1});  // route 1 runs towards stage 0
+  CHECK_FALSE(pl.prev_stage(2, 1).has_value());  // route 1 enters at stage 2
+  CHECK(pl.prev_stage(0, 1) == stage_index{1});
+  // Other placements have one route over all their chunks.
+  CHECK(placement::v_shape(3).routes() == 1);
+  CHECK(placement::v_shape(3).is_last(5));
+  CHECK_FALSE(placement::v_shape(3).is_first(3));
+  // The same table as a custom placement is another layout: one route, not two.
+  CHECK_FALSE(placement::custom(3, 2, {0, 5, 1, 4, 2, 3}) == pl);
+}

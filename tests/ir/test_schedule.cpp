@@ -65,3 +65,16 @@ TEST_CASE("schedule equality: shape and op lists, not the name", "[ir][schedule]
   std::swap(swapped.stage_ops(0)[0], swapped.stage_ops(0)[1]);
   CHECK_FALSE(a == swapped);  // order matters
 }
+
+TEST_CASE("a dual schedule splits the micro-batches over its two routes", "[ir][schedule]") {
+  const schedule s = schedule::on("d", placement::dual(2), 6);
+  CHECK(s.route_of(0) == 0);
+  CHECK(s.route_of(2) == 0);
+  CHECK(s.route_of(3) == 1);
+  CHECK(s.on_route(4, 2));
+  CHECK_FALSE(s.on_route(4, 1));
+  CHECK(schedule::sequential("s", 2, 5).route_of(4) == 0);
+  CHECK_THROWS_WITH(schedule::on("d", placement::dual(2), 5),
+                    "schedule: microbatches (m=5) must be a multiple of the routes (2) of "
+                    "placement dual: each route takes m/routes micro-batches");
+}

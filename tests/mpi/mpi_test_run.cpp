@@ -85,10 +85,11 @@ class path_executor {
     switch (o.kind) {
       case op_kind::forward: {
         message want{j};
-        for (global_chunk c = 0; c < g; ++c) {
+        const global_chunk first = pl.route_of_chunk(g) * pl.route_length();  // g's route
+        for (global_chunk c = first; c < g; ++c) {
           want.push_back(c);
         }
-        expect(in, g == 0 ? message{} : want, o);
+        expect(in, pl.is_first(g) ? message{} : want, o);
         want.push_back(g);
         ++forwards_;
         return want;
@@ -96,7 +97,8 @@ class path_executor {
       case op_kind::backward_input:
       case op_kind::backward_full: {
         message want{j};
-        for (global_chunk c = pl.total_chunks(); c-- > g + 1;) {
+        const global_chunk end = (pl.route_of_chunk(g) + 1) * pl.route_length();
+        for (global_chunk c = end; c-- > g + 1;) {
           want.push_back(1000.0 + c);
         }
         expect(in, pl.is_last(g) ? message{} : want, o);
@@ -174,7 +176,7 @@ std::string context_mismatch(const schedule& ran,
     const op_context& c = seen[i];
     const global_chunk g = pl.global(me, list[i].chunk);
     if (!(c.stage == me && c.index == i && c.o == list[i] && c.chunk == g &&
-          c.first_chunk == (g == 0) && c.last_chunk == (g + 1 == pl.total_chunks()) &&
+          c.first_chunk == pl.is_first(g) && c.last_chunk == pl.is_last(g) &&
           c.microbatches == ran.microbatches())) {
       return "op " + std::to_string(i) + " (" + to_string(list[i], true) + "): wrong context";
     }
@@ -282,7 +284,7 @@ void run_and_check(const schedule& sched,
     check(bad.empty(), label + ": op_context of every op: " + bad);
   }
   const placement& pl = sched.layout();
-  const std::size_t m = sched.microbatches();
+  const std::size_t m = sched.microbatches() / pl.routes();  // on each of this stage's chunks
   const std::size_t v = sched.chunks();
   check(e.forwards_ == v * m, label + ": every F of this stage ran");
   check(e.backwards_ == v * m, label + ": every B/BW of this stage ran");

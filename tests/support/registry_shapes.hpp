@@ -26,6 +26,10 @@ struct shape_rule {
 inline constexpr shape_rule shape_rules[] = {
     {"dualpipev", "must be at least 2*stages",
      [](std::uint32_t p, std::uint32_t m) { return std::uint64_t{m} >= 2 * std::uint64_t{p}; }},
+    {"dualpipe", "must be even",
+     [](std::uint32_t p, std::uint32_t m) {
+       return p % 2 == 0 && m % 2 == 0 && std::uint64_t{m} >= 2 * std::uint64_t{p};
+     }},
 };
 
 /// The documented shape rule of the generator `name`, or nullptr when it serves every shape.

@@ -66,7 +66,7 @@ std::size_t receive_buffer_peak(const schedule& s) {
       const global_chunk g = pl.global(st, o.chunk);
       if (o.kind == op_kind::recv_forward || o.kind == op_kind::recv_backward) {
         peak = std::max(peak, ++live);
-      } else if (o.kind == op_kind::forward && g > 0 && pl.stage_of(g - 1) != st) {
+      } else if (o.kind == op_kind::forward && !pl.is_first(g) && pl.stage_of(g - 1) != st) {
         --live;
       } else if (produces_input_grad(o.kind) && !pl.is_last(g) && pl.stage_of(g + 1) != st) {
         --live;
@@ -76,15 +76,16 @@ std::size_t receive_buffer_peak(const schedule& s) {
   return peak;
 }
 
-/// Number of cross-stage transfers of a spec (each lowers to one SEND and one RECV).
+/// Number of cross-stage transfers of a spec (each lowers to one SEND and one RECV): along each
+/// route, for the m/routes micro-batches that run it.
 std::size_t transfers(const schedule& s) {
   const placement& pl = s.layout();
   std::size_t n = 0;
   for (global_chunk g = 0; g + 1 < pl.total_chunks(); ++g) {
-    n += pl.stage_of(g) != pl.stage_of(g + 1) ? std::size_t{2}
-                                              : std::size_t{0};  // forward and backward
+    const bool cross = !pl.is_last(g) && pl.stage_of(g) != pl.stage_of(g + 1);
+    n += cross ? std::size_t{2} : std::size_t{0};  // forward and backward
   }
-  return n * s.microbatches();
+  return n * (s.microbatches() / pl.routes());
 }
 
 /// The structural promises of lower_communication, beyond validity: compute order kept,
@@ -566,4 +567,33 @@ TEST_CASE("lowering keeps overlapped pairs adjacent and marked, as PyTorch lower
       CHECK(blocking_makespan(low, cost_model::unit()) >= blocking_makespan(d, cost_model::unit()));
     }
   }
+}
+
+TEST_CASE("routes: lowering sends and receives in both directions", "[transform][comm][routes]") {
+  schedule s = schedule::on("dual", placement::dual(2), 2);
+  s.stage_ops(0) = {F(0, 0), F(1, 1), BW(1, 1), BW(0, 0)};
+  s.stage_ops(1) = {F(1, 1), F(0, 0), BW(0, 0), BW(1, 1)};
+  const schedule low = lower_communication(s);
+  CHECK(validate(low).ok());
+  // Micro-batch 0 goes 0 -> 1 on chunk 0, micro-batch 1 goes 1 -> 0 on chunk 1.
+  CHECK(comm_peer(low.layout(), 0, SF(0, 0)) == stage_index{1});
+  CHECK(comm_peer(low.layout(), 1, SF(1, 1)) == stage_index{0});
+  CHECK(comm_peer(low.layout(), 0, SB(1, 1)) == stage_index{1});
+  CHECK(comm_peer(low.layout(), 1, SB(0, 0)) == stage_index{0});
+  CHECK_FALSE(comm_peer(low.layout(), 0, SF(1, 1)).has_value());  // route 1's last chunk
+  auto count = [&](stage_index st, const op& o) {
+    return std::count(low.ops(st).begin(), low.ops(st).end(), o);
+  };
+  CHECK(count(0, SF(0, 0)) == 1);
+  CHECK(count(0, RF(1, 1)) == 1);
+  CHECK(count(0, SB(1, 1)) == 1);
+  CHECK(count(0, RB(0, 0)) == 1);
+  CHECK(count(1, SF(1, 1)) == 1);
+  CHECK(count(1, RF(0, 0)) == 1);
+  CHECK(count(1, SB(0, 0)) == 1);
+  CHECK(count(1, RB(1, 1)) == 1);
+  CHECK(low.size() == s.size() + 8);
+  // The simulator and the memory checker read the routes too.
+  CHECK(simulate(low, cost_model::unit()).completed());
+  CHECK(check_memory(low).errors.empty());
 }

@@ -180,6 +180,14 @@ class schedule_checker {
           });
           continue;
         }
+        if (!sched_.on_route(o.mb, pl_.global(s, o.chunk))) {
+          rb_.add(violation_kind::out_of_range, s, i, [&] {
+            return where(s, i, o, chunked_) + "micro-batch " + std::to_string(o.mb) +
+                   " runs along route " + std::to_string(sched_.route_of(o.mb)) +
+                   ", which does not pass chunk " + std::to_string(o.chunk) + " of this stage";
+          });
+          continue;
+        }
         const std::uint64_t k = key(s, o.chunk, o.mb);
         std::uint8_t& c = seen_.slot(k * nk_ + static_cast<std::size_t>(o.kind));
         if (c > 0) {
@@ -211,6 +219,9 @@ class schedule_checker {
       for (chunk_index c = 0; c < v_; ++c) {
         const global_chunk g = pl_.global(s, c);
         for (microbatch_index j = 0; j < m_; ++j) {
+          if (!sched_.on_route(j, g)) {
+            continue;  // j has no ops on another route's chunks
+          }
           report_missing_compute(s, c, j);
           if (lowered_) {
             report_missing_transfers(s, c, j, g);
@@ -443,7 +454,7 @@ class schedule_checker {
     const std::uint64_t k = key(s, c, j);
     // SEND_F and RECV_B pair with the next chunk, SEND_B and RECV_F with the previous one.
     const bool next_remote = !pl_.is_last(g) && pl_.stage_of(g + 1) != s;
-    const bool prev_remote = g > 0 && pl_.stage_of(g - 1) != s;
+    const bool prev_remote = !pl_.is_first(g) && pl_.stage_of(g - 1) != s;
     auto need = [&](op_kind kind, bool expected) {
       if (expected && count(k, kind) == 0) {
         rb_.add(violation_kind::comm_mismatch, s, violation::no_index, [&] {

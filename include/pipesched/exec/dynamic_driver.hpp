@@ -54,7 +54,7 @@ class dynamic_stage : public dynamic_policy_stage {
   /// The message `x` consumes (an F's activation, a B's gradient), or nullopt.
   std::optional<message_key> input_of(const op& x) const {
     const global_chunk g = pl_->global(s_, x.chunk);
-    if (x.kind == op_kind::forward && g > 0) {
+    if (x.kind == op_kind::forward && !pl_->is_first(g)) {
       return message_key{g, x.mb, direction::forward};
     }
     if (x.kind == op_kind::backward_input && !pl_->is_last(g)) {
@@ -69,7 +69,7 @@ class dynamic_stage : public dynamic_policy_stage {
     if (x.kind == op_kind::forward && !pl_->is_last(g)) {
       return std::pair{pl_->stage_of(g + 1), message_key{g + 1, x.mb, direction::forward}};
     }
-    if (x.kind == op_kind::backward_input && g > 0) {
+    if (x.kind == op_kind::backward_input && !pl_->is_first(g)) {
       return std::pair{pl_->stage_of(g - 1), message_key{g - 1, x.mb, direction::backward}};
     }
     return std::nullopt;

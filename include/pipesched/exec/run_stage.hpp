@@ -81,7 +81,7 @@ class stage_runner {
     switch (o.kind) {
       case op_kind::forward: {
         M in{};
-        if (g > 0) {
+        if (!pl.is_first(g)) {
           in = fetch(t, g - 1, message_key{g, j, direction::forward});
         }
         M out = run_op(e, ctx, std::move(in));
@@ -97,7 +97,7 @@ class stage_runner {
           in = fetch(t, g + 1, message_key{g, j, direction::backward});
         }
         M out = run_op(e, ctx, std::move(in));
-        if (g > 0) {
+        if (!pl.is_first(g)) {
           deliver(t, g - 1, message_key{g - 1, j, direction::backward}, std::move(out));
         }
         break;
@@ -109,7 +109,7 @@ class stage_runner {
       case op_kind::send_forward:
       case op_kind::send_backward: {
         const bool fwd = o.kind == op_kind::send_forward;
-        if (fwd ? pl.is_last(g) : g == 0) {
+        if (fwd ? pl.is_last(g) : pl.is_first(g)) {
           fail("run_stage: ", to_string(o.kind), " of chunk ", g, " has no peer chunk");
         }
         const global_chunk peer = fwd ? g + 1 : g - 1;
@@ -120,7 +120,7 @@ class stage_runner {
       case op_kind::recv_forward:
       case op_kind::recv_backward: {
         const bool fwd = o.kind == op_kind::recv_forward;
-        if (fwd ? g == 0 : pl.is_last(g)) {
+        if (fwd ? pl.is_first(g) : pl.is_last(g)) {
           fail("run_stage: ", to_string(o.kind), " of chunk ", g, " has no peer chunk");
         }
         const global_chunk peer = fwd ? g - 1 : g + 1;

@@ -29,7 +29,8 @@ inline constexpr int schedule_json_version = 1;
 ///    "placement": "sequential",
 ///    "ops": [[{"kind": "F", "mb": 0, "chunk": 0}, ...], ...]}
 /// `ops[s]` is stage s's list in execution order; `mb` is 0-based; `chunk` is the local chunk
-/// on the stage (written only when chunks > 1); `placement` is "sequential", "loop", "v" or
+/// on the stage (written only when chunks > 1); `placement` is "sequential", "loop", "v",
+/// "dual" (two routes: micro-batches 0 .. m/2-1 enter at stage 0, the others at stage p-1) or
 /// {"kind": "custom", "table": [...]} (table[s*chunks + c] = global chunk). Communication ops
 /// also carry "peer": the stage on the other side of the transfer. An op marked to run
 /// overlapped with the next op of its stage (overlaps_next) carries "overlap_next": true;
@@ -121,9 +122,18 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
           pj.error("\"v\" needs chunks = 2, not ", v);
         }
         pl = placement::v_shape(p);
+      } else if (k == "dual") {
+        if (v != 2) {
+          pj.error("\"dual\" needs chunks = 2, not ", v);
+        }
+        if (m % 2 != 0) {
+          pj.error("\"dual\" needs an even microbatches (two routes of m/2 each), not ", m);
+        }
+        pl = placement::dual(p);
       } else {
         pj.error("unknown placement ", detail::json_reader::quote(k),
-                 " (known: sequential, loop, v, or {\"kind\": \"custom\", \"table\": [...]})");
+                 " (known: sequential, loop, v, dual, or {\"kind\": \"custom\", \"table\": "
+                 "[...]})");
       }
     } else {
       pj.object();

@@ -370,6 +370,14 @@ inline op_kind torch_op_kind(const std::string& kind, bool b_is_input_grad) {
 inline std::vector<std::vector<std::string>> to_torch_actions(const schedule& sched,
                                                               const torch_csv_options& opts = {}) {
   const placement& pl = sched.layout();
+  if (pl.routes() > 1) {
+    detail::fail(
+        "to_torch_csv: schedule \"", sched.name(), "\" has ", pl.routes(), " routes (placement ",
+        to_string(pl.kind()),
+        "): PyTorch's schedule CSV names one chain of stages that every micro-batch runs "
+        "through from stage 0, so it cannot say that a micro-batch enters at another stage "
+        "(docs/formats.md); write the schedule JSON instead");
+  }
   std::optional<timeline> tl;
   const bool steps = opts.alignment == torch_alignment::unit_steps ||
                      (opts.alignment == torch_alignment::automatic && !sched.has_comm());

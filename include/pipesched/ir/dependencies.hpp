@@ -48,7 +48,8 @@ struct requirement_list {
   void push(const requirement& r) noexcept { items[count++] = r; }
 };
 
-/// What op `o` on stage `s` needs before it may start (docs/model.md §1):
+/// What op `o` on stage `s` needs before it may start (docs/model.md §1), along the op's route
+/// (placement: routes; "first" and "last" chunk are of the route):
 /// - F needs the previous chunk's F (none for the first chunk);
 /// - B and BW need the next chunk's input gradient (B or BW), or for the last chunk the
 ///   loss, i.e. its own F; they also need their own activations (activations_ready: their
@@ -75,7 +76,7 @@ inline requirement_list requirements_of(const placement& pl,
   };
   switch (o.kind) {
     case op_kind::forward:
-      if (g > 0) {
+      if (!pl.is_first(g)) {
         if (lowered && pl.stage_of(g - 1) != s) {
           local(g, event_kind::received_forward);
         } else {
@@ -137,9 +138,9 @@ inline std::optional<op_ref> comm_partner(const placement& pl,
     case op_kind::send_forward:
       return pl.is_last(g) ? std::nullopt : at(g + 1, op_kind::recv_forward);
     case op_kind::recv_forward:
-      return g == 0 ? std::nullopt : at(g - 1, op_kind::send_forward);
+      return pl.is_first(g) ? std::nullopt : at(g - 1, op_kind::send_forward);
     case op_kind::send_backward:
-      return g == 0 ? std::nullopt : at(g - 1, op_kind::recv_backward);
+      return pl.is_first(g) ? std::nullopt : at(g - 1, op_kind::recv_backward);
     case op_kind::recv_backward:
       return pl.is_last(g) ? std::nullopt : at(g + 1, op_kind::send_backward);
     default:

@@ -23,6 +23,9 @@ enum class placement_kind : std::uint8_t {
   loop,        ///< Megatron interleaving: global chunk c*p + s is local chunk c on stage s.
   v_shape,     ///< two chunks per stage: stage s holds global chunks s and 2p-1-s (a V).
   custom,      ///< any bijection given as a table.
+  /// Two routes (DualPipe): stage s holds stage s of route 0 (global chunk s, entering at stage
+  /// 0) and stage p-1-s of route 1 (global chunk p + p-1-s, entering at stage p-1).
+  dual,
 };
 
 constexpr std::string_view to_string(placement_kind k) noexcept {
@@ -35,6 +38,8 @@ constexpr std::string_view to_string(placement_kind k) noexcept {
       return "v";
     case placement_kind::custom:
       return "custom";
+    case placement_kind::dual:
+      return "dual";
   }
   return "?";
 }
@@ -46,6 +51,13 @@ constexpr std::string_view to_string(placement_kind k) noexcept {
 /// global chunk s. With `loop`, local chunk c of stage s is global chunk c*p + s. With
 /// `v_shape` (chunks = 2), local chunk 0 of stage s is global chunk s and local chunk 1 is
 /// global chunk 2p-1-s, so stage 0 holds the first and the last chunk.
+///
+/// Routes: the global chunks split into routes() equal runs of route_length() chunks, each a
+/// whole copy of the model with its own parameters; a micro-batch runs along one of them
+/// (schedule::route_of), forward from the run's first chunk to its last (which computes the
+/// loss). Every placement but `dual` has one route, all its chunks. With `dual` (chunks = 2)
+/// local chunk 0 of stage s is global chunk s (route 0, entering at stage 0) and local chunk 1
+/// is global chunk p + (p-1-s) (route 1: its k-th stage on stage p-1-k, entering at stage p-1).
 class placement {
  public:
   /// One chunk per stage.
@@ -61,6 +73,9 @@ class placement {
   static placement v_shape(std::uint32_t stages) {
     return placement(stages, 2, placement_kind::v_shape);
   }
+  /// DualPipe's: two routes in opposite directions, stage s holding stage s of one and stage
+  /// p-1-s of the other (see the class comment).
+  static placement dual(std::uint32_t stages) { return placement(stages, 2, placement_kind::dual); }
   /// `table[s * chunks + c]` is the global chunk of local chunk c on stage s; it must be a
   /// permutation of 0 .. stages*chunks-1.
   static placement custom(std::uint32_t stages,
@@ -90,8 +105,16 @@ class placement {
   stage_index stage_of(global_chunk g) const noexcept { return stage_of_[g]; }
   chunk_index local_of(global_chunk g) const noexcept { return local_of_[g]; }
 
-  bool is_first(global_chunk g) const noexcept { return g == 0; }
-  bool is_last(global_chunk g) const noexcept { return g + 1 == total_chunks(); }
+  /// How many routes (1 unless `dual`) and the global chunks of each.
+  std::uint32_t routes() const noexcept { return total_chunks() / route_length_; }
+  std::uint32_t route_length() const noexcept { return route_length_; }
+  /// The route global chunk g belongs to.
+  std::uint32_t route_of_chunk(global_chunk g) const noexcept { return g / route_length_; }
+
+  /// The first chunk of its route: a forward there has no input to wait for.
+  bool is_first(global_chunk g) const noexcept { return g % route_length_ == 0; }
+  /// The last chunk of its route: it computes the loss.
+  bool is_last(global_chunk g) const noexcept { return (g + 1) % route_length_ == 0; }
 
   /// The stage that receives the output activation of (s, c); nullopt for the last chunk.
   std::optional<stage_index> next_stage(stage_index s, chunk_index c) const noexcept {
@@ -99,19 +122,20 @@ class placement {
     if (is_last(g)) {
       return std::nullopt;
     }
-    return stage_of(g + 1);
+    return stage_of(g + 1);  // the next chunk of g's route
   }
   /// The stage that receives the input gradient of (s, c); nullopt for the first chunk.
   std::optional<stage_index> prev_stage(stage_index s, chunk_index c) const noexcept {
     global_chunk g = global(s, c);
-    if (g == 0) {
+    if (is_first(g)) {
       return std::nullopt;
     }
     return stage_of(g - 1);
   }
 
   friend bool operator==(const placement& a, const placement& b) noexcept {
-    return a.stages_ == b.stages_ && a.chunks_ == b.chunks_ && a.to_global_ == b.to_global_;
+    return a.stages_ == b.stages_ && a.chunks_ == b.chunks_ && a.route_length_ == b.route_length_ &&
+           a.to_global_ == b.to_global_;
   }
 
  private:
@@ -134,12 +158,18 @@ class placement {
     if (kind == placement_kind::v_shape && chunks != 2) {
       detail::fail("placement: V placement needs chunks (v=", chunks, ") = 2");
     }
+    if (kind == placement_kind::dual && chunks != 2) {
+      detail::fail("placement: dual placement needs chunks (v=", chunks, ") = 2");
+    }
+    route_length_ = kind == placement_kind::dual ? stages : stages * chunks;
     to_global_.resize(std::size_t{stages} * chunks);
     for (std::uint32_t s = 0; s < stages; ++s) {
       for (std::uint32_t c = 0; c < chunks; ++c) {
         global_chunk g = 0;
         if (kind == placement_kind::v_shape) {
           g = c == 0 ? s : 2 * stages - 1 - s;
+        } else if (kind == placement_kind::dual) {
+          g = c == 0 ? s : stages + (stages - 1 - s);
         } else {
           g = c * stages + s;  // sequential and loop
         }
@@ -167,6 +197,7 @@ class placement {
   std::uint32_t stages_;
   std::uint32_t chunks_;
   placement_kind kind_;
+  std::uint32_t route_length_ = 1;  ///< global chunks per route (all of them but for `dual`)
   std::vector<global_chunk> to_global_;
   std::vector<stage_index> stage_of_;
   std::vector<chunk_index> local_of_;

@@ -48,6 +48,17 @@ class schedule {
   std::uint32_t chunks() const noexcept { return placement_.chunks(); }
   const placement& layout() const noexcept { return placement_; }
 
+  /// The route micro-batch mb runs along (placement: routes): the micro-batches split into
+  /// routes() equal consecutive groups, the first group on route 0. One route unless the
+  /// placement is `dual`; there mb < m/2 enters at stage 0 and the others at stage p-1.
+  std::uint32_t route_of(microbatch_index mb) const noexcept {
+    return mb / (microbatches_ / placement_.routes());
+  }
+  /// True when global chunk g lies on micro-batch mb's route, so mb has ops there.
+  bool on_route(microbatch_index mb, global_chunk g) const noexcept {
+    return placement_.route_of_chunk(g) == route_of(mb);
+  }
+
   /// Stage s's ops in execution order.
   std::span<const op> ops(stage_index s) const noexcept { return ops_[s]; }
   /// Mutable list, for building or editing a schedule by hand.
@@ -87,6 +98,11 @@ class schedule {
     if (microbatches == 0 || microbatches > max_microbatches) {
       detail::fail("schedule: microbatches (m=", microbatches, ") must be between 1 and ",
                    max_microbatches);
+    }
+    if (microbatches % placement_.routes() != 0) {
+      detail::fail("schedule: microbatches (m=", microbatches,
+                   ") must be a multiple of the routes (", placement_.routes(), ") of placement ",
+                   to_string(placement_.kind()), ": each route takes m/routes micro-batches");
     }
     if (placement_.stages() > max_stages) {
       detail::fail("schedule: stages (p=", placement_.stages(), ") must be at most ", max_stages);

@@ -60,7 +60,13 @@ inline std::optional<placement> placement_for(const generator_entry& g,
       z.published = false;
       o.search = z;
     }
-    return g.generate_result(gp, o).sched.layout();
+    placement pl = g.generate_result(gp, o).sched.layout();
+    if (pl.routes() > 1) {
+      // The job's costs and memory count one copy of each stage's layers: not dualpipe's two.
+      detail::fail(g.name, ": the planner does not model placements with several routes yet (",
+                   to_string(pl.kind()), ": each rank holds two copies of a stage's layers)");
+    }
+    return pl;
   } catch (const invalid_argument& e) {
     if (why) {
       *why = e.what();

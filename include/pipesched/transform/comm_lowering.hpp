@@ -115,7 +115,7 @@ inline std::optional<transfer> outgoing(const placement& pl,
                     std::size_t{g + 1} * m + o.mb,
                     1};
   }
-  if (produces_input_grad(o.kind) && g > 0 && pl.stage_of(g - 1) != s) {
+  if (produces_input_grad(o.kind) && !pl.is_first(g) && pl.stage_of(g - 1) != s) {
     return transfer{s,
                     pl.stage_of(g - 1),
                     make_op(op_kind::send_backward, o.mb, o.chunk),
@@ -132,7 +132,7 @@ inline std::optional<transfer> incoming(const placement& pl,
                                         stage_index s,
                                         const op& o) noexcept {
   const global_chunk g = pl.global(s, o.chunk);
-  if (o.kind == op_kind::forward && g > 0 && pl.stage_of(g - 1) != s) {
+  if (o.kind == op_kind::forward && !pl.is_first(g) && pl.stage_of(g - 1) != s) {
     return outgoing(pl, m, pl.stage_of(g - 1), make_op(op_kind::forward, o.mb, pl.local_of(g - 1)));
   }
   if (produces_input_grad(o.kind) && !pl.is_last(g) && pl.stage_of(g + 1) != s) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "pipesched/gen/dualpipe.hpp"
 #include "pipesched/gen/dualpipev.hpp"
 #include "pipesched/gen/gpipe.hpp"
 #include "pipesched/gen/interleaved.hpp"
@@ -32,6 +33,10 @@ inline void add_builtin_generators(generator_registry& r) {
   r.add(dualpipev{},
         "DualPipeV (PyTorch ScheduleDualPipeV): V placement, 2 chunks, overlapped F&B pairs; "
         "m >= 2p",
+        2);
+  r.add(dualpipe{},
+        "DualPipe (DeepSeek-V3): two routes in opposite directions, stage s and p-1-s per rank, "
+        "overlapped F&B pairs; p even, m even >= 2p",
         2);
   r.add(zb_auto{},
         "ZB automatic: memory-bounded greedy search (memory_limit, default p*M_B) + bound");

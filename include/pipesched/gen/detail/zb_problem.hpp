@@ -119,13 +119,13 @@ struct greedy_problem {
         const op_costs& t = costs.at(s, c);
         tf[i] = t.forward, tb[i] = t.backward_input, tw[i] = t.backward_weight;
         const global_chunk g = pl.global(s, c);
-        fcomm[i] = g == 0 ? 0.0 : costs.comm(pl.stage_of(g - 1), s);
+        fcomm[i] = pl.is_first(g) ? 0.0 : costs.comm(pl.stage_of(g - 1), s);
         bcomm[i] = pl.is_last(g) ? 0.0 : costs.comm(pl.stage_of(g + 1), s);
         scale = std::max({scale, tf[i], tb[i], tw[i], fcomm[i], bcomm[i]});
         gl[i] = g;
         flat[g] = i;
         stage[g] = s;
-        if (g > 0) {
+        if (!pl.is_first(g)) {
           prev[i] = std::size_t{pl.stage_of(g - 1)} * v + pl.local_of(g - 1);
         }
         if (!pl.is_last(g)) {
