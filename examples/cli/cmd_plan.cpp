@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <pipesched/io/framework_export.hpp>
 #include <pipesched/io/plan_json.hpp>
 #include <pipesched/io/plan_svg.hpp>
 #include <pipesched/io/plan_text.hpp>
@@ -69,15 +70,21 @@ std::optional<std::uint64_t> count64(const std::optional<std::string>& text, con
   return parse_count(*text, option, std::uint64_t{1} << 62);
 }
 
-/// The schedule's five files (schedule_export: op times in seconds, sizes in bytes) and
-/// PREFIX.map.json (stage -> ranks and layers). The inputs and the -o file are never
-/// overwritten.
+/// The schedule's five files (schedule_export: op times in seconds, sizes in bytes),
+/// PREFIX.map.json (stage -> ranks and layers) and, when Megatron-LM can run the plan,
+/// PREFIX.megatron.args (io/framework_export.hpp; otherwise why not, on stderr). The inputs and
+/// the -o file are never overwritten.
 std::vector<std::string> export_plan(const plan_cli& o,
                                      const training_job& job,
                                      const plan_entry& e) {
   const std::string& prefix = *o.export_prefix;
   std::vector<export_file> files = schedule_export(prefix, e.sched, e.costs, e.memory);
   files.push_back({prefix + ".map.json", plan_map_to_json(job, e).dump(2) + "\n"});
+  if (const std::string why = megatron_unsupported(job, e); why.empty()) {
+    files.push_back({prefix + ".megatron.args", megatron_args(job, e)});
+  } else {
+    std::fprintf(stderr, "note: %s.megatron.args not written: %s\n", prefix.c_str(), why.c_str());
+  }
   return write_export(files, {{o.model, "--model"},
                               {o.gpu, "--gpu"},
                               {is_stdout(o.output) ? std::string() : o.output, "--output"}});
@@ -236,7 +243,8 @@ const registration plan_cmd{
        c->add_option("--export", o->export_prefix,
                      "Write the best plan as PREFIX.csv (PyTorch compute_comms), "
                      "PREFIX.compute.csv, PREFIX.schedule.json, PREFIX.costs.json, "
-                     "PREFIX.memory.json and PREFIX.map.json (stage -> ranks, layers)");
+                     "PREFIX.memory.json, PREFIX.map.json (stage -> ranks, layers) and "
+                     "PREFIX.megatron.args (Megatron-LM's arguments, when it runs the plan)");
        c->add_option("--vocab-multiple", o->vocab_multiple,
                      "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP "
                      "only)");
