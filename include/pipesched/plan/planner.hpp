@@ -42,6 +42,7 @@ struct plan_choice {
   std::string schedule;
   recompute_kind recompute = recompute_kind::selective;
   std::vector<std::uint32_t> partition;  ///< layers per global chunk, model order
+  std::uint32_t group_size = 0;          ///< interleaved-1f1b's micro-batches per round (0: p)
 
   friend bool operator==(const plan_choice&, const plan_choice&) = default;
 };
@@ -113,6 +114,7 @@ struct plan_result {
 /// Choices a user fixes (set) or leaves to the search (unset).
 struct plan_fixed {
   std::optional<std::uint32_t> tp, pp, chunks, micro_batch, microbatches;
+  std::optional<std::uint32_t> group_size;  ///< generator_params::group_size; not searched
   std::optional<std::uint64_t> dp;
   std::optional<std::string> schedule;
   std::optional<recompute_kind> recompute;
@@ -266,6 +268,7 @@ struct job_schedule_spec {
   std::uint32_t stages = 0;
   std::uint32_t microbatches = 0;
   std::uint32_t chunks = 1;
+  std::uint32_t group_size = 0;  ///< generator_params::group_size
   recompute_kind recompute = recompute_kind::none;
   cost_model costs;     ///< inline recompute's when recomputing
   memory_model memory;  ///< likewise: the plain model the searching generators decide with
@@ -300,6 +303,7 @@ inline schedule generate_job_schedule(const job_schedule_spec& spec,
   req.params.stages = spec.stages;
   req.params.microbatches = spec.microbatches;
   req.params.chunks = spec.chunks;
+  req.params.group_size = spec.group_size;
   req.params.costs = spec.costs;
   req.params.memory = spec.memory;
   if (gen.searches) {
@@ -360,6 +364,7 @@ inline plan_entry evaluate_choice_within(const training_job& job,
   spec.stages = lay.pp;
   spec.microbatches = lay.microbatches;
   spec.chunks = lay.chunks;
+  spec.group_size = choice.group_size;
   spec.recompute = choice.recompute;
   spec.costs = costs;
   spec.memory = plain_memory;
@@ -1011,7 +1016,7 @@ inline std::optional<plan_entry> evaluate_candidate(const training_job& job,
                                                     bool rungs) {
   const auto [gi, gen] = space.candidates[index];
   const plan_group& g = space.groups[gi];
-  plan_choice choice{g.layout, gen->name, g.recompute, g.partition};
+  plan_choice choice{g.layout, gen->name, g.recompute, g.partition, f.group_size.value_or(0)};
   std::optional<plan_entry> best;
   try {
     best = evaluate_choice(job, choice, *g.costs, registry, *gen, evaluations, rungs);
