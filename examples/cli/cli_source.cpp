@@ -26,6 +26,10 @@ void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) 
   auto* p = cmd->add_option("--stages,-p", src.stages, "Pipeline stages p (>= 1)");
   auto* m = cmd->add_option("--microbatches,-m", src.microbatches, "Micro-batches m (>= 1)");
   cmd->add_option("--chunks,-v", src.chunks, "Model chunks per stage v (default: the schedule's)");
+  auto* n = cmd->add_option("--group-size", src.group_size,
+                            "interleaved-1f1b: micro-batches per round of the virtual stages N, "
+                            "p <= N <= m (Megatron's --microbatch-group-size-per-virtual-"
+                            "pipeline-stage; default p)");
   cmd->add_flag("--with-comm", src.with_comm,
                 "Insert SEND/RECV ops that cannot deadlock under blocking point-to-point");
   cmd->add_option("--recv", src.recv,
@@ -51,6 +55,7 @@ void add_schedule_source(CLI::App* cmd, schedule_source& src, bool allow_input) 
     in->excludes(name);
     in->excludes(p);
     in->excludes(m);
+    in->excludes(n);
     cmd->add_option("--input-format", src.input_format,
                     "With --input: json or torch-csv instead of recognising the content");
   }
@@ -146,6 +151,16 @@ generation_result load_schedule(const schedule_source& src, const generator_para
   }
   generator_params params = base;
   params.chunks = src.chunks.value_or(0);
+  if (src.group_size) {
+    if (src.schedule_name != "interleaved-1f1b") {
+      usage_error("--group-size: only interleaved-1f1b takes a group size, not \"" +
+                  src.schedule_name + "\"");
+    }
+    params.group_size = *src.group_size;
+    if (params.group_size == 0) {
+      usage_error("--group-size: must be at least 1");
+    }
+  }
   std::variant<generated_source, given_source> source;
   if (src.input.empty()) {
     if (src.schedule_name.empty()) {

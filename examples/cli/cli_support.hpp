@@ -110,7 +110,8 @@ struct schedule_source {
   std::string schedule_name;
   std::optional<std::uint32_t> stages;
   std::optional<std::uint32_t> microbatches;
-  std::optional<std::uint32_t> chunks;  // --chunks; unset: the schedule's default
+  std::optional<std::uint32_t> chunks;      // --chunks; unset: the schedule's default
+  std::optional<std::uint32_t> group_size;  // --group-size (interleaved-1f1b); unset: p
   std::string input;
   std::optional<std::string> input_format;        // --input-format json|torch-csv
   std::optional<std::string> search_budget;       // --search-budget MS

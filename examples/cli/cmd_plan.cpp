@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <pipesched/io/framework_export.hpp>
 #include <pipesched/io/plan_json.hpp>
 #include <pipesched/io/plan_svg.hpp>
 #include <pipesched/io/plan_text.hpp>
@@ -32,6 +33,7 @@ struct plan_cli {
   std::string gpu;
   std::optional<std::string> gpus, tp, pp, dp, chunks, micro_batch, microbatches;
   std::optional<std::string> schedule;
+  std::optional<std::string> group_size;
   std::optional<std::string> sequence;
   std::optional<std::string> global_batch, global_batch_tokens;
   bool sequence_parallel = false;
@@ -69,15 +71,21 @@ std::optional<std::uint64_t> count64(const std::optional<std::string>& text, con
   return parse_count(*text, option, std::uint64_t{1} << 62);
 }
 
-/// The schedule's five files (schedule_export: op times in seconds, sizes in bytes) and
-/// PREFIX.map.json (stage -> ranks and layers). The inputs and the -o file are never
-/// overwritten.
+/// The schedule's five files (schedule_export: op times in seconds, sizes in bytes),
+/// PREFIX.map.json (stage -> ranks and layers) and, when Megatron-LM can run the plan,
+/// PREFIX.megatron.args (io/framework_export.hpp; otherwise why not, on stderr). The inputs and
+/// the -o file are never overwritten.
 std::vector<std::string> export_plan(const plan_cli& o,
                                      const training_job& job,
                                      const plan_entry& e) {
   const std::string& prefix = *o.export_prefix;
   std::vector<export_file> files = schedule_export(prefix, e.sched, e.costs, e.memory);
   files.push_back({prefix + ".map.json", plan_map_to_json(job, e).dump(2) + "\n"});
+  if (const std::string why = megatron_unsupported(job, e); why.empty()) {
+    files.push_back({prefix + ".megatron.args", megatron_args(job, e, e.choice.group_size)});
+  } else {
+    std::fprintf(stderr, "note: %s.megatron.args not written: %s\n", prefix.c_str(), why.c_str());
+  }
   return write_export(files, {{o.model, "--model"},
                               {o.gpu, "--gpu"},
                               {is_stdout(o.output) ? std::string() : o.output, "--output"}});
@@ -120,6 +128,20 @@ int cmd_plan(const plan_cli& o) {
   f.micro_batch = count32(o.micro_batch, "--micro-batch");
   f.microbatches = count32(o.microbatches, "--microbatches");
   f.schedule = o.schedule;
+  if (o.group_size) {
+    if (o.schedule != "interleaved-1f1b") {
+      usage_error(
+          "--group-size: only with --schedule interleaved-1f1b (the group size is its "
+          "micro-batches per round of the virtual stages)");
+    }
+    f.group_size = count32(o.group_size, "--group-size");
+    if (*f.group_size == 0 || (f.pp && *f.group_size < *f.pp) ||
+        (f.microbatches && *f.group_size > *f.microbatches)) {
+      usage_error("--group-size: " + *o.group_size +
+                  " must be between the stages (--pp) and the micro-batches per pipeline "
+                  "(--microbatches)");
+    }
+  }
   if (o.recompute) {
     f.recompute = recompute_kind_named(*o.recompute, "--recompute:");
   }
@@ -194,6 +216,9 @@ const registration plan_cmd{
        c->add_option("--dp", o->dp, "Data parallelism (default: GPUs / (TP*PP))");
        c->add_option("--chunks,-v", o->chunks, "Model chunks per stage (default: searched)");
        c->add_option("--schedule,-s", o->schedule, "A schedule of `pipesched list` (default: all)");
+       c->add_option("--group-size", o->group_size,
+                     "With --schedule interleaved-1f1b: micro-batches per round of the virtual "
+                     "stages, between --pp and the micro-batches (default --pp; not searched)");
        c->add_option("--seq", o->sequence, "Tokens per sequence")->required();
        c->add_option("--micro-batch", o->micro_batch,
                      "Sequences per micro-batch (default: searched)");
@@ -232,7 +257,8 @@ const registration plan_cmd{
        c->add_option("--export", o->export_prefix,
                      "Write the best plan as PREFIX.csv (PyTorch compute_comms), "
                      "PREFIX.compute.csv, PREFIX.schedule.json, PREFIX.costs.json, "
-                     "PREFIX.memory.json and PREFIX.map.json (stage -> ranks, layers)");
+                     "PREFIX.memory.json, PREFIX.map.json (stage -> ranks, layers) and "
+                     "PREFIX.megatron.args (Megatron-LM's arguments, when it runs the plan)");
        c->add_option("--vocab-multiple", o->vocab_multiple,
                      "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP "
                      "only)");

@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <pipesched/analysis/simulate.hpp>
 #include <pipesched/analysis/validate.hpp>
@@ -191,4 +193,108 @@ TEST_CASE("interleaved-1f1b: registry default v=2 and errors", "[gen][interleave
                     "interleaved-1f1b: stages (p=0) must be at least 1");
   CHECK_THROWS_WITH(generate(interleaved_1f1b{}, 4, 0, 2),
                     "interleaved-1f1b: microbatches (m=0) must be at least 1");
+}
+
+namespace {
+schedule interleaved_group_generate(std::uint32_t p,
+                                    std::uint32_t m,
+                                    std::uint32_t v,
+                                    std::uint32_t n) {
+  generator_params gp;
+  gp.stages = p;
+  gp.microbatches = m;
+  gp.chunks = v;
+  gp.group_size = n;
+  return interleaved_1f1b{}.generate(gp);
+}
+}  // namespace
+
+TEST_CASE("interleaved-1f1b group size: the order Megatron-LM's schedule table gives",
+          "[gen][interleaved][group]") {
+  // tests/data/megatron_interleaved_order.json: Megatron-LM's get_schedule_table and
+  // get_pp_rank_microbatches run unchanged (the file names the commit), per rank.
+  std::ifstream in(PIPESCHED_TEST_DATA_DIR "/megatron_interleaved_order.json");
+  REQUIRE(in.good());
+  const nlohmann::json data = nlohmann::json::parse(in);
+  REQUIRE(data.at("cases").size() >= 6);
+  for (const auto& c : data.at("cases")) {
+    const auto p = c.at("p").get<std::uint32_t>();
+    const auto v = c.at("v").get<std::uint32_t>();
+    const auto n = c.at("group_size").get<std::uint32_t>();
+    const auto m = c.at("microbatches").get<std::uint32_t>();
+    INFO("p=" << p << " v=" << v << " N=" << n << " m=" << m);
+    const schedule s = interleaved_group_generate(p, m, v, n);
+    REQUIRE(validate(s).ok());
+    for (const auto& st : c.at("stages")) {
+      const auto r = st.at("rank").get<stage_index>();
+      CHECK(line(s, r) == st.at("order").get<std::string>());
+      CHECK(interleaved_1f1b::warmup(p, m, v, r, n) == st.at("warmup").get<std::uint64_t>());
+    }
+  }
+}
+
+TEST_CASE("interleaved-1f1b group size: warm-up (p-r-1)*2 + (v-1)*N, valid for p <= N <= m",
+          "[gen][interleaved][group][grid]") {
+  for (std::uint32_t p = 1; p <= 6; ++p) {
+    for (std::uint32_t v = 2; v <= 3; ++v) {
+      for (std::uint32_t n = p; n <= 2 * p + 1; ++n) {
+        for (std::uint32_t m = n; m <= 3 * n + 1; ++m) {
+          INFO("p=" << p << " v=" << v << " N=" << n << " m=" << m);
+          const schedule s = interleaved_group_generate(p, m, v, n);
+          REQUIRE(validate(s).ok());
+          REQUIRE(s.size() == std::size_t{2} * p * m * v);
+          if (m % n != 0) {
+            continue;  // padded to a multiple of N: the warm-up counts the dropped slots
+          }
+          for (stage_index r = 0; r < p; ++r) {
+            // Megatron's get_pp_rank_microbatches, written out; then the steady phase's first
+            // forward.
+            const std::uint64_t megatron = std::uint64_t{p - r - 1} * 2 + std::uint64_t{v - 1} * n;
+            CHECK(forwards_before_first_backward(s.ops(r)) ==
+                  std::min<std::uint64_t>(megatron + 1, std::uint64_t{m} * v));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("interleaved-1f1b group size: default p is today's order; above p, a longer step",
+          "[gen][interleaved][group]") {
+  for (std::uint32_t p : {2u, 4u, 5u}) {
+    for (std::uint32_t m : {1u, 3u, 8u, 10u}) {
+      INFO("p=" << p << " m=" << m);
+      const schedule dflt = generate(interleaved_1f1b{}, p, m, 2);
+      if (m >= p) {
+        const schedule given = interleaved_group_generate(p, m, 2, p);
+        for (stage_index r = 0; r < p; ++r) {
+          CHECK(line(given, r) == line(dflt, r));
+        }
+      }
+    }
+  }
+  // p = 4, v = 2, m = 8, unit chunk costs: with N = p the bubble is (p-1)*3 chunk times; a
+  // larger group keeps more forwards in flight and does not shorten the step.
+  const auto costs = cost_model::uniform(2, 2, 2);
+  const auto by_p = simulate(interleaved_group_generate(4, 8, 2, 4), costs);
+  const auto by_8 = simulate(interleaved_group_generate(4, 8, 2, 8), costs);
+  CHECK(by_p.span(by_p.max_span_stage) == Approx(8 * 2 * 3 + 3 * 3));
+  CHECK(by_8.span(by_8.max_span_stage) >= by_p.span(by_p.max_span_stage));
+}
+
+TEST_CASE("interleaved-1f1b group size: errors name N and m", "[gen][interleaved][errors]") {
+  CHECK_THROWS_WITH(
+      interleaved_group_generate(4, 8, 2, 9),
+      "interleaved-1f1b: group_size (N=9) must be between stages (p=4) and microbatches (m=8)");
+  CHECK_THROWS_WITH(
+      interleaved_group_generate(4, 8, 2, 3),
+      "interleaved-1f1b: group_size (N=3) must be between stages (p=4) and microbatches (m=8)");
+  const auto* e = default_registry().find("interleaved-1f1b");
+  REQUIRE(e != nullptr);
+  generator_params gp;
+  gp.stages = 4;
+  gp.microbatches = 12;
+  gp.group_size = 6;
+  CHECK(interleaved_1f1b::warmup(4, 12, 2, 0, 6) == 12);
+  CHECK(forwards_before_first_backward(e->generate(gp).ops(0)) == 13);
 }

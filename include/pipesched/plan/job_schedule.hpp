@@ -97,6 +97,7 @@ struct job_schedule_spec {
   std::uint32_t stages = 0;
   std::uint32_t microbatches = 0;
   std::uint32_t chunks = 1;
+  std::uint32_t group_size = 0;  ///< generator_params::group_size
   recompute_kind recompute = recompute_kind::none;
   cost_model costs;     ///< inline recompute's when recomputing
   memory_model memory;  ///< likewise: the plain model the searching generators decide with
@@ -131,6 +132,7 @@ inline schedule generate_job_schedule(const job_schedule_spec& spec,
   req.params.stages = spec.stages;
   req.params.microbatches = spec.microbatches;
   req.params.chunks = spec.chunks;
+  req.params.group_size = spec.group_size;
   req.params.costs = spec.costs;
   req.params.memory = spec.memory;
   if (gen.searches) {
@@ -191,6 +193,7 @@ inline plan_entry evaluate_choice_within(const training_job& job,
   spec.stages = lay.pp;
   spec.microbatches = lay.microbatches;
   spec.chunks = lay.chunks;
+  spec.group_size = choice.group_size;
   spec.recompute = choice.recompute;
   spec.costs = costs;
   spec.memory = plain_memory;

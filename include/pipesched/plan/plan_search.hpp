@@ -527,7 +527,7 @@ inline std::optional<plan_entry> evaluate_candidate(const training_job& job,
                                                     bool rungs) {
   const auto [gi, gen] = space.candidates[index];
   const plan_group& g = space.groups[gi];
-  plan_choice choice{g.layout, gen->name, g.recompute, g.partition};
+  plan_choice choice{g.layout, gen->name, g.recompute, g.partition, f.group_size.value_or(0)};
   std::optional<plan_entry> best;
   try {
     best = evaluate_choice(job, choice, *g.costs, registry, *gen, evaluations, rungs);

@@ -41,6 +41,7 @@ struct plan_choice {
   std::string schedule;
   recompute_kind recompute = recompute_kind::selective;
   std::vector<std::uint32_t> partition;  ///< layers per global chunk, model order
+  std::uint32_t group_size = 0;          ///< interleaved-1f1b's micro-batches per round (0: p)
 
   friend bool operator==(const plan_choice&, const plan_choice&) = default;
 };
@@ -112,6 +113,7 @@ struct plan_result {
 /// Choices a user fixes (set) or leaves to the search (unset).
 struct plan_fixed {
   std::optional<std::uint32_t> tp, pp, chunks, micro_batch, microbatches;
+  std::optional<std::uint32_t> group_size;  ///< generator_params::group_size; not searched
   std::optional<std::uint64_t> dp;
   std::optional<std::string> schedule;
   std::optional<recompute_kind> recompute;

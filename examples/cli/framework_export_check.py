@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""`pipesched plan --export`: Megatron-LM's parser reads PREFIX.megatron.args as the plan says.
+
+Runs `pipesched plan ARGS --json --export WORK/best`, builds an argparse parser from
+tests/data/megatron_args_spec.json (the flags as Megatron-LM's parser defines them: type,
+choices, action), parses the exported file with it, applies the consistency checks Megatron's
+validation applies to these flags (each assertion names the check in their source), and
+compares the values with the plan's JSON.
+
+usage: framework_export_check.py CLI SPEC WORK [--expect dest=value,...] [--absent] -- ARGS...
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def megatron_parser(spec):
+    parser = argparse.ArgumentParser(prog="megatron", allow_abbrev=False)
+    types = {"int": int, "str": str}
+    for flag, f in spec["flags"].items():
+        if f.get("action") == "store_true":
+            parser.add_argument(flag, dest=f["dest"], action="store_true")
+        else:
+            kw = {"dest": f["dest"], "type": types[f["type"]], "default": f.get("default")}
+            if "choices" in f:
+                kw["choices"] = f["choices"]
+            parser.add_argument(flag, **kw)
+    return parser
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def check(cond, message):
+    if not cond:
+        fail(message)
+
+
+def layout_stages(layout):
+    # core/transformer/pipeline_parallel_layer_layout.py parse_str_to_list: "|" splits stages
+    # (we never write the "(...)*n" or "x*n" shorthands or commas).
+    return layout.split("|")
+
+
+def main():
+    argv = sys.argv[1:]
+    if "--" not in argv:
+        fail("usage: framework_export_check.py CLI SPEC WORK [options] -- plan args")
+    split = argv.index("--")
+    head, plan_args = argv[:split], argv[split + 1:]
+    opts = argparse.ArgumentParser()
+    opts.add_argument("cli")
+    opts.add_argument("spec")
+    opts.add_argument("work")
+    opts.add_argument("--expect", default="")
+    opts.add_argument("--absent", action="store_true")
+    o = opts.parse_args(head)
+    os.makedirs(o.work, exist_ok=True)
+    prefix = os.path.join(o.work, "best")
+    args_file = prefix + ".megatron.args"
+    if os.path.exists(args_file):
+        os.remove(args_file)
+    run = subprocess.run([o.cli, "plan", *plan_args, "--json", "--export", prefix],
+                         capture_output=True, text=True)
+    check(run.returncode == 0, f"plan exited {run.returncode}: {run.stderr}")
+    if o.absent:
+        check(not os.path.exists(args_file), "PREFIX.megatron.args written for a plan Megatron cannot run")
+        check(".megatron.args not written: " in run.stderr, "no note on stderr: " + run.stderr)
+        print("megatron args export ok: not written (" + run.stderr.strip().splitlines()[0] + ")")
+        return
+    doc = json.loads(run.stdout)
+    plan = doc["plans"][0]
+    layout = plan["layout"]
+    with open(o.spec) as f:
+        spec = json.load(f)
+    with open(args_file) as f:
+        lines = f.read().splitlines()
+    tokens = []
+    for line in lines:
+        words = line.split()
+        check(1 <= len(words) <= 2 and words[0].startswith("--"),
+              f"not one flag (and value) per line: {line!r}")
+        tokens += words
+    # Every flag is one of the spec's (argparse exits 2 on an unknown flag or a bad choice).
+    a = megatron_parser(spec).parse_args(tokens)
+
+    tp, pp, cp = a.tensor_model_parallel_size, a.pipeline_model_parallel_size, a.context_parallel_size
+    gpus = doc["gpus"]
+    # megatron/training/arguments.py validate_args: data_parallel_size = world / (tp*pp*cp).
+    check(gpus % (tp * pp * cp) == 0, "world size not divisible by tp*pp*cp")
+    dp = gpus // (tp * pp * cp)
+    num_layers = a.num_layers
+
+    # validate_args, "Uneven virtual pipeline parallelism": no more than one of
+    # --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,
+    # --pipeline-model-parallel-layout.
+    check(not (a.num_layers_per_virtual_pipeline_stage is not None
+               and a.pipeline_model_parallel_layout is not None),
+          "both --num-layers-per-virtual-pipeline-stage and --pipeline-model-parallel-layout")
+    if a.pipeline_model_parallel_layout is not None:
+        stages = layout_stages(a.pipeline_model_parallel_layout)
+        # validate_args: the layout's stage count divisible by pipeline_model_parallel_size.
+        check(len(stages) % pp == 0, "layout stages not divisible by pp")
+        vpp = len(stages) // pp
+        flat = "".join(stages)
+        # PipelineParallelLayerLayout.validate_layer_layout: known characters, embedding first,
+        # loss last, each once, decoder layers == num_layers.
+        check(set(flat) <= set("ELtm"), "unknown layout character")
+        check(flat[0] == "E" and flat[-1] == "L", "layout must start with E and end with L")
+        check(flat.count("E") == 1 and flat.count("L") == 1, "E and L exactly once")
+        check(flat.count("t") == num_layers, "layout decoder layers != --num-layers")
+        per_chunk = [s.count("t") for s in stages]
+    elif a.num_layers_per_virtual_pipeline_stage is not None:
+        # validate_args: num_layers divisible by pp, and per stage by layers per virtual stage.
+        check(num_layers % pp == 0, "num layers not divisible by pp")
+        check((num_layers // pp) % a.num_layers_per_virtual_pipeline_stage == 0,
+              "layers per stage not divisible by layers per virtual stage")
+        vpp = (num_layers // pp) // a.num_layers_per_virtual_pipeline_stage
+        per_chunk = [a.num_layers_per_virtual_pipeline_stage] * (pp * vpp)
+    else:
+        # validate_args: "Number of layers should be divisible by the pipeline-model-parallel size".
+        check(num_layers % pp == 0, "num layers not divisible by pp")
+        vpp = 1
+        per_chunk = [num_layers // pp] * pp
+    if vpp > 1:
+        # validate_args: the interleaved schedule needs pipeline_model_parallel_size > 1
+        # (overlap_p2p_comm is on by default).
+        check(pp > 1, "interleaved schedule with pp = 1")
+    else:
+        check(a.microbatch_group_size_per_vp_stage is None,
+              "a group size without virtual stages")
+
+    # num_microbatches_calculator: global batch divisible by micro batch * data parallel.
+    check(a.global_batch_size % (a.micro_batch_size * dp) == 0,
+          "global batch not divisible by micro batch * dp")
+    num_microbatches = a.global_batch_size // (a.micro_batch_size * dp)
+    if vpp > 1:
+        # ModelParallelConfig.__post_init__: None means pipeline_model_parallel_size.
+        n = a.microbatch_group_size_per_vp_stage or pp
+        # schedules.py forward_backward_pipelining_with_interleaving: PP <= N <= M, and the
+        # remainder M % N is 0 or at least PP.
+        check(pp <= n <= num_microbatches, f"group size {n} outside [{pp}, {num_microbatches}]")
+        check(num_microbatches % n == 0 or num_microbatches % n >= pp,
+              "last micro-batch group shorter than pp")
+    # TransformerConfig.__post_init__: full needs a method (uniform, block) and a layer count;
+    # selective takes neither.
+    if a.recompute_granularity == "full":
+        check(a.recompute_method in ("uniform", "block") and a.recompute_num_layers is not None,
+              "full recompute without method and layer count")
+    else:
+        check(a.recompute_method is None and a.recompute_num_layers is None,
+              "recompute method or layers without full granularity")
+    # validate_args: sequence parallelism is switched off when tp = 1 (ours would be lost).
+    check(not (a.sequence_parallel and tp == 1), "sequence parallel with tp = 1")
+    # validate_args: seq-length a multiple of 2 * context-parallel-size when cp > 1.
+    check(cp == 1 or a.seq_length % (2 * cp) == 0, "seq length vs context parallel size")
+
+    # The values against the plan's JSON.
+    want = {
+        "tp": (tp, layout["tp"]), "pp": (pp, layout["pp"]), "dp": (dp, layout["dp"]),
+        "v": (vpp, layout["v"]), "micro_batch": (a.micro_batch_size, layout["micro_batch"]),
+        "microbatches": (num_microbatches, layout["microbatches"]),
+        "sequence_parallel": (a.sequence_parallel, layout["sequence_parallel"]),
+        "partition": (per_chunk, plan["partition"]),
+        "recompute": (a.recompute_granularity or "none", plan["recompute"]),
+        "layers": (num_layers, sum(plan["partition"])),
+        "sequence": (a.seq_length, doc["sequence"]),
+        "global_batch": (a.global_batch_size, doc["global_batch"]),
+        "distributed optimizer": (a.use_distributed_optimizer,
+                                  doc["optimizer_sharding"] == "optimizer"),
+        "context parallel": (cp, 1),
+    }
+    if vpp > 1 and "microbatch_group_size_per_vp_stage" not in o.expect:
+        want["group size"] = (a.microbatch_group_size_per_vp_stage, pp)  # the default, p
+    for key, (got, expected) in want.items():
+        check(got == expected, f"{key}: Megatron reads {got!r}, the plan says {expected!r}")
+    if vpp > 1:
+        # The exported order runs Megatron's warm-up with that group size (get_pp_rank_microbatches):
+        # stage 0 runs 2(p-1) + (v-1)N forwards, then the steady phase's first, before a backward.
+        n = a.microbatch_group_size_per_vp_stage
+        with open(prefix + ".schedule.json") as f:
+            ops = [op for op in json.load(f)["ops"][0] if op["kind"] != "R"]
+        first_backward = next(i for i, op in enumerate(ops) if op["kind"] != "F")
+        expected = min(2 * (pp - 1) + (vpp - 1) * n + 1, num_microbatches * vpp)
+        check(first_backward == expected,
+              f"stage 0 runs {first_backward} forwards before a backward, not {expected}")
+    for pair in filter(None, o.expect.split(",")):
+        dest, value = pair.split("=")
+        check(str(getattr(a, dest)) == value, f"{dest}: {getattr(a, dest)!r}, expected {value}")
+    print(f"megatron args export ok: {plan['schedule']} tp {tp} pp {pp} v {vpp} dp {dp}, "
+          f"{len(lines)} arguments")
+
+
+if __name__ == "__main__":
+    main()
