@@ -25,9 +25,9 @@ inline constexpr std::uint64_t max_sequence_length = std::uint64_t{1} << 31;
 
 /// Reads one length per line: a whole number of tokens, at least 1, with optional spaces or tabs
 /// around it; a line that is empty (or only spaces) or starts with `#` is skipped; line ends may
-/// be \n or \r\n; a UTF-8 byte-order mark at the start is skipped. Throws invalid_argument "<name> line N: <rule>" for anything else (a sign, a
-/// fraction, a letter, 0, a value above max_sequence_length), and "<name>: no sequence lengths"
-/// for a file without any.
+/// be \n or \r\n; a UTF-8 byte-order mark at the start is skipped. Throws invalid_argument "<name>
+/// line N: <rule>" for anything else (a sign, a fraction, a letter, 0, a value above
+/// max_sequence_length), and "<name>: no sequence lengths" for a file without any.
 inline sequence_lengths read_lengths(std::string_view text, std::string_view name = "lengths") {
   sequence_lengths out;
   std::size_t line = 0;
