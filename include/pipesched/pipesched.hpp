@@ -40,7 +40,8 @@
 //     io/schedule_input.hpp io/torch_csv.hpp io/chrome_trace.hpp io/svg.hpp io/terminal.hpp
 //     io/text.hpp io/timeline.hpp io/report_text.hpp io/fmt.hpp io/distribution_svg.hpp
 //     io/telemetry_io.hpp io/model_json.hpp io/job_spec_json.hpp io/plan_json.hpp
-//     io/plan_text.hpp io/plan_svg.hpp io/whatif_io.hpp io/analyze_io.hpp io/lengths.hpp io/pack_io.hpp io/schedule_export.hpp
+//     io/plan_text.hpp io/plan_svg.hpp io/whatif_io.hpp io/analyze_io.hpp io/lengths.hpp
+//     io/pack_io.hpp io/schedule_export.hpp
 
 #include "pipesched/analysis/metrics.hpp"
 #include "pipesched/exec/executor.hpp"
