@@ -50,8 +50,8 @@ struct replan_result {
 /// that rejects the parameters, or an order that deadlocks.
 inline replan_result replan(const schedule& ran,
                             const cost_model& measured,
-                            const replan_options& o = {},
-                            const generator_registry& registry = default_registry()) {
+                            const replan_options& o,
+                            const generator_registry& registry) {
   simulate_options so;
   so.record_ops = false;
   so.critical_path = false;
@@ -81,6 +81,13 @@ inline replan_result replan(const schedule& ran,
       r.candidates.begin(), r.candidates.end(),
       [](const replan_candidate& a, const replan_candidate& b) { return a.gain > b.gain; });
   return r;
+}
+
+/// replan with the built-in generators (default_registry()).
+inline replan_result replan(const schedule& ran,
+                            const cost_model& measured,
+                            const replan_options& o = {}) {
+  return replan(ran, measured, o, default_registry());
 }
 
 }  // namespace pipesched
