@@ -152,7 +152,7 @@ TEST_CASE("equal factors fold away for the search", "[model][microbatch]") {
 
 TEST_CASE("a micro-batch's factors time its own ops", "[model][microbatch][sim]") {
   // One stage, 1F1B: the ops run back to back, so the makespan is every op's duration added.
-  const schedule s = default_registry().generate("1f1b", generator_params{1, 3, 0, {}, {}, {}});
+  const schedule s = default_registry().generate("1f1b", generator_params{1, 3, 0, {}, {}, {}, 0});
   cost_model c = cost_model::uniform(1, 2, 3);
   c.set_microbatch_factors({cost_factors::all(1), cost_factors::all(2), cost_factors{0, 1, 0}});
   CHECK(simulate(s, c).makespan == 6 + 12 + 2);

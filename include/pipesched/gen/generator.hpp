@@ -23,16 +23,17 @@ struct generator_params {
   std::uint32_t stages = 0;        ///< p, >= 1
   std::uint32_t microbatches = 0;  ///< m, >= 1
   std::uint32_t chunks = 0;        ///< v, chunks per stage; 0 = the generator's default
-  /// N, micro-batches per round of the virtual stages (interleaved-1f1b only; Megatron-LM's
-  /// --microbatch-group-size-per-virtual-pipeline-stage); 0 = the generator's default, p.
-  std::uint32_t group_size = 0;
-  cost_model costs{};     ///< costs (per stage, split over v; see cost_model) and T_comm
-  memory_model memory{};  ///< M_B / M_W (per stage, split over v; see memory_model)
+  cost_model costs{};              ///< costs (per stage, split over v; see cost_model) and T_comm
+  memory_model memory{};           ///< M_B / M_W (per stage, split over v; see memory_model)
   /// Per stage, in the units of `memory`, static memory included (one value for every stage or
   /// one per stage): the same number means the same bytes for every schedule. Generators that
   /// search stay within it; the others are checked against it by
   /// generator_entry::generate_result().
   memory_limits memory_limit;
+  /// N, micro-batches per round of the virtual stages (interleaved-1f1b only; Megatron-LM's
+  /// --microbatch-group-size-per-virtual-pipeline-stage); 0 = the generator's default, p. Last,
+  /// so that aggregate initialisations written before it keep their meaning.
+  std::uint32_t group_size = 0;
 };
 
 /// schedule_generator: builds a schedule from generator_params.
