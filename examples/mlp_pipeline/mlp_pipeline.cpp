@@ -133,6 +133,13 @@ int main(int argc, char** argv) {
     pipesched::schedule sched;
     try {
       sched = entry->generate(params);
+      // Each rank builds one copy of its stages' layers; a micro-batch's route through a second
+      // copy (dualpipe) is not modelled here yet.
+      if (sched.layout().routes() > 1) {
+        throw pipesched::invalid_argument(entry->name + ": has " +
+                                          std::to_string(sched.layout().routes()) +
+                                          " routes; this example trains schedules of one route");
+      }
     } catch (const pipesched::invalid_argument& e) {
       if (entries.size() == 1) {
         std::fprintf(stderr, "mlp_pipeline: %s\n", e.what());

@@ -741,6 +741,13 @@ int run(int argc, char** argv) {
     pipesched::schedule sched;
     try {
       sched = entry->generate(params);
+      // Each rank builds one copy of its stages' layers; a micro-batch's route through a second
+      // copy (dualpipe) is not modelled here yet.
+      if (sched.layout().routes() > 1) {
+        throw pipesched::invalid_argument(entry->name + ": has " +
+                                          std::to_string(sched.layout().routes()) +
+                                          " routes; this example trains schedules of one route");
+      }
       sched.set_name(entry->name);
       sched = maybe_lower(std::move(sched), opt.lowered, params.costs);
       config_for(sched, opt);  // --layers fits

@@ -23,7 +23,7 @@
 //     gen/registry.hpp gen/generation_report.hpp gen/builtin_registry.hpp gen/zb_search_types.hpp
 //     gen/zb_auto.hpp gen/zb_v.hpp gen/zb_exact.hpp gen/replan.hpp
 //   The V-placement generators (V-Half, V-Min, DualPipeV), reached by name through the registry:
-//     gen/v_shape.hpp gen/dualpipev.hpp
+//     gen/v_shape.hpp gen/dualpipev.hpp gen/dualpipe.hpp
 //   Transforms (they traverse and validate): transform/comm_lowering.hpp transform/recompute.hpp
 //   Drivers (they validate first) and threads:
 //     exec/execution_error.hpp exec/transport.hpp exec/run_stage.hpp exec/serial_driver.hpp
@@ -41,7 +41,7 @@
 //     io/text.hpp io/timeline.hpp io/report_text.hpp io/fmt.hpp io/distribution_svg.hpp
 //     io/telemetry_io.hpp io/model_json.hpp io/job_spec_json.hpp io/plan_json.hpp
 //     io/plan_text.hpp io/plan_svg.hpp io/whatif_io.hpp io/analyze_io.hpp io/lengths.hpp
-//     io/pack_io.hpp io/schedule_export.hpp
+//     io/pack_io.hpp io/schedule_export.hpp io/framework_export.hpp
 
 #include "pipesched/analysis/metrics.hpp"
 #include "pipesched/exec/executor.hpp"
