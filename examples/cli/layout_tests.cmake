@@ -25,6 +25,16 @@ pipesched_cli_test("plan: 1f1b takes v = 1" 2
 pipesched_cli_test("plan: zb-v takes v = 2" 2
   "error: plan: no layout can run this job: --schedule zb-v does not take -v 1 at PP 16: zb-v: chunks \\(v=1\\) must be 2 for this schedule"
   ${layout_405b} -v 1 --schedule zb-v)
+# A layout whose schedule its generator refuses says the generator's rule, not a count.
+pipesched_cli_test("plan: a refused schedule names its generator's rule" 2
+  "error: plan: the layout's schedule cannot be generated: dualpipev: microbatches \\(m=8\\) must be at least 2\\*stages \\(2p=16\\)"
+  plan --model llama3-8b --gpu h100-sxm-80gb --gpus 8 --seq 4096 --global-batch 64 --dp 1
+  --schedule dualpipev --pp 8 --tp 1 --micro-batch 8 -v 2 --recompute none
+  --no-sequence-parallel)
+pipesched_cli_test("plan: refused schedules name the first one's rule" 2
+  "error: plan: every one of the 3 candidates was refused by its generator \\(the first: dualpipev: microbatches \\(m=8\\)"
+  plan --model llama3-8b --gpu h100-sxm-80gb --gpus 8 --seq 4096 --global-batch 64 --dp 1
+  --schedule dualpipev --pp 8 --tp 1 --micro-batch 8 -v 2 --no-sequence-parallel)
 pipesched_cli_test("plan: DP not dividing the GPUs" 2
   "error: plan: --dp 3 does not divide the 16 GPUs \\(TP·PP·DP = GPUs\\)"
   ${layout_8b} --dp 3)

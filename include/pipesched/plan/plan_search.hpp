@@ -517,21 +517,26 @@ inline plan_space enumerate_space(const training_job& job,
 
 /// Evaluates one candidate of `space`, re-partitioning a balanced partition that did not fit
 /// within the caps its memory gives (twice at most), searching generators at the memory rungs
-/// too with `rungs` (evaluate_choice). nullopt when the generator refuses.
+/// too with `rungs` (evaluate_choice). nullopt when the generator refuses, its reason in `why`
+/// when given.
 inline std::optional<plan_entry> evaluate_candidate(const training_job& job,
                                                     const plan_space& space,
                                                     std::size_t index,
                                                     const plan_fixed& f,
                                                     const generator_registry& registry,
                                                     std::size_t evaluations,
-                                                    bool rungs) {
+                                                    bool rungs,
+                                                    std::string* why = nullptr) {
   const auto [gi, gen] = space.candidates[index];
   const plan_group& g = space.groups[gi];
   plan_choice choice{g.layout, gen->name, g.recompute, g.partition, f.group_size.value_or(0)};
   std::optional<plan_entry> best;
   try {
     best = evaluate_choice(job, choice, *g.costs, registry, *gen, evaluations, rungs);
-  } catch (const invalid_argument&) {
+  } catch (const invalid_argument& e) {
+    if (why != nullptr) {
+      *why = e.what();
+    }
     return std::nullopt;
   }
   for (int round = 0; round < 2 && !best->fits && f.partition.kind == partition_kind::balanced;
@@ -606,6 +611,7 @@ inline plan_result run_plan(const training_job& job,
   // candidates run never depends on the threads' timing.
   std::size_t next = 0;
   const std::size_t n = space.candidates.size();
+  std::string first_refusal;
   while (next < n) {
     const double limit = threshold();
     std::vector<std::size_t> batch;
@@ -622,21 +628,26 @@ inline plan_result run_plan(const training_job& job,
       ++next;
     }
     std::vector<std::optional<plan_entry>> out(batch.size());
+    std::vector<std::string> why(batch.size());
     std::atomic<std::size_t> cursor{0};
     auto work = [&] {
       for (std::size_t i = cursor++; i < batch.size(); i = cursor++) {
         // The memory rungs for the one layout asked for only: over a search they would cost
         // several times its time (docs/model.md §10).
-        out[i] =
-            evaluate_candidate(job, space, batch[i], f, registry, opts.search_evaluations, one);
+        out[i] = evaluate_candidate(job, space, batch[i], f, registry, opts.search_evaluations, one,
+                                    &why[i]);
       }
     };
     // The first exception is rethrown; the others stop taking candidates.
     run_parallel(static_cast<unsigned>(std::min<std::size_t>(threads, batch.size())), work,
                  [&] { cursor = batch.size(); });
-    for (auto& e : out) {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      std::optional<plan_entry>& e = out[i];
       if (!e) {
         ++res.stats.failed;
+        if (first_refusal.empty()) {
+          first_refusal = why[i];  // in candidate order, whatever the threads did
+        }
         continue;
       }
       ++res.stats.evaluated;
@@ -703,8 +714,12 @@ inline plan_result run_plan(const training_job& job,
     res.smallest_need_bytes = std::isfinite(smallest_need) ? smallest_need : 0.0;
   }
   if (res.stats.evaluated == 0 && res.stats.pruned_memory == 0) {
+    // The generator's own rule (dualpipev's m >= 2p, ...) is what the user can change.
+    if (res.stats.candidates == 1) {
+      fail(names.who(), ": the layout's schedule cannot be generated: ", first_refusal);
+    }
     fail(names.who(), ": every one of the ", res.stats.candidates,
-         " candidates was refused by its generator");
+         " candidates was refused by its generator (the first: ", first_refusal, ")");
   }
   const plan_group& g0 = space.groups[space.candidates.front().first];
   res.global_batch = g0.layout.dp * g0.layout.microbatches * g0.layout.micro_batch;
