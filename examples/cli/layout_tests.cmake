@@ -113,3 +113,12 @@ pipesched_cli_test("plan: nothing fits, the baseline row is still shown" 1
   "no plan fits: the smallest need found is [0-9.]+ GiB per GPU.*\nbase +8 +1 [^\n]*\\(does not fit\\)"
   plan --model llama3-70b --gpu h100-sxm-80gb --gpus 8 --seq 8192 --global-batch 64
   --baseline tp=8,pp=1)
+
+# Sequence parallelism asked for rules TP 1 out of the search (it was planned with SP off).
+pipesched_cli_test("plan: --baseline sp=on searches only TP > 1" 0
+  "base +[2-9][0-9]* .* on +[0-9.]+ s"
+  ${layout_8b} --baseline sp=on --top 1)
+pipesched_cli_test("plan: --sequence-parallel on one GPU names the rule" 2
+  "error: plan: no layout can run this job: TP1 PP1: --sequence-parallel needs TP > 1"
+  plan --model llama3-8b --gpu h100-sxm-80gb --gpus 1 --seq 4096 --global-batch 8
+  --sequence-parallel)

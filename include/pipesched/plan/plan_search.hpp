@@ -418,7 +418,15 @@ inline plan_space enumerate_space(const training_job& job,
       }
       std::vector<bool> sps;
       if (f.sequence_parallel) {
-        sps.push_back(*f.sequence_parallel && tp > 1);
+        // Asked for, SP rules TP 1 out: quietly planning it off would answer another question.
+        if (*f.sequence_parallel && tp == 1) {
+          space.refusal.note(1, [&] {
+            return concat(at, ": ", names.baseline ? "sp=on" : "--sequence-parallel",
+                          " needs TP > 1");
+          });
+          continue;
+        }
+        sps.push_back(*f.sequence_parallel);
       } else {
         sps.push_back(false);
         if (tp > 1) {
