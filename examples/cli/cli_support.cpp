@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -279,7 +280,35 @@ bool is_stdout(const std::string& path) {
   return path.empty() || path == "-";
 }
 
+namespace {
+std::vector<std::string>& command_words() {
+  static std::vector<std::string> words;
+  return words;
+}
+}  // namespace
+
+void remember_arguments(int argc, const char* const* argv) {
+  command_words().assign(argv + 1, argv + argc);
+}
+
 void write_output_with(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  if (!is_stdout(path) && std::filesystem::exists(path)) {
+    // The output names itself once (-o PATH); any other word naming the same file is an input.
+    int named = 0;
+    for (const std::string& w : command_words()) {
+      const std::size_t eq = w.find('=');
+      const std::string value =
+          w.starts_with("-") && eq != std::string::npos ? w.substr(eq + 1) : w;
+      if (!value.empty() && std::filesystem::exists(value) && detail::same_file(value, path)) {
+        ++named;
+      }
+    }
+    if (named >= 2) {
+      usage_error("--output " + path +
+                  ": is also an input of this command: the output would replace it (choose another "
+                  "output file)");
+    }
+  }
   if (is_stdout(path)) {
     write(std::cout);
     std::cout.flush();

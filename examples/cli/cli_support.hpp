@@ -164,8 +164,12 @@ struct links_cli {
 bool stdout_is_terminal();
 bool is_stdout(const std::string& path);
 
+/// The command line's words, kept so that no output overwrites a file the command reads.
+void remember_arguments(int argc, const char* const* argv);
 /// Writes a command's output to `path` (empty or -: stdout) through `write(std::ostream&)`, so
-/// large outputs stream instead of being built as one string first.
+/// large outputs stream instead of being built as one string first. Exit 2, before writing,
+/// when `path` is a file another word of the command line also names: an input (--model, -i,
+/// --costs, --lengths, ...) the output would replace.
 void write_output_with(const std::string& path, const std::function<void(std::ostream&)>& write);
 void write_output(const std::string& path, const std::string& text);
 

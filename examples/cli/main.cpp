@@ -26,6 +26,7 @@
 #include "cli_support.hpp"
 
 int main(int argc, char** argv) {
+  pipesched::cli::remember_arguments(argc, argv);
   CLI::App app{"pipesched: generate, check, simulate and draw pipeline-parallel schedules"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::to_string(PIPESCHED_VERSION_MAJOR) + "." +

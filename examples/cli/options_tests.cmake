@@ -84,6 +84,20 @@ pipesched_cli_test("options: plan --model mm.costs.json --export mm" 2
   plan --model ${opt}/mm.costs.json --gpu ${g_ok} --gpus 4 --seq 2048 --global-batch 64
   --top 1 --export ${opt}/mm)
 
+# -o naming one of the command's inputs: exit 2 before anything is written (the input stays).
+pipesched_cli_test("options: pack -o its --lengths file" 2
+  "error: --output ${opt}/lx.csv: is also an input of this command"
+  ${pack_small} -o ${opt}/lx.csv)
+pipesched_cli_test("options: plan -o its --model file" 2
+  "error: --output ${opt}/mm.costs.json: is also an input of this command"
+  plan --model ${opt}/mm.costs.json --gpu ${g_ok} --gpus 4 --seq 2048 --global-batch 64
+  --top 1 -o ${opt}/mm.costs.json)
+pipesched_cli_test("options: the lengths file -o refused to overwrite is intact" 0
+  "4 sequences"
+  ${pack_small})
+set_tests_properties("cli: options: the lengths file -o refused to overwrite is intact"
+                     PROPERTIES DEPENDS "cli: options: pack -o its --lengths file")
+
 # Item 11: a model whose heads do not divide hidden (no head_dim) is refused at its key.
 pipesched_cli_test("options: model with 15 heads for hidden 2048" 2
   "error: --model: .*heads15.json: /heads: 15 must divide hidden \\(2048\\) unless head_dim is given"
