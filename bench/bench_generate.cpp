@@ -1,5 +1,5 @@
 // Generation speed of every registered schedule (bench_common.hpp: sizes, registration), and
-// of the schedules whose work once grew with p² at m = 1 (issue 14).
+// of the schedules whose work once grew with p² at m = 1.
 #include <cstdint>
 #include <string>
 

@@ -1,4 +1,4 @@
-// The planner's whole search (issue 26): `pipesched plan` for the README's job, Llama 3 405B on
+// The planner's whole search: `pipesched plan` for the README's job, Llama 3 405B on
 // 16,384 H100s with 16M-token batches, and smaller jobs, at 1 thread and at the machine's.
 // Wall time per search (docs/benchmarks.md §9).
 

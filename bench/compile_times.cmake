@@ -1,4 +1,4 @@
-# Compile times of the headers and of a framework's files (docs/benchmarks.md §9, issue 28):
+# Compile times of the headers and of a framework's files (docs/benchmarks.md §9):
 #   cmake -DINCLUDE=include [-DBASE_INCLUDE=/tmp/base/include] [-DROUNDS=5] [-DCXX=g++]
 #         -DWORK=/tmp/compile_times -P bench/compile_times.cmake
 # Every command runs ROUNDS times, all taking turns, and the least wall time of each is printed

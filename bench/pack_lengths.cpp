@@ -1,4 +1,4 @@
-// Variable-length batches (issue 29 item 4): `pack`'s packing and order against the naive
+// Variable-length batches: `pack`'s packing and order against the naive
 // baseline (sequences in file order, equal counts per micro-batch) and against the best of N
 // random orders (the sequences shuffled, then cut the baseline's way: a random packing and a
 // random order), over the length distributions users meet:

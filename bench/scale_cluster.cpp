@@ -1,4 +1,4 @@
-// Scale run of the robustness simulator (issue 17 item 8): the 24,000-GPU shape, tensor
+// Scale run of the robustness simulator: the 24,000-GPU shape, tensor
 // parallel 8 × pipeline 16 × data parallel 187 (23,936 GPUs), m = 64, N sampled iterations
 // of D independently perturbed replicas each (monte_carlo_data_parallel), per schedule:
 //

@@ -1,5 +1,5 @@
 # Fails when compiling SUBJECT takes more than MAX_PERCENT % of the time compiling REFERENCE
-# takes (issue 28: the umbrella against ir/schedule.hpp). SUBJECT and REFERENCE are source
+# takes (the umbrella against ir/schedule.hpp). SUBJECT and REFERENCE are source
 # files, compiled with CXX and FLAGS (one string, split as a shell would); each runs ROUNDS
 # times, taking turns, and the least wall times are compared (cmake/compile_time.cmake). A
 # ratio, not seconds: the machine may be slow or loaded, and both compiles see the same machine.

@@ -1,5 +1,5 @@
 # Fails unless DOC (a Markdown page) is the program SOURCE and its output, so that the page
-# cannot go stale (issue 28 item 8: docs/cpp.md): the page's ```cpp blocks, joined by one
+# cannot go stale (docs/cpp.md): the page's ```cpp blocks, joined by one
 # blank line, must be SOURCE verbatim, and its ```text blocks, joined as they are, must be what
 # PROGRAM (SOURCE built) prints, run without arguments in WORK. Other blocks (```cmake, ```sh)
 # are prose.

@@ -1,5 +1,5 @@
 # docs/errors.md shows every error message next to what produces it, and this script keeps the
-# two together (issue 14). Every fenced block in the page is one of:
+# two together. Every fenced block in the page is one of:
 #
 #   ```console                          a command of the `pipesched` CLI, run in WORKDIR
 #   $ pipesched validate -i bad.json    (docs/examples/errors/), then exactly what it prints:

@@ -1,6 +1,6 @@
 cmake_policy(SET CMP0007 NEW)
 # Fails when HEADER (relative to INCLUDE) pulls in, directly or through other headers, a file
-# whose path matches FORBID (a regex): keeps a header cheap to include (issue 15: the registry
+# whose path matches FORBID (a regex): keeps a header cheap to include (the registry
 # type without the generators, the search and <thread>). Uses the compiler's own include
 # closure (-M), so it sees what a user's build would compile.
 string(MAKE_C_IDENTIFIER "${HEADER}" scratch)  # one file per header: the checks run in parallel

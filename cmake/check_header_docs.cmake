@@ -1,4 +1,4 @@
-# Fails when the list of public headers drifts (issue 28 item 6). Every public header under
+# Fails when the list of public headers drifts. Every public header under
 # ROOT/pipesched (detail/ folders are not public) must be
 #   - included by pipesched.hpp, or named in its "// Not included" comment block (and not both);
 #   - named, in backticks, in the table of README's "## What is in the library" section;

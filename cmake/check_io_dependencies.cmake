@@ -1,5 +1,5 @@
 # Fails when README's "What is in the library" table says the wrong thing about which io/
-# headers need fmt or nlohmann_json (issue 28 item 7). Its io rows start "| io, standard
+# headers need fmt or nlohmann_json. Its io rows start "| io, standard
 # library only", "| io, needs fmt", "| io, needs nlohmann_json" or "| io, needs fmt and
 # nlohmann_json"; each io/ header under INCLUDE/pipesched must be in one of them, and the
 # compiler's include closure of the header (-M, as check_header_closure.cmake) must hold a fmt

@@ -1,4 +1,4 @@
-# The README's first command builds only what the demo needs (issue 14, item 12): reads the
+# The README's first command builds only what the demo needs: reads the
 # first ```sh block of README.md, runs its configure step (same flags, into WORK instead of
 # its build directory; apt is left out) and asks Ninja, without building, every command the
 # build step's target needs from scratch. Fails when it would compile more than MAX_COMPILES sources

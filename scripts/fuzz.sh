@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzing stage (issue 9): builds the libFuzzer targets (tests/fuzz/fuzz_*.cpp) with clang++,
+# Fuzzing stage: builds the libFuzzer targets (tests/fuzz/fuzz_*.cpp) with clang++,
 # ASan and UBSan, replays each committed seed corpus, then fuzzes each target for
 # PIPESCHED_FUZZ_SECONDS seconds (default 25). Fails on any finding: a crash, a sanitizer
 # report, an exception other than pipesched::invalid_argument, a mismatch between validator,

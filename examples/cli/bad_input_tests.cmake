@@ -1,4 +1,4 @@
-# The CLI bad-input matrix (issue 9, docs/errors.md): every invalid option value or input file
+# The CLI bad-input matrix (docs/errors.md): every invalid option value or input file
 # gives one `error: ...` line on stderr and exit code 2, or, for a readable but invalid schedule,
 # the violations on stdout and exit code 1; never a crash, a hang or an allocation blow-up.
 # Uses pipesched_cli_test() from cli_tests.cmake. Input files are written at configure time.

@@ -1,4 +1,4 @@
-# Issue 30: no silently wrong number from whatif, analyze or simulate. Every numeric option is
+# No silently wrong number from whatif, analyze or simulate. Every numeric option is
 # checked with a message in the option's own terms; infinities and NaN are refused; options
 # that only make sense together are refused alone; an option that cannot repeat is refused;
 # a result that would overflow is an error. Uses pipesched_cli_test() from cli_tests.cmake.
@@ -33,26 +33,26 @@ foreach(case
   list(GET parts 0 name)
   list(GET parts 1 message)
   list(SUBLIST parts 2 -1 args)
-  pipesched_cli_test("whatif bad input (issue 30): ${name}" 2 "error: ${message}" ${w30} ${args})
+  pipesched_cli_test("whatif bad input: ${name}" 2 "error: ${message}" ${w30} ${args})
 endforeach()
 
-pipesched_cli_test("analyze bad input (issue 30): rel-threshold -1" 2
+pipesched_cli_test("analyze bad input: rel-threshold -1" 2
   "error: --rel-threshold: threshold must be finite and >= 0, got -1"
   analyze ${PROJECT_SOURCE_DIR}/examples/robustness/straggler_run.csv --rel-threshold -1)
-pipesched_cli_test("analyze bad input (issue 30): abs-threshold nan" 2
+pipesched_cli_test("analyze bad input: abs-threshold nan" 2
   "error: --abs-threshold: must be a finite number, got \"nan\""
   analyze ${PROJECT_SOURCE_DIR}/examples/robustness/straggler_run.csv --abs-threshold nan)
-pipesched_cli_test("analyze bad input (issue 30): comm -1" 2
+pipesched_cli_test("analyze bad input: comm -1" 2
   "error: --comm: must be finite and >= 0, got -1"
   analyze ${PROJECT_SOURCE_DIR}/examples/robustness/straggler_run.csv --comm -1)
 
 # Statistics without noise: mean = min = max and the deviation 0 exactly (10,000 equal samples
 # used to give a mean 2e-12 above the max and a deviation of 2.4e-12).
-pipesched_cli_test("whatif without noise: mean = min = max, sd 0 (issue 30)" 0
+pipesched_cli_test("whatif without noise: mean = min = max, sd 0" 0
   "\"max\": 120.39999999999988,\n  \"mean\": 120.39999999999988,\n  \"min\": 120.39999999999988,.*\"stddev\": 0.0"
   whatif -s 1f1b -p 8 -m 32 --cost 1,1.2,0.8,0.05 --samples 10000 --json)
 
-# Links from the CLI (issue 30 item 5): priority removes the stall FIFO shows, and where it
+# Links from the CLI: priority removes the stall FIFO shows, and where it
 # loses, it loses one ring-step latency (docs/robustness.md §8).
 set(links30 whatif -s 1f1b -p 4 -m 8 --link-bandwidth 1 --message-bytes 0.5 --replicas 4
             --gradient-bytes 16 --buckets 4 --samples 1 --json)
@@ -68,15 +68,15 @@ pipesched_cli_test("whatif links: where priority loses one ring-step latency (FI
   "\"mean\": 48.5,.*\"stall_behind_bulk\": 2.0" ${lose30} --traffic fifo)
 pipesched_cli_test("whatif links: where priority loses one ring-step latency (priority)" 0
   "\"mean\": 49.5,.*\"stall_behind_bulk\": 0.0" ${lose30} --traffic priority)
-pipesched_cli_test("whatif bad input (issue 30): message-bytes without links" 2
+pipesched_cli_test("whatif bad input: message-bytes without links" 2
   "error: --message-bytes: only meaningful with --link-bandwidth" ${w30} --message-bytes 1)
-pipesched_cli_test("whatif bad input (issue 30): traffic unknown" 2
+pipesched_cli_test("whatif bad input: traffic unknown" 2
   "error: --traffic: must be fifo or priority, got \"lifo\"" ${w30} --link-bandwidth 1 --traffic lifo)
-pipesched_cli_test("whatif bad input (issue 30): ring bandwidth with links" 2
+pipesched_cli_test("whatif bad input: ring bandwidth with links" 2
   "error: --bandwidth: not with --link-bandwidth \\(the all-reduce shares the links\\)"
   ${w30} --link-bandwidth 1 --bandwidth 2 --replicas 2 --gradient-bytes 1)
 
-# analyze validates the trace it reads (issue 30 item 4).
+# analyze validates the trace it reads.
 set(traces ${PROJECT_SOURCE_DIR}/docs/examples/errors)
 pipesched_cli_test("analyze: an op measured twice" 2
   "error: analyze: stage 0 ran F3 twice \\(at 30.017 and at 300\\): a trace has each op once"
@@ -91,7 +91,7 @@ pipesched_cli_test("analyze: overlapping ops accepted with a warning" 0
   "re-plan with.*warning: stage 1: F1 \\(22.43 .. 34.276\\) overlaps F2 \\(30 .. 46.588\\)"
   analyze ${traces}/trace_overlap.csv --allow-overlap)
 
-# simulate over links (issue 30 item 5): the same links options, no noise, each link's traffic.
+# simulate over links: the same links options, no noise, each link's traffic.
 set(slinks30 simulate -s 1f1b -p 4 -m 8 --link-bandwidth 1 --message-bytes 0.5 --replicas 4
              --gradient-bytes 16 --buckets 4)
 pipesched_cli_test("simulate links: FIFO" 0

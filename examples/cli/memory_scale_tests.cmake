@@ -1,4 +1,4 @@
-# Memory limits hold in any units (issue 13, item 5): costs in nanoseconds must not loosen the
+# Memory limits hold in any units: costs in nanoseconds must not loosen the
 # memory comparisons. Uses pipesched_cli_test() from cli_tests.cmake.
 
 # zb-auto at 2.5·M_B: two activations and a W input (0.025) fit, a third activation does not

@@ -33,7 +33,7 @@ file(WRITE ${opt}/mem_p3.json
 set(plan_small plan --model ${m_ok} --gpu ${g_ok} --gpus 4 --seq 2048 --global-batch 64)
 set(pack_small pack --model ${m_ok} --gpu ${g_ok} --lengths ${opt}/lx.csv -p 2 -m 2)
 
-# Item 9: options that do not apply are refused, naming the option and the rule.
+# Options that do not apply are refused, naming the option and the rule.
 pipesched_cli_test("options: whatif --memory-limit without --dynamic" 2
   "error: --memory-limit: only meaningful with --dynamic"
   whatif -s 1f1b -p 4 -m 8 --memory-limit 4)
@@ -60,7 +60,7 @@ pipesched_cli_test("options: whatif --json -f text" 2 "error: --json: conflicts 
   whatif -s 1f1b -p 2 -m 2 --json -f text)
 pipesched_cli_test("options: pack --json alone" 0 "\"microbatches\": \\[" ${pack_small} --json)
 
-# Item 10: an export prefix must name files and overwrite nothing the command reads or writes.
+# An export prefix must name files and overwrite nothing the command reads or writes.
 pipesched_cli_test("options: plan --export dir/" 2
   "error: --export: \"${opt}/dir/\" is a directory: give a file name in it, such as ${opt}/dir/plan"
   ${plan_small} --export ${opt}/dir/)
@@ -98,7 +98,7 @@ pipesched_cli_test("options: the lengths file -o refused to overwrite is intact"
 set_tests_properties("cli: options: the lengths file -o refused to overwrite is intact"
                      PROPERTIES DEPENDS "cli: options: pack -o its --lengths file")
 
-# Item 11: a model whose heads do not divide hidden (no head_dim) is refused at its key.
+# A model whose heads do not divide hidden (no head_dim) is refused at its key.
 pipesched_cli_test("options: model with 15 heads for hidden 2048" 2
   "error: --model: .*heads15.json: /heads: 15 must divide hidden \\(2048\\) unless head_dim is given"
   plan --model ${opt}/heads15.json --gpu ${g_ok} --gpus 4 --seq 2048 --global-batch 64)
@@ -106,7 +106,7 @@ pipesched_cli_test("options: model with 4096 heads for hidden 2048" 2
   "error: --model: .*heads4096.json: /heads: 4096 must divide hidden \\(2048\\) unless head_dim is given"
   plan --model ${opt}/heads4096.json --gpu ${g_ok} --gpus 4 --seq 2048 --global-batch 64)
 
-# Item 12: numbers that read wrong.
+# Numbers that read wrong.
 pipesched_cli_test("options: no negative zero bubble" 0 "   1   1   4     1  2  1   64  zb-v .*\n\nplan 1 per stage"
   ${plan_small} --tp 1 --pp 4 -v 2 --schedule zb-v)
 set_tests_properties("cli: options: no negative zero bubble" PROPERTIES FAIL_REGULAR_EXPRESSION "-0\\.0 %")

@@ -50,7 +50,7 @@ add_test(NAME "cli: pack: the exported schedule reads back and reproduces its st
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/pack_export_check.cmake)
 set_tests_properties("cli: pack: the exported schedule reads back and reproduces its step time and peaks"
   PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "pack export ok")
-# Per-micro-batch factors from a cost model file (issue 29 item 1): micro-batch 1 twice as long.
+# Per-micro-batch factors from a cost model file: micro-batch 1 twice as long.
 pipesched_cli_test("simulate: per-micro-batch cost factors from the costs file" 0
   "makespan 16 cost units,"
   simulate -s 1f1b -p 2 -m 3 --costs ${data}/costs_microbatches.json)

@@ -1,4 +1,4 @@
-# The achieved fraction from a measured run (issue 26 item 3): a plan exported, its compute-only
+# The achieved fraction from a measured run: a plan exported, its compute-only
 # order "measured" by simulating it with the plan's own costs (a Chrome trace: a time unit is
 # 1 ms there, so the trace's microsecond is 1e-3 s of the plan's seconds), then `analyze` against
 # the plan. Read in its own unit the run is exactly as fast as planned (the plan's fraction

@@ -1,4 +1,4 @@
-# Activation recomputation (issue 16 item 4): --recompute / --recompute-policy and the third
+# Activation recomputation: --recompute / --recompute-policy and the third
 # --memory value (M_in). Worked by hand in tests/transform/test_recompute.cpp: 1F1B, p = 2,
 # m = 3, unit costs, every chunk recomputed: makespan 15, stage 0 peaks at M_in·2 + M_B = 1.25.
 pipesched_cli_test("recompute: R before the backward" 0

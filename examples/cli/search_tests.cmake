@@ -1,5 +1,5 @@
-# Search options and figures of the schedules that search (zb-auto, zb-1p, zb-2p, zb-v; issue 13
-# item 4): the lower bound comes from the one search that built the schedule, --search-budget MS
+# Search options and figures of the schedules that search (zb-auto, zb-1p, zb-2p, zb-v):
+# the lower bound comes from the one search that built the schedule, --search-budget MS
 # and --search-evaluations N reach zb_auto_options, and bad values or uses are errors (exit 2).
 # Uses pipesched_cli_test() from cli_tests.cmake.
 set(zb_shape -p 8 -m 40 --cost 1850,1810,930,60 --memory 1,0.375)

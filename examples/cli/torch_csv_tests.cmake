@@ -1,4 +1,4 @@
-# --format torch-csv layouts and spellings (issue 20, docs/formats.md): with SEND/RECV ops the
+# --format torch-csv layouts and spellings (docs/formats.md): with SEND/RECV ops the
 # default is list order with no empty cell, the form PyTorch's compute+comms loader reads;
 # compute-only files keep the unit-step grid. Uses pipesched_cli_test() from cli_tests.cmake.
 set(csv_out ${CMAKE_CURRENT_BINARY_DIR}/torch_csv)

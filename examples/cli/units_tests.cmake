@@ -1,4 +1,4 @@
-# Issue 14, "no number a user can misread": per-stage units, one picture of time, the
+# "no number a user can misread": per-stage units, one picture of time, the
 # simulation JSON v1 on stdout, shapes checked, no silent ignores, overflow as errors, input
 # recognised by content. Uses pipesched_cli_test() from cli_tests.cmake; the runs that write a
 # file or read standard input go through cmake/cli_roundtrip.cmake.

@@ -1,4 +1,4 @@
-# whatif --format svg and the progress line (issue 17 item 7): the histogram / CDF picture of the
+# whatif --format svg and the progress line: the histogram / CDF picture of the
 # sampled iteration times, on stdout and in a file; --json stdout byte-identical to the numbers
 # pinned before progress existed, with only progress lines on stderr.
 set(pipesched_cli_bin $<TARGET_FILE:pipesched_cli>)
@@ -33,7 +33,7 @@ set_tests_properties("cli: whatif --json conflicts with --format svg" PROPERTIES
   PASS_REGULAR_EXPRESSION "--json: conflicts with --format svg")
 
 # 20000 samples take a few seconds: the progress line shows on stderr, stdout is the JSON
-# pinned when issue 30 made the statistics exact (stats_of: the mean as the smallest sample plus
+# pinned since the statistics are exact (stats_of: the mean as the smallest sample plus
 # the compensated mean deviation; the progress observer changes no number).
 add_test(NAME "cli: whatif --json with progress on stderr"
          COMMAND ${CMAKE_COMMAND}

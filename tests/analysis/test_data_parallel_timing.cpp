@@ -15,7 +15,7 @@
 using namespace pipesched;
 using namespace test_options;
 
-// One options style (issue 28 item 4): the replicas, noise and sample inside the options; one
+// One options style: the replicas, noise and sample inside the options; one
 // common core of the Monte-Carlo options and results.
 template <class S>
 concept old_data_parallel_spelling = requires(const S& s,
@@ -85,7 +85,7 @@ TEST_CASE("simulate_data_parallel: noisy replicas wait for the slowest", "[data_
   dp.replicas = 0;
   CHECK_THROWS_WITH(simulate_data_parallel(s, cost_model{}, {.data_parallel = dp, .noise = n}),
                     Catch::Matchers::Contains("replicas: must be at least 1, got 0"));
-  // An all-reduce longer than a double can add up is refused, never inf (issue 30).
+  // An all-reduce longer than a double can add up is refused, never inf.
   dp.replicas = 2;
   dp.gradient_bytes = {1e308};
   dp.bandwidth = 1e-10;

@@ -15,7 +15,7 @@
 using namespace pipesched;
 using namespace test_options;
 
-// One options style (issue 28 item 4): the policy runs on a schedule's shape, options hold the
+// One options style: the policy runs on a schedule's shape, options hold the
 // rest; its Monte-Carlo shares monte_carlo's options and result.
 template <class P>
 concept old_dynamic_spelling = requires(const P& pl) {

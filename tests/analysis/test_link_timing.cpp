@@ -22,7 +22,7 @@
 using namespace pipesched;
 using namespace test_options;
 
-// One options style (issue 28 item 4): the links inside the options.
+// One options style: the links inside the options.
 template <class S>
 concept old_links_spelling = requires(const S& s, const link_model& l) {
   simulate_links(s, cost_model{}, l);

@@ -19,7 +19,7 @@
 using namespace pipesched;
 using namespace test_options;
 
-// One options style (issue 28 item 4): noise and sample go inside the options struct.
+// One options style: noise and sample go inside the options struct.
 template <class S>
 concept old_perturbed_spelling = requires(const S& s, const perturbation& n) {
   simulate_perturbed(s, cost_model{}, n, std::uint64_t{0});
@@ -172,7 +172,7 @@ TEST_CASE("stats_of: nearest-rank percentiles", "[perturbation]") {
   CHECK(stats_of({}).count == 0);
 }
 
-TEST_CASE("stats_of: no noise is exact, and the order of the statistics always holds (issue 30)",
+TEST_CASE("stats_of: no noise is exact, and the order of the statistics always holds",
           "[perturbation]") {
   // 10,000 equal makespans summed plainly drift: mean 120.40000000000228 against max
   // 120.39999999999988, deviation 2.4e-12.

@@ -12,7 +12,7 @@
 using namespace pipesched;
 using namespace test_options;
 
-// One options style (issue 28 item 4): the noise inside the options; one result core.
+// One options style: the noise inside the options; one result core.
 template <class S>
 concept old_monte_carlo_spelling = requires(const S& s) {
   monte_carlo(s, cost_model{}, perturbation{}, robustness_options{});

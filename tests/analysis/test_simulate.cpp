@@ -477,7 +477,7 @@ TEST_CASE("check_memory applies both ops of an overlapped pair, in list order, a
   CHECK(check_memory(plain, memory_model::uniform(1, 0)).stages[0].curve == m.stages[0].curve);
 }
 
-TEST_CASE("simulate refuses an invalid or deadlocked schedule by default (issue 30)", "[sim]") {
+TEST_CASE("simulate refuses an invalid or deadlocked schedule by default", "[sim]") {
   // 1F1B without its W ops: timed as it stands it gave makespan 22 instead of 27.
   schedule s = generate(zb_h1{}, 4, 8);
   for (stage_index st = 0; st < 4; ++st) {

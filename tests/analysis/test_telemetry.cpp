@@ -101,8 +101,7 @@ TEST_CASE("telemetry: measured costs as a cost model", "[telemetry]") {
   CHECK(zc.stage_costs()[0].backward_weight == 2);
 }
 
-TEST_CASE("telemetry: per_microbatch is the stage's whole time at any v (issue 30)",
-          "[telemetry]") {
+TEST_CASE("telemetry: per_microbatch is the stage's whole time at any v", "[telemetry]") {
   // Interleaved 1F1B, v = 2: each chunk's F + B + W is 3 units; the stage's time per
   // micro-batch is both chunks', 6. Stage 1 runs 1.5 times slower: 9, an excess of 3 (was
   // reported as one chunk's 1.5).
@@ -121,8 +120,7 @@ TEST_CASE("telemetry: per_microbatch is the stage's whole time at any v (issue 3
   CHECK(slow[0].excess == 3.0);
 }
 
-TEST_CASE("telemetry: an op measured twice is refused, overlaps are found (issue 30)",
-          "[telemetry]") {
+TEST_CASE("telemetry: an op measured twice is refused, overlaps are found", "[telemetry]") {
   const schedule s = generate(one_f_one_b{}, 2, 2);
   measured_run run = as_measured(s, simulate(s, cost_model{}));
   CHECK(check_measured_ops(run, "analyze").empty());

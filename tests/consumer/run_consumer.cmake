@@ -115,7 +115,7 @@ target_link_libraries(by_name_header_only PRIVATE pipesched::pipesched)
 add_executable(reference reference.cpp)
 target_link_libraries(reference PRIVATE pipesched::pipesched)
 ]=])
-# No CMAKE_BUILD_TYPE: the flags are -O2 only, as measured (issue 28 item 7).
+# No CMAKE_BUILD_TYPE: the flags are -O2 only, as measured.
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${WORK}/app -B ${WORK}/app/build -DCMAKE_CXX_COMPILER=${CXX}
                         -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_CXX_FLAGS=-O2
                         -DCMAKE_EXPORT_COMPILE_COMMANDS=ON

@@ -140,8 +140,8 @@ TEST_CASE("interleaved-1f1b: the padded table's order with the padding dropped",
 
 TEST_CASE("interleaved-1f1b: work linear in the ops, also for m = 1 and large p",
           "[gen][interleaved][complexity]") {
-  // Issue 14: p = 65536, m = 1, v = 2 walked the padded table on every stage, 2·p²·v = 1.7e10
-  // steps for 262144 ops. The bound counts loop steps, not time.
+  // A quadratic walk would show here: at p = 65536, m = 1, v = 2 walking the padded table on every
+  // stage is 2·p²·v = 1.7e10 steps for 262144 ops. The bound counts loop steps, not time.
   for (const auto& [p, m, v] : {std::tuple{65536u, 1u, 2u}, std::tuple{4096u, 3u, 64u},
                                 std::tuple{1000u, 999u, 3u}, std::tuple{7u, 50u, 5u}}) {
     INFO("p=" << p << " m=" << m << " v=" << v);

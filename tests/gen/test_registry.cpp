@@ -317,8 +317,7 @@ TEST_CASE("every registered generator serves every shape but those its documente
   CHECK(test_support::serves("1f1b", 3, 1));
 }
 
-TEST_CASE("generate never returns a schedule over a limit it was given (issue 30)",
-          "[gen][registry]") {
+TEST_CASE("generate never returns a schedule over a limit it was given", "[gen][registry]") {
   const auto& r = default_registry();
   generator_params gp;
   gp.stages = 4;

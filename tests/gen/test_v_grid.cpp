@@ -1,4 +1,4 @@
-// Grid property tests of the V-shape schedules (issue 16, item 5): v-half, v-min and dualpipev,
+// Grid property tests of the V-shape schedules: v-half, v-min and dualpipev,
 // from the registry, over p = 1..16 and m = 1..64 (dualpipev: m >= 2p). Every p; the m are the
 // edges (1, 2, 3, 2p-1, 2p, 2p+1, 63, 64) and a stride through the rest, so the test stays fast
 // under sanitizers. Each schedule is valid and complete, simulates to completion with every

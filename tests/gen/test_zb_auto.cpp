@@ -496,8 +496,8 @@ TEST_CASE("zb-auto with recompute: more micro-batches in flight under a tight li
 
 namespace {
 
-/// Issue 26's setting: p = 8, m = 32, every stage 4 layers of (T_F, T_B, T_W) = (1, 1.2, 0.8)
-/// per 4 layers, the first and the last one layer more (the embedding, the head), so 1.25
+/// The README's planner setting: p = 8, m = 32, every stage 4 layers of (T_F, T_B, T_W) = (1, 1.2,
+/// 0.8) per 4 layers, the first and the last one layer more (the embedding, the head), so 1.25
 /// times the costs, M_B, M_W and the static memory (4 per 4 layers); limit 14 on every stage.
 generator_params heavy_ends(double comm) {
   generator_params gp;

@@ -1,4 +1,4 @@
-// Memory limits hold in any units (issue 13, item 5): the automatic schedulers compare times
+// Memory limits hold in any units: the automatic schedulers compare times
 // with a tolerance relative to the costs and memory with one relative to the memory sizes,
 // so neither the time unit nor the memory unit changes a schedule or lets it exceed its limit.
 #include <cmath>

@@ -222,7 +222,7 @@ TEST_CASE("zb-v order: the trace of the rule, looking only at stages that can ch
 
 TEST_CASE("zb-v order: work linear in the ops, also for m = 1 and large p",
           "[gen][zb-v][complexity]") {
-  // Issue 14: looking at every stage in every step took p·(6m + 4p) stage visits, 1.1e9 for
+  // Looking at every stage in every step would take p·(6m + 4p) stage visits, 1.1e9 for
   // p = 16384, m = 1 (98304 ops). At most 3 visits per op plus p for the first step.
   for (const auto& [p, m] : {std::pair{16384u, 1u}, std::pair{4096u, 3u}, std::pair{64u, 500u}}) {
     INFO("p=" << p << " m=" << m);

@@ -23,7 +23,7 @@
 
 using namespace pipesched;
 
-// No aliases (issue 28 item 4): timed_op is the one "op with start and end" type and
+// No aliases: timed_op is the one "op with start and end" type and
 // stage_timing the one per-stage summary. These declarations compile only because the old
 // names (op_timing, measured_op, stage_summary) are no longer declared by the headers above.
 namespace pipesched {

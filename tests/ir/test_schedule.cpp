@@ -25,7 +25,7 @@ TEST_CASE("schedule holds a spec and one list per stage", "[ir][schedule]") {
   CHECK_THROWS_WITH(schedule::sequential("x", 0, 2), Catch::Contains("stages (p=0)"));
 }
 
-// Built by the named factories only (issue 28 item 4d): the constructors that took m second
+// Built by the named factories only: the constructors that took m second
 // (with a placement) or third (with a stage count) cannot be called, so the two counts cannot
 // be swapped by picking the other overload.
 static_assert(!std::is_constructible_v<schedule, std::string, std::uint32_t, std::uint32_t>);

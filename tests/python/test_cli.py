@@ -106,7 +106,7 @@ def test_validate_of_a_cli_file(tmp_path):
     assert ps.validate(s).ok and s == ps.generate("zb-h2", 4, 8)
 
 
-# One request, two front ends (issue 28 item 1): the CLI's options and Python's keywords build
+# One request, two front ends: the CLI's options and Python's keywords build
 # the same schedule_request (build_schedule), whatif_request and analyze run, so the JSON each
 # prints is the same, including recompute, lowering, a searching generator and a file input.
 MODEL_KW = {"cost": (1, 1.5, 0.5, 0.1), "memory": (1, 0.5, 0.25)}

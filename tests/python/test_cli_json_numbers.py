@@ -1,4 +1,4 @@
-"""Issue 30: no JSON the CLI prints with exit 0 holds inf, nan or null, whatever the numbers.
+"""No JSON the CLI prints with exit 0 holds inf, nan or null, whatever the numbers.
 
 Random option values (a fixed seed: the same cases every run), tiny, huge, negative and odd,
 go through `pipesched whatif`, `simulate` and `analyze`; each run either fails with exit 2 and

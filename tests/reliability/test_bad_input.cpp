@@ -1,4 +1,4 @@
-// The bad-input matrix of the public API (issue 9): every invalid value gives one
+// The bad-input matrix of the public API: every invalid value gives one
 // pipesched::invalid_argument whose message names the function or path, the field and the rule
 // (docs/errors.md); analyses of invalid schedules report instead of throwing; nothing crashes,
 // hangs or allocates in proportion to a declared size the input does not back with ops.

@@ -1,4 +1,4 @@
-// Fault injection for the drivers (issue 9): exceptions of several types thrown at random ops,
+// Fault injection for the drivers: exceptions of several types thrown at random ops,
 // slow ops, several stages failing at once, and ops that never return, each repeated many
 // times over random schedules, compute-only and lowered. Every run must end (no hang), report
 // the failure as one execution_error naming the stage and op, leave every stage having run a

@@ -1,6 +1,6 @@
 #pragma once
 
-// Sequence-length distributions users meet (issue 29's benchmark and its test): log-normal at
+// Sequence-length distributions users meet (benchmark and its test): log-normal at
 // several spreads, a bimodal short / long mix, and a long tail where one sequence is 16x the
 // median. Deterministic for a seed: our own transforms over splitmix64, not <random>'s
 // distributions (which differ between standard libraries).

@@ -1,6 +1,6 @@
 #pragma once
 
-// A small schedule with overlapped pairs, for the views' tests (issue 16: pairs drawn as one
+// A small schedule with overlapped pairs, for the views' tests (pairs drawn as one
 // slot holding both ops).
 #include <pipesched/ir/op.hpp>
 #include <pipesched/ir/schedule.hpp>

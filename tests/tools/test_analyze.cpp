@@ -81,7 +81,7 @@ TEST_CASE("analyze_run: out-of-range options name the field", "[plan][analyze]")
   CHECK_THROWS_WITH(analyze_run(run, o), "analyze: comm: must be finite and >= 0, got -2");
 }
 
-TEST_CASE("analyze_run: a trace that is not a whole run is refused, naming what (issue 30)",
+TEST_CASE("analyze_run: a trace that is not a whole run is refused, naming what",
           "[plan][analyze]") {
   const measured_run run = analyze_fixture("1f1b", 1);
   measured_run missing = run;

@@ -91,7 +91,7 @@ TEST_CASE("run_whatif: a memory limit needs the dynamic policy, memory the sched
   CHECK_THAT(whatif_error(s, req), Catch::StartsWith("memory: whatif: memory model stages"));
 }
 
-TEST_CASE("run_whatif: the request's rules name the field (issue 30)", "[plan][whatif]") {
+TEST_CASE("run_whatif: the request's rules name the field", "[plan][whatif]") {
   const schedule s = whatif_schedule("1f1b");
   whatif_request req;
   req.samples = 0;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Cost fidelity of the store split (issue 27 Done-when): zb-h1 --split store against 1f1b --split fused, alternating.
+# Cost fidelity of the store split: zb-h1 --split store against 1f1b --split fused, alternating.
 B=${BUILD:-build}/bin/torch_pipeline  # from the repository root
 model="--layers 4 --d-model 128 --heads 4 --seq 32 --batch 4 --vocab 256"
 export OMP_NUM_THREADS=1

@@ -12,7 +12,7 @@
 #include "pipesched/model/data_parallel.hpp"
 #include "pipesched/model/transformer_costs.hpp"
 
-// Links with bandwidth and traffic classes (docs/robustness.md §8, issue 17 item 5): the
+// Links with bandwidth and traffic classes (docs/robustness.md §8): the
 // description only; analysis/link_timing.hpp times schedules over it.
 
 namespace pipesched {
