@@ -6,34 +6,11 @@
 
 #include <pipesched/plan/planner.hpp>
 
+#include "support/plan_fixture.hpp"
+
 using namespace pipesched;
 
 namespace {
-
-/// A small job whose space the search covers in full in well under a second.
-training_job plan_search_job(std::mt19937& rng) {
-  auto pick = [&](std::vector<std::uint64_t> xs) {
-    return xs[std::uniform_int_distribution<std::size_t>(0, xs.size() - 1)(rng)];
-  };
-  training_job job;
-  transformer_spec& t = job.model;
-  t.name = "small";
-  t.layers = static_cast<std::uint32_t>(pick({4, 6, 8}));
-  t.hidden = pick({256, 512});
-  t.ffn = 4 * t.hidden;
-  t.heads = 8;
-  t.kv_heads = static_cast<std::uint32_t>(pick({4, 8}));
-  t.vocab = pick({4096, 8192});
-  job.cluster = cluster_preset("h100-sxm-80gb");
-  job.cluster.name = "small";
-  job.cluster.gpus_per_node = static_cast<std::uint32_t>(pick({2, 4}));
-  job.cluster.memory_bytes = std::uniform_real_distribution<double>(0.2e9, 1.5e9)(rng);
-  job.cluster.inter_node_bandwidth = std::uniform_real_distribution<double>(1e9, 50e9)(rng);
-  job.gpus = pick({4, 8});
-  job.sequence = pick({512, 1024});
-  job.global_batch = pick({8, 16});
-  return job;
-}
 
 plan_options plan_search_options(bool prune) {
   plan_options o;
@@ -54,7 +31,7 @@ TEST_CASE("plan search: the pruned search returns the exhaustive search's plans"
   std::mt19937 rng(20261204);
   int pruned_some = 0;
   for (int round = 0; round < 6; ++round) {
-    const training_job job = plan_search_job(rng);
+    const training_job job = test_plan::random_small_job(rng);
     INFO("round " << round << ": " << job.model.layers << " layers, h " << job.model.hidden << ", "
                   << job.gpus << " GPUs, memory " << job.cluster.memory_bytes);
     const plan_result pruned = plan(job, plan_search_options(true));

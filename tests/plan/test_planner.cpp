@@ -13,6 +13,8 @@
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/plan/planner.hpp>
 
+#include "support/plan_fixture.hpp"
+
 using namespace pipesched;
 
 namespace {
@@ -406,36 +408,6 @@ TEST_CASE("plan: nothing fits names the smallest need", "[plan][search]") {
 
 namespace {
 
-/// A small random job (a few layers, a few GPUs, a memory that binds), from `rng`.
-training_job random_small_job(std::mt19937& rng) {
-  auto pick = [&](std::initializer_list<std::uint64_t> xs) {
-    std::vector<std::uint64_t> v(xs);
-    return v[std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(rng)];
-  };
-  training_job job;
-  transformer_spec& t = job.model;
-  t.name = "random";
-  t.layers = static_cast<std::uint32_t>(pick({4, 6, 8}));
-  t.hidden = pick({256, 512});
-  t.ffn = 4 * t.hidden;
-  t.heads = 8;
-  t.kv_heads = static_cast<std::uint32_t>(pick({4, 8}));
-  t.vocab = pick({4096, 8192});
-  t.mlp = pick({0, 1}) == 0 ? mlp_kind::gelu : mlp_kind::swiglu;
-  job.cluster = cluster_preset("h100-sxm-80gb");
-  job.cluster.name = "random";
-  job.cluster.gpus_per_node = static_cast<std::uint32_t>(pick({2, 4, 8}));
-  job.cluster.memory_bytes = std::uniform_real_distribution<double>(0.15e9, 1.5e9)(rng);
-  job.cluster.usable_fraction = 0.05 * static_cast<double>(pick({12, 14, 16, 18}));
-  job.cluster.inter_node_bandwidth = std::uniform_real_distribution<double>(1e9, 50e9)(rng);
-  job.cluster.inter_node_latency = std::uniform_real_distribution<double>(1e-6, 1e-3)(rng);
-  job.cluster.achieved_fraction = 0.05 * static_cast<double>(pick({6, 10, 14}));
-  job.gpus = pick({4, 8});
-  job.sequence = pick({512, 1024});
-  job.global_batch = pick({8, 16});
-  return job;
-}
-
 plan_options property_options() {
   plan_options o;
   o.threads = 1;
@@ -463,7 +435,7 @@ TEST_CASE("plan: properties over random small jobs", "[plan][search][property]")
   const plan_options o = property_options();
   int fitted = 0;
   for (int round = 0; round < 12; ++round) {
-    const training_job job = random_small_job(rng);
+    const training_job job = test_plan::random_small_job(rng);
     INFO("round " << round << ": " << job.model.layers << " layers, h " << job.model.hidden << ", "
                   << job.gpus << " GPUs (" << job.cluster.gpus_per_node << " a node), memory "
                   << job.cluster.memory_bytes << " x " << job.cluster.usable_fraction << ", seq "

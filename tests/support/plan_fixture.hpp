@@ -1,6 +1,13 @@
 #pragma once
 
-// A small planner run shared by the io tests of the plan (computed once per test binary).
+// A small planner run shared by the io tests of the plan (computed once per test binary), and
+// the random small jobs the search's property tests draw.
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <random>
+#include <vector>
+
 #include <pipesched/plan/planner.hpp>
 
 namespace test_plan {
@@ -33,6 +40,38 @@ inline const pipesched::plan_result& small_plan() {
     return pipesched::plan(small_job(), o);
   }();
   return r;
+}
+
+/// A small random job (a few layers, a few GPUs, a memory that binds), from `rng`: small
+/// enough that the planner's space is searched in full in well under a second.
+inline pipesched::training_job random_small_job(std::mt19937& rng) {
+  using namespace pipesched;
+  auto pick = [&](std::initializer_list<std::uint64_t> xs) {
+    std::vector<std::uint64_t> v(xs);
+    return v[std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(rng)];
+  };
+  training_job job;
+  transformer_spec& t = job.model;
+  t.name = "random";
+  t.layers = static_cast<std::uint32_t>(pick({4, 6, 8}));
+  t.hidden = pick({256, 512});
+  t.ffn = 4 * t.hidden;
+  t.heads = 8;
+  t.kv_heads = static_cast<std::uint32_t>(pick({4, 8}));
+  t.vocab = pick({4096, 8192});
+  t.mlp = pick({0, 1}) == 0 ? mlp_kind::gelu : mlp_kind::swiglu;
+  job.cluster = cluster_preset("h100-sxm-80gb");
+  job.cluster.name = "random";
+  job.cluster.gpus_per_node = static_cast<std::uint32_t>(pick({2, 4, 8}));
+  job.cluster.memory_bytes = std::uniform_real_distribution<double>(0.15e9, 1.5e9)(rng);
+  job.cluster.usable_fraction = 0.05 * static_cast<double>(pick({12, 14, 16, 18}));
+  job.cluster.inter_node_bandwidth = std::uniform_real_distribution<double>(1e9, 50e9)(rng);
+  job.cluster.inter_node_latency = std::uniform_real_distribution<double>(1e-6, 1e-3)(rng);
+  job.cluster.achieved_fraction = 0.05 * static_cast<double>(pick({6, 10, 14}));
+  job.gpus = pick({4, 8});
+  job.sequence = pick({512, 1024});
+  job.global_batch = pick({8, 16});
+  return job;
 }
 
 }  // namespace test_plan
