@@ -88,3 +88,8 @@ add_test(NAME "cli: plan: more usable memory never gives a slower plan"
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_memory_monotone_check.cmake)
 set_tests_properties("cli: plan: more usable memory never gives a slower plan"
   PROPERTIES LABELS cli TIMEOUT 300 PASS_REGULAR_EXPRESSION "memory monotone ok")
+add_test(NAME "cli: plan: the best plan depends on neither --top nor --baseline and never falls with memory"
+         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_search_consistency_check.cmake)
+set_tests_properties("cli: plan: the best plan depends on neither --top nor --baseline and never falls with memory"
+  PROPERTIES LABELS cli TIMEOUT 300 PASS_REGULAR_EXPRESSION "search consistency ok")

@@ -17,7 +17,6 @@ plan_options plan_search_options(bool prune) {
   o.threads = 1;
   o.top = 3;
   o.search_evaluations = 8;
-  o.polish_evaluations = 32;
   o.prune = prune;
   return o;
 }

@@ -250,18 +250,19 @@ inline plan_entry evaluate_choice_within(const training_job& job,
   return e;
 }
 
-/// The memory rungs a searching generator is also run at: every multiple of 5 % of the GPU's
-/// memory (usable fractions 0.05, 0.1, ..., 1), bytes.
+/// The memory rungs a searching generator is run at: every multiple of 5 % of the GPU's memory
+/// (usable fractions 0.05, 0.1, ..., 1), bytes.
 inline constexpr std::uint32_t memory_rungs = 20;
 
 /// Evaluates one candidate (evaluate_choice_within). With `rungs`, a searching generator that
-/// keeps within the limit is run at the usable memory and again at each memory rung below it,
-/// down to the first it cannot keep within, and the fastest order kept (on a tie, the one with
-/// the most room): its heuristics are not monotone in the limit (nor is its objective, the
-/// makespan, the step time, which adds the gradient reduction). The orders searched at a usable
-/// memory on a rung are all searched under any larger one, so more usable memory never gives
-/// this candidate a slower order from the usable fractions 0.05, 0.1, ..., 1 up (docs/model.md
-/// §10).
+/// keeps within a limit is run at memory rungs only: the lowest rung at or above the usable
+/// memory, then each rung below it down to the first it cannot keep within; of the orders that
+/// fit the usable memory the fastest is kept (on a tie, the one at the higher rung; none fits:
+/// the smallest). Its heuristics are not monotone in the limit (nor is its objective, the
+/// makespan, the step time, which adds the gradient reduction), so it is never run at the
+/// usable memory itself: the limits it is run at under a usable memory are all run under any
+/// larger one, and an order that fits the smaller fits the larger, so more usable memory never
+/// gives this candidate a slower order, on a rung or between two (docs/model.md §10).
 inline plan_entry evaluate_choice(const training_job& job,
                                   const plan_choice& choice,
                                   const job_costs& jc,
@@ -269,22 +270,28 @@ inline plan_entry evaluate_choice(const training_job& job,
                                   const generator_entry& gen,
                                   std::size_t search_evaluations,
                                   bool rungs = true) {
-  bool limited = false;
-  plan_entry best = evaluate_choice_within(job, choice, jc, registry, gen, search_evaluations,
-                                           jc.usable_memory, &limited);
-  if (!rungs || !gen.searches || !limited) {
-    return best;
+  if (!rungs || !gen.searches) {
+    return evaluate_choice_within(job, choice, jc, registry, gen, search_evaluations,
+                                  jc.usable_memory);
   }
   const double unit = job.cluster.memory_bytes / memory_rungs;
-  for (std::uint32_t k = memory_rungs; k >= 1; --k) {
-    const double rung = unit * k;
-    if (rung >= jc.usable_memory * (1.0 - 1e-12)) {
-      continue;  // the usable memory itself, or above it
-    }
+  // The rung at or above the usable memory (a usable memory within rounding of a rung is on it).
+  auto top = static_cast<std::uint32_t>(std::ceil(jc.usable_memory / unit * (1.0 - 1e-12)));
+  top = std::clamp<std::uint32_t>(top, 1, memory_rungs);
+  bool limited = false;
+  // Without an order within the top rung (or with a limit of its own: zb-1p, zb-2p), generated
+  // without one: shown as not fitting, nearest to fitting.
+  plan_entry best = evaluate_choice_within(job, choice, jc, registry, gen, search_evaluations,
+                                           unit * top, &limited);
+  if (!limited) {
+    return best;
+  }
+  for (std::uint32_t k = top - 1; k >= 1; --k) {
     try {
       plan_entry e = evaluate_choice_within(job, choice, jc, registry, gen, search_evaluations,
-                                            rung, nullptr, false);
-      if (e.fits && (!best.fits || e.step_time_s < best.step_time_s)) {
+                                            unit * k, nullptr, false);
+      if (e.fits ? !best.fits || e.step_time_s < best.step_time_s
+                 : !best.fits && e.peak_memory_bytes < best.peak_memory_bytes) {
         best = std::move(e);
       }
     } catch (const invalid_argument&) {

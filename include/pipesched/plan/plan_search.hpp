@@ -640,10 +640,11 @@ inline plan_result run_plan(const training_job& job,
     std::atomic<std::size_t> cursor{0};
     auto work = [&] {
       for (std::size_t i = cursor++; i < batch.size(); i = cursor++) {
-        // The memory rungs for the one layout asked for only: over a search they would cost
-        // several times its time (docs/model.md §10).
-        out[i] = evaluate_candidate(job, space, batch[i], f, registry, opts.search_evaluations, one,
-                                    &why[i]);
+        // Every candidate is evaluated the same way, searched or asked for alone (the memory
+        // rungs included): the best of a search is then never slower than a layout it covers,
+        // and which candidates the bounds skip can never change the best (docs/model.md §10).
+        out[i] = evaluate_candidate(job, space, batch[i], f, registry, opts.search_evaluations,
+                                    true, &why[i]);
       }
     };
     // The first exception is rethrown; the others stop taking candidates.
@@ -665,39 +666,8 @@ inline plan_result run_plan(const training_job& job,
       evaluated.push_back(std::move(*e));
     }
   }
-  auto rank = [&] {
-    std::sort(evaluated.begin(), evaluated.end(), [&](const plan_entry& a, const plan_entry& b) {
-      return better_plan(a, b, registry);
-    });
-  };
-  rank();
-  // The plans kept from a searching generator search again with a deeper budget: more
-  // candidate orders where they matter.
-  if (opts.polish_evaluations > 0) {
-    std::size_t polished = 0;
-    for (plan_entry& e : evaluated) {
-      if (polished == keep || !e.fits) {
-        break;
-      }
-      ++polished;
-      const generator_entry& gen = registry.at(e.choice.schedule);
-      if (!gen.searches) {
-        continue;
-      }
-      const job_costs jc = make_job_costs(job, e.choice.layout, e.choice.recompute,
-                                          e.choice.partition, e.sched.layout());
-      try {
-        plan_entry deeper =
-            evaluate_choice(job, e.choice, jc, registry, gen, opts.polish_evaluations, one);
-        if (deeper.fits && deeper.step_time_s < e.step_time_s) {
-          e = std::move(deeper);
-        }
-      } catch (const invalid_argument&) {
-        // keeps the first search's order
-      }
-    }
-    rank();
-  }
+  std::sort(evaluated.begin(), evaluated.end(),
+            [&](const plan_entry& a, const plan_entry& b) { return better_plan(a, b, registry); });
   // The same order under two names (zb-1p and zb-auto when their limits agree) is one plan.
   std::vector<plan_entry> distinct;
   for (plan_entry& e : evaluated) {

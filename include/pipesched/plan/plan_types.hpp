@@ -131,10 +131,11 @@ struct plan_options {
   /// searched: it is compared at its best).
   std::optional<plan_fixed> baseline{};
   std::size_t top = 5;  ///< plans kept
-  /// zb-auto / zb-v local search budget per candidate, in candidate orders timed.
+  /// zb-auto / zb-v local search budget per candidate, in candidate orders timed, at the usable
+  /// memory and at each memory rung below it. Every candidate is searched with this one budget:
+  /// a deeper search for the plans kept only would make the best plan depend on `top` and be
+  /// slower than a layout asked for alone.
   std::size_t search_evaluations = 64;
-  /// The top plans from a searching generator search again with this budget (0: not again).
-  std::size_t polish_evaluations = 2000;
   /// Candidates skipped by their bounds (cannot fit, cannot beat the plans kept); false:
   /// every candidate is evaluated, the same best plan slower (what the bounds are tested by).
   bool prune = true;

@@ -23,10 +23,10 @@ namespace pipesched {
 /// layout (TP dividing a node's GPUs, the heads and the KV heads; PP dividing the rest; DP =
 /// GPUs / (TP·PP) dividing the global batch), micro-batch size, chunks per stage, sequence
 /// parallelism, recomputation and registered schedule that opts.fixed leaves open, each
-/// generated (zb-auto and zb-v with the real byte limit), simulated with op times in seconds
-/// and checked in bytes; candidates that cannot fit or cannot beat the plans kept are skipped
-/// by bounds. Ranked by predicted step time (never by bubble rate). With opts.baseline, that
-/// layout too, by the same model. Throws invalid_argument naming the values for fixed choices
+/// generated (zb-auto and zb-v at the memory rungs, evaluate_choice), simulated with op times in
+/// seconds and checked in bytes; candidates that cannot fit or cannot beat the plans kept are
+/// skipped by bounds. Ranked by predicted step time (never by bubble rate). With opts.baseline,
+/// that layout too, by the same model. Throws invalid_argument naming the values for fixed choices
 /// that cannot be (TP not dividing the heads, PP above the layers, a batch that does not divide).
 inline plan_result plan(const training_job& job, const plan_options& opts = {}) {
   job.check("plan");
