@@ -7,6 +7,7 @@
 #include <pipesched/analysis/simulate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/tools/analyze.hpp>
+#include <pipesched/transform/recompute.hpp>
 
 using namespace pipesched;
 
@@ -171,4 +172,87 @@ TEST_CASE("calibrate_achieved_fraction: bad inputs name the field or the cause",
   bad.costs.set_stage_costs(std::vector<op_costs>(3, op_costs{}));
   CHECK_THROWS_WITH(calibrate_achieved_fraction(run, bad),
                     Catch::Contains("one entry per stage (p=4)"));
+}
+
+namespace {
+
+/// The measured run of `s` simulated under `costs` (every op of every stage).
+measured_run run_of(const schedule& s, const cost_model& costs) {
+  const simulation_result sim = simulate(s, costs);
+  measured_run run;
+  run.name = s.name();
+  run.layout = s.layout();
+  run.microbatches = s.microbatches();
+  for (stage_index st = 0; st < s.stages(); ++st) {
+    for (const timed_op& t : sim.ops[st]) {
+      run.ops.push_back(t);
+    }
+  }
+  return run;
+}
+
+}  // namespace
+
+// A recomputing run: each R lasts what it measured (not T_F), so the run's own order predicts
+// its makespan, and the re-plans recompute on the same stages (re-planning the run's own
+// generator gains nothing).
+TEST_CASE("analyze_run: R ops are timed as measured and the re-plans recompute too",
+          "[plan][analyze]") {
+  for (const double t_r : {0.0, 0.5, 1.0}) {
+    INFO("T_R " << t_r);
+    generator_params gp;
+    gp.stages = 2;
+    gp.microbatches = 4;
+    const schedule plain = default_registry().generate("1f1b", gp);
+    const schedule s = with_recompute(plain, all_chunks(plain));
+    const cost_model costs = cost_model::uniform(1, 1, 1).set_recompute(t_r);
+    const measured_run run = run_of(s, costs);
+    const double ran = simulate(s, costs).makespan;
+    analyze_options o;
+    o.replan.generators = {"1f1b", "zb-v"};
+    const analyze_result r = analyze_run(run, o);
+    REQUIRE(r.estimates[0].recompute);
+    CHECK(r.estimates[0].recompute->median == t_r);
+    CHECK(r.plan.current == Approx(ran).epsilon(1e-12));
+    REQUIRE(r.plan.candidates.size() == 2u);
+    for (const replan_candidate& c : r.plan.candidates) {
+      std::size_t forwards = 0;
+      std::size_t recomputes = 0;
+      for (stage_index st = 0; st < c.sched.stages(); ++st) {
+        for (const op& x : c.sched.ops(st)) {
+          forwards += x.kind == op_kind::forward ? 1 : 0;
+          recomputes += x.kind == op_kind::recompute ? 1 : 0;
+        }
+      }
+      CHECK(recomputes == forwards);
+      if (c.generator == "1f1b") {
+        CHECK(c.gain == Approx(0.0).margin(1e-9));
+      }
+    }
+  }
+}
+
+// Chunks of one stage that cost differently (the embedding on one, the head on another): the
+// run's order is timed with each chunk's own medians and predicts its own makespan.
+TEST_CASE("analyze_run: a run with chunks of unequal cost predicts its own makespan",
+          "[plan][analyze]") {
+  generator_params gp;
+  gp.stages = 4;
+  gp.microbatches = 8;
+  const schedule s = default_registry().generate("zb-v", gp);
+  std::vector<op_costs> per_chunk;
+  for (stage_index st = 0; st < 4; ++st) {
+    for (chunk_index c = 0; c < 2; ++c) {
+      // Stage 0 holds both ends of the V (chunks 0 and 7), stage 3 its turn.
+      const double w = st == 0 ? (c == 0 ? 0.5 : 3.0) : st == 3 ? (c == 0 ? 2.0 : 1.0) : 1.0;
+      per_chunk.push_back(op_costs{w, w, w, std::nullopt});
+    }
+  }
+  cost_model costs;
+  costs.set_chunk_costs(2, per_chunk);
+  const measured_run run = run_of(s, costs);
+  analyze_options o;
+  o.replan.generators = {"zb-v"};
+  const analyze_result r = analyze_run(run, o);
+  CHECK(r.plan.current == Approx(simulate(s, costs).makespan).epsilon(1e-12));
 }

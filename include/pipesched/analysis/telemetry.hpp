@@ -45,8 +45,11 @@ struct duration_estimate {
 /// per chunk when the stage holds several (cost_model's per-stage value is v times that).
 struct stage_estimate {
   std::optional<duration_estimate> forward, backward_input, backward_weight, backward_full;
+  /// R, the recompute of an F (absent: the stage recomputed nothing).
+  std::optional<duration_estimate> recompute;
   /// The stage's measured time per micro-batch, all its chunks: v · (F + B + W medians), or
-  /// v · (F + BW); at v = 2 a chunk's F + B + W is half of it.
+  /// v · (F + BW), plus its R median times the share of its F it re-ran; at v = 2 a chunk's
+  /// F + B + W is half of it.
   double per_microbatch = 0.0;
 };
 
@@ -68,7 +71,7 @@ inline double median_of(std::vector<double> v) {
 /// invalid_argument for an op on a stage outside the run's layout or with a negative duration.
 inline std::vector<stage_estimate> estimate_costs(const measured_run& run) {
   const std::uint32_t p = run.layout.stages();
-  std::vector<std::vector<std::vector<double>>> d(p, std::vector<std::vector<double>>(4));
+  std::vector<std::vector<std::vector<double>>> d(p, std::vector<std::vector<double>>(5));
   for (const timed_op& t : run.ops) {
     if (t.stage >= p) {
       detail::fail("estimate_costs: op ", to_string(t.o.kind), " on stage ", t.stage,
@@ -79,15 +82,15 @@ inline std::vector<stage_estimate> estimate_costs(const measured_run& run) {
                    " ends (", t.end, ") before it starts (", t.start, ")");
     }
     const auto k = static_cast<std::size_t>(t.o.kind);
-    if (k < 4) {  // F, B, W, BW; communication and other kinds carry no compute cost here
+    if (k < 5) {  // F, B, W, BW, R; communication carries no compute cost here
       d[t.stage][k].push_back(t.duration());
     }
   }
   std::vector<stage_estimate> out(p);
   const double v = run.layout.chunks() == 0 ? 1.0 : run.layout.chunks();
   for (stage_index s = 0; s < p; ++s) {
-    std::optional<duration_estimate> e[4];
-    for (std::size_t k = 0; k < 4; ++k) {
+    std::optional<duration_estimate> e[5];
+    for (std::size_t k = 0; k < 5; ++k) {
       if (d[s][k].empty()) {
         continue;
       }
@@ -107,11 +110,16 @@ inline std::vector<stage_estimate> estimate_costs(const measured_run& run) {
     st.backward_input = e[1];
     st.backward_weight = e[2];
     st.backward_full = e[3];
+    st.recompute = e[4];
     auto med = [](const std::optional<duration_estimate>& x) { return x ? x->median : 0.0; };
     st.per_microbatch =
         v * (med(st.forward) + (st.backward_full && !st.backward_input
                                     ? med(st.backward_full)
                                     : med(st.backward_input) + med(st.backward_weight)));
+    if (st.recompute && st.forward) {
+      st.per_microbatch += v * st.recompute->median * static_cast<double>(st.recompute->count) /
+                           static_cast<double>(st.forward->count);
+    }
   }
   return out;
 }
@@ -285,7 +293,9 @@ inline std::vector<straggler> find_stragglers(const std::vector<stage_against_pl
 /// The measured costs as a cost model (per stage, so v times the per-chunk medians) with
 /// latency `comm`. A stage that ran fused BW only gets T_B = T_W = BW / 2 (a trace of fused
 /// backwards can't tell them apart); a kind not measured at all takes the median of the stages
-/// that measured it, or 0.
+/// that measured it, or 0. A stage that ran R ops gets their median as T_R (a recompute is
+/// not always a whole forward: selective recompute re-runs the attention core only); one that
+/// ran none keeps T_R unset.
 inline cost_model measured_cost_model(const std::vector<stage_estimate>& est,
                                       std::uint32_t chunks,
                                       double comm = 0.0) {
@@ -315,10 +325,43 @@ inline cost_model measured_cost_model(const std::vector<stage_estimate>& est,
       c.backward_input = bw / 2;
       c.backward_weight = bw / 2;
     }
+    if (e.recompute) {
+      c.recompute = v * e.recompute->median;
+    }
     table.push_back(c);
   }
   cost_model m;
   m.set_stage_costs(std::move(table)).set_comm(comm);
+  return m;
+}
+
+/// The measured costs per (stage, local chunk): each chunk's own medians, by
+/// measured_cost_model's rules with every chunk taken as a stage of its own. A chunk holding
+/// the embedding or the head then costs what it measured, not its stage's median, so the run's
+/// own order (and any order of its placement) is timed as it ran. Only for the run's placement:
+/// a placement that puts other layers in a local chunk needs measured_cost_model.
+inline cost_model measured_chunk_cost_model(const measured_run& run, double comm = 0.0) {
+  const std::uint32_t p = run.layout.stages();
+  const std::uint32_t v = std::max<std::uint32_t>(run.layout.chunks(), 1);
+  measured_run flat;
+  flat.layout = placement::sequential(p * v);
+  flat.microbatches = run.microbatches;
+  for (const timed_op& t : run.ops) {
+    if (t.stage < p && t.o.chunk < v && is_compute(t.o.kind)) {
+      timed_op x = t;
+      x.stage = t.stage * v + t.o.chunk;
+      x.o.chunk = 0;
+      flat.ops.push_back(x);
+    }
+  }
+  const shaped_cost_model per_chunk =
+      measured_cost_model(estimate_costs(flat), 1).for_shape(p * v, 1, "measured_chunk_cost_model");
+  std::vector<op_costs> table;
+  for (std::uint32_t i = 0; i < p * v; ++i) {
+    table.push_back(per_chunk.at(i, 0));
+  }
+  cost_model m;
+  m.set_chunk_costs(v, std::move(table)).set_comm(comm);
   return m;
 }
 

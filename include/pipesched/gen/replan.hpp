@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -25,6 +26,14 @@ struct replan_options {
   std::vector<std::string> generators = {"zb-auto", "zb-v"};
   memory_model memory{};       ///< for the generators' memory limit
   memory_limits memory_limit;  ///< per stage; none: each generator's default
+  /// What the run did to its order that a generator does not (analyze_run: its recomputation,
+  /// on the stages that recomputed), done to each generated order before it is timed, so that
+  /// a re-plan is timed doing the run's work. Unset: the generated order as it is.
+  std::function<schedule(const schedule&)> finish{};
+  /// The costs the run's order, and every order of its placement, is timed with (the run's own
+  /// per-chunk costs: measured_chunk_cost_model); unset, or an order of another placement:
+  /// the measured costs replan() is given.
+  std::optional<cost_model> timing{};
 };
 
 struct replan_candidate {
@@ -55,7 +64,10 @@ inline replan_result replan(const schedule& ran,
   simulate_options so;
   so.record_ops = false;
   so.critical_path = false;
-  const simulation_result now = simulate(ran, measured, so);
+  auto timing_of = [&](const schedule& s) -> const cost_model& {
+    return o.timing && s.layout() == ran.layout() ? *o.timing : measured;
+  };
+  const simulation_result now = simulate(ran, timing_of(ran), so);
   if (!now.completed()) {
     detail::fail("replan: the order that ran (\"", ran.name(),
                  "\") deadlocks under its own layout");
@@ -72,7 +84,10 @@ inline replan_result replan(const schedule& ran,
     replan_candidate c;
     c.generator = name;
     c.sched = registry.generate(name, gp);
-    c.makespan = simulate(c.sched, measured, so).makespan;
+    if (o.finish) {
+      c.sched = o.finish(c.sched);
+    }
+    c.makespan = simulate(c.sched, timing_of(c.sched), so).makespan;
     c.gain = r.current - c.makespan;
     c.relative_gain = r.current > 0.0 ? c.gain / r.current : 0.0;
     r.candidates.push_back(std::move(c));

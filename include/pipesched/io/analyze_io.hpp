@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,7 +18,7 @@
 
 namespace pipesched {
 
-/// The JSON object: schedule, stages (per stage F, B, W, BW as {median, mad, count}, each left
+/// The JSON object: schedule, stages (per stage F, B, W, BW, R as {median, mad, count}, each left
 /// out when not measured, and per_microbatch), stragglers (against: "plan" or "peers"), current,
 /// replans (improves: predicted faster than the run's order), and with a plan to compare with,
 /// calibration {measured_s, planned_s, ratio, achieved_fraction}.
@@ -39,6 +40,7 @@ inline nlohmann::json analyze_to_json(const analyze_result& r) {
     put(st, "B", e.backward_input);
     put(st, "W", e.backward_weight);
     put(st, "BW", e.backward_full);
+    put(st, "R", e.recompute);
     j["stages"].push_back(std::move(st));
   }
   for (const straggler& x : r.stragglers) {
@@ -72,16 +74,23 @@ inline std::string analyze_text(const analyze_result& r) {
       fmt::format("{}  p={} m={} v={}  {} ops measured\n", r.name.empty() ? "run" : r.name,
                   r.stages, r.microbatches, r.chunks, r.ops);
   constexpr std::string_view unit = "trace units";  // the measured costs are the trace's
-  t += "stage  F median (MAD)  B median (MAD)  W median (MAD)  BW median (MAD)  per mb  " +
-       times_in(unit) + "\n";
+  // The R column only for a run that recomputed.
+  const bool recomputed =
+      std::any_of(r.estimates.begin(), r.estimates.end(),
+                  [](const stage_estimate& e) { return e.recompute.has_value(); });
+  t += std::string("stage  F median (MAD)  B median (MAD)  W median (MAD)  BW median (MAD)  ") +
+       (recomputed ? " R median (MAD)  " : "") + "per mb  " + times_in(unit) + "\n";
   auto cell = [](const std::optional<duration_estimate>& d) {
     return d ? fmt::format("{:.4g} ({:.2g})", d->median, d->mad) : std::string("-");
   };
   for (stage_index s = 0; s < r.estimates.size(); ++s) {
     const stage_estimate& e = r.estimates[s];
-    t += fmt::format("{:>5}  {:>14}  {:>14}  {:>14}  {:>15}  {:.4g}\n", s, cell(e.forward),
-                     cell(e.backward_input), cell(e.backward_weight), cell(e.backward_full),
-                     e.per_microbatch);
+    t += fmt::format("{:>5}  {:>14}  {:>14}  {:>14}  {:>15}  ", s, cell(e.forward),
+                     cell(e.backward_input), cell(e.backward_weight), cell(e.backward_full));
+    if (recomputed) {
+      t += fmt::format("{:>15}  ", cell(e.recompute));
+    }
+    t += fmt::format("{:.4g}\n", e.per_microbatch);
   }
   if (r.stragglers.empty()) {
     t += fmt::format("stragglers: none (thresholds: {:g} absolute, {:g}% relative)\n",

@@ -14,6 +14,7 @@
 #include "pipesched/gen/replan.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/model/cost_model.hpp"
+#include "pipesched/transform/recompute.hpp"
 
 // Telemetry in, straggler out, plan back (docs/robustness.md §5) as one call: what
 // `pipesched analyze` and Python's analyze() do with a measured run, and what the
@@ -155,7 +156,8 @@ struct analyze_result {
 };
 
 /// estimate_costs, find_stragglers (with a plan: compare_with_plan, the stragglers against it
-/// and calibrate_achieved_fraction), measured_cost_model and replan on `run`, after checking
+/// and calibrate_achieved_fraction), measured_cost_model and replan on `run` (the re-plans
+/// recomputing every chunk of the stages where the run ran R ops), after checking
 /// the trace: an op measured twice, an order that is not a whole valid schedule (a missing op,
 /// an op out of order, a deadlock) or, unless allow_overlaps, ops of one stage that overlap in
 /// time throw invalid_argument naming the stage, the op and the times. A threshold (fields
@@ -211,7 +213,33 @@ inline analyze_result analyze_run(const measured_run& run,
     names += (names.empty() ? "" : ", ") + g;
   }
   tell("re-planning with " + names);
-  r.plan = replan(ran, measured, o.replan, registry);
+  // A run that recomputed is compared with re-plans that recompute on the same stages (each of
+  // their chunks there, R right before its backward): without it a re-plan would gain the R
+  // time it skips, a gain no order can give.
+  replan_options ro = o.replan;
+  if (run.layout.chunks() > 1 && !ro.timing) {
+    ro.timing = measured_chunk_cost_model(run, o.comm);
+  }
+  std::vector<bool> recomputes(ran.stages(), false);
+  for (stage_index s = 0; s < ran.stages(); ++s) {
+    for (const op& x : ran.ops(s)) {
+      recomputes[s] = recomputes[s] || x.kind == op_kind::recompute;
+    }
+  }
+  if (std::find(recomputes.begin(), recomputes.end(), true) != recomputes.end()) {
+    ro.finish = [recomputes, inner = o.replan.finish](const schedule& generated) {
+      const schedule g = inner ? inner(generated) : generated;
+      const placement& pl = g.layout();
+      std::vector<global_chunk> chunks;
+      for (global_chunk c = 0; c < pl.total_chunks(); ++c) {
+        if (recomputes[pl.stage_of(c)]) {
+          chunks.push_back(c);
+        }
+      }
+      return with_recompute(g, chunks);
+    };
+  }
+  r.plan = replan(ran, measured, ro, registry);
   return r;
 }
 
