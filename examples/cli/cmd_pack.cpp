@@ -122,10 +122,9 @@ int cmd_pack(const pack_cli& o) {
     usage_error("pack: " +
                 in_option_terms(e, {"tokens_per_microbatch", "microbatches"}, pack_options));
   }
-  if (o.export_prefix) {
-    if (!r.chosen.fits) {
-      usage_error("--export: nothing fits the memory limit, nothing to export");
-    }
+  // Nothing fitting is an answer (exit 1 with the report), also with --export: it writes
+  // nothing and says so.
+  if (o.export_prefix && r.chosen.fits) {
     try {
       for (const std::string& file :
            write_export(schedule_export(*o.export_prefix, r.sched, r.costs, r.memory),
@@ -150,6 +149,9 @@ int cmd_pack(const pack_cli& o) {
                  "error: no packing and order fits the memory limit: the smallest peak found is "
                  "%.4g GiB per GPU, the limit %.4g GiB\n",
                  r.chosen.max_peak() / gib, r.memory_limit_bytes / gib);
+    if (o.export_prefix) {
+      std::fprintf(stderr, "--export: nothing written: no packing fits\n");
+    }
     return 1;
   }
   return 0;

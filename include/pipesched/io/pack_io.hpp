@@ -50,9 +50,9 @@ inline nlohmann::json pack_to_json(const pack_request& req, const pack_result& r
                       {"recompute", std::string(to_string(req.recompute))},
                       {"sequences", req.lengths.size()},
                       {"tokens", tokens}};
-  j["tokens_per_microbatch"] = req.tokens_per_microbatch
-                                   ? nlohmann::json(*req.tokens_per_microbatch)
-                                   : nlohmann::json(nullptr);
+  if (req.tokens_per_microbatch) {  // left out when a count was given: no value is null
+    j["tokens_per_microbatch"] = *req.tokens_per_microbatch;
+  }
   j["partition"] = r.partition;
   j["microbatches"] = detail::packed_json(r.microbatches);
   j["order"] = r.order;
@@ -87,10 +87,10 @@ inline std::string pack_text(const pack_request& req, const pack_result& r) {
       req.tokens_per_microbatch ? fmt::format(" of at most {} tokens", *req.tokens_per_microbatch)
                                 : std::string());
   out += fmt::format(
-      "step time {:.4f} s, naive baseline (file order, equal counts, {} micro-batches) {:.4f} s: "
+      "step time {}, naive baseline (file order, equal counts, {} micro-batches) {}: "
       "{:.3f}x its speed{}\n",
-      r.chosen.step_time_s, r.baseline_microbatches.size(), r.baseline.step_time_s,
-      r.baseline.step_time_s / r.chosen.step_time_s,
+      detail::seconds(r.chosen.step_time_s, 4), r.baseline_microbatches.size(),
+      detail::seconds(r.baseline.step_time_s, 4), r.baseline.step_time_s / r.chosen.step_time_s,
       r.baseline.fits ? "" : " (the baseline does not fit)");
   std::string peaks;
   for (double b : r.chosen.peak_memory_bytes) {

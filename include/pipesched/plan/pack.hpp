@@ -7,10 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <queue>
 #include <span>
 #include <string>
 #include <string_view>
@@ -203,6 +205,11 @@ class pack_problem {
     if (r.lengths.empty()) {
       detail::fail_field(who, "lengths", "must hold at least one sequence");
     }
+    if (r.lengths.size() > max_plan_pipeline_sequences) {
+      detail::fail_field(who, "lengths", r.lengths.size(), " sequences, more than ",
+                         max_plan_pipeline_sequences,
+                         " in one global batch of one pipeline (max_plan_pipeline_sequences)");
+    }
     if (!r.lines.empty() && r.lines.size() != r.lengths.size()) {
       detail::fail_field(who, "lines", "must be empty or hold one line per length (",
                          r.lengths.size(), "), not ", r.lines.size());
@@ -254,6 +261,16 @@ class pack_problem {
                          "group), not tp=",
                          r.tp);
     }
+    if (r.sequence_parallel) {
+      for (std::size_t i = 0; i < r.lengths.size(); ++i) {
+        if (r.lengths[i] % r.tp != 0) {
+          detail::fail_field(who, "sequence_parallel", sequence_name(i), " has ", r.lengths[i],
+                             " tokens, not a multiple of tp=", r.tp,
+                             ": sequence parallelism splits each sequence's tokens over the "
+                             "tensor-parallel ranks (pad the lengths)");
+        }
+      }
+    }
     if (r.cluster.gpus_per_node % r.tp != 0) {
       detail::fail_field(who, "tp", "tp=", r.tp, " must divide the GPUs per node (",
                          r.cluster.gpus_per_node, "): tensor parallelism stays inside a node");
@@ -269,6 +286,11 @@ class pack_problem {
       detail::fail_field(who, "search_budget_ms", "must be finite and >= 0, not ",
                          r.search_budget_ms);
     }
+    if (r.search_budget_ms > 0.0 && r.search_evaluations == 0) {
+      detail::fail_field(who, "search_budget_ms",
+                         "only meaningful with a local search (0 search evaluations run the "
+                         "heuristics only)");
+    }
     gen_ = &registry_->at(r.schedule);
     if (r.chunks && *r.chunks == 0) {
       detail::fail_field(who, "chunks",
@@ -282,6 +304,9 @@ class pack_problem {
                          r.chunks ? std::to_string(*r.chunks) : std::string());
     }
     pl_ = *pl;
+    if (r.microbatches) {
+      check_schedule_ops(*r.microbatches, "microbatches");
+    }
     std::uint64_t longest = 0;
     for (std::uint64_t l : r.lengths) {
       longest = std::max(longest, l);
@@ -300,6 +325,12 @@ class pack_problem {
     layout_.micro_batch = 1;
     layout_.sequence_parallel = r.sequence_parallel && r.tp > 1;
     limit_ = r.memory_limit ? r.memory_limit.at(0) : r.cluster.usable_memory();
+    if (limit_ > r.cluster.memory_bytes) {
+      detail::fail_field(who, "memory_limit", detail::shortest(limit_),
+                         " bytes is more than the GPU's memory (memory_bytes ",
+                         detail::shortest(r.cluster.memory_bytes),
+                         " bytes): a stage holds no more than its GPU");
+    }
     // The partition: balanced for the batch's average sequence (every micro-batch's layers
     // weigh alike; the ends' share follows the tokens).
     token_counts mean;
@@ -341,13 +372,23 @@ class pack_problem {
     if (req_.microbatches) {
       return in_order(*req_.microbatches);
     }
-    for (std::size_t m =
-             (total_tokens() + *req_.tokens_per_microbatch - 1) / *req_.tokens_per_microbatch;
-         m < n; ++m) {
-      std::vector<packed_microbatch> out =
-          in_order(static_cast<std::uint32_t>(std::max<std::size_t>(m, 1)));
-      if (within_budget(out)) {
-        return out;
+    // Each count checked on prefix sums, stopping at its first micro-batch over the budget:
+    // building every split would take time quadratic in the sequences (minutes at 65536).
+    std::vector<std::uint64_t> prefix(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      prefix[i + 1] = prefix[i] + req_.lengths[i];
+    }
+    const std::uint64_t budget = *req_.tokens_per_microbatch;
+    for (std::size_t m = std::max<std::uint64_t>((prefix[n] + budget - 1) / budget, 1); m < n;
+         ++m) {
+      bool within = true;
+      for (std::size_t j = 0, first = 0; j < m && within; ++j) {
+        const std::size_t count = n / m + (j < n % m ? 1 : 0);  // in_order's counts
+        within = prefix[first + count] - prefix[first] <= budget;
+        first += count;
+      }
+      if (within) {
+        return in_order(static_cast<std::uint32_t>(m));
       }
     }
     return in_order(static_cast<std::uint32_t>(n));  // one sequence each fits: checked
@@ -421,15 +462,37 @@ class pack_problem {
       return req_.lengths[a] > req_.lengths[b];
     });
     std::vector<packed_microbatch> out;
-    for (std::size_t i : idx) {
-      auto it = std::find_if(out.begin(), out.end(), [&](const packed_microbatch& mb) {
-        return fits_budget(mb, req_.lengths[i]);
-      });
-      if (it == out.end()) {
-        out.emplace_back();
-        it = std::prev(out.end());
+    if (!req_.tokens_per_microbatch) {
+      out.emplace_back();
+      for (std::size_t i : idx) {
+        add(out.front(), i);
       }
-      add(*it, i);
+    } else {
+      // The first micro-batch with room, found in a tree of the most room left below each
+      // node (log time): scanning them all is quadratic in the sequences. A slot not opened yet
+      // has the whole budget, so the first with room is an open one, or the next to open.
+      const std::uint64_t budget = *req_.tokens_per_microbatch;
+      std::size_t leaves = 1;
+      while (leaves < idx.size()) {
+        leaves *= 2;
+      }
+      std::vector<std::uint64_t> room(2 * leaves, budget);
+      for (std::size_t i : idx) {
+        const std::uint64_t l = req_.lengths[i];
+        std::size_t node = 1;
+        while (node < leaves) {
+          node = room[2 * node] >= l ? 2 * node : 2 * node + 1;
+        }
+        const std::size_t slot = node - leaves;
+        if (slot == out.size()) {
+          out.emplace_back();
+        }
+        add(out[slot], i);
+        room[node] = budget - out[slot].tokens;
+        for (node /= 2; node >= 1; node /= 2) {
+          room[node] = std::max(room[2 * node], room[2 * node + 1]);
+        }
+      }
     }
     for (packed_microbatch& mb : out) {
       std::sort(mb.sequences.begin(), mb.sequences.end());
@@ -604,6 +667,9 @@ class pack_problem {
       counts.push_back(static_cast<std::uint32_t>(base.mbs.size()));
     }
     for (std::uint32_t m : counts) {
+      check_schedule_ops(m, req_.microbatches ? "microbatches" : "tokens_per_microbatch");
+    }
+    for (std::uint32_t m : counts) {
       std::vector<std::pair<std::string, prepared>> packings;
       if (auto b = balanced(m)) {
         packings.emplace_back("balanced", prepare(std::move(*b)));
@@ -707,6 +773,18 @@ class pack_problem {
   }
 
  private:
+  // Every schedule pack simulates has p·v·m·3 ops: at most max_plan_schedule_ops, as the
+  // planner's candidates (a count typed for a length, or a tiny budget, would otherwise run
+  // for hours).
+  void check_schedule_ops(std::uint64_t m, const char* field) const {
+    const std::uint64_t ops = std::uint64_t{3} * pl_.stages() * pl_.chunks() * m;
+    if (ops > max_plan_schedule_ops) {
+      detail::fail_field("pack", field, m, " micro-batches on p=", pl_.stages(),
+                         ", v=", pl_.chunks(), " make PP·v·m·3 = ", ops,
+                         " ops in one schedule, more than ", max_plan_schedule_ops,
+                         " (max_plan_schedule_ops)");
+    }
+  }
   std::string sequence_name(std::size_t i) const {
     return req_.lines.empty() ? detail::concat("sequence ", i)
                               : detail::concat("sequence ", i, " (line ", req_.lines[i], ")");
@@ -721,19 +799,32 @@ class pack_problem {
     const std::size_t m = share.size();
     std::vector<packed_microbatch> out(m);
     std::vector<double> load(m, 0.0);
+    // The micro-batches by load for their share, lowest first (then by index): a heap, since
+    // scanning all m for each sequence is quadratic (minutes at 65536 micro-batches). Those
+    // without room for the sequence are set aside and put back after it.
+    using entry = std::pair<double, std::size_t>;
+    std::priority_queue<entry, std::vector<entry>, std::greater<>> lightest;
+    for (std::size_t j = 0; j < m; ++j) {
+      lightest.emplace(0.0, j);
+    }
+    std::vector<entry> no_room;
     for (std::size_t i : seqs) {
-      std::optional<std::size_t> best;
-      for (std::size_t j = 0; j < m; ++j) {
-        if (fits_budget(out[j], req_.lengths[i]) &&
-            (!best || load[j] / share[j] < load[*best] / share[*best])) {
-          best = j;
-        }
+      while (!lightest.empty() && !fits_budget(out[lightest.top().second], req_.lengths[i])) {
+        no_room.push_back(lightest.top());
+        lightest.pop();
       }
-      if (!best) {
+      if (lightest.empty()) {
         return std::nullopt;
       }
-      add(out[*best], i);
-      load[*best] += weight_[i];
+      const std::size_t best = lightest.top().second;
+      lightest.pop();
+      add(out[best], i);
+      load[best] += weight_[i];
+      lightest.emplace(load[best] / share[best], best);
+      for (const entry& e : no_room) {
+        lightest.push(e);
+      }
+      no_room.clear();
     }
     for (packed_microbatch& mb : out) {
       std::sort(mb.sequences.begin(), mb.sequences.end());
@@ -743,13 +834,6 @@ class pack_problem {
     }
     return out;
   }
-  std::uint64_t total_tokens() const {
-    std::uint64_t t = 0;
-    for (std::uint64_t l : req_.lengths) {
-      t += l;
-    }
-    return t;
-  }
   void add(packed_microbatch& mb, std::size_t i) const {
     const std::uint64_t l = req_.lengths[i];
     mb.sequences.push_back(i);
@@ -758,14 +842,6 @@ class pack_problem {
   }
   bool fits_budget(const packed_microbatch& mb, std::uint64_t more) const {
     return !req_.tokens_per_microbatch || mb.tokens + more <= *req_.tokens_per_microbatch;
-  }
-  bool within_budget(const std::vector<packed_microbatch>& mbs) const {
-    for (const packed_microbatch& mb : mbs) {
-      if (!fits_budget(mb, 0)) {
-        return false;
-      }
-    }
-    return true;
   }
   static token_counts counts_of(const packed_microbatch& mb) {
     return token_counts{static_cast<double>(mb.tokens), mb.squares};
