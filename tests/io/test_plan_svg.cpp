@@ -19,7 +19,11 @@ TEST_CASE("plan svg: the frontier, the memory wall, the best plan and the baseli
   CHECK_THAT(svg, Catch::Contains("baseline: "));
   CHECK_THAT(svg, Catch::Contains("peak memory per GPU (GiB)"));
   CHECK_THAT(svg, Catch::Contains("step time (s)"));
+  // Nothing evaluated (every candidate over the memory by its bound): a picture of the reason.
   plan_result empty;
-  CHECK_THROWS_WITH(plan_frontier_svg(test_plan::small_job(), empty),
-                    "plan_frontier_svg: no plan was evaluated");
+  empty.smallest_need_bytes = 100.0 * 1024 * 1024 * 1024;
+  const std::string none = plan_frontier_svg(test_plan::small_job(), empty);
+  CHECK(test_text::check_xml(none).empty());
+  CHECK_THAT(none, Catch::Contains("no plan fits: the smallest need found is 100.0 GiB per GPU, "
+                                   "72.0 GiB usable"));
 }

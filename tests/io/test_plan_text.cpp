@@ -75,3 +75,36 @@ TEST_CASE("plan text: sizes and FLOP/s in the unit that fits", "[io][plan]") {
   CHECK_THAT(t, Catch::Contains("usable memory 0.9 B per GPU (90 % of 1 B)"));
   CHECK_THAT(t, Catch::Contains("100.0 GiB per GPU, 0.9 B usable"));
 }
+
+// A time or a share too small (or too large) for its fixed decimals in the unit or the digits
+// that show it: no value other than 0 reads as "0.000 s" or "0 %", none prints 300 digits.
+TEST_CASE("plan text: seconds and percentages never round a value to 0", "[io][plan]") {
+  CHECK(detail::seconds(0.380) == "0.380 s");
+  CHECK(detail::seconds(0.0) == "0.000 s");
+  CHECK(detail::seconds(0.0004) == "400 us");
+  CHECK(detail::seconds(0.0012, 4) == "0.0012 s");
+  CHECK(detail::seconds(3.5e-6) == "3.5 us");
+  CHECK(detail::seconds(2e-9) == "2 ns");
+  CHECK(detail::seconds(1e-300) == "1e-300 s");
+  CHECK(detail::seconds(1.4e298) == "1.4e+298 s");
+  CHECK(detail::seconds(1.80478, 4) == "1.8048 s");
+  CHECK(detail::seconds(0.00004, 4) == "40 us");
+  CHECK(detail::percent(0.406) == "40.6 %");
+  CHECK(detail::percent(0.0) == "0.0 %");
+  CHECK(detail::percent(-1.78e-16, 1, 1e-12) == "0.0 %");  // rounding noise of a bubble rate
+  CHECK(detail::percent(1e-290) == "1e-288 %");
+  CHECK(detail::percent(1.2e-6) == "0.00012 %");
+  CHECK(detail::percent(0.004, 0) == "0.4 %");
+  CHECK(detail::percent(0.9, 0) == "90 %");
+  CHECK(detail::flops(1e300) == "1e+300 FLOP/s");
+  CHECK(detail::flops(0.001) == "0.001 FLOP/s");
+  CHECK(detail::gib(1e300) == "9.31e+290 GiB");
+  training_job job = test_plan::small_job();
+  job.cluster.achieved_fraction = 0.001;
+  job.cluster.usable_fraction = 0.004;
+  plan_result none;
+  none.smallest_need_bytes = 1.0;
+  const std::string t = plan_text(job, none);
+  CHECK_THAT(t, Catch::Contains("(0.4 % of 80.0 GiB)"));
+  CHECK_THAT(t, Catch::Contains("achieved 0.1 % of the 989 TFLOP/s peak"));
+}

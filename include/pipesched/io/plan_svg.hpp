@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "pipesched/io/distribution_svg.hpp"
+#include "pipesched/io/plan_text.hpp"
 #include "pipesched/io/svg.hpp"
 #include "pipesched/plan/plan_types.hpp"
 
@@ -16,11 +17,15 @@
 
 namespace pipesched {
 
-/// The frontier of `r` for `job` as a standalone SVG document. Throws invalid_argument when
-/// the frontier is empty (nothing was evaluated).
+/// The frontier of `r` for `job` as a standalone SVG document. With nothing evaluated (every
+/// candidate over the memory by its bound) and no baseline, a picture of the reason instead
+/// (plan_misfit_text): nothing fitting is an answer, in every format.
 inline std::string plan_frontier_svg(const training_job& job, const plan_result& r) {
-  if (r.frontier.empty()) {
-    detail::fail("plan_frontier_svg: no plan was evaluated");
+  if (r.frontier.empty() && !r.baseline) {
+    return detail::svg_open(720.0, 60.0) +
+           fmt::format("<text x=\"10\" y=\"34\" font-size=\"13\">{}: {}</text>\n</svg>\n",
+                       detail::xml_escape(job.model.name),
+                       detail::xml_escape(plan_misfit_text(job, r)));
   }
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
   const double usable = job.cluster.usable_memory() / gib;
@@ -101,11 +106,11 @@ inline std::string plan_frontier_svg(const training_job& job, const plan_result&
       fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\"/>\n", path);
   for (const plan_frontier_point& f : r.frontier) {
     out += fmt::format(
-        "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\" stroke=\"#1f77b4\"><title>{}: {:.3f} s, "
-        "{:.1f} GiB{}</title></circle>\n",
+        "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\" stroke=\"#1f77b4\"><title>{}: {}, "
+        "{}{}</title></circle>\n",
         svg_num(px(f.peak_memory_bytes / gib)), svg_num(py(f.step_time_s)),
-        f.fits ? "#1f77b4" : "#ffffff", detail::xml_escape(f.label), f.step_time_s,
-        f.peak_memory_bytes / gib, f.fits ? "" : " (does not fit)");
+        f.fits ? "#1f77b4" : "#ffffff", detail::xml_escape(f.label), detail::seconds(f.step_time_s),
+        detail::gib(f.peak_memory_bytes), f.fits ? "" : " (does not fit)");
   }
   auto mark = [&](const plan_entry& e, const char* colour, const std::string& text) {
     const double x = px(e.peak_memory_bytes / gib);
@@ -118,13 +123,13 @@ inline std::string plan_frontier_svg(const training_job& job, const plan_result&
   };
   if (r.baseline) {
     mark(*r.baseline, "#ff7f0e",
-         fmt::format("baseline: {} ({:.3f} s)", detail::plan_label(r.baseline->choice),
-                     r.baseline->step_time_s));
+         fmt::format("baseline: {} ({})", detail::plan_label(r.baseline->choice),
+                     detail::seconds(r.baseline->step_time_s)));
   }
   if (!r.plans.empty() && r.plans.front().fits) {
     mark(r.plans.front(), "#2ca02c",
-         fmt::format("best: {} ({:.3f} s)", detail::plan_label(r.plans.front().choice),
-                     r.plans.front().step_time_s));
+         fmt::format("best: {} ({})", detail::plan_label(r.plans.front().choice),
+                     detail::seconds(r.plans.front().step_time_s)));
   }
   out += "</svg>\n";
   return out;

@@ -20,6 +20,9 @@ namespace detail {
 inline std::string gib(double bytes) {
   constexpr double kib = 1024.0, mib = kib * 1024.0, gib_bytes = mib * 1024.0;
   const double a = std::fabs(bytes);
+  if (a >= 1e6 * gib_bytes) {
+    return fmt::format("{:.3g} GiB", bytes / gib_bytes);  // not a million digits
+  }
   if (a == 0.0 || a >= 0.05 * gib_bytes) {
     return fmt::format("{:.1f} GiB", bytes / gib_bytes);
   }
@@ -32,10 +35,15 @@ inline std::string gib(double bytes) {
   return fmt::format("{:.3g} B", bytes);
 }
 
-/// FLOP/s for a reader in the decimal unit that fits, up to TFLOP/s (989 TFLOP/s, 1.00
-/// kFLOP/s), with three significant digits or more.
+/// FLOP/s for a reader in the decimal unit that fits, up to TFLOP/s (989 TFLOP/s, 1979
+/// TFLOP/s, 1.00 kFLOP/s), with three significant digits or more; below 1 FLOP/s or from 10^18
+/// on in powers of ten ("1e+300 FLOP/s": not 300 digits).
 inline std::string flops(double per_s) {
   const char* unit[] = {"FLOP/s", "kFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s"};
+  const double whole = std::fabs(per_s);
+  if (whole != 0.0 && (whole < 1.0 || whole >= 1e18)) {
+    return fmt::format("{:.3g} FLOP/s", per_s);
+  }
   int i = 0;
   while (std::fabs(per_s) >= 999.5 && i < 4) {
     per_s /= 1000.0;
@@ -43,6 +51,34 @@ inline std::string flops(double per_s) {
   }
   const double a = std::fabs(per_s);
   return fmt::format("{:.{}f} {}", per_s, a >= 99.95 || a == 0.0 ? 0 : a >= 9.995 ? 1 : 2, unit[i]);
+}
+
+/// Seconds for a reader: `decimals` decimals ("0.380 s"); a time too small to show any (but
+/// not 0) in the unit that fits ("400 us", "3.5 us", "2 ns"), below a nanosecond or above
+/// 10^9 s in powers of ten ("1.4e+298 s"), so no time other than 0 reads as "0.000 s".
+inline std::string seconds(double s, int decimals = 3) {
+  const double a = std::fabs(s);
+  if (a == 0.0 || (a >= 0.5 * std::pow(10.0, -decimals) && a < 1e9)) {
+    return fmt::format("{:.{}f} s", s, decimals);
+  }
+  if (a >= 1e9 || a < 1e-9) {
+    return fmt::format("{:.3g} s", s);
+  }
+  return a >= 1e-3   ? fmt::format("{:.3g} ms", s * 1e3)
+         : a >= 1e-6 ? fmt::format("{:.3g} us", s * 1e6)
+                     : fmt::format("{:.3g} ns", s * 1e9);
+}
+
+/// A fraction as a percentage with `decimals` decimals ("40.6 %"); a share too small to show
+/// any (but not 0) with two significant digits ("0.00012 %"), so none other than 0 reads as
+/// "0 %" or "0.0 %". |x| <= `noise` is 0: a bubble rate of -1.8e-16 is a rounding error.
+inline std::string percent(double fraction, int decimals = 1, double noise = 0.0) {
+  const double v = std::fabs(fraction) <= noise ? 0.0 : 100.0 * fraction;
+  const double a = std::fabs(v);
+  if (a != 0.0 && a < 0.5 * std::pow(10.0, -decimals)) {
+    return fmt::format("{:.2g} %", v);
+  }
+  return fmt::format("{:.{}f} %", v, decimals);
 }
 
 /// The table's TFLOP/s cell: one decimal ("412.3"), or below 0.05 TFLOP/s the value with the
@@ -67,12 +103,11 @@ inline std::string plan_row_text(const std::string& rank, const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
   return fmt::format(
       "{:>4}  {:>2} {:>3} {:>5} {:>2} {:>2} {:>4}  {:<16} {:<9} {:<3} {:>9} {:>11} {:>8} "
-      "{:>6.1f} % {:>6.1f} % {:>10}{}\n",
+      "{:>8} {:>8} {:>10}{}\n",
       rank, l.tp, l.pp, l.dp, l.chunks, l.micro_batch, l.microbatches, e.choice.schedule,
-      to_string(e.choice.recompute), l.sequence_parallel ? "on" : "off",
-      fmt::format("{:.3f} s", e.step_time_s), si_count(e.tokens_per_s) + " tok/s",
-      tflops_cell(e.tflops_per_gpu), 100.0 * e.mfu, 100.0 * e.bubble_rate, gib(e.peak_memory_bytes),
-      e.fits ? "" : "  (does not fit)");
+      to_string(e.choice.recompute), l.sequence_parallel ? "on" : "off", seconds(e.step_time_s),
+      si_count(e.tokens_per_s) + " tok/s", tflops_cell(e.tflops_per_gpu), percent(e.mfu),
+      percent(e.bubble_rate, 1, 1e-12), gib(e.peak_memory_bytes), e.fits ? "" : "  (does not fit)");
 }
 
 inline std::string plan_header_text() {
@@ -111,11 +146,11 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
                   job.model.name, job.gpus, job.cluster.name, job.sequence, r.global_batch,
                   detail::si_count(static_cast<double>(r.global_batch * job.sequence)));
   out += fmt::format(
-      "usable memory {} per GPU ({:.0f} % of {}); optimizer sharding: {}; achieved {:.0f} % of "
+      "usable memory {} per GPU ({} of {}); optimizer sharding: {}; achieved {} of "
       "the {} peak\n",
-      detail::gib(job.cluster.usable_memory()), 100.0 * job.cluster.usable_fraction,
+      detail::gib(job.cluster.usable_memory()), detail::percent(job.cluster.usable_fraction, 0),
       detail::gib(job.cluster.memory_bytes), to_string(job.sharding),
-      100.0 * job.cluster.achieved_fraction,
+      detail::percent(job.cluster.achieved_fraction, 0),
       detail::flops(job.cluster.peak_flops(job.model.activation_bytes)));
   out += fmt::format(
       "search: {} candidates, {} evaluated, {} cannot fit, {} cannot beat the plans kept, {} "
@@ -138,15 +173,16 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
     const plan_comparison c = compare_plans(best, *r.baseline, job.gpus);
     out += detail::plan_row_text("base", *r.baseline);
     out += fmt::format(
-        "\nplan 1 is {:.3f}x the baseline's speed: {:.1f} % of each step, {:.0f} GPUs' worth of "
+        "\nplan 1 is {:.3f}x the baseline's speed: {} of each step, {:.0f} GPUs' worth of "
         "time recovered at {} GPUs{}\n",
-        c.speedup, 100.0 * c.time_saved, c.gpus_recovered, job.gpus,
+        c.speedup, detail::percent(c.time_saved), c.gpus_recovered, job.gpus,
         r.baseline->fits ? "" : " (the baseline does not fit in memory)");
   }
   out += fmt::format(
-      "\nplan 1 per stage (per GPU; step {:.3f} s = pipeline {:.3f} s + data-parallel reduction "
-      "{:.3f} s not hidden):\n",
-      best.step_time_s, best.makespan_s, best.dp_exposed_s);
+      "\nplan 1 per stage (per GPU; step {} = pipeline {} + data-parallel reduction {} not "
+      "hidden):\n",
+      detail::seconds(best.step_time_s), detail::seconds(best.makespan_s),
+      detail::seconds(best.dp_exposed_s));
   out += fmt::format("{:>5} {:>6}  {:<14} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9}\n", "stage",
                      "layers", "holds", "weights", "gradients", "optimizer", "activations", "total",
                      "busy");
@@ -160,7 +196,7 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
         fmt::format("{:>5} {:>6}  {:<14} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9}\n", s, st.layers,
                     holds, detail::gib(st.statics.weights), detail::gib(st.statics.gradients),
                     detail::gib(st.statics.optimizer), detail::gib(st.activations),
-                    detail::gib(st.total), fmt::format("{:.3f} s", st.busy_s));
+                    detail::gib(st.total), detail::seconds(st.busy_s));
   }
   return out;
 }
