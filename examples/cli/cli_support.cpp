@@ -490,7 +490,7 @@ void whatif_usage_error(const field_error& e) {
   usage_error(in_option_terms(
       e,
       {"replicas", "gradient_bytes", "bandwidth", "allreduce_latency", "link_bandwidth",
-       "message_bytes", "traffic", "buckets", "dynamic", "sensitivity", "memory_limit"},
+       "message_bytes", "traffic", "buckets", "dynamic", "sensitivity", "memory_limit", "seed"},
       names));
 }
 

@@ -163,6 +163,7 @@ int cmd_plan(const plan_cli& o) {
   }
   if (o.search_evaluations) {
     opts.search_evaluations = parse_count(*o.search_evaluations, "--search-evaluations", 100000);
+    check_search_evaluations_apply(opts, default_registry());
   }
   if (o.threads) {
     opts.threads = static_cast<unsigned>(parse_count(*o.threads, "--threads", 1024));
@@ -170,10 +171,9 @@ int cmd_plan(const plan_cli& o) {
   const training_job job = job_of(req);
   const plan_result r = plan(job, opts);
   const bool fits = !r.plans.empty() && r.plans.front().fits;
-  if (o.export_prefix) {
-    if (!fits) {
-      usage_error("--export: no plan fits, nothing to export");
-    }
+  // Nothing fitting is an answer (exit 1 with the report), also with --export: it writes
+  // nothing and says so.
+  if (o.export_prefix && fits) {
     try {
       for (const std::string& file : export_plan(o, job, r.plans.front())) {
         std::fprintf(stderr, "wrote %s\n", file.c_str());
@@ -192,6 +192,9 @@ int cmd_plan(const plan_cli& o) {
   if (!fits) {
     // The reason on stderr too, so a script reading the JSON on stdout still sees it.
     std::fprintf(stderr, "error: %s\n", plan_misfit_text(job, r).c_str());
+    if (o.export_prefix) {
+      std::fprintf(stderr, "--export: nothing written: no plan fits\n");
+    }
     return 1;
   }
   return 0;

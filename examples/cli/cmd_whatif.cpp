@@ -34,7 +34,7 @@ struct whatif_options_cli {
   std::vector<std::string> stragglers;  // K:FACTOR, each stage once
   std::optional<std::string> stalls;    // PROBABILITY:DURATION
   std::string samples = "100";
-  std::string seed = "1";
+  std::optional<std::string> seed;  // only with noise (whatif_request::seed)
   bool sensitivity = false;
   bool dynamic = false;
   links_cli links;                       // --replicas, --gradient-bytes, the links
@@ -85,7 +85,9 @@ int cmd_whatif(const whatif_options_cli& o) {
   req.memory_limit = params.memory_limit;
   req.samples = static_cast<std::uint32_t>(
       parse_count(o.samples, "--samples", std::numeric_limits<std::uint32_t>::max()));
-  req.seed = parse_count(o.seed, "--seed", std::numeric_limits<std::uint64_t>::max());
+  if (o.seed) {
+    req.seed = parse_count(*o.seed, "--seed", std::numeric_limits<std::uint64_t>::max());
+  }
   req.sensitivity = o.sensitivity;
   req.dynamic = o.dynamic;
   req.keep_samples = svg;
@@ -122,7 +124,7 @@ int cmd_whatif(const whatif_options_cli& o) {
     const std::string name =
         r.data_parallel ? fmt::format("{}, D={} replicas", r.name, r.replicas) : r.name;
     std::vector<double> samples = r.samples();
-    write_distribution(o.output, name, std::move(samples), req.seed);
+    write_distribution(o.output, name, std::move(samples), r.seed);
     return 0;
   }
   write_output(o.output, json ? whatif_to_json(r).dump(2) + "\n" : whatif_text(r));
@@ -145,7 +147,8 @@ const registration whatif_cmd{
                      "Each op stalls with probability P (0 .. 1) for D (>= 0, --cost units): P:D");
        w->add_option("--samples,-n", wi->samples, "Sampled iterations (>= 1)")
            ->capture_default_str();
-       w->add_option("--seed", wi->seed, "Noise seed (0 .. 2^64-1)")->capture_default_str();
+       w->add_option("--seed", wi->seed,
+                     "Noise seed (0 .. 2^64-1; default 1), with --cv, --link-cv or --stalls");
        w->add_flag("--sensitivity", wi->sensitivity,
                    "Also each stage's sensitivity to a 1% slowdown");
        w->add_flag("--dynamic", wi->dynamic,

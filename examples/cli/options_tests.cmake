@@ -128,3 +128,85 @@ pipesched_cli_test("options: activation_bytes 3 at its key" 2
 pipesched_cli_test("options: control bytes of a lengths file escaped" 2
   "error: --lengths: .*l_ctrl.csv line 2: \"1\\\\x1b\\[31m00\" is not a whole number of tokens"
   pack --model ${m_ok} --gpu ${g_ok} --lengths ${opt}/l_ctrl.csv -p 2 -m 1)
+
+# Inputs that change nothing, or cannot be, are refused naming the option; nothing fitting is
+# an answer (exit 1 with the report) in every format and with --export; no number prints as 0
+# that is not 0, none in 300 digits.
+file(WRITE ${opt}/lx_odd.csv "4096\n2047\n1024\n512\n")
+string(REPEAT "100\n" 30000 many_lengths)
+file(WRITE ${opt}/l30000.csv "${many_lengths}")
+string(REPEAT "100\n" 70000 too_many_lengths)
+file(WRITE ${opt}/l70000.csv "${too_many_lengths}")
+string(REPLACE "51539607552" "1e300" g_huge "${cluster_text}")
+string(REPLACE "362e12" "1e300" g_huge "${g_huge}")
+file(WRITE ${opt}/g_huge.json "${g_huge}")
+string(REPLACE "\"achieved_fraction\": 0.45" "\"achieved_fraction\": 1.0000001" g_over
+               "${cluster_text}")
+file(WRITE ${opt}/g_over1.json "${g_over}")
+string(REPLACE "\"layers\": " "\"layers\": 0, \"x\": " m0_text "${model_text}")
+pipesched_cli_test("options: pack --memory-limit above the GPU's memory" 2
+  "error: pack: --memory-limit: 206158430208 bytes is more than the GPU's memory \\(memory_bytes 51539607552 bytes\\): a stage holds no more than its GPU"
+  ${pack_small} --memory-limit 192GiB)
+pipesched_cli_test("options: pack --memory-limit at the GPU's memory" 0 "limit 48.0 GiB"
+  ${pack_small} --memory-limit 48GiB)
+pipesched_cli_test("options: pack more lengths than one pipeline's batch" 2
+  "error: pack: --lengths: 70000 sequences, more than 65536 in one global batch of one pipeline \\(max_plan_pipeline_sequences\\)"
+  pack --model ${m_ok} --gpu ${g_ok} --lengths ${opt}/l70000.csv -p 2 -m 2)
+pipesched_cli_test("options: pack -m over the schedule op cap" 2
+  "error: pack: --microbatches: 30000 micro-batches on p=40, v=2 make PP·v·m·3 = 7200000 ops in one schedule, more than 4194304 \\(max_plan_schedule_ops\\)"
+  pack --model llama3-70b --lengths ${opt}/l30000.csv -p 40 -s zb-v -m 30000)
+pipesched_cli_test("options: pack a token budget over the schedule op cap" 2
+  "error: pack: --tokens-per-microbatch: 30000 micro-batches on p=40, v=2 make PP·v·m·3 = 7200000 ops"
+  pack --model llama3-70b --lengths ${opt}/l30000.csv -p 40 -s zb-v --tokens-per-microbatch 100)
+pipesched_cli_test("options: pack --search-budget with no local search" 2
+  "error: pack: --search-budget: only meaningful with a local search \\(0 search evaluations run the heuristics only\\)"
+  ${pack_small} --search-evaluations 0 --search-budget 5)
+pipesched_cli_test("options: pack --sequence-parallel with lengths TP does not divide" 2
+  "error: pack: --sequence-parallel: sequence 1 \\(line 2\\) has 2047 tokens, not a multiple of tp=2: sequence parallelism splits each sequence's tokens over the tensor-parallel ranks \\(pad the lengths\\)"
+  pack --model ${m_ok} --gpu ${g_ok} --lengths ${opt}/lx_odd.csv -p 2 -m 2 --tp 2 --sequence-parallel)
+pipesched_cli_test("options: pack --json has no null" 0 "\"sequences\": 4,\n  \"stages\": 2,"
+  ${pack_small} --json)
+set_tests_properties("cli: options: pack --json has no null" PROPERTIES FAIL_REGULAR_EXPRESSION "null")
+pipesched_cli_test("options: plan --search-evaluations with a schedule that does not search" 2
+  "error: plan: search_evaluations is only meaningful for a schedule that searches \\(zb-v, zb-auto, zb-1p, zb-2p\\); 1f1b does not"
+  ${plan_small} --schedule 1f1b --search-evaluations 10)
+pipesched_cli_test("options: plan --search-evaluations for a baseline that searches" 0 "base "
+  ${plan_small} --schedule 1f1b --search-evaluations 10 --baseline schedule=zb-v --top 1)
+pipesched_cli_test("options: whatif --seed without noise" 2
+  "error: --seed: only meaningful with noise \\(a cv, a link cv or stalls\\): without it every sample is the same"
+  whatif -s 1f1b -p 4 -m 8 --seed 3)
+pipesched_cli_test("options: whatif --seed with noise" 0 "100 samples, seed 3"
+  whatif -s 1f1b -p 4 -m 8 --seed 3 --cv 0.1)
+pipesched_cli_test("options: plan --sequence-parallel with a sequence TP does not divide" 2
+  "error: plan: --sequence-parallel with --tp 2 needs a sequence length that is a multiple of TP, not 2047 tokens: sequence parallelism splits each sequence over the TP ranks"
+  plan --model ${m_ok} --gpu ${g_ok} --gpus 4 --seq 2047 --global-batch 64 --tp 2
+  --sequence-parallel)
+pipesched_cli_test("options: plan searches no SP where TP does not divide the sequence" 0
+  "search: "
+  plan --model ${m_ok} --gpu ${g_ok} --gpus 4 --seq 2047 --global-batch 64 --tp 2 --top 20)
+set_tests_properties("cli: options: plan searches no SP where TP does not divide the sequence"
+  PROPERTIES FAIL_REGULAR_EXPRESSION " (none|selective|full) +on ")
+pipesched_cli_test("options: plan --partition fixes PP·v for a searched v" 2
+  "error: plan: no layout can run this job: TP1 PP4 v2: --partition lists 2 chunks, not PP·v = 8"
+  ${plan_small} --pp 4 --tp 1 --schedule zb-v --partition 12,12)
+pipesched_cli_test("options: plan --partition picks the v it fits" 0 "   1   1   4     1  2 "
+  ${plan_small} --pp 4 --tp 1 --partition 3,3,3,3,3,3,3,3 --top 1)
+pipesched_cli_test("options: a fraction just above 1 says so" 2
+  "error: --gpu: .*g_over1.json: /achieved_fraction: must be at most 1, not 1.0000001"
+  plan --model ${m_ok} --gpu ${opt}/g_over1.json --gpus 4 --seq 2048 --global-batch 64)
+pipesched_cli_test("options: --usable-fraction just above 1 says so" 2
+  "error: plan: usable_fraction must be in \\(0, 1\\], got 1.0000001"
+  ${plan_small} --usable-fraction 1.0000001)
+pipesched_cli_test("options: huge memory and peak print in powers of ten" 0
+  "usable memory [0-9.]+e\\+290 GiB per GPU \\(85 % of 9.31e\\+290 GiB\\).* of the 1e\\+300 FLOP/s peak.*busy\n +0 +[0-9]+ +[^\n]* [0-9.]+e-[0-9]+ s\n"
+  plan --model ${m_ok} --gpu ${opt}/g_huge.json --gpus 4 --seq 2048 --global-batch 64 --top 1)
+pipesched_cli_test("options: plan --export when nothing fits" 1
+  "no plan fits: .*error: no plan fits: .*--export: nothing written: no plan fits"
+  plan --model ${m_ok} --gpu ${opt}/g_1b.json --gpus 4 --seq 2048 --global-batch 64
+  --export ${opt}/nothing)
+pipesched_cli_test("options: plan -f svg when nothing fits" 1
+  "<svg .*no plan fits: the smallest need found is [0-9.]+ GiB per GPU, 0.85 B usable</text>"
+  plan --model ${m_ok} --gpu ${opt}/g_1b.json --gpus 4 --seq 2048 --global-batch 64 -f svg)
+pipesched_cli_test("options: pack --export when nothing fits" 1
+  "does not fit.*error: no packing and order fits the memory limit.*--export: nothing written: no packing fits"
+  ${pack_small} --memory-limit 1GiB --export ${opt}/nothing_pack)

@@ -341,7 +341,7 @@ def whatif(schedule: Schedule, *, cost: Cost = None, costs: Optional[str] = None
            memory: Memory = None, memory_file: Optional[str] = None,
            memory_limit: Limit = None, cv: float = 0.0, link_cv: float = 0.0,
            stragglers: Sequence[Tuple[int, float]] = (),
-           stalls: Optional[Tuple[float, float]] = None, samples: int = 100, seed: int = 1,
+           stalls: Optional[Tuple[float, float]] = None, samples: int = 100, seed: Optional[int] = None,
            sensitivity: bool = False, dynamic: bool = False, replicas: Optional[int] = None,
            gradient_bytes: Optional[float] = None, bandwidth: Optional[float] = None,
            allreduce_latency: Optional[float] = None,

@@ -134,6 +134,7 @@ void bind_planner(py::module_& m) {
         }
         if (search_evaluations) {
           req.options.search_evaluations = *search_evaluations;
+          check_search_evaluations_apply(req.options, default_registry());
         }
         if (threads) {
           req.options.threads = *threads;

@@ -32,7 +32,7 @@ inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
   constexpr std::uint64_t u32 = std::numeric_limits<std::uint32_t>::max();
   constexpr std::uint64_t big = std::uint64_t{1} << 40;
   t.name = c.has("name") ? c["name"].string() : std::string("model");
-  t.layers = static_cast<std::uint32_t>(c["layers"].integer(1, u32));
+  t.layers = static_cast<std::uint32_t>(c["layers"].integer(1, max_model_layers));
   t.hidden = c["hidden"].integer(1, big);
   t.ffn = c["ffn"].integer(1, big);
   t.heads = static_cast<std::uint32_t>(c["heads"].integer(1, u32));

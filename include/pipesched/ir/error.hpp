@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cassert>
+#include <charconv>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -49,6 +50,15 @@ std::string concat(const Args&... args) {
   std::ostringstream out;
   (out << ... << args);
   return out.str();
+}
+
+/// `x` in the fewest digits that read back as `x` ("1.0000001", "0.45", "1e-320"): a message
+/// that quotes a value next to its bound never shows one that rounds onto the bound ("must be
+/// at most 1, not 1").
+inline std::string shortest(double x) {
+  char buf[32];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
 }
 
 template <class... Args>

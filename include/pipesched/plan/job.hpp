@@ -100,24 +100,26 @@ struct cluster_spec {
     const std::string where(who);
     auto positive = [&](double v, const char* field) {
       if (!std::isfinite(v) || v <= 0.0) {
-        detail::fail_field(where, field, "must be finite and > 0, not ", v);
+        detail::fail_field(where, field, "must be finite and > 0, not ", detail::shortest(v));
       }
     };
     auto non_negative = [&](double v, const char* field) {
       if (!std::isfinite(v) || v < 0.0) {
-        detail::fail_field(where, field, "must be finite and >= 0, not ", v);
+        detail::fail_field(where, field, "must be finite and >= 0, not ", detail::shortest(v));
       }
     };
     positive(memory_bytes, "memory_bytes");
     positive(usable_fraction, "usable_fraction");
     if (usable_fraction > 1.0) {
-      detail::fail_field(where, "usable_fraction", "must be at most 1, not ", usable_fraction);
+      detail::fail_field(where, "usable_fraction", "must be at most 1, not ",
+                         detail::shortest(usable_fraction));
     }
     positive(peak_flops_bf16, "peak_flops_bf16");
     non_negative(peak_flops_fp8, "peak_flops_fp8");
     positive(achieved_fraction, "achieved_fraction");
     if (achieved_fraction > 1.0) {
-      detail::fail_field(where, "achieved_fraction", "must be at most 1, not ", achieved_fraction);
+      detail::fail_field(where, "achieved_fraction", "must be at most 1, not ",
+                         detail::shortest(achieved_fraction));
     }
     if (gpus_per_node == 0) {
       detail::fail_field(where, "gpus_per_node", "must be at least 1");

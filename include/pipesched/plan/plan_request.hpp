@@ -151,7 +151,7 @@ inline training_job job_of(const plan_request& r) {
       return;
     }
     if (!(*v > 0.0 && *v <= 1.0)) {
-      detail::fail("plan: ", field, " must be in (0, 1], got ", *v);
+      detail::fail("plan: ", field, " must be in (0, 1], got ", detail::shortest(*v));
     }
     out = *v;
   };
@@ -201,6 +201,29 @@ inline training_job job_of(const plan_request& r) {
   }
   job.check("plan");
   return job;
+}
+
+/// A local-search budget given (plan_options::search_evaluations) must reach a schedule that
+/// searches: throws invalid_argument when the plan's schedule, and the baseline's, are fixed to
+/// ones that do not (1f1b searches no order: the budget would change nothing).
+inline void check_search_evaluations_apply(const plan_options& o,
+                                           const generator_registry& registry) {
+  auto searches = [&](const plan_fixed& f) {
+    return !f.schedule || registry.at(*f.schedule).searches;
+  };
+  if (searches(o.fixed) || (o.baseline && searches(*o.baseline))) {
+    return;
+  }
+  std::string names;
+  for (const generator_entry& e : registry.entries()) {
+    if (e.searches) {
+      names += (names.empty() ? "" : ", ") + e.name;
+    }
+  }
+  detail::fail("plan: search_evaluations is only meaningful for a schedule that searches (", names,
+               "); ", *o.fixed.schedule,
+               o.baseline ? detail::concat(" and the baseline's ", *o.baseline->schedule) : "",
+               o.baseline && *o.baseline->schedule != *o.fixed.schedule ? " do not" : " does not");
 }
 
 /// plan(job_of(r), r.options).

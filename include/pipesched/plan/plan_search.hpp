@@ -168,6 +168,11 @@ inline void check_fixed(const training_job& job,
     fail(who, ": ", names.baseline ? "sp=on" : "--sequence-parallel", " needs ", names.option("tp"),
          " > 1");
   }
+  if (f.sequence_parallel && *f.sequence_parallel && f.tp && job.sequence % *f.tp != 0) {
+    fail(who, ": ", names.baseline ? "sp=on" : "--sequence-parallel", " with ",
+         names.value("tp", *f.tp), " needs a sequence length that is a multiple of TP, not ",
+         job.sequence, " tokens: sequence parallelism splits each sequence over the TP ranks");
+  }
   if (job.global_batch) {
     // DP·m·b = the global batch: what is fixed of the three must divide it.
     std::uint64_t batch_part = 1;
@@ -426,10 +431,19 @@ inline plan_space enumerate_space(const training_job& job,
           });
           continue;
         }
+        if (*f.sequence_parallel && job.sequence % tp != 0) {
+          space.refusal.note(2, [&] {
+            return concat(at, ": ", names.baseline ? "sp=on" : "--sequence-parallel",
+                          " needs a sequence length that is a multiple of TP, not ", job.sequence,
+                          " tokens");
+          });
+          continue;
+        }
         sps.push_back(*f.sequence_parallel);
       } else {
+        // Sequence parallelism splits each sequence over the TP ranks: only where it divides.
         sps.push_back(false);
-        if (tp > 1) {
+        if (tp > 1 && job.sequence % tp == 0) {
           sps.push_back(true);
         }
       }
@@ -458,6 +472,16 @@ inline plan_space enumerate_space(const training_job& job,
             space.refusal.note(5, [&] {
               return concat(at, ": PP·v = ", std::uint64_t{pp} * v, " chunks for ",
                             job.model.layers, " layers: each chunk needs at least one layer");
+            });
+            continue;
+          }
+          if (f.partition.kind == partition_kind::given &&
+              std::uint64_t{pp} * v != f.partition.layers.size()) {
+            // A partition fixes PP·v: the layouts of another count are not the one asked for.
+            space.refusal.note(5, [&] {
+              return concat(at, " v", v, ": ", names.option("partition"), " lists ",
+                            f.partition.layers.size(),
+                            " chunks, not PP·v = ", std::uint64_t{pp} * v);
             });
             continue;
           }

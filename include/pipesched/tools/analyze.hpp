@@ -62,7 +62,7 @@ inline constexpr const char* calibration_who = "calibrate_achieved_fraction";
 inline void check_planned_speed(const planned_speed& plan) {
   if (!(plan.achieved_fraction > 0.0 && plan.achieved_fraction <= 1.0)) {
     fail_field(calibration_who, "achieved_fraction", "must be in (0, 1], got ",
-               plan.achieved_fraction);
+               shortest(plan.achieved_fraction));
   }
   if (!(std::isfinite(plan.seconds_per_unit) && plan.seconds_per_unit > 0.0)) {
     fail_field(calibration_who, "seconds_per_unit", "must be finite and > 0, got ",

@@ -38,7 +38,9 @@ struct whatif_request {
   /// (stage, factor): that stage runs `factor` times slower; each stage at most once.
   std::vector<std::pair<stage_index, double>> stragglers;
   std::optional<stall_model> stalls;  ///< each op stalls with a probability for a duration
-  std::uint64_t seed = 1;
+  /// The noise's seed (unset: 1); only with noise (cv, link_cv or stalls): without it every
+  /// sample is the same and a seed changes nothing.
+  std::optional<std::uint64_t> seed;
   std::uint32_t samples = 100;  ///< N sampled iterations, >= 1
   bool sensitivity = false;     ///< also each stage's sensitivity (not with data parallelism)
   bool dynamic = false;  ///< the dynamic policy on the schedule's placement instead of its order
@@ -120,6 +122,11 @@ inline void check_options(const whatif_request& req) {
     if (req.buckets && !dp) {
       fail_field(who, "buckets", "only meaningful with replicas");
     }
+  }
+  if (req.seed && req.cv == 0.0 && req.link_cv == 0.0 && !req.stalls) {
+    fail_field(who, "seed",
+               "only meaningful with noise (a cv, a link cv or stalls): without it "
+               "every sample is the same");
   }
   if (req.memory_limit && !req.dynamic) {
     // A fixed order keeps the memory it has (simulate reports it); only the dynamic policy
@@ -246,7 +253,7 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
     detail::fail_field(who, "memory", e.what());
   }
   perturbation noise;
-  noise.set_cv(req.cv).set_link_cv(req.link_cv).set_seed(req.seed);
+  noise.set_cv(req.cv).set_link_cv(req.link_cv).set_seed(req.seed.value_or(1));
   if (!req.stragglers.empty()) {
     std::vector<double> slow(sched.stages(), 1.0);
     std::vector<char> seen(sched.stages(), 0);
@@ -274,7 +281,7 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
   r.stages = sched.stages();
   r.microbatches = sched.microbatches();
   r.chunks = sched.chunks();
-  r.seed = req.seed;
+  r.seed = req.seed.value_or(1);
   r.name = req.dynamic ? "dynamic policy on " + sched.name() + "'s placement" : sched.name();
   if (links) {
     r.robustness = detail::whatif_links(sched, req, noise, r);
