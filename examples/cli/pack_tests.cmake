@@ -54,3 +54,10 @@ set_tests_properties("cli: pack: the exported schedule reads back and reproduces
 pipesched_cli_test("simulate: per-micro-batch cost factors from the costs file" 0
   "makespan 16 cost units,"
   simulate -s 1f1b -p 2 -m 3 --costs ${data}/costs_microbatches.json)
+add_test(NAME "cli: pack: more memory or a faster link never gives a slower result"
+         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pack_monotone
+                 -DLENGTHS=${CMAKE_CURRENT_SOURCE_DIR}/testdata/lengths_long_tail.txt
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/pack_monotone_check.cmake)
+set_tests_properties("cli: pack: more memory or a faster link never gives a slower result"
+  PROPERTIES LABELS cli TIMEOUT 300 PASS_REGULAR_EXPRESSION "pack monotone ok")

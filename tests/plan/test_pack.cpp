@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -283,4 +284,47 @@ TEST_CASE("pack: deterministic", "[plan][pack]") {
   CHECK(a.order == b.order);
   CHECK(a.chosen.step_time_s == b.chosen.step_time_s);
   CHECK(a.evaluations == b.evaluations);
+}
+
+// More memory or faster links never give a slower result: the search runs within memory rungs
+// only (the rungs searched under a limit are searched under any larger one) and decides with
+// the links free (which packings and orders it tries never depends on them), each result timed
+// with them. Limits on a rung and between rungs; the intra-node link 2.2 and 10 times faster.
+TEST_CASE("pack: more memory or faster links never give a slower result",
+          "[plan][pack][property]") {
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  for (const test_support::length_mix& mix : test_support::length_mixes()) {
+    if (mix.kind != "long-tail") {
+      continue;
+    }
+    const std::vector<std::uint64_t> lengths = test_support::sample_lengths(mix, 32, 1024, 31);
+    for (const std::string name : {"1f1b", "zb-v"}) {
+      INFO(mix.name << ", " << name);
+      pack_request req = llama_request(lengths, 4, 8, name);
+      req.search_evaluations = 60;
+      req.threads = 2;
+      double previous = std::numeric_limits<double>::infinity();
+      for (const double limit : {60.0, 68.0, 70.5, 72.0, 73.0, 76.0, 80.0}) {
+        INFO("limit " << limit << " GiB");
+        req.memory_limit = limit * gib;
+        const pack_result r = pack(req);
+        if (!r.chosen.fits) {
+          continue;
+        }
+        CHECK(r.chosen.step_time_s <= previous);
+        previous = r.chosen.step_time_s;
+      }
+      req.memory_limit.reset();
+      double slower = pack(req).chosen.step_time_s;
+      for (const double faster : {2.2, 10.0}) {
+        INFO("intra-node bandwidth x" << faster);
+        pack_request f = req;
+        f.cluster.intra_node_bandwidth *= faster;
+        f.cluster.intra_node_latency /= faster;
+        const double t = pack(f).chosen.step_time_s;
+        CHECK(t <= slower);
+        slower = t;
+      }
+    }
+  }
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "pipesched/analysis/check_memory.hpp"
 #include "pipesched/analysis/simulate.hpp"
 #include "pipesched/gen/builtin_registry.hpp"
+#include "pipesched/ir/detail/parallel.hpp"
 #include "pipesched/ir/detail/splitmix.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/model/inline_recompute.hpp"
@@ -65,6 +68,9 @@ struct pack_request {
   /// A wall-clock cap on the local search in milliseconds (0: none; a capped result depends
   /// on the machine's speed).
   double search_budget_ms = 0.0;
+  /// Threads searching the memory rungs (pack_problem::solve); 0: the machine's hardware
+  /// threads. The result does not depend on them.
+  unsigned threads = 0;
   std::uint32_t vocab_multiple = 128;
   static constexpr std::size_t default_evaluations = std::size_t(-1);
 };
@@ -318,6 +324,14 @@ class pack_problem {
     job_.global_batch = r.lengths.size();
     job_.vocab_multiple = r.vocab_multiple;
     job_.check(who);
+    // What the search decides with: the links free, so that the packings and orders it tries
+    // are the same for any bandwidth or latency (each result is timed with them: a faster link
+    // never gives a slower result).
+    decide_job_ = job_;
+    decide_job_.cluster.intra_node_bandwidth = std::numeric_limits<double>::max();
+    decide_job_.cluster.inter_node_bandwidth = std::numeric_limits<double>::max();
+    decide_job_.cluster.intra_node_latency = 0.0;
+    decide_job_.cluster.inter_node_latency = 0.0;
     layout_.tp = r.tp;
     layout_.pp = r.stages;
     layout_.dp = 1;
@@ -501,6 +515,9 @@ class pack_problem {
   }
 
   /// A packing's micro-batches made ready to evaluate in any order: each one's costs and sizes.
+  /// The costs are what the search decides with: the op times alone (links free:
+  /// decide_job_), so which packings and orders it tries never depends on the links; a
+  /// result is timed with them (build's `timed`).
   struct prepared {
     std::vector<packed_microbatch> mbs;
     shaped_cost_model base_costs;
@@ -514,14 +531,7 @@ class pack_problem {
 
   prepared prepare(std::vector<packed_microbatch> mbs) const {
     prepared pr;
-    token_counts mean;
-    for (const packed_microbatch& mb : mbs) {
-      mean.tokens += static_cast<double>(mb.tokens);
-      mean.squares += mb.squares;
-    }
-    mean.tokens /= static_cast<double>(mbs.size());
-    mean.squares /= static_cast<double>(mbs.size());
-    std::tie(pr.base_costs, pr.base_plain, pr.base_real) = models_of(mean);
+    std::tie(pr.base_costs, pr.base_plain, pr.base_real) = models_of(mean_of(mbs));
     pr.mbs = std::move(mbs);
     for (const packed_microbatch& mb : pr.mbs) {
       append(pr, mb);
@@ -549,6 +559,16 @@ class pack_problem {
   built build(const prepared& pr,
               const std::vector<std::uint32_t>& order,
               std::optional<std::size_t> search_evaluations) const {
+    return build(pr, order, search_evaluations, limit_, true);
+  }
+  /// The same within `limit` bytes (a searching generator keeps within it), timed with the
+  /// links (`timed`) or as the search decides (links free). The order is generated as the
+  /// search decides either way.
+  built build(const prepared& pr,
+              const std::vector<std::uint32_t>& order,
+              std::optional<std::size_t> search_evaluations,
+              double limit,
+              bool timed) const {
     const std::uint32_t p = pl_.stages();
     const std::uint32_t v = pl_.chunks();
     std::vector<shaped_cost_model> c;
@@ -569,9 +589,18 @@ class pack_problem {
     spec.recompute = req_.recompute;
     spec.costs = out.costs;
     spec.memory = detail::microbatch_memory_model(pr.base_plain, plain, p, v);
-    spec.memory_limit = limit_;
+    spec.memory_limit = limit;
     spec.search_evaluations = search_evaluations;
     out.sched = detail::generate_job_schedule(spec, *registry_, *gen_);
+    if (timed) {
+      // The links' times, for the few orders timed (the search's own need none).
+      std::vector<shaped_cost_model> t;
+      for (std::uint32_t j : order) {
+        t.push_back(std::get<0>(models_of(counts_of(pr.mbs[j]), job_)));
+      }
+      out.costs =
+          detail::microbatch_cost_model(std::get<0>(models_of(mean_of(pr.mbs), job_)), t, p, v);
+    }
     return out;
   }
 
@@ -581,10 +610,12 @@ class pack_problem {
                            std::optional<std::size_t> search_evaluations = 0) const {
     return evaluate(build(pr, order, search_evaluations));
   }
-  pack_evaluation evaluate(const built& b) const {
+  pack_evaluation evaluate(const built& b) const { return evaluate(b, limit_); }
+  /// The same, fitting when every stage is within `limit` bytes.
+  pack_evaluation evaluate(const built& b, double limit) const {
     pack_evaluation e;
     const simulation_result sim = simulate(b.sched, b.costs, {false, false, false});
-    memory_options mo = memory_options::with_limit(limit_);
+    memory_options mo = memory_options::with_limit(limit);
     mo.record_curve = false;
     const memory_report mem = check_memory(b.sched, b.memory, mo);
     e.step_time_s = sim.makespan;
@@ -628,17 +659,80 @@ class pack_problem {
             {"alternate", alternate}};
   }
 
-  /// The search (docs/model.md §10.1): the naive baseline; for each count (m, or with a token
+  /// The search (docs/model.md §10.1), run within memory rungs only: the lowest multiple of 5 %
+  /// of the GPU's memory at or above the limit, then each one below it down to the first where
+  /// nothing fits (search_within each); of their results the best that fits the limit is kept
+  /// (none fits: the one with the smallest peak, fits false), and likewise the naive
+  /// baseline's. The search's heuristics and local search are not monotone in the limit: the
+  /// rungs searched under a limit are all searched under any larger one, and what fits the
+  /// smaller fits the larger, so more memory never gives a slower result. Deterministic.
+  pack_result solve() const {
+    const double unit = req_.cluster.memory_bytes / detail::memory_rungs;
+    auto top = static_cast<std::uint32_t>(std::ceil(limit_ / unit * (1.0 - 1e-12)));
+    top = std::clamp<std::uint32_t>(top, 1, detail::memory_rungs);
+    std::optional<pack_result> best;
+    std::optional<pack_evaluation> base;
+    std::size_t evaluations = 0;
+    // Rungs in batches over the threads, highest first; a batch is taken in rung order, so the
+    // result never depends on the threads' timing (nor which rung's error is thrown).
+    unsigned threads = req_.threads != 0 ? req_.threads : std::thread::hardware_concurrency();
+    threads = std::max(1u, threads);
+    bool done = false;
+    for (std::uint32_t k = top; k >= 1 && !done;) {
+      const std::uint32_t n = std::min(k, threads);
+      std::vector<std::optional<pack_result>> out(n);
+      std::vector<std::exception_ptr> errors(n);
+      std::atomic<std::uint32_t> next{0};
+      detail::run_parallel(
+          n,
+          [&] {
+            for (std::uint32_t i = next++; i < n; i = next++) {
+              try {
+                out[i] = search_within(unit * (k - i));
+              } catch (...) {
+                errors[i] = std::current_exception();
+              }
+            }
+          },
+          [] {});
+      for (std::uint32_t i = 0; i < n && !done; ++i) {
+        if (errors[i]) {
+          std::rethrow_exception(errors[i]);
+        }
+        pack_result& r = *out[i];
+        evaluations += r.evaluations;
+        const bool fits_rung = r.chosen.fits;
+        for (pack_evaluation* e : {&r.chosen, &r.baseline}) {
+          e->fits = e->max_peak() <= limit_;  // judged against the limit asked for
+        }
+        if (!base || r.baseline.better_than(*base)) {
+          base = r.baseline;
+        }
+        if (!best || r.chosen.better_than(best->chosen)) {
+          best = std::move(r);
+        }
+        done = !fits_rung;  // nothing fits this rung, nor a lower one
+      }
+      k -= n;
+    }
+    pack_result res = std::move(*best);
+    res.baseline = *base;
+    res.memory_limit_bytes = limit_;
+    res.evaluations = evaluations;
+    return res;
+  }
+
+  /// The search within `limit` bytes: the naive baseline; for each count (m, or with a token
   /// budget the fewest first-fit decreasing reaches and the baseline's) the balanced packing
   /// (and the baseline's own packing) in each heuristic order; then a local search from the
   /// best over orders (swap two, move one) and packings (move a sequence, swap two) within the
   /// budget, each candidate generated, simulated and checked; the best that fits is kept (none
-  /// fits: the one with the smallest peak is returned, fits false). Deterministic.
-  pack_result solve() const {
+  /// fits: the one with the smallest peak is returned, fits false).
+  pack_result search_within(double limit) const {
     pack_result res;
     res.layout = layout_;
     res.partition = partition_;
-    res.memory_limit_bytes = limit_;
+    res.memory_limit_bytes = limit;
     // Candidates while searching are built with the zero-bubble search's greedy and seeds
     // only; the final schedule (and the baseline's) gets its default local search too.
     constexpr std::size_t quick = 0;
@@ -656,7 +750,7 @@ class pack_problem {
     std::optional<candidate> best;
     auto consider = [&](const prepared& pr, const std::vector<std::uint32_t>& order,
                         const std::string& name) {
-      const pack_evaluation e = evaluate(pr, order, quick);
+      const pack_evaluation e = evaluate(build(pr, order, quick, limit, false), limit);
       ++res.evaluations;
       if (!best || e.better_than(best->eval)) {
         best = candidate{pr, order, e, name};
@@ -740,7 +834,7 @@ class pack_problem {
       if (!moved) {
         continue;
       }
-      trial.eval = evaluate(trial.pr, trial.order, quick);
+      trial.eval = evaluate(build(trial.pr, trial.order, quick, limit, false), limit);
       ++res.evaluations;
       if (trial.eval.better_than(cur.eval)) {
         cur = std::move(trial);
@@ -749,10 +843,10 @@ class pack_problem {
     }
 
     // The final schedules, with the searching generators' own local search.
-    built chosen = build(cur.pr, cur.order, std::nullopt);
-    res.chosen = evaluate(chosen);
-    const built naive_built = build(base, identity, std::nullopt);
-    res.baseline = evaluate(naive_built);
+    built chosen = build(cur.pr, cur.order, std::nullopt, limit, true);
+    res.chosen = evaluate(chosen, limit);
+    const built naive_built = build(base, identity, std::nullopt, limit, true);
+    res.baseline = evaluate(naive_built, limit);
     res.evaluations += 2;
     res.microbatches = cur.pr.mbs;
     res.order = cur.order;
@@ -843,6 +937,17 @@ class pack_problem {
   bool fits_budget(const packed_microbatch& mb, std::uint64_t more) const {
     return !req_.tokens_per_microbatch || mb.tokens + more <= *req_.tokens_per_microbatch;
   }
+  // The mean micro-batch of a packing: the base its per-micro-batch factors scale.
+  static token_counts mean_of(const std::vector<packed_microbatch>& mbs) {
+    token_counts mean;
+    for (const packed_microbatch& mb : mbs) {
+      mean.tokens += static_cast<double>(mb.tokens);
+      mean.squares += mb.squares;
+    }
+    mean.tokens /= static_cast<double>(mbs.size());
+    mean.squares /= static_cast<double>(mbs.size());
+    return mean;
+  }
   static token_counts counts_of(const packed_microbatch& mb) {
     return token_counts{static_cast<double>(mb.tokens), mb.squares};
   }
@@ -851,9 +956,14 @@ class pack_problem {
   // decide with and the real sizes, of one micro-batch of `n` tokens, read for the shape.
   std::tuple<shaped_cost_model, shaped_memory_model, shaped_memory_model> models_of(
       const token_counts& n) const {
+    return models_of(n, decide_job_);
+  }
+  // The same for `job` (job_: the links timed).
+  std::tuple<shaped_cost_model, shaped_memory_model, shaped_memory_model> models_of(
+      const token_counts& n, const training_job& job) const {
     const std::uint32_t p = pl_.stages();
     const std::uint32_t v = pl_.chunks();
-    const job_costs jc = make_job_costs(job_, layout_, n, req_.recompute, partition_, pl_);
+    const job_costs jc = make_job_costs(job, layout_, n, req_.recompute, partition_, pl_);
     shaped_cost_model c = jc.costs.for_shape(p, v, "pack");
     shaped_memory_model plain = jc.memory.for_shape(p, v, "pack");
     if (req_.recompute != recompute_kind::none) {
@@ -939,6 +1049,7 @@ class pack_problem {
   const generator_entry* gen_ = nullptr;
   placement pl_ = placement::sequential(1);
   training_job job_;
+  training_job decide_job_;
   plan_layout layout_;
   double limit_ = 0.0;
   std::vector<std::uint32_t> partition_;
