@@ -81,14 +81,19 @@ std::vector<std::string> export_plan(const plan_cli& o,
   const std::string& prefix = *o.export_prefix;
   std::vector<export_file> files = schedule_export(prefix, e.sched, e.costs, e.memory);
   files.push_back({prefix + ".map.json", plan_map_to_json(job, e).dump(2) + "\n"});
-  if (const std::string why = megatron_unsupported(job, e); why.empty()) {
+  const std::string why = megatron_unsupported(job, e);
+  if (why.empty()) {
     files.push_back({prefix + ".megatron.args", megatron_args(job, e, e.choice.group_size)});
-  } else {
+  }
+  std::vector<std::string> written =
+      write_export(files, {{o.model, "--model"},
+                           {o.gpu, "--gpu"},
+                           {is_stdout(o.output) ? std::string() : o.output, "--output"}});
+  // After the files: an export refused writes nothing, and says only why.
+  if (!why.empty()) {
     std::fprintf(stderr, "note: %s.megatron.args not written: %s\n", prefix.c_str(), why.c_str());
   }
-  return write_export(files, {{o.model, "--model"},
-                              {o.gpu, "--gpu"},
-                              {is_stdout(o.output) ? std::string() : o.output, "--output"}});
+  return written;
 }
 
 int cmd_plan(const plan_cli& o) {

@@ -270,12 +270,13 @@ struct training_job {
                         static_cast<double>(std::max<std::uint64_t>(1, global_batch)) / rate;
     const double least = one.backward_weight() / static_cast<double>(cluster.gpus_per_node) / rate;
     if (!std::isfinite(step) || !(least >= std::numeric_limits<double>::min())) {
-      detail::fail(who, ": ", peak, " (", cluster.peak_flops(model.activation_bytes),
-                   " FLOP/s) × achieved_fraction (", cluster.achieved_fraction, ") makes ",
-                   std::isfinite(step) ? "one layer's weight gradient of one sequence take 0 s"
-                                       : "the layers' work of one step take more seconds than "
-                                         "a double holds",
-                   ": the op times must be finite and > 0");
+      detail::fail(
+          who, ": ", peak, " (", detail::shortest(cluster.peak_flops(model.activation_bytes)),
+          " FLOP/s) × achieved_fraction (", detail::shortest(cluster.achieved_fraction), ") makes ",
+          std::isfinite(step) ? "one layer's weight gradient of one sequence take 0 s"
+                              : "the layers' work of one step take more seconds than "
+                                "a double holds",
+          ": the op times must be finite and > 0");
     }
   }
 };

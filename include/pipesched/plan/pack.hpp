@@ -302,12 +302,14 @@ class pack_problem {
       detail::fail_field(who, "chunks",
                          "must be at least 1 (leave it unset for the schedule's default)");
     }
+    std::string refused;
     const std::optional<placement> pl =
-        detail::placement_for(*gen_, r.stages, r.chunks.value_or(0));
+        detail::placement_for(*gen_, r.stages, r.chunks.value_or(0), &refused);
     if (!pl) {
+      // The generator's own rule is what the user can change.
       detail::fail_field(who, "chunks", "the schedule \"", r.schedule,
                          "\" does not take p=", r.stages, r.chunks ? " and v=" : "",
-                         r.chunks ? std::to_string(*r.chunks) : std::string());
+                         r.chunks ? std::to_string(*r.chunks) : std::string(), ": ", refused);
     }
     pl_ = *pl;
     if (r.microbatches) {
