@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -366,6 +367,61 @@ TEST_CASE("run_threaded op_timeout: an op that is slow but returns does not fail
   slow_op_executor e{&inner, 1, 3, std::chrono::milliseconds(390), std::vector<std::size_t>(3, 0)};
   CHECK_NOTHROW(run_threaded(e, s, {std::chrono::milliseconds(300)}));
   CHECK(inner.finished());
+}
+
+namespace {
+/// Sleeps in the listed ops (stage, op index, how long) and hangs at (hang_stage, hang_index).
+struct staggered_executor {
+  struct message {};
+  std::shared_ptr<hang_control> ctl;
+  std::vector<std::tuple<stage_index, std::size_t, std::chrono::milliseconds>> sleeps;
+  stage_index hang_stage;
+  std::size_t hang_index;
+  std::vector<std::size_t> calls;
+  message run(stage_index s, const op&, message&&) {
+    const std::size_t i = calls[s]++;
+    if (s == hang_stage && i == hang_index) {
+      hang(ctl);
+    }
+    for (const auto& [st, index, d] : sleeps) {
+      if (st == s && index == i) {
+        std::this_thread::sleep_for(d);
+      }
+    }
+    return {};
+  }
+};
+}  // namespace
+
+// Two healthy ops stay inside run() past the limit next to a hung one, the first of them
+// entered before it and returning only in the pause's second op_timeout: while ops return the
+// watchdog waits, so the hung op is named, not the oldest healthy one. At 400 ms: the slow ops
+// enter at 0 and 40 ms and return at 1000 and 640 ms, the hang enters at 80 ms; the pause
+// starts at 400-450 ms, its first op_timeout sees the second return, its second the first.
+TEST_CASE("run_threaded op_timeout: ops that return during the pause are waited for",
+          "[exec][thread_driver]") {
+  using ms = std::chrono::milliseconds;
+  const auto s = generate(gpipe{}, 3, 8);  // each stage runs its forwards back to back
+  auto ctl = std::make_shared<hang_control>();
+  {
+    // Stage 0 sleeps in F5 (its first five forwards are instant), stage 1 in F3 after 40 ms
+    // in F2, stage 2 hangs in F1 after 80 ms in F0.
+    staggered_executor e{ctl,
+                         {{0, 5, ms(1000)}, {1, 2, ms(40)}, {1, 3, ms(600)}, {2, 0, ms(80)}},
+                         2,
+                         1,
+                         std::vector<std::size_t>(3, 0)};
+    try {
+      run_threaded(e, s, {ms(400)});
+      FAIL("no exception");
+    } catch (const execution_error& err) {
+      CHECK(err.stage() == 2);
+      CHECK(err.op_index() == 1);
+      CHECK_THROWS_AS(err.rethrow_nested(), op_timeout_error);
+    }
+    release_hung_op(ctl);
+    CHECK(hung_op_returned(ctl));  // the executor outlives the return
+  }
 }
 
 TEST_CASE("run_threaded routes messages on a V placement", "[exec][thread_driver]") {

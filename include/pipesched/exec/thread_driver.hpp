@@ -31,11 +31,13 @@ struct thread_driver_options {
   ///     run: no stage starts another op (ops already inside run() go on).
   ///  2. It gives the ops still inside run() a further op_timeout to return. If they all do, the
   ///     run resumes: an op that is slow (or whose thread was descheduled) but returns is not a
-  ///     failure.
-  ///  3. Otherwise the run fails with an execution_error (nested: op_timeout_error) naming, of
-  ///     the ops still inside run(), the one that entered it first. It has been inside run()
-  ///     for at least op_timeout, the last op_timeout with no other op starting; an op that
-  ///     returned is never named.
+  ///     failure. While some of them return, the rest get another op_timeout: the machine is
+  ///     making progress, and a healthy op held off the CPU is not named while others return.
+  ///  3. Otherwise, after a whole op_timeout in which none of them returned, the run fails with
+  ///     an execution_error (nested: op_timeout_error) naming, of the ops still inside run(),
+  ///     the one that entered it first. It has been inside run() for at least op_timeout, the
+  ///     last op_timeout with no other op starting or returning; an op that returned is never
+  ///     named.
   /// Only time inside the executor's run() counts: a stage waiting for a message (the
   /// driver's receive, before a RECV or an F / B runs) is never inside run(), so it is never
   /// named while the op it waits for has not returned. (An executor that waits inside run()
@@ -122,9 +124,12 @@ struct thread_run_state {
     return true;
   }
 
-  bool any_inside_op() const {
-    return std::any_of(in_op_since.begin(), in_op_since.end(),
-                       [](const std::atomic<std::int64_t>& t) { return t.load() >= 0; });
+  bool any_inside_op() const { return inside_ops() > 0; }
+
+  std::size_t inside_ops() const {
+    return static_cast<std::size_t>(
+        std::count_if(in_op_since.begin(), in_op_since.end(),
+                      [](const std::atomic<std::int64_t>& t) { return t.load() >= 0; }));
   }
 
   channel_hub<M> hub;
@@ -191,10 +196,24 @@ std::vector<bool> watch_threaded_run(thread_run_state<M>& state,
     if (!overdue) {
       continue;
     }
-    // Confirm before blaming: with no new op starting, a slow op returns, a hung one doesn't.
+    // Confirm before blaming: with no new op starting, a slow op returns, a hung one doesn't;
+    // while some return, the rest get another op_timeout (no op starts, so the count of ops
+    // inside only falls).
     state.paused.store(true);
-    if (state.finished_cv.wait_for(lock, limit,
-                                   [&] { return all_exited() || !state.any_inside_op(); })) {
+    bool returned = false;
+    for (std::size_t inside = state.inside_ops();;) {
+      if (state.finished_cv.wait_for(lock, limit,
+                                     [&] { return all_exited() || !state.any_inside_op(); })) {
+        returned = true;
+        break;
+      }
+      const std::size_t now_inside = state.inside_ops();
+      if (now_inside >= inside) {
+        break;  // a whole op_timeout in which none returned
+      }
+      inside = now_inside;
+    }
+    if (returned) {
       state.paused.store(false);
       state.resume_cv.notify_all();
       continue;
