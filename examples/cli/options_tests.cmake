@@ -210,3 +210,8 @@ pipesched_cli_test("options: plan -f svg when nothing fits" 1
 pipesched_cli_test("options: pack --export when nothing fits" 1
   "does not fit.*error: no packing and order fits the memory limit.*--export: nothing written: no packing fits"
   ${pack_small} --memory-limit 1GiB --export ${opt}/nothing_pack)
+string(REPLACE "\"name\": \"" "\"name\": \"x\\u001b[31m" m_ctrl "${model_text}")
+file(WRITE ${opt}/model_ctrl.json "${m_ctrl}")
+pipesched_cli_test("options: a model name with control characters" 2
+  "error: --model: .*model_ctrl.json: /name: must hold no control characters \\(it is printed in reports\\), not \"x\\\\u001b\\[31m"
+  plan --model ${opt}/model_ctrl.json --gpu ${g_ok} --gpus 4 --seq 2048 --global-batch 64)

@@ -31,7 +31,7 @@ inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
   transformer_spec t;
   constexpr std::uint64_t u32 = std::numeric_limits<std::uint32_t>::max();
   constexpr std::uint64_t big = std::uint64_t{1} << 40;
-  t.name = c.has("name") ? c["name"].string() : std::string("model");
+  t.name = c.has("name") ? c["name"].name() : std::string("model");
   t.layers = static_cast<std::uint32_t>(c["layers"].integer(1, max_model_layers));
   t.hidden = c["hidden"].integer(1, big);
   t.ffn = c["ffn"].integer(1, big);
@@ -98,7 +98,7 @@ inline cluster_spec cluster_spec_from_json(const nlohmann::json& j) {
             "intra_node_latency", "inter_node_bandwidth", "inter_node_latency"});
   c.version(cluster_spec_json_version, "cluster");
   cluster_spec k;
-  k.name = c.has("name") ? c["name"].string() : std::string("cluster");
+  k.name = c.has("name") ? c["name"].name() : std::string("cluster");
   // Numbers are read as any finite number: cluster_spec::check has the ranges, reported at
   // their key.
   auto number_or = [&](std::string_view key, double fallback) {

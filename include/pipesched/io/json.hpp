@@ -94,7 +94,7 @@ inline schedule schedule_from_json(const nlohmann::json& j) {
   r.version(schedule_json_version, "schedule");
   std::string name;
   if (r.has("name")) {
-    name = r["name"].string();
+    name = r["name"].name();
   }
   const auto p = static_cast<std::uint32_t>(r["stages"].integer(1, max_stages));
   const auto m = static_cast<std::uint32_t>(r["microbatches"].integer(1, max_microbatches));

@@ -133,6 +133,19 @@ struct json_reader {
     }
     return v.get<std::string>();
   }
+  /// A name the reports print (a model's, a cluster's, a schedule's): a string without
+  /// control characters, which would reach the terminal raw (an escape sequence in a name
+  /// recolours or rewrites the report).
+  std::string name() const {
+    std::string s = string();
+    for (const char ch : s) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (u < 0x20 || u == 0x7f) {
+        error("must hold no control characters (it is printed in reports), not ", quote(s));
+      }
+    }
+    return s;
+  }
   /// An op kind by name; `known` is appended to the error (the schedule format lists them).
   op_kind kind(std::string_view known = "") const {
     const std::string k = string();
