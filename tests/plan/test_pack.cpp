@@ -315,15 +315,20 @@ TEST_CASE("pack: more memory or faster links never give a slower result",
         previous = r.chosen.step_time_s;
       }
       req.memory_limit.reset();
-      double slower = pack(req).chosen.step_time_s;
-      for (const double faster : {2.2, 10.0}) {
-        INFO("intra-node bandwidth x" << faster);
-        pack_request f = req;
-        f.cluster.intra_node_bandwidth *= faster;
-        f.cluster.intra_node_latency /= faster;
-        const double t = pack(f).chosen.step_time_s;
-        CHECK(t <= slower);
-        slower = t;
+      // At TP 2 the link also times each layer's collectives (and must not move layers).
+      for (const std::uint32_t tp : {1u, 2u}) {
+        INFO("TP " << tp);
+        req.tp = tp;
+        double slower = pack(req).chosen.step_time_s;
+        for (const double faster : {2.2, 10.0}) {
+          INFO("intra-node bandwidth x" << faster);
+          pack_request f = req;
+          f.cluster.intra_node_bandwidth *= faster;
+          f.cluster.intra_node_latency /= faster;
+          const double t = pack(f).chosen.step_time_s;
+          CHECK(t <= slower);
+          slower = t;
+        }
       }
     }
   }

@@ -348,7 +348,8 @@ class pack_problem {
                          " bytes): a stage holds no more than its GPU");
     }
     // The partition: balanced for the batch's average sequence (every micro-batch's layers
-    // weigh alike; the ends' share follows the tokens).
+    // weigh alike; the ends' share follows the tokens), by the op times the search decides
+    // with (a faster link must not move layers).
     token_counts mean;
     for (std::uint64_t l : r.lengths) {
       mean.tokens += static_cast<double>(l);
@@ -361,9 +362,9 @@ class pack_problem {
       detail::fail_field(who, "stages", "the model's ", r.model.layers,
                          " layers cannot fill p·v = ", n, " chunks with one layer each");
     }
-    partition_ = balanced_partition(
-                     r.model.layers, pl_,
-                     detail::partition_weights_of(op_times_of(job_, layout_, mean, r.recompute), n))
+    partition_ = balanced_partition(r.model.layers, pl_,
+                                    detail::partition_weights_of(
+                                        op_times_of(decide_job_, layout_, mean, r.recompute), n))
                      .value_or(even_partition(r.model.layers, n));
     // Each sequence's own work alone, the packers' weight: the pipeline's F + B + W of a
     // micro-batch holding only it (the stages run in turn, so the sum is what it adds).
