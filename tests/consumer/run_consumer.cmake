@@ -2,10 +2,11 @@
 #   MODE=find_package      install the project's own build (BUILD, the compiled library unless
 #                          it was configured header-only) into WORK/prefix and, when it is
 #                          compiled, a header-only configure of SOURCE (nothing to build) into
-#                          WORK/prefix-header-only; then build against each installed tree: a
-#                          core program, a program naming schedules and one calling plan(), with
-#                          fmt and nlohmann_json hidden from find_package (the core needs
-#                          neither), and an io program (COMPONENTS io) against the first.
+#                          WORK/prefix-header-only; then build against each installed tree a
+#                          core program and a program naming schedules (and against the first
+#                          one calling plan()), with fmt and nlohmann_json hidden from
+#                          find_package (the core needs neither), and an io program (COMPONENTS
+#                          io) against the first.
 #   MODE=add_subdirectory  the core program, with pipesched as a subdirectory, header-only (the
 #                          compiled mode is the project's own build, which need not be redone).
 #   MODE=compile_time      after MODE=find_package in the same WORK: the compile times (g++ -O2,
@@ -142,9 +143,10 @@ file(WRITE ${WORK}/app/reference.cpp [=[
 #include <pipesched/ir/schedule.hpp>
 int main() { return static_cast<int>(pipesched::schedule{}.stages()); }
 ]=])
+# The planner header-only is left out: 25 s of CPU for a check the header-only unit tests make.
+file(WRITE ${WORK}/app/planner.cpp "${planner}")
 foreach(tree IN LISTS trees)
   file(WRITE ${WORK}/${tree}/by_name.cpp "${by_name}")
-  file(WRITE ${WORK}/${tree}/planner.cpp "${planner}")
   file(WRITE ${WORK}/${tree}/CMakeLists.txt [=[
 cmake_minimum_required(VERSION 3.24)
 project(consumer LANGUAGES CXX)
@@ -169,7 +171,9 @@ endforeach()
   message("${tree}:")
   execute_process(COMMAND ${WORK}/${tree}/build/app COMMAND_ERROR_IS_FATAL ANY)
   execute_process(COMMAND ${WORK}/${tree}/build/by_name zb-v COMMAND_ERROR_IS_FATAL ANY)
-  execute_process(COMMAND ${WORK}/${tree}/build/planner COMMAND_ERROR_IS_FATAL ANY)
+  if(EXISTS ${WORK}/${tree}/build/planner)
+    execute_process(COMMAND ${WORK}/${tree}/build/planner COMMAND_ERROR_IS_FATAL ANY)
+  endif()
 endforeach()
 
 # COMPONENTS io: the core with fmt and nlohmann_json.
