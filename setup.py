@@ -37,13 +37,12 @@ setup(
     package_dir={"": "python"},
     package_data={"pipesched": ["__init__.pyi", "py.typed"]},
     ext_modules=[
-        # With the compiled registry (src/builtin_registry.cpp), as the CMake build links
-        # pipesched::registry: the binding files declare the built-in generators only.
+        # With the compiled library's sources (src/), as the CMake build links
+        # pipesched::pipesched: the binding files see the heavy entry points declared only.
         Pybind11Extension(
             "pipesched._pipesched",
-            sorted(glob("python/src/*.cpp")) + ["src/builtin_registry.cpp"],
+            sorted(glob("python/src/*.cpp")) + sorted(glob("src/*.cpp")),
             include_dirs=["include"],
-            define_macros=[("PIPESCHED_REGISTRY_COMPILED", None)],
             cxx_std=20,
         )
     ],

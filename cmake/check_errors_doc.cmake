@@ -165,6 +165,8 @@ if(MODE STREQUAL "generate")
 #include <pipesched/exec/sleep_executor.hpp>
 #include <pipesched/exec/thread_driver.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/gen/dualpipe.hpp>
+#include <pipesched/gen/dualpipev.hpp>
 #include <pipesched/io/json.hpp>
 #include <pipesched/io/model_json.hpp>
 #include <pipesched/io/torch_csv.hpp>

@@ -20,6 +20,7 @@
 #include <pipesched/transform/recompute.hpp>
 
 #include "mlp.hpp"
+#include "training_schedules.hpp"
 
 namespace {
 
@@ -107,39 +108,21 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"before-backward", "idle-slot"}));
   CLI11_PARSE(app, argc, argv);
 
-  const auto& registry = pipesched::default_registry();
   std::vector<const pipesched::generator_entry*> entries;
-  if (opt.schedule == "all") {
-    for (const auto& e : registry.entries()) {
-      entries.push_back(&e);
-    }
-  } else {
-    try {
-      entries.push_back(&registry.at(opt.schedule));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "mlp_pipeline: %s\n", e.what());
-      return 2;
-    }
+  try {
+    entries = training_schedules::named(opt.schedule);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mlp_pipeline: %s\n", e.what());
+    return 2;
   }
 
   double worst = 0.0;
   int trained = 0;
   int failed = 0;
   for (const auto* entry : entries) {
-    pipesched::generator_params params;
-    params.stages = opt.stages;
-    params.microbatches = opt.microbatches;
-    params.chunks = entry->default_chunks;
     pipesched::schedule sched;
     try {
-      sched = entry->generate(params);
-      // Each rank builds one copy of its stages' layers; a micro-batch's route through a second
-      // copy (dualpipe) is not modelled here yet.
-      if (sched.layout().routes() > 1) {
-        throw pipesched::invalid_argument(entry->name + ": has " +
-                                          std::to_string(sched.layout().routes()) +
-                                          " routes; this example trains schedules of one route");
-      }
+      sched = training_schedules::generate(*entry, opt.stages, opt.microbatches);
     } catch (const pipesched::invalid_argument& e) {
       if (entries.size() == 1) {
         std::fprintf(stderr, "mlp_pipeline: %s\n", e.what());
@@ -148,7 +131,6 @@ int main(int argc, char** argv) {
       std::printf("skip %s: %s\n", entry->name.c_str(), e.what());
       continue;
     }
-    sched.set_name(entry->name);
     try {
       if (!opt.recompute.empty()) {
         std::vector<pipesched::global_chunk> chunks;

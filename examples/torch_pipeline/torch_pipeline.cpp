@@ -1,6 +1,7 @@
 // Trains a small GPT-like model (libtorch, double precision) through any registered pipeline
 // schedule, one thread per stage (torch_pipeline) or one MPI rank per stage
-// (torch_pipeline_mpi, the same file built with TORCH_PIPELINE_MPI), with a real split
+// (torch_pipeline_mpi: this file is compiled once for both, each program adding its transport,
+// transport.hpp), with a real split
 // backward (--split: fused, autograd, or store, the default: B leaves each linear layer's input
 // and output gradient, W runs only the weight-gradient products). Checks the accumulated
 // gradients against an unpipelined step on the same mini-batch; can measure the real F/B/W
@@ -35,9 +36,6 @@
 #include <CLI/CLI.hpp>
 
 #include <pipesched/analysis/simulate.hpp>
-#include <pipesched/exec/executor.hpp>
-#include <pipesched/exec/instrumented_executor.hpp>
-#include <pipesched/exec/thread_driver.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/io/cost_model_json.hpp>
 #include <pipesched/model/transformer_costs.hpp>
@@ -45,62 +43,10 @@
 
 #include "gpt.hpp"
 #include "pipelined_gpt.hpp"
+#include "training_schedules.hpp"
+#include "transport.hpp"
 
-#ifdef TORCH_PIPELINE_MPI
-#include <mpi.h>
-
-#include <pipesched/exec/mpi.hpp>
-
-/// A message crosses ranks as [ndim, sizes...] (int64) then the values (double); an empty
-/// message (undefined tensor) as no bytes.
-template <>
-struct pipesched::mpi_codec<gpt::pipelined_gpt::message> {
-  static void encode(const gpt::pipelined_gpt::message& m, std::vector<std::byte>& out) {
-    out.clear();
-    if (!m.t.defined()) {
-      return;
-    }
-    const torch::Tensor t = m.t.contiguous();
-    std::vector<std::int64_t> head{t.dim()};
-    for (const std::int64_t d : t.sizes()) {
-      head.push_back(d);
-    }
-    const std::size_t head_bytes = head.size() * sizeof(std::int64_t);
-    const std::size_t data_bytes = static_cast<std::size_t>(t.numel()) * sizeof(double);
-    out.resize(head_bytes + data_bytes);
-    std::memcpy(out.data(), head.data(), head_bytes);
-    std::memcpy(out.data() + head_bytes, t.data_ptr<double>(), data_bytes);
-  }
-  static gpt::pipelined_gpt::message decode(std::span<const std::byte> bytes) {
-    gpt::pipelined_gpt::message m;
-    if (bytes.empty()) {
-      return m;
-    }
-    std::int64_t ndim = 0;
-    if (bytes.size() < sizeof ndim) {
-      throw std::runtime_error("mpi_codec<tensor>: " + std::to_string(bytes.size()) +
-                               " bytes hold no shape");
-    }
-    std::memcpy(&ndim, bytes.data(), sizeof ndim);
-    const std::size_t head_bytes = (static_cast<std::size_t>(ndim) + 1) * sizeof(std::int64_t);
-    if (ndim < 0 || ndim > 8 || bytes.size() < head_bytes) {
-      throw std::runtime_error("mpi_codec<tensor>: bad shape header (ndim " + std::to_string(ndim) +
-                               ")");
-    }
-    std::vector<std::int64_t> sizes(static_cast<std::size_t>(ndim));
-    std::memcpy(sizes.data(), bytes.data() + sizeof ndim, sizes.size() * sizeof(std::int64_t));
-    m.t = torch::empty(sizes, torch::kDouble);
-    const std::size_t data_bytes = static_cast<std::size_t>(m.t.numel()) * sizeof(double);
-    if (bytes.size() != head_bytes + data_bytes) {
-      throw std::runtime_error("mpi_codec<tensor>: shape and payload size disagree");
-    }
-    std::memcpy(m.t.data_ptr<double>(), bytes.data() + head_bytes, data_bytes);
-    return m;
-  }
-};
-static_assert(pipesched::mpi_message<gpt::pipelined_gpt::message>);
-#endif
-
+namespace torch_pipeline {
 namespace {
 
 constexpr double tolerance = 1e-10;
@@ -110,16 +56,8 @@ using gpt::split_mode;
 using pipesched::global_chunk;
 using pipesched::op_kind;
 
-#ifdef TORCH_PIPELINE_MPI
-const char* const program = "torch_pipeline_mpi";
-#else
-const char* const program = "torch_pipeline";
-#endif
-
-/// This process's place: rank 0 (the only one without MPI) prints and checks.
-int world_rank = 0;
 bool root() {
-  return world_rank == 0;
+  return rank() == 0;
 }
 
 template <class... A>
@@ -162,106 +100,6 @@ gpt::config config_for(const pipesched::schedule& sched, const options& opt) {
   return c;
 }
 
-// --- Where the stages run: threads of this process, or MPI ranks ----------------------------
-
-/// Runs `sched` once (validated first when `validate`); with `samples`, timed: its compute ops
-/// are added and the makespan (seconds, the same on every rank) returned.
-double execute(pipelined_gpt& exec,
-               const pipesched::schedule& sched,
-               bool validate,
-               gpt::cost_samples* samples = nullptr) {
-#ifdef TORCH_PIPELINE_MPI
-  pipesched::mpi_options mo;
-  mo.validate = validate;
-  // A compute-only schedule runs as given, each F and B sending its output with MPI_Isend as
-  // it ends (a lowered one: its own SEND / RECV ops, synchronous).
-  mo.lower = false;
-  mo.gather_timings = false;  // each rank keeps its own ops
-  MPI_Barrier(MPI_COMM_WORLD);
-  const pipesched::mpi_run_result r = pipesched::run_mpi(exec, sched, mo);
-  if (samples != nullptr) {
-    samples->add(sched.layout(), r.timings, exec);
-  }
-  double makespan = r.elapsed;
-  MPI_Allreduce(MPI_IN_PLACE, &makespan, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return makespan;
-#else
-  pipesched::thread_driver_options to;
-  to.validate = validate;
-  if (samples == nullptr) {
-    pipesched::run_threaded(exec, sched, to);
-    return 0.0;
-  }
-  pipesched::instrumented_executor<pipelined_gpt> timed(exec, sched.stages());
-  timed.restart();
-  pipesched::run_threaded(timed, sched, to);
-  for (pipesched::stage_index s = 0; s < sched.stages(); ++s) {
-    samples->add(sched.layout(), timed.timings(s), exec);
-  }
-  return timed.makespan();
-#endif
-}
-
-/// Every stage's measured costs (ms), known to every rank.
-std::vector<pipesched::op_costs> stage_costs(const gpt::cost_samples& samples) {
-  std::vector<pipesched::op_costs> out(samples.stages());
-#ifdef TORCH_PIPELINE_MPI
-  const pipesched::op_costs mine =
-      samples.stage_ms(static_cast<pipesched::stage_index>(world_rank));
-  const double local[3] = {mine.forward, mine.backward_input, mine.backward_weight};
-  std::vector<double> all(3 * out.size());
-  MPI_Allgather(local, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, MPI_COMM_WORLD);
-  for (std::size_t s = 0; s < out.size(); ++s) {
-    out[s] = pipesched::op_costs{all[3 * s], all[3 * s + 1], all[3 * s + 2]};
-  }
-#else
-  for (pipesched::stage_index s = 0; s < samples.stages(); ++s) {
-    out[s] = samples.stage_ms(s);
-  }
-#endif
-  return out;
-}
-
-/// Under MPI each rank holds the gradients, loss and stores of its own chunks (zeros
-/// elsewhere): summed, every rank holds them all, exactly (x + 0 = x).
-void combine(pipelined_gpt& exec, std::size_t chunks, double& loss, double& stashed) {
-  loss = exec.loss();
-  stashed = static_cast<double>(exec.stashed());
-#ifdef TORCH_PIPELINE_MPI
-  for (std::size_t g = 0; g < chunks; ++g) {
-    for (torch::Tensor& t : exec.grads(static_cast<global_chunk>(g))) {
-      MPI_Allreduce(MPI_IN_PLACE, t.data_ptr<double>(), static_cast<int>(t.numel()), MPI_DOUBLE,
-                    MPI_SUM, MPI_COMM_WORLD);
-    }
-  }
-  double v[2] = {loss, stashed};
-  MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  loss = v[0];
-  stashed = v[1];
-#else
-  (void)chunks;
-#endif
-}
-
-/// Rank 0's verdict, on every rank.
-double shared_value(double x) {
-#ifdef TORCH_PIPELINE_MPI
-  MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-#endif
-  return x;
-}
-
-/// Rank 0's text, on every rank.
-std::string shared_text(std::string text) {
-#ifdef TORCH_PIPELINE_MPI
-  auto n = static_cast<long long>(text.size());
-  MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-  text.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
-#endif
-  return text;
-}
-
 // --- Checks ----------------------------------------------------------------------------------
 
 /// One gradient check (after combine): the executor's accumulated gradients against the
@@ -288,10 +126,7 @@ bool check_store_bytes(const pipelined_gpt& exec, const gpt::model& m) {
   for (std::size_t g = 0; g < got.size(); ++g) {
     got[g] = static_cast<double>(exec.store_bytes(static_cast<global_chunk>(g)));
   }
-#ifdef TORCH_PIPELINE_MPI
-  MPI_Allreduce(MPI_IN_PLACE, got.data(), static_cast<int>(got.size()), MPI_DOUBLE, MPI_MAX,
-                MPI_COMM_WORLD);
-#endif
+  share_max(got);
   pipesched::transformer_dims dims;
   dims.hidden = static_cast<std::uint64_t>(c.d_model);
   dims.heads = static_cast<std::uint64_t>(c.heads);
@@ -614,19 +449,19 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+}  // namespace
+
 int run(int argc, char** argv) {
   options opt;
   std::string split = "store";
   std::string replan;
   CLI::App app{"Train a small GPT-like model (libtorch) through a pipeline schedule"};
   app.add_option("--schedule,-s", opt.schedule, "registered schedule name, or 'all'")->required();
-#ifdef TORCH_PIPELINE_MPI
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  opt.stages = static_cast<std::uint32_t>(size);  // one rank per stage
-#else
-  app.add_option("--stages,-p", opt.stages, "pipeline stages")->check(CLI::Range(1u, 64u));
-#endif
+  if (const std::optional<std::uint32_t> fixed = fixed_stages()) {
+    opt.stages = *fixed;
+  } else {
+    app.add_option("--stages,-p", opt.stages, "pipeline stages")->check(CLI::Range(1u, 64u));
+  }
   app.add_option("--microbatches,-m", opt.microbatches, "micro-batches")
       ->check(CLI::Range(1u, 4096u));
   app.add_flag("--lowered", opt.lowered,
@@ -719,13 +554,7 @@ int run(int argc, char** argv) {
 
   std::vector<const pipesched::generator_entry*> entries;
   try {
-    if (opt.schedule == "all") {
-      for (const auto& e : registry.entries()) {
-        entries.push_back(&e);
-      }
-    } else {
-      entries.push_back(&registry.at(opt.schedule));
-    }
+    entries = training_schedules::named(opt.schedule);
   } catch (const std::exception& e) {
     return refuse(e.what());
   }
@@ -734,22 +563,10 @@ int run(int argc, char** argv) {
   int trained = 0;
   int failed = 0;
   for (const auto* entry : entries) {
-    pipesched::generator_params params;
-    params.stages = opt.stages;
-    params.microbatches = opt.microbatches;
-    params.chunks = entry->default_chunks;
     pipesched::schedule sched;
     try {
-      sched = entry->generate(params);
-      // Each rank builds one copy of its stages' layers; a micro-batch's route through a second
-      // copy (dualpipe) is not modelled here yet.
-      if (sched.layout().routes() > 1) {
-        throw pipesched::invalid_argument(entry->name + ": has " +
-                                          std::to_string(sched.layout().routes()) +
-                                          " routes; this example trains schedules of one route");
-      }
-      sched.set_name(entry->name);
-      sched = maybe_lower(std::move(sched), opt.lowered, params.costs);
+      sched = training_schedules::generate(*entry, opt.stages, opt.microbatches);
+      sched = maybe_lower(std::move(sched), opt.lowered, pipesched::cost_model{});
       config_for(sched, opt);  // --layers fits
     } catch (const pipesched::invalid_argument& e) {
       if (entries.size() == 1) {
@@ -790,25 +607,4 @@ int run(int argc, char** argv) {
   return failed == 0 && worst <= tolerance ? 0 : 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-#ifdef TORCH_PIPELINE_MPI
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  int rc = 1;
-  try {
-    rc = run(argc, argv);
-  } catch (const std::exception& e) {
-    // Not an op failure (those abort inside run_mpi): report and end the whole job.
-    std::fprintf(stderr, "%s: rank %d: %s\n", program, world_rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  std::fflush(stdout);
-  MPI_Finalize();
-  return rc;
-#else
-  return run(argc, argv);
-#endif
-}
+}  // namespace torch_pipeline

@@ -9,22 +9,12 @@
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/gen/zero_bubble.hpp>
 
+#include "support/ops.hpp"
+
 using namespace pipesched;
+using namespace test_ops;
 
 namespace {
-
-op F(microbatch_index j, chunk_index c = 0) {
-  return make_op(op_kind::forward, j, c);
-}
-op B(microbatch_index j) {
-  return make_op(op_kind::backward_input, j);
-}
-op W(microbatch_index j) {
-  return make_op(op_kind::backward_weight, j);
-}
-op BW(microbatch_index j, chunk_index c = 0) {
-  return make_op(op_kind::backward_full, j, c);
-}
 
 schedule one_stage(std::vector<op> ops) {
   schedule s = schedule::sequential("hand", 1, 2);

@@ -32,13 +32,13 @@ static_assert(std::is_base_of_v<robustness_options, dynamic_monte_carlo_options>
 
 namespace {
 
-struct shape {
+struct policy_shape {
   std::string name;
   placement pl;
   double limit;  // per stage, in M_B
 };
 
-std::vector<shape> shapes() {
+std::vector<policy_shape> policy_shapes() {
   return {{"sequential", placement::sequential(4), 4.0},
           {"sequential tight", placement::sequential(4), 1.0},
           {"v-shape", placement::v_shape(4), 4.0},
@@ -52,7 +52,7 @@ std::vector<shape> shapes() {
 TEST_CASE("simulate_dynamic: the recorded order validates, fits and times the same in the engine",
           "[dynamic]") {
   const cost_model costs = cost_model::uniform(1, 1.2, 0.8, 0.05);
-  for (const shape& sh : shapes()) {
+  for (const policy_shape& sh : policy_shapes()) {
     for (double cv : {0.0, 0.1}) {
       INFO(sh.name << " cv " << cv);
       dynamic_policy_options o;

@@ -6,6 +6,7 @@
 #include <pipesched/analysis/check_memory.hpp>
 #include <pipesched/analysis/memory_events.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/gen/detail/zb_search.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 
 #include "support/registry_shapes.hpp"

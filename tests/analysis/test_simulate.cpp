@@ -18,9 +18,11 @@
 #include <pipesched/ir/traversal.hpp>
 #include <pipesched/transform/comm_lowering.hpp>
 
+#include "support/ops.hpp"
 #include "support/options.hpp"
 
 using namespace pipesched;
+using namespace test_ops;
 using namespace test_options;
 
 namespace {
@@ -41,13 +43,6 @@ struct triple {
 
 const std::vector<triple> cost_triples = {{3, 4, 2}, {1, 1, 1}, {2, 3, 1},
                                           {1, 2, 1}, {5, 6, 4}, {4, 5, 1}};
-
-op F(microbatch_index j) {
-  return make_op(op_kind::forward, j);
-}
-op BW(microbatch_index j) {
-  return make_op(op_kind::backward_full, j);
-}
 
 // Sum of the ops' durations along the critical path plus T_comm on each remote hop, where
 // consecutive ops touch: for a non-lowered schedule this equals the makespan exactly.

@@ -23,7 +23,7 @@ namespace {
 
 // Checks what it is handed: every F of chunk > 0 and every B of a non-last chunk gets the
 // message its producer returned (the producer's op, as text), in a valid order.
-struct checking_executor {
+struct dynamic_checking_executor {
   struct message {
     std::string from;
   };
@@ -60,7 +60,7 @@ TEST_CASE("run_threaded_dynamic: the order it ran validates and fits the limit",
                           shape{placement::sequential(3), 1.0}, shape{placement::v_shape(3), 1.0},
                           shape{placement::v_shape(4), 4.0}, shape{placement::loop(3, 2), 2.0}}) {
     INFO("p " << sh.pl.stages() << " v " << sh.pl.chunks() << " limit " << sh.limit);
-    checking_executor e;
+    dynamic_checking_executor e;
     dynamic_run_options o;
     o.memory_limit = sh.limit;
     const schedule ran = run_threaded_dynamic(e, sh.pl, 6, o);
@@ -217,7 +217,7 @@ TEST_CASE("run_threaded_dynamic: no block at the minimum limit with any placemen
           "[exec][dynamic_driver]") {
   // Local chunk order unlike the model's (stage 0 holds global chunks 2 and 0): the driver's old
   // copy of the admission rule stopped with "every stage waits" at the minimum limit.
-  checking_executor e;
+  dynamic_checking_executor e;
   dynamic_run_options o;
   o.memory_limit = 1.0;
   const placement pl = placement::custom(2, 2, {2, 0, 1, 3});

@@ -17,7 +17,7 @@ using namespace pipesched;
 using exec_test::checking_executor;
 
 namespace {
-const std::vector<std::pair<std::uint32_t, std::uint32_t>> shapes = {
+const std::vector<std::pair<std::uint32_t, std::uint32_t>> serial_shapes = {
     {1, 1}, {1, 3}, {2, 1}, {2, 4}, {3, 2}, {3, 7}, {4, 4}, {4, 8}};
 
 struct recording_executor {
@@ -34,7 +34,7 @@ TEST_CASE("run_serial runs every registered schedule in a dependency-respecting 
           "[exec][serial_driver]") {
   std::size_t runs = 0;
   for (const auto& entry : default_registry().entries()) {
-    for (auto [p, m] : shapes) {
+    for (auto [p, m] : serial_shapes) {
       generator_params params;
       params.stages = p;
       params.microbatches = m;
@@ -52,7 +52,7 @@ TEST_CASE("run_serial runs every registered schedule in a dependency-respecting 
       ++runs;
     }
   }
-  CHECK(runs >= 6 * shapes.size());
+  CHECK(runs >= 6 * serial_shapes.size());
 }
 
 TEST_CASE("run_serial follows traverse()'s order exactly, deterministically",

@@ -26,7 +26,7 @@ using namespace pipesched;
 using exec_test::checking_executor;
 
 namespace {
-const std::vector<std::pair<std::uint32_t, std::uint32_t>> shapes = {
+const std::vector<std::pair<std::uint32_t, std::uint32_t>> thread_shapes = {
     {1, 1}, {1, 3}, {2, 1}, {2, 4}, {3, 2}, {3, 7}, {4, 4}, {4, 8}};
 
 /// The schedule, or nullopt when the generator's documented shape rule refuses (p, m).
@@ -60,7 +60,7 @@ TEST_CASE("run_threaded runs every registered schedule respecting dependencies",
           "[exec][thread_driver]") {
   std::size_t runs = 0;
   for (const auto& entry : default_registry().entries()) {
-    for (auto [p, m] : shapes) {
+    for (auto [p, m] : thread_shapes) {
       const auto generated = try_generate(entry, p, m);
       if (!generated) {
         continue;
@@ -74,7 +74,7 @@ TEST_CASE("run_threaded runs every registered schedule respecting dependencies",
       ++runs;
     }
   }
-  CHECK(runs >= 6 * shapes.size());
+  CHECK(runs >= 6 * thread_shapes.size());
 }
 
 TEST_CASE("run_threaded runs a lowered schedule", "[exec][thread_driver]") {
@@ -173,7 +173,7 @@ bool hung_op_returned(const std::shared_ptr<hang_control>& ctl) {
 }
 
 /// Blocks at (stage 1, op 2) until released.
-struct hanging_executor {
+struct thread_hanging_executor {
   struct message {};
   std::shared_ptr<hang_control> ctl;
   std::vector<std::size_t> calls = std::vector<std::size_t>(3, 0);
@@ -192,7 +192,7 @@ TEST_CASE("run_threaded with op_timeout reports an op that never returns",
   const auto s = generate(gpipe{}, 3, 4);
   auto ctl = std::make_shared<hang_control>();
   {
-    hanging_executor e{ctl};
+    thread_hanging_executor e{ctl};
     try {
       run_threaded(e, s, {std::chrono::milliseconds(100)});
       FAIL("no exception");

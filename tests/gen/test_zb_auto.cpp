@@ -9,6 +9,8 @@
 #include <pipesched/analysis/simulate.hpp>
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/gen/detail/zb_order_timing.hpp>
+#include <pipesched/gen/detail/zb_problem.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/gen/zb_v.hpp>
 #include <pipesched/gen/zero_bubble.hpp>

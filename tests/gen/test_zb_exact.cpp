@@ -12,6 +12,7 @@
 #include <pipesched/analysis/check_memory.hpp>
 #include <pipesched/analysis/simulate.hpp>
 #include <pipesched/analysis/validate.hpp>
+#include <pipesched/gen/detail/zb_exact_search.hpp>
 #include <pipesched/gen/zb_auto.hpp>
 #include <pipesched/gen/zb_exact.hpp>
 #include <pipesched/gen/zero_bubble.hpp>

@@ -20,10 +20,10 @@ namespace {
 constexpr double cost_scales[] = {1e-6, 1e-3, 1.0, 1e3, 1e6, 1e9, 1e12};
 constexpr double memory_scales[] = {1e-9, 1e-6, 1e-3, 1.0, 1e3, 1e6, 1e9, 1e12};
 
-struct shape {
+struct scale_shape {
   std::uint32_t p, m;
 };
-constexpr shape shapes[] = {{2, 3}, {4, 8}, {3, 7}};
+constexpr scale_shape scale_shapes[] = {{2, 3}, {4, 8}, {3, 7}};
 
 // One generator and its limit, in units of one (chunk) activation M_B; 0: the preset's.
 struct setting {
@@ -77,7 +77,7 @@ TEST_CASE(
                                          {"zb-1p", 0.0},   {"zb-2p", 0.0},   {"zb-v", 2.0},
                                          {"zb-v", 2.3}};
   for (const zb_objective objective : {zb_objective::span, zb_objective::automatic}) {
-    for (const shape& sh : shapes) {
+    for (const scale_shape& sh : scale_shapes) {
       for (const setting& g : settings) {
         const bool v_shape = std::string(g.name) == "zb-v";
         const std::uint32_t v = v_shape ? 2 : 1;

@@ -5,19 +5,13 @@
 
 #include <pipesched/io/cost_model_json.hpp>
 
+#include "support/error_of.hpp"
+
 using namespace pipesched;
 using nlohmann::json;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const invalid_argument& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test_support::error_of;
 std::string cost_error(const std::string& text) {
   return error_of([&] { (void)read_cost_model(text); });
 }

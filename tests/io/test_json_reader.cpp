@@ -7,19 +7,13 @@
 
 #include <pipesched/io/detail/json_reader.hpp>
 
+#include "support/error_of.hpp"
+
 using nlohmann::json;
 using pipesched::detail::json_reader;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const pipesched::invalid_argument& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test_support::error_of;
 }  // namespace
 
 // The one reader of every JSON format: each rule's message, with the JSON pointer in front.

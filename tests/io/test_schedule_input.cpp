@@ -8,18 +8,12 @@
 #include <pipesched/io/schedule_input.hpp>
 #include <pipesched/io/torch_csv.hpp>
 
+#include "support/error_of.hpp"
+
 using namespace pipesched;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const invalid_argument& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test_support::error_of;
 }  // namespace
 
 TEST_CASE("schedule input: format names", "[io][schedule_input]") {

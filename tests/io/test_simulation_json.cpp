@@ -8,19 +8,13 @@
 #include <pipesched/gen/one_f_one_b.hpp>
 #include <pipesched/io/simulation_json.hpp>
 
+#include "support/error_of.hpp"
+
 using namespace pipesched;
 using nlohmann::json;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const invalid_argument& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test_support::error_of;
 }  // namespace
 
 TEST_CASE("simulation json: write, read back and errors", "[io][simulation_json][model_json]") {

@@ -297,7 +297,7 @@ schedule two_chunk(const placement& pl, std::uint32_t m, bool split) {
   return s;
 }
 
-std::string error_of(const std::string& csv) {
+std::string csv_error(const std::string& csv) {
   try {
     (void)from_torch_csv(csv);
   } catch (const invalid_argument& e) {
@@ -405,33 +405,33 @@ TEST_CASE("torch csv: lenient layout", "[io][torch_csv]") {
 }
 
 TEST_CASE("torch csv: errors name row and column", "[io][torch_csv]") {
-  CHECK(error_of("0F0,0X0\n") ==
+  CHECK(csv_error("0F0,0X0\n") ==
         "from_torch_csv: row 1, column 2: unknown action \"X\" in cell \"0X0\" (expected F, I, B, "
         "W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
   // Our recompute kind is not a PyTorch action: refused on import as on export.
-  CHECK(error_of("0F0,0R0,0B0\n") ==
+  CHECK(csv_error("0F0,0R0,0B0\n") ==
         "from_torch_csv: row 1, column 2: unknown action \"R\" in cell \"0R0\" (expected F, I, B, "
         "W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
-  CHECK(error_of("0F0\n1F0,F1\n") ==
+  CHECK(csv_error("0F0\n1F0,F1\n") ==
         "from_torch_csv: row 2, column 2: malformed cell \"F1\" (expected "
         "<stage><kind><microbatch>, e.g. 0F3)");
-  CHECK(error_of("0F0,,0F\n") ==
+  CHECK(csv_error("0F0,,0F\n") ==
         "from_torch_csv: row 1, column 3: malformed cell \"0F\" (missing micro-batch)");
-  CHECK(error_of("0F0,0F99999999999\n") ==
+  CHECK(csv_error("0F0,0F99999999999\n") ==
         "from_torch_csv: row 1, column 2: malformed cell \"0F99999999999\" (expected "
         "<stage><kind><microbatch>, e.g. 0F3)");
-  CHECK(error_of("0F0,0I0,0BW1\n") ==
+  CHECK(csv_error("0F0,0I0,0BW1\n") ==
         "from_torch_csv: row 1, column 3: BW (older spelling) mixed with I (current spelling) at "
         "row 1, column 2");
-  CHECK(error_of("0F0,2F0\n1F0\n") ==
+  CHECK(csv_error("0F0,2F0\n1F0\n") ==
         "from_torch_csv: stage count (highest stage index + 1 = 3) must be a multiple of the rank "
         "count (2 rows)");
-  CHECK(error_of("0F0,1F0\n1B0\n") ==
+  CHECK(csv_error("0F0,1F0\n1B0\n") ==
         "from_torch_csv: row 2, column 1: stage 1 is on rank 0 (row 1) "
         "and on rank 1");
-  CHECK(error_of("") == "from_torch_csv: no rows (a PyTorch CSV has one row per rank)");
-  CHECK(error_of(",,\n") == "from_torch_csv: no actions (every cell is empty)");
-  CHECK(error_of("0F0,1F0\n3F0\n") ==
+  CHECK(csv_error("") == "from_torch_csv: no rows (a PyTorch CSV has one row per rank)");
+  CHECK(csv_error(",,\n") == "from_torch_csv: no actions (every cell is empty)");
+  CHECK(csv_error("0F0,1F0\n3F0\n") ==
         "from_torch_csv: rank 1 (row 2) holds 1 stages, expected 2 (stages are neither loop- nor "
         "V-placed, so every rank must hold exactly 2 stage indices)");
 }
@@ -630,16 +630,16 @@ TEST_CASE("torch csv: (...;...)OVERLAP_F_B reads as an overlapped pair and write
 }
 
 TEST_CASE("torch csv: malformed overlapped pairs name row and column", "[io][torch_csv][overlap]") {
-  CHECK(error_of("0F0,(0F1;0B0;0F2)OVERLAP_F_B\n") ==
+  CHECK(csv_error("0F0,(0F1;0B0;0F2)OVERLAP_F_B\n") ==
         "from_torch_csv: row 1, column 2: malformed cell \"(0F1;0B0;0F2)OVERLAP_F_B\" (expected "
         "an overlapped pair (<action>;<action>)OVERLAP_F_B, e.g. (0F7;7B3)OVERLAP_F_B)");
-  CHECK(error_of("(0F1;0B0)OVERLAP\n") ==
+  CHECK(csv_error("(0F1;0B0)OVERLAP\n") ==
         "from_torch_csv: row 1, column 1: malformed cell \"(0F1;0B0)OVERLAP\" (expected an "
         "overlapped pair (<action>;<action>)OVERLAP_F_B, e.g. (0F7;7B3)OVERLAP_F_B)");
-  CHECK(error_of("(0F1;0X0)OVERLAP_F_B\n") ==
+  CHECK(csv_error("(0F1;0X0)OVERLAP_F_B\n") ==
         "from_torch_csv: row 1, column 1: unknown action \"X\" in cell \"(0F1;0X0)OVERLAP_F_B\" "
         "(expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B or RECV_B)");
-  CHECK(error_of("(0F1;0UNSHARD)OVERLAP_F_B\n") ==
+  CHECK(csv_error("(0F1;0UNSHARD)OVERLAP_F_B\n") ==
         "from_torch_csv: row 1, column 1: cell \"(0F1;0UNSHARD)OVERLAP_F_B\": an overlapped pair "
         "holds two compute actions");
 }

@@ -10,7 +10,7 @@ using namespace pipesched;
 
 namespace {
 
-std::string error_of(const link_model& l, std::uint32_t stages) {
+std::string link_error(const link_model& l, std::uint32_t stages) {
   try {
     l.check(stages, "who");
   } catch (const pipesched::invalid_argument& e) {
@@ -23,7 +23,7 @@ std::string error_of(const link_model& l, std::uint32_t stages) {
 
 TEST_CASE("link_model: defaults are free links and no bulk traffic", "[link]") {
   const link_model l;
-  CHECK(error_of(l, 4).empty());
+  CHECK(link_error(l, 4).empty());
   CHECK(l.bandwidth_of(3) == std::numeric_limits<double>::infinity());
   CHECK(l.discipline == link_discipline::fifo);
   CHECK_FALSE(l.bulk.any());
@@ -35,45 +35,45 @@ TEST_CASE("link_model: per-stage bandwidth and bulk bytes", "[link]") {
   l.bandwidth = {1.0, 2.0, 3.0};
   l.bulk.replicas = 4;
   l.bulk.gradient_bytes = {10.0, 20.0, 30.0};
-  CHECK(error_of(l, 3).empty());
+  CHECK(link_error(l, 3).empty());
   CHECK(l.bandwidth_of(1) == 2.0);
   CHECK(l.bulk.bytes(2) == 30.0);
   CHECK(l.bulk.steps() == 6);
   CHECK(l.bulk.any());
-  CHECK(error_of(l, 4) ==
+  CHECK(link_error(l, 4) ==
         "who: link bandwidth (3 entries) must hold one value or one per stage (p=4)");
 }
 
 TEST_CASE("link_model: invalid values name the field and the rule", "[link]") {
   link_model l;
   l.bandwidth = {0.0};
-  CHECK(error_of(l, 2) ==
+  CHECK(link_error(l, 2) ==
         "who: link bandwidth (0) must be > 0 (bytes per time unit; infinity: no serialization)");
   l.bandwidth = {-1.0};
-  CHECK(error_of(l, 2).find("link bandwidth (-1) must be > 0") != std::string::npos);
+  CHECK(link_error(l, 2).find("link bandwidth (-1) must be > 0") != std::string::npos);
   l.bandwidth = {std::numeric_limits<double>::quiet_NaN()};
-  CHECK(error_of(l, 2).find("link bandwidth (nan) must be > 0") != std::string::npos);
+  CHECK(link_error(l, 2).find("link bandwidth (nan) must be > 0") != std::string::npos);
   l = link_model{};
   l.activation_bytes = -1.0;
-  CHECK(error_of(l, 2) == "who: link activation_bytes (-1) must be finite and >= 0");
+  CHECK(link_error(l, 2) == "who: link activation_bytes (-1) must be finite and >= 0");
   l = link_model{};
   l.gradient_bytes = std::numeric_limits<double>::infinity();
-  CHECK(error_of(l, 2) == "who: link gradient_bytes (inf) must be finite and >= 0");
+  CHECK(link_error(l, 2) == "who: link gradient_bytes (inf) must be finite and >= 0");
   l = link_model{};
   l.bulk.replicas = 0;
-  CHECK(error_of(l, 2) == "who: bulk replicas (D=0) must be at least 1");
+  CHECK(link_error(l, 2) == "who: bulk replicas (D=0) must be at least 1");
   l = link_model{};
   l.bulk.gradient_bytes = {1.0, -2.0};
-  CHECK(error_of(l, 2) == "who: bulk gradient_bytes (-2) must be finite and >= 0");
+  CHECK(link_error(l, 2) == "who: bulk gradient_bytes (-2) must be finite and >= 0");
   l.bulk.gradient_bytes = {1.0, 2.0, 3.0};
-  CHECK(error_of(l, 2) ==
+  CHECK(link_error(l, 2) ==
         "who: bulk gradient_bytes (3 entries) must hold one value or one per stage (p=2)");
   l = link_model{};
   l.bulk.step_latency = -0.5;
-  CHECK(error_of(l, 2) == "who: bulk step_latency (-0.5) must be finite and >= 0");
+  CHECK(link_error(l, 2) == "who: bulk step_latency (-0.5) must be finite and >= 0");
   l = link_model{};
   l.bulk.buckets_per_chunk = 0;
-  CHECK(error_of(l, 2) == "who: bulk buckets_per_chunk (0) must be at least 1");
+  CHECK(link_error(l, 2) == "who: bulk buckets_per_chunk (0) must be at least 1");
 }
 
 TEST_CASE("link_discipline: names round-trip, others are refused", "[link]") {
@@ -113,5 +113,5 @@ TEST_CASE("transformer_link_model: messages are the chunk-boundary tensor", "[li
   CHECK(l.bulk.replicas == 8);
   CHECK(l.bulk.bytes(0) == transformer_gradient_bytes(d));
   CHECK(l.bandwidth_of(0) == 1e9);
-  CHECK(error_of(l, 4).empty());
+  CHECK(link_error(l, 4).empty());
 }

@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/analysis/simulate.hpp>
+#include <pipesched/plan/job_model.hpp>
 #include <pipesched/plan/planner.hpp>
 
 using namespace pipesched;

@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/gen/builtin_registry.hpp>
+#include <pipesched/plan/plan_search.hpp>
 #include <pipesched/plan/planner.hpp>
 
 #include "support/plan_fixture.hpp"

@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <pipesched/analysis/check_memory.hpp>
+#include <pipesched/analysis/simulate.hpp>
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/plan/planner.hpp>
 

@@ -171,7 +171,7 @@ struct thread_exit_signal {
 };
 
 /// Hangs at the planned ops until the gate opens (after the driver returned); may also throw.
-struct hanging_executor {
+struct fault_hanging_executor {
   struct message {};
   std::shared_ptr<hang_gate> gate;
   fault_plan* plan;
@@ -241,7 +241,7 @@ TEST_CASE("fault injection: ops that never return, with and without a concurrent
     INFO(s.name() << " p=" << p << " hang at stage " << hs << " op " << hi);
     auto gate = std::make_shared<hang_gate>();
     {
-      hanging_executor e{gate, &plan, &hang};
+      fault_hanging_executor e{gate, &plan, &hang};
       try {
         // Far above any ordinary op here, even under a sanitizer on a loaded 2-core machine:
         // only the hanging op may time out.

@@ -15,13 +15,18 @@
 #include <vector>
 
 #include "pipesched/analysis/memory_events.hpp"
-#include "pipesched/ir/dependencies.hpp"
-#include "pipesched/ir/detail/key_table.hpp"
+#include "pipesched/analysis/metrics.hpp"
+#include "pipesched/ir/detail/linkage.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/ir/timed_op.hpp"
 #include "pipesched/model/memory_model.hpp"
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_CHECK_MEMORY)
+#include "pipesched/ir/dependencies.hpp"
+#include "pipesched/ir/detail/key_table.hpp"
+#endif
 
 namespace pipesched {
 
@@ -142,11 +147,7 @@ struct memory_report {
   double peak_memory(stage_index s) const { return stages.at(s).peak; }
   /// Largest peak over all stages.
   double max_peak() const noexcept {
-    double v = 0.0;
-    for (const auto& st : stages) {
-      v = std::max(v, st.peak);
-    }
-    return v;
+    return detail::largest_over_stages(stages, &stage_memory::peak);
   }
   std::size_t count(lifetime_error_kind k) const noexcept {
     std::size_t n = 0;
@@ -158,16 +159,6 @@ struct memory_report {
 };
 
 namespace detail {
-
-// Per (global chunk, micro-batch) lifetime bits: "live" and "was freed" for each buffer kind.
-using buffer_bits = std::uint16_t;  // 2 bits per buffer_kind
-static_assert(2 * buffer_kind_count <= 16);
-constexpr buffer_bits buffer_live(buffer_kind k) noexcept {
-  return static_cast<buffer_bits>(1u << (2u * static_cast<unsigned>(k)));
-}
-constexpr buffer_bits buffer_freed(buffer_kind k) noexcept {
-  return static_cast<buffer_bits>(2u << (2u * static_cast<unsigned>(k)));
-}
 
 /// Each stage's timed ops as a span, from per-stage lists of timed_op of any kind
 /// (simulation_result::ops, timeline::stages).
@@ -194,6 +185,26 @@ inline void check_memory_inputs(const memory_options& options,
     fail("check_memory: the simulation has op timings for ", times->size(),
          " stages, the schedule has ", p, " (simulate with record_ops = true)");
   }
+}
+
+/// The memory check of check_memory(): the one overload the others call (compiled once in the
+/// library unless PIPESCHED_HEADER_ONLY). `times`: each stage's op timings, or null.
+PIPESCHED_INLINE memory_report
+check_memory_impl(const schedule& sched,
+                  const memory_model& model_in,
+                  const memory_options& options,
+                  const std::vector<std::span<const timed_op>>* times);
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_CHECK_MEMORY)
+
+// Per (global chunk, micro-batch) lifetime bits: "live" and "was freed" for each buffer kind.
+using buffer_bits = std::uint16_t;  // 2 bits per buffer_kind
+static_assert(2 * buffer_kind_count <= 16);
+constexpr buffer_bits buffer_live(buffer_kind k) noexcept {
+  return static_cast<buffer_bits>(1u << (2u * static_cast<unsigned>(k)));
+}
+constexpr buffer_bits buffer_freed(buffer_kind k) noexcept {
+  return static_cast<buffer_bits>(2u << (2u * static_cast<unsigned>(k)));
 }
 
 /// The lifetime bits of every buffer, per (global chunk, micro-batch). Sparse when p*v*m dwarfs
@@ -495,15 +506,18 @@ memory_report check_memory_impl(const schedule& sched,
   return report;
 }
 
-inline memory_report check_memory_impl(const schedule& sched,
-                                       const memory_model& model_in,
-                                       const memory_options& options,
-                                       const std::vector<std::span<const timed_op>>* times) {
+PIPESCHED_INLINE memory_report
+check_memory_impl(const schedule& sched,
+                  const memory_model& model_in,
+                  const memory_options& options,
+                  const std::vector<std::span<const timed_op>>* times) {
   const shaped_memory_model model = model_in.for_shape(sched.stages(), sched.layout().chunks(),
                                                        sched.microbatches(), "check_memory");
   return model.has_microbatch_factors() ? check_memory_impl<true>(sched, model, options, times)
                                         : check_memory_impl<false>(sched, model, options, times);
 }
+
+#endif
 
 }  // namespace detail
 

@@ -1,9 +1,10 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
-// The two summary numbers of a timed schedule, defined once: the simulator, the timelines
-// (io/), the zero-bubble search and every writer call these.
+// The summary numbers of a timed schedule, defined once: the simulator, the timelines (io/), the
+// zero-bubble search and every writer call these.
 
 namespace pipesched {
 
@@ -29,5 +30,20 @@ constexpr double bubble_rate_of(double longest_span, double largest_busy) noexce
 constexpr double utilization_of(double total_busy, std::uint32_t stages, double makespan) noexcept {
   return makespan > 0.0 && stages > 0 ? total_busy / (double(stages) * makespan) : 0.0;
 }
+
+namespace detail {
+
+/// The largest of one per-stage number (`member` of each of `stages`), 0 without stages: a
+/// report's max_peak() or max_idle().
+template <class Stages, class Member>
+double largest_over_stages(const Stages& stages, Member member) noexcept {
+  double v = 0.0;
+  for (const auto& st : stages) {
+    v = std::max(v, static_cast<double>(st.*member));
+  }
+  return v;
+}
+
+}  // namespace detail
 
 }  // namespace pipesched

@@ -14,6 +14,7 @@
 #include "pipesched/analysis/validate.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/detail/key_table.hpp"
+#include "pipesched/ir/detail/linkage.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/schedule.hpp"
@@ -105,11 +106,7 @@ struct [[nodiscard]] simulation_result {
   double idle(stage_index s) const { return stages.at(s).idle; }
   /// Largest idle time over all stages.
   double max_idle() const noexcept {
-    double v = 0.0;
-    for (const auto& st : stages) {
-      v = std::max(v, st.idle);
-    }
-    return v;
+    return detail::largest_over_stages(stages, &stage_timing::idle);
   }
 };
 
@@ -256,9 +253,9 @@ inline std::vector<op_location> critical_path(const schedule& sched,
 /// Never hangs: a schedule that cannot complete returns with `deadlock` set. Linear time;
 /// memory 2 doubles per (global chunk, micro-batch) (4 when lowered), plus 32 bytes per op with
 /// record_ops and 1 byte per op with critical_path.
-inline simulation_result simulate(const schedule& sched,
-                                  const cost_model& model = {},
-                                  const simulate_options& options = {});
+PIPESCHED_INLINE simulation_result simulate(const schedule& sched,
+                                            const cost_model& model = {},
+                                            const simulate_options& options = {});
 
 namespace detail {
 
@@ -365,9 +362,10 @@ simulation_result simulate_with(const schedule& sched,
 
 }  // namespace detail
 
-inline simulation_result simulate(const schedule& sched,
-                                  const cost_model& model,
-                                  const simulate_options& options) {
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_SIMULATE)
+PIPESCHED_INLINE simulation_result simulate(const schedule& sched,
+                                            const cost_model& model,
+                                            const simulate_options& options) {
   const placement& pl = sched.layout();
   const shaped_cost_model costs =
       model.for_shape(sched.stages(), pl.chunks(), sched.microbatches(), "simulate");
@@ -380,5 +378,6 @@ inline simulation_result simulate(const schedule& sched,
     return detail::simulate_with(sched, costs, plan, cost_of, options);
   });
 }
+#endif
 
 }  // namespace pipesched

@@ -9,12 +9,17 @@
 #include <string_view>
 #include <vector>
 
+#include "pipesched/ir/detail/linkage.hpp"
+#include "pipesched/ir/error.hpp"
+#include "pipesched/ir/op.hpp"
+#include "pipesched/ir/schedule.hpp"
+#include "pipesched/ir/traversal.hpp"
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_VALIDATE)
 #include "pipesched/analysis/detail/timed_traverse.hpp"
 #include "pipesched/ir/dependencies.hpp"
 #include "pipesched/ir/detail/key_table.hpp"
-#include "pipesched/ir/error.hpp"
-#include "pipesched/ir/schedule.hpp"
-#include "pipesched/ir/traversal.hpp"
+#endif
 
 namespace pipesched {
 
@@ -144,6 +149,8 @@ inline std::string invalid_schedule_message(const validation_report& r,
 inline std::string mb_label(microbatch_index mb, chunk_index c) {
   return std::to_string(mb) + " of chunk " + std::to_string(c);
 }
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_VALIDATE)
 
 /// validate()'s passes over one schedule. They share the per-key op counts that the first pass
 /// fills and the later ones read; each reports through `rb`, in the order validate() runs them.
@@ -527,6 +534,8 @@ class schedule_checker {
   key_table<std::uint8_t> seen_;
 };
 
+#endif
+
 }  // namespace detail
 
 /// Checks a schedule against the rules of docs/model.md §1 and returns every violation:
@@ -547,7 +556,11 @@ class schedule_checker {
 /// - feasibility: every stage can run its list to the end given the cross-stage dependencies
 ///   (and SEND/RECV rendezvous); otherwise a deadlock with a witness cycle.
 /// Linear in the number of ops. Never throws for an invalid schedule.
-inline validation_report validate(const schedule& sched, const validate_options& opts = {}) {
+PIPESCHED_INLINE validation_report validate(const schedule& sched,
+                                            const validate_options& opts = {});
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_VALIDATE)
+PIPESCHED_INLINE validation_report validate(const schedule& sched, const validate_options& opts) {
   validation_report report;
   detail::report_builder rb{report, opts.max_violations};
   detail::schedule_checker check(sched, rb);
@@ -560,6 +573,7 @@ inline validation_report validate(const schedule& sched, const validate_options&
   }
   return report;
 }
+#endif
 
 namespace detail {
 

@@ -122,5 +122,14 @@ inline shaped_params for_shape(std::string_view who,
   return shaped_params{std::move(base), std::move(costs), std::move(memory)};
 }
 
+/// The zero-bubble searches' start: `p` checked for `chunks` chunks per stage with split
+/// backwards (check_shape, 3 ops per chunk and micro-batch), then read for that shape.
+inline shaped_params split_backward_shape(std::string_view who,
+                                          const generator_params& p,
+                                          std::uint32_t chunks) {
+  check_shape(who, p, chunks, 3);
+  return for_shape(who, p, chunks);
+}
+
 }  // namespace detail
 }  // namespace pipesched

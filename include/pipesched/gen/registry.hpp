@@ -15,6 +15,7 @@
 #include "pipesched/analysis/check_memory.hpp"
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zb_search_types.hpp"
+#include "pipesched/ir/detail/linkage.hpp"
 
 namespace pipesched {
 
@@ -82,21 +83,12 @@ struct generator_entry;
 
 namespace detail {
 
-// generator_entry::generate_result's work (defined below the entry as generate_result_here):
-// inline here, or, when the compiled pipesched::registry is linked (PIPESCHED_REGISTRY_COMPILED,
-// gen/builtin_registry.hpp), compiled once in it, under other names (the inline namespace),
-// so that a file calling generate_result() does not compile the memory checker again.
-#ifdef PIPESCHED_REGISTRY_COMPILED
-inline namespace compiled_registry {
-generation_result generate_result_of(const generator_entry& e,
-                                     const generator_params& params,
-                                     const generation_options& opts);
-}  // namespace compiled_registry
-#else
-inline generation_result generate_result_of(const generator_entry& e,
-                                            const generator_params& params,
-                                            const generation_options& opts);
-#endif
+// generator_entry::generate_result's work: compiled once in the library unless
+// PIPESCHED_HEADER_ONLY (ir/detail/linkage.hpp), so that a file calling generate_result() does
+// not compile the memory checker again.
+PIPESCHED_INLINE generation_result generate_result_of(const generator_entry& e,
+                                                      const generator_params& params,
+                                                      const generation_options& opts);
 
 }  // namespace detail
 
@@ -127,10 +119,10 @@ struct generator_entry {
 
 namespace detail {
 
-/// The body of generator_entry::generate_result, for both ways of compiling it.
-inline generation_result generate_result_here(const generator_entry& e,
-                                              const generator_params& params,
-                                              const generation_options& opts) {
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_REGISTRY)
+PIPESCHED_INLINE generation_result generate_result_of(const generator_entry& e,
+                                                      const generator_params& params,
+                                                      const generation_options& opts) {
   if (opts.search) {
     if (!e.searches) {
       detail::fail(e.name,
@@ -158,12 +150,6 @@ inline generation_result generate_result_here(const generator_entry& e,
   return r;
 }
 
-#ifndef PIPESCHED_REGISTRY_COMPILED
-inline generation_result generate_result_of(const generator_entry& e,
-                                            const generator_params& params,
-                                            const generation_options& opts) {
-  return generate_result_here(e, params, opts);
-}
 #endif
 
 }  // namespace detail

@@ -5,12 +5,16 @@
 #include <string_view>
 #include <vector>
 
+#include "pipesched/gen/generator.hpp"
+#include "pipesched/gen/zb_search_types.hpp"
+#include "pipesched/ir/detail/linkage.hpp"
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_ZB_SEARCH)
 #include "pipesched/analysis/simulate.hpp"
 #include "pipesched/gen/detail/zb_objective.hpp"
 #include "pipesched/gen/detail/zb_search.hpp"
-#include "pipesched/gen/generator.hpp"
-#include "pipesched/gen/zb_search_types.hpp"
 #include "pipesched/ir/detail/recompute_order.hpp"
+#endif
 
 namespace pipesched {
 
@@ -38,12 +42,17 @@ enum class zb_memory_preset : std::uint8_t {
 /// costs it reaches ZB-H1's span at p·M_B and zero bubble at 2p·M_B. Each greedy run is O(p·m·log
 /// p). With opts.recompute it also searches an order with every chunk recomputed (docs/model.md §7)
 /// and returns it (zb_auto_result::recomputed) when shorter in the objective.
-inline zb_auto_result zb_auto_search(const generator_params& given,
-                                     const zb_auto_options& opts = {},
-                                     zb_memory_preset preset = zb_memory_preset::given,
-                                     std::string_view who = "zb-auto") {
-  detail::check_shape(who, given, 1, 3);
-  const detail::shaped_params params = detail::for_shape(who, given, 1);
+PIPESCHED_INLINE zb_auto_result zb_auto_search(const generator_params& given,
+                                               const zb_auto_options& opts = {},
+                                               zb_memory_preset preset = zb_memory_preset::given,
+                                               std::string_view who = "zb-auto");
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_ZB_SEARCH)
+PIPESCHED_INLINE zb_auto_result zb_auto_search(const generator_params& given,
+                                               const zb_auto_options& opts,
+                                               zb_memory_preset preset,
+                                               std::string_view who) {
+  const detail::shaped_params params = detail::split_backward_shape(who, given, 1);
   if (preset != zb_memory_preset::given && params.memory_limit) {
     detail::fail(who, ": memory_limit must not be given: this preset fixes it to ",
                  preset == zb_memory_preset::one_p ? "p" : "2p", "*M_B (use zb-auto)");
@@ -116,6 +125,7 @@ inline zb_auto_result zb_auto_search(const generator_params& given,
   rc.recomputed = true;
   return rc;
 }
+#endif
 
 /// schedule_generator for zb_auto_search: "zb-auto", "zb-1p" or "zb-2p".
 struct zb_auto {

@@ -9,15 +9,19 @@
 #include <utility>
 #include <vector>
 
+#include "pipesched/gen/generator.hpp"
+#include "pipesched/ir/detail/linkage.hpp"
+#include "pipesched/ir/schedule.hpp"
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_ZB_SEARCH)
 #include "pipesched/gen/detail/zb_bound.hpp"
 #include "pipesched/gen/detail/zb_exact_search.hpp"
 #include "pipesched/gen/detail/zb_greedy.hpp"
-#include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zb_auto.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
-#include "pipesched/ir/schedule.hpp"
+#endif
 
 namespace pipesched {
 
@@ -76,11 +80,14 @@ struct zb_exact_result {
 /// stage, a deadline test, two W rules and a dominance table prune. docs/zb_exact.md has run
 /// times. Throws invalid_argument when p or m exceeds the caps in `opts` (4 and 8 by
 /// default), or the limit is below what any schedule needs.
-inline zb_exact_result zb_exact_search(const generator_params& given,
-                                       const zb_exact_options& opts = {}) {
+PIPESCHED_INLINE zb_exact_result zb_exact_search(const generator_params& given,
+                                                 const zb_exact_options& opts = {});
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_ZB_SEARCH)
+PIPESCHED_INLINE zb_exact_result zb_exact_search(const generator_params& given,
+                                                 const zb_exact_options& opts) {
   constexpr std::string_view who = "zb-exact";
-  detail::check_shape(who, given, 1, 3);
-  const detail::shaped_params params = detail::for_shape(who, given, 1);
+  const detail::shaped_params params = detail::split_backward_shape(who, given, 1);
   const std::uint32_t p = params.stages;
   const std::uint32_t m = params.microbatches;
   if (params.costs.has_microbatch_factors() || params.memory.has_microbatch_factors()) {
@@ -170,5 +177,6 @@ inline zb_exact_result zb_exact_search(const generator_params& given,
   res.sched = detail::to_schedule(who, m, pl, std::move(ops));
   return res;
 }
+#endif
 
 }  // namespace pipesched

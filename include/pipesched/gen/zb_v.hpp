@@ -4,6 +4,12 @@
 
 #include "pipesched/gen/generator.hpp"
 #include "pipesched/gen/zb_auto.hpp"
+#include "pipesched/gen/zb_search_types.hpp"
+#include "pipesched/ir/detail/linkage.hpp"
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_ZB_SEARCH)
+#include "pipesched/gen/detail/zb_search.hpp"
+#endif
 
 namespace pipesched {
 
@@ -23,13 +29,8 @@ namespace pipesched {
 /// minimum limit is one micro-batch's two chunk activations plus static memory. With equal costs
 /// and that default limit the result has zero bubble once m ≥ 2p (every stage busy from its first
 /// op to its last; tested for p 1..8, and the hand-crafted order alone for p 1..12).
-inline zb_auto_result zb_v_search(const generator_params& given, const zb_auto_options& opts = {}) {
-  constexpr std::string_view who = "zb-v";
-  detail::check_shape(who, given, 2, 3);
-  const detail::shaped_params params = detail::for_shape(who, given, 2);
-  const placement pl = placement::v_shape(params.stages);
-  return detail::zb_search(who, params, pl, detail::stage_limits(who, params, pl, 1.0), opts);
-}
+PIPESCHED_INLINE zb_auto_result zb_v_search(const generator_params& given,
+                                            const zb_auto_options& opts = {});
 
 /// schedule_generator for zb_v_search.
 struct zb_v {
@@ -40,5 +41,15 @@ struct zb_v {
     return zb_v_search(params, opts);
   }
 };
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_ZB_SEARCH)
+PIPESCHED_INLINE zb_auto_result zb_v_search(const generator_params& given,
+                                            const zb_auto_options& opts) {
+  constexpr std::string_view who = "zb-v";
+  const detail::shaped_params params = detail::split_backward_shape(who, given, 2);
+  const placement pl = placement::v_shape(params.stages);
+  return detail::zb_search(who, params, pl, detail::stage_limits(who, params, pl, 1.0), opts);
+}
+#endif
 
 }  // namespace pipesched

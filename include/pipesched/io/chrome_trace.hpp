@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -210,20 +211,22 @@ inline void write_chrome_trace(std::ostream& os,
       }
     }
     std::uint64_t id = 0;
+    // A flow event: its start ("s") on `from`, its end ("f", bound to the enclosing slice) on
+    // `to`, one id.
     auto flow = [&](const timed_op& from, const timed_op& to) {
       ++id;
-      out.raw(",{\"cat\":\"dependency\",\"id\":");
-      out.number(id);
-      out.raw(",\"name\":\"flow\",\"ph\":\"s\",\"pid\":0,\"tid\":");
-      out.number(tid(from));
-      out.raw(",\"ts\":");
-      out.number(from.start * k);
-      out.raw("},{\"bp\":\"e\",\"cat\":\"dependency\",\"id\":");
-      out.number(id);
-      out.raw(",\"name\":\"flow\",\"ph\":\"f\",\"pid\":0,\"tid\":");
-      out.number(tid(to));
-      out.raw(",\"ts\":");
-      out.number(to.start * k);
+      for (const auto& [head, phase, at] :
+           {std::tuple{",{", "s", &from}, std::tuple{"},{\"bp\":\"e\",", "f", &to}}) {
+        out.raw(head);
+        out.raw("\"cat\":\"dependency\",\"id\":");
+        out.number(id);
+        out.raw(",\"name\":\"flow\",\"ph\":\"");
+        out.raw(phase);
+        out.raw("\",\"pid\":0,\"tid\":");
+        out.number(tid(*at));
+        out.raw(",\"ts\":");
+        out.number(at->start * k);
+      }
       out.raw("}");
     };
     for (stage_index s = 0; s < sched.stages(); ++s) {

@@ -58,16 +58,32 @@ inline std::span<const transformer_spec> model_presets() {
   return presets;
 }
 
+namespace detail {
+
+/// The preset named `name` in `presets` (anything with a `name`); otherwise throws
+/// invalid_argument "unknown <what> "<name>" (presets: <names>, or a <what> JSON file)" (model
+/// and cluster alike: `file` says which file the CLI takes instead).
+template <class Spec>
+const Spec& preset_named(std::span<const Spec> presets,
+                         std::string_view name,
+                         std::string_view what,
+                         std::string_view file) {
+  std::string known;
+  for (const Spec& p : presets) {
+    if (p.name == name) {
+      return p;
+    }
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  detail::fail("unknown ", what, " \"", name, "\" (presets: ", known, ", or a ", file,
+               " JSON file)");
+}
+
+}  // namespace detail
+
 /// A preset by name; throws invalid_argument listing the known names.
 inline const transformer_spec& model_preset(std::string_view name) {
-  std::string known;
-  for (const transformer_spec& t : model_presets()) {
-    if (t.name == name) {
-      return t;
-    }
-    known += (known.empty() ? "" : ", ") + t.name;
-  }
-  detail::fail("unknown model \"", name, "\" (presets: ", known, ", or a model JSON file)");
+  return detail::preset_named(model_presets(), name, "model", "model");
 }
 
 /// One kind of GPU and how the cluster connects them (docs/model.md §10). Bandwidths are per
@@ -162,19 +178,18 @@ inline std::span<const cluster_spec> cluster_presets() {
   return presets;
 }
 
+/// A GPU preset by name; throws invalid_argument listing the known names.
 inline const cluster_spec& cluster_preset(std::string_view name) {
-  std::string known;
-  for (const cluster_spec& c : cluster_presets()) {
-    if (c.name == name) {
-      return c;
-    }
-    known += (known.empty() ? "" : ", ") + c.name;
-  }
-  detail::fail("unknown GPU \"", name, "\" (presets: ", known, ", or a cluster JSON file)");
+  return detail::preset_named(cluster_presets(), name, "GPU", "cluster");
 }
 
-/// How the data-parallel ranks share the training state (ZeRO, arXiv 1910.02054): bf16
-/// weights 2 bytes, fp32 main gradients 4, fp32 main weights + Adam m and v 12 per parameter.
+/// The training state's bytes per parameter (mixed precision with Adam, as ZeRO counts them,
+/// arXiv 1910.02054): bf16 weights, fp32 main gradients, fp32 main weights + Adam m and v.
+inline constexpr double weight_bytes_per_parameter = 2.0;
+inline constexpr double gradient_bytes_per_parameter = 4.0;
+inline constexpr double optimizer_bytes_per_parameter = 12.0;
+
+/// How the data-parallel ranks share the training state (the bytes per parameter above).
 enum class optimizer_sharding : std::uint8_t {
   none,       ///< 18 bytes per parameter on every rank
   optimizer,  ///< the 12 optimizer bytes / DP (Megatron's distributed optimizer, ZeRO-1)

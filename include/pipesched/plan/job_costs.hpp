@@ -345,10 +345,10 @@ inline job_costs make_job_costs(const training_job& job,
       chunk_params += head_params;
     }
     sp.largest_chunk = std::max(sp.largest_chunk, chunk_params);
-    out.gradient_bytes[g] = 4.0 * chunk_params;
+    out.gradient_bytes[g] = gradient_bytes_per_parameter * chunk_params;
   }
 
-  // Static bytes (ZeRO's 2 + 4 + 12 per parameter, sharded as asked).
+  // Static bytes (the training state's bytes per parameter, plan/job.hpp, sharded as asked).
   const double d = static_cast<double>(lay.dp);
   out.static_memory.resize(p);
   std::vector<double> static_total(p);
@@ -356,16 +356,18 @@ inline job_costs make_job_costs(const training_job& job,
     const double params = out.parameters[st].total();
     static_bytes& sb = out.static_memory[st];
     const optimizer_sharding sh = job.sharding;
-    sb.optimizer = sh == optimizer_sharding::none ? 12.0 * params : 12.0 * params / d;
+    const double optimizer = optimizer_bytes_per_parameter * params;
+    const double gradients = gradient_bytes_per_parameter * params;
+    const double weights = weight_bytes_per_parameter * params;
+    sb.optimizer = sh == optimizer_sharding::none ? optimizer : optimizer / d;
     sb.gradients = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights
-                       ? 4.0 * params / d
-                       : 4.0 * params;
+                       ? gradients / d
+                       : gradients;
     // ZeRO-3 gathers a chunk's weights before using them, the next one prefetched: two chunks'
     // bf16 weights whole.
-    sb.weights =
-        sh == optimizer_sharding::weights
-            ? 2.0 * params / d + (lay.dp > 1 ? 2.0 * 2.0 * out.parameters[st].largest_chunk : 0.0)
-            : 2.0 * params;
+    const double gathered =
+        lay.dp > 1 ? 2.0 * weight_bytes_per_parameter * out.parameters[st].largest_chunk : 0.0;
+    sb.weights = sh == optimizer_sharding::weights ? weights / d + gathered : weights;
     static_total[st] = sb.total();
   }
 
@@ -408,7 +410,8 @@ inline job_costs make_job_costs(const training_job& job,
       const stage_index st = pl.stage_of(g);
       const chunk_index c = pl.local_of(g);
       op_costs& oc = chunk_costs[std::size_t{st} * v + c];
-      const double gather = out.dp_gather_time(2.0 * out.gradient_bytes[g] / 4.0);
+      const double gather = out.dp_gather_time(weight_bytes_per_parameter * out.gradient_bytes[g] /
+                                               gradient_bytes_per_parameter);
       oc.forward = std::max(oc.forward, gather);
       oc.backward_input = std::max(oc.backward_input, gather);
     }

@@ -25,6 +25,7 @@
 #include "pipesched/analysis/check_memory.hpp"
 #include "pipesched/analysis/simulate.hpp"
 #include "pipesched/gen/builtin_registry.hpp"
+#include "pipesched/ir/detail/linkage.hpp"
 #include "pipesched/ir/detail/parallel.hpp"
 #include "pipesched/ir/detail/splitmix.hpp"
 #include "pipesched/ir/error.hpp"
@@ -32,7 +33,9 @@
 #include "pipesched/plan/job.hpp"
 #include "pipesched/plan/job_costs.hpp"
 #include "pipesched/plan/partition.hpp"
-#include "pipesched/plan/planner.hpp"
+#include "pipesched/plan/plan_ranking.hpp"
+#include "pipesched/plan/plan_search.hpp"
+#include "pipesched/plan/plan_types.hpp"
 #include "pipesched/tools/request.hpp"
 
 // Variable-length batches (docs/model.md §10.1): the sequences of one global batch packed into
@@ -1100,8 +1103,12 @@ inline std::optional<double> parse_bytes(std::string_view text) {
 
 /// The packing and order of `req`'s sequences that minimise the simulated step time within the
 /// memory limit, against the naive baseline (pack_problem::solve).
-inline pack_result pack(const pack_request& req) {
+PIPESCHED_INLINE pack_result pack(const pack_request& req);
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_PACK)
+PIPESCHED_INLINE pack_result pack(const pack_request& req) {
   return pack_problem(req).solve();
 }
+#endif
 
 }  // namespace pipesched

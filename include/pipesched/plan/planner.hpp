@@ -1,21 +1,23 @@
 #pragma once
 
-#include "pipesched/gen/builtin_registry.hpp"
+#include <utility>
+
+#include "pipesched/ir/detail/linkage.hpp"
 #include "pipesched/plan/job.hpp"
-#include "pipesched/plan/job_costs.hpp"
-#include "pipesched/plan/job_model.hpp"
-#include "pipesched/plan/job_schedule.hpp"
-#include "pipesched/plan/partition.hpp"
-#include "pipesched/plan/plan_ranking.hpp"
-#include "pipesched/plan/plan_search.hpp"
 #include "pipesched/plan/plan_types.hpp"
 
 // The planner (docs/model.md §10): from a model, a cluster and a batch to the fastest layout
 // and schedule that fit in GPU memory, by generating, simulating and checking every candidate
-// with real op times (seconds) and real sizes (bytes). This header is the public entry point;
-// the parts it is made of: plan_types.hpp (results and options), job_model.hpp (FLOPs, the
-// gradient reduction, bounds), job_schedule.hpp (a job's schedule, shared with pack),
-// plan_search.hpp (the space and the search), plan_ranking.hpp (which plan is better).
+// with real op times (seconds) and real sizes (bytes). This header is the public entry point,
+// with the result and option types (plan_types.hpp); plan() is compiled once in the library
+// (ir/detail/linkage.hpp). The parts it is made of: job_model.hpp (FLOPs, the gradient
+// reduction, bounds), job_schedule.hpp (a job's schedule, shared with pack), plan_search.hpp (the
+// space and the search), plan_ranking.hpp (which plan is better).
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_PLAN)
+#include "pipesched/gen/builtin_registry.hpp"
+#include "pipesched/plan/plan_search.hpp"
+#endif
 
 namespace pipesched {
 
@@ -28,7 +30,10 @@ namespace pipesched {
 /// skipped by bounds. Ranked by predicted step time (never by bubble rate). With opts.baseline,
 /// that layout too, by the same model. Throws invalid_argument naming the values for fixed choices
 /// that cannot be (TP not dividing the heads, PP above the layers, a batch that does not divide).
-inline plan_result plan(const training_job& job, const plan_options& opts = {}) {
+PIPESCHED_INLINE plan_result plan(const training_job& job, const plan_options& opts = {});
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_PLAN)
+PIPESCHED_INLINE plan_result plan(const training_job& job, const plan_options& opts) {
   job.check("plan");
   const generator_registry& registry = opts.registry ? *opts.registry : default_registry();
   plan_result res = detail::run_plan(job, opts.fixed, opts, registry);
@@ -43,5 +48,6 @@ inline plan_result plan(const training_job& job, const plan_options& opts = {}) 
   }
   return res;
 }
+#endif
 
 }  // namespace pipesched

@@ -12,6 +12,7 @@
 #include "pipesched/analysis/validate.hpp"
 #include "pipesched/gen/builtin_registry.hpp"
 #include "pipesched/gen/replan.hpp"
+#include "pipesched/ir/detail/linkage.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/model/cost_model.hpp"
 #include "pipesched/transform/recompute.hpp"
@@ -163,9 +164,15 @@ struct analyze_result {
 /// time throw invalid_argument naming the stage, the op and the times. A threshold (fields
 /// "absolute", "relative") or comm out of range throws field_error; an unknown generator, and
 /// what the steps throw, invalid_argument.
-inline analyze_result analyze_run(const measured_run& run,
-                                  const analyze_options& o = {},
-                                  const generator_registry& registry = default_registry()) {
+PIPESCHED_INLINE analyze_result
+analyze_run(const measured_run& run,
+            const analyze_options& o = {},
+            const generator_registry& registry = default_registry());
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_ANALYZE)
+PIPESCHED_INLINE analyze_result analyze_run(const measured_run& run,
+                                            const analyze_options& o,
+                                            const generator_registry& registry) {
   auto tell = [&](const std::string& what) {
     if (o.phase) {
       o.phase(what);
@@ -242,5 +249,6 @@ inline analyze_result analyze_run(const measured_run& run,
   r.plan = replan(ran, measured, ro, registry);
   return r;
 }
+#endif
 
 }  // namespace pipesched

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipesched/gen/registry.hpp"
+#include "pipesched/ir/detail/linkage.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/ir/schedule.hpp"
@@ -102,10 +103,28 @@ inline receive_placement named_receive_placement(std::string_view name, const ch
 /// recomputation (the rule names that option, "recompute" or "with_comm", so a front end can
 /// respell it), `search` with a given schedule. (Search options for a generator that does not
 /// search are build_schedule's rule: the registry knows which ones search.)
-inline schedule_request make_request(std::variant<generated_source, given_source> source,
-                                     generator_params params,
-                                     const request_options& opts,
-                                     const generator_registry& registry) {
+PIPESCHED_INLINE schedule_request make_request(std::variant<generated_source, given_source> source,
+                                               generator_params params,
+                                               const request_options& opts,
+                                               const generator_registry& registry);
+
+/// Builds the schedule `req` asks for, with what its generator knows about it: the lower bound
+/// and search figures of a searching generator (kept with recompute, dropped by lowering: they
+/// describe the compute-only order) and the memory violations of a hand-crafted order over
+/// the limit. The request's own rules throw field_error (ir/error.hpp: the field, e.g.
+/// "search", "chunks", "recompute.chunks", and the rule, so a front end can name the field in
+/// its terms): no generator name, search options for a generator that does not search, a shape
+/// (stages, microbatches, chunks) given with a given schedule, a recompute chunk out of range.
+/// An unknown generator, and whatever the generator, with_recompute (e.g. recompute asked of a
+/// schedule that already has SEND / RECV ops) or lower_communication throw, is invalid_argument.
+PIPESCHED_INLINE generation_result build_schedule(const schedule_request& req,
+                                                  const generator_registry& registry);
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_REQUEST)
+PIPESCHED_INLINE schedule_request make_request(std::variant<generated_source, given_source> source,
+                                               generator_params params,
+                                               const request_options& opts,
+                                               const generator_registry& registry) {
   constexpr const char* who = "schedule_request";
   const receive_placement recv = named_receive_placement(opts.recv, who);
   if (recv != receive_placement::eager && !opts.with_comm) {
@@ -143,17 +162,8 @@ inline schedule_request make_request(std::variant<generated_source, given_source
   return req;
 }
 
-/// Builds the schedule `req` asks for, with what its generator knows about it: the lower bound
-/// and search figures of a searching generator (kept with recompute, dropped by lowering: they
-/// describe the compute-only order) and the memory violations of a hand-crafted order over
-/// the limit. The request's own rules throw field_error (ir/error.hpp: the field, e.g.
-/// "search", "chunks", "recompute.chunks", and the rule, so a front end can name the field in
-/// its terms): no generator name, search options for a generator that does not search, a shape
-/// (stages, microbatches, chunks) given with a given schedule, a recompute chunk out of range.
-/// An unknown generator, and whatever the generator, with_recompute (e.g. recompute asked of a
-/// schedule that already has SEND / RECV ops) or lower_communication throw, is invalid_argument.
-inline generation_result build_schedule(const schedule_request& req,
-                                        const generator_registry& registry) {
+PIPESCHED_INLINE generation_result build_schedule(const schedule_request& req,
+                                                  const generator_registry& registry) {
   constexpr const char* who = "schedule_request";
   generation_result g;
   if (const auto* gen = std::get_if<generated_source>(&req.source)) {
@@ -216,5 +226,6 @@ inline generation_result build_schedule(const schedule_request& req,
   }
   return g;
 }
+#endif
 
 }  // namespace pipesched

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "pipesched/analysis/data_parallel_timing.hpp"
-#include "pipesched/analysis/dynamic_policy.hpp"
 #include "pipesched/analysis/link_timing.hpp"
 #include "pipesched/analysis/perturbed_timing.hpp"
 #include "pipesched/analysis/robustness.hpp"
+#include "pipesched/ir/detail/linkage.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/ir/schedule.hpp"
 #include "pipesched/model/cost_model.hpp"
@@ -19,6 +19,10 @@
 #include "pipesched/model/link.hpp"
 #include "pipesched/model/memory_model.hpp"
 #include "pipesched/model/perturbation.hpp"
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_WHATIF)
+#include "pipesched/analysis/dynamic_policy.hpp"
+#endif
 
 // The what-if front end (`pipesched whatif`, Python's whatif()): one request, one of the three
 // Monte-Carlo runs (a static order, the dynamic policy on its placement, D data-parallel
@@ -90,6 +94,7 @@ struct whatif_result {
   }
 };
 
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_WHATIF)
 namespace detail {
 
 /// The rules on which of `req`'s options go together (one place for whatif and time_links).
@@ -231,6 +236,7 @@ inline void require_finite(const whatif_result& r) {
 }
 
 }  // namespace detail
+#endif
 
 /// Runs `req` on `sched`: monte_carlo, monte_carlo_dynamic or monte_carlo_data_parallel.
 /// The request's rules throw field_error (ir/error.hpp) naming the field: samples 0; a
@@ -239,7 +245,17 @@ inline void require_finite(const whatif_result& r) {
 /// and the noise's and the data-parallel model's own (perturbation, data_parallel_model: a cv
 /// out of range, a factor <= 0, an all-reduce that overflows, ...). Results are finite: a run
 /// whose numbers do not fit in a double throws instead.
-inline whatif_result run_whatif(const schedule& sched, const whatif_request& req) {
+PIPESCHED_INLINE whatif_result run_whatif(const schedule& sched, const whatif_request& req);
+
+/// `sched` over the links `req` describes, without noise (`pipesched simulate --link-bandwidth`):
+/// every op, each link's traffic and waits, the iteration with the all-reduce. The same rules
+/// as run_whatif (req.link_bandwidth must be given); the schedule is validated first.
+PIPESCHED_INLINE link_timing_result time_links(const schedule& sched,
+                                               const whatif_request& req,
+                                               link_discipline* traffic = nullptr);
+
+#if defined(PIPESCHED_HEADER_ONLY) || defined(PIPESCHED_DEFINE_WHATIF)
+PIPESCHED_INLINE whatif_result run_whatif(const schedule& sched, const whatif_request& req) {
   constexpr const char* who = "whatif";
   if (req.samples == 0) {
     detail::fail_field(who, "samples", "must be at least 1, got 0");
@@ -332,12 +348,9 @@ inline whatif_result run_whatif(const schedule& sched, const whatif_request& req
   return r;
 }
 
-/// `sched` over the links `req` describes, without noise (`pipesched simulate --link-bandwidth`):
-/// every op, each link's traffic and waits, the iteration with the all-reduce. The same rules
-/// as run_whatif (req.link_bandwidth must be given); the schedule is validated first.
-inline link_timing_result time_links(const schedule& sched,
-                                     const whatif_request& req,
-                                     link_discipline* traffic = nullptr) {
+PIPESCHED_INLINE link_timing_result time_links(const schedule& sched,
+                                               const whatif_request& req,
+                                               link_discipline* traffic) {
   detail::check_options(req);
   if (!req.link_bandwidth) {
     detail::fail_field("whatif", "link_bandwidth", "required to time links");
@@ -358,5 +371,6 @@ inline link_timing_result time_links(const schedule& sched,
   }
   return r;
 }
+#endif
 
 }  // namespace pipesched

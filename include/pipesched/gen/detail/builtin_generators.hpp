@@ -12,7 +12,7 @@
 #include "pipesched/gen/zero_bubble.hpp"
 
 // The list of built-in generators, once: gen/builtin_registry.hpp's builtin_registry() calls it,
-// header-only, and so does the compiled pipesched::registry (src/builtin_registry.cpp).
+// compiled in the library (src/pipesched.cpp) or inline with PIPESCHED_HEADER_ONLY.
 
 namespace pipesched::detail {
 
