@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pipesched/ir/error.hpp"
+#include "pipesched/model/efficiency_curve.hpp"
 #include "pipesched/model/transformer_spec.hpp"
 
 // What a training job is, in the user's terms (docs/model.md §10): the model, the GPUs, the
@@ -80,9 +81,21 @@ struct cluster_spec {
   double usable_fraction = 0.9;
   double peak_flops_bf16 = 0.0;  ///< dense, per GPU
   double peak_flops_fp8 = 0.0;   ///< dense, per GPU; 0 when the GPU has no fp8
-  /// Share of the peak the layers' work achieves (GEMM and attention kernels at their shapes):
-  /// an input, measured on the user's own kernels (`pipesched analyze` of a trace gives it).
+  /// An overall scale on every compute kernel's rate (GEMM, attention, memory-bound): 1 when
+  /// the curves below describe the GPU; without them (an older cluster file) the one share of
+  /// the peak every op achieves (0.5 by default then), as `pipesched analyze` of a trace gives
+  /// it.
   double achieved_fraction = 0.5;
+  /// HBM bandwidth, bytes/s (vendor figure); 0: memory-bound kernels are not timed (op times
+  /// from FLOPs alone, as a cluster file without it was read before).
+  double hbm_bandwidth = 0.0;
+  /// Share of the peak a GEMM achieves by its FLOPs (docs/model.md §10.2); empty: 1.
+  efficiency_curve gemm_efficiency;
+  /// Share of the peak the flash-attention kernel achieves by its FLOPs; empty: the GEMM curve.
+  efficiency_curve attention_efficiency;
+  /// Share of hbm_bandwidth a memory-bound kernel (norm, activation, dropout, softmax, loss,
+  /// optimizer) achieves.
+  double memory_efficiency = 1.0;
   std::uint32_t gpus_per_node = 8;
   double intra_node_bandwidth = 0.0;  ///< bytes/s (NVLink)
   double intra_node_latency = 0.0;    ///< s
@@ -118,6 +131,13 @@ struct cluster_spec {
     positive(achieved_fraction, "achieved_fraction");
     if (achieved_fraction > 1.0) {
       detail::fail_field(where, "achieved_fraction", "must be at most 1, not ", achieved_fraction);
+    }
+    non_negative(hbm_bandwidth, "hbm_bandwidth");
+    gemm_efficiency.check(where, "gemm_efficiency");
+    attention_efficiency.check(where, "attention_efficiency");
+    positive(memory_efficiency, "memory_efficiency");
+    if (memory_efficiency > 1.0) {
+      detail::fail_field(where, "memory_efficiency", "must be at most 1, not ", memory_efficiency);
     }
     if (gpus_per_node == 0) {
       detail::fail_field(where, "gpus_per_node", "must be at least 1");
