@@ -53,6 +53,9 @@ struct plan_cli {
   std::optional<std::string> usable_fraction;
   std::optional<std::string> search_evaluations;
   std::optional<std::string> threads;
+  std::optional<std::string> attention;
+  std::string activation_model = "tensors";
+  std::string overlap_grad_reduce = "on";
 };
 
 constexpr std::uint64_t u32_max = 0xffffffffu;
@@ -118,6 +121,23 @@ int cmd_plan(const plan_cli& o) {
                 o.optimizer_sharding + "\"");
   }
   req.sharding = *sharding;
+  if (o.attention) {
+    const auto a = parse_attention_kind(*o.attention);
+    if (!a) {
+      usage_error("--attention: must be flash or materialized, not \"" + *o.attention + "\"");
+    }
+    req.attention = *a;
+  }
+  const auto am = parse_activation_model(o.activation_model);
+  if (!am) {
+    usage_error("--activation-model: must be tensors or megatron, not \"" + o.activation_model +
+                "\"");
+  }
+  req.activations = *am;
+  if (o.overlap_grad_reduce != "on" && o.overlap_grad_reduce != "off") {
+    usage_error("--overlap-grad-reduce: must be on or off, not \"" + o.overlap_grad_reduce + "\"");
+  }
+  req.overlap_grad_reduce = o.overlap_grad_reduce == "on";
   req.vocab_multiple = count32(o.vocab_multiple, "--vocab-multiple");
   plan_options& opts = req.options;
   plan_fixed& f = opts.fixed;
@@ -262,6 +282,14 @@ const registration plan_cmd{
        c->add_option("--vocab-multiple", o->vocab_multiple,
                      "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP "
                      "only)");
+       c->add_option("--attention", o->attention,
+                     "flash or materialized (default: the model's; flash in a model file)");
+       c->add_option("--activation-model", o->activation_model,
+                     "tensors (each tensor a layer keeps) or megatron (Megatron-LM's estimator)")
+           ->capture_default_str();
+       c->add_option("--overlap-grad-reduce", o->overlap_grad_reduce,
+                     "on: gradients reduce bucket by bucket during the backward; off: after it")
+           ->capture_default_str();
        c->add_option("--achieved-fraction", o->achieved_fraction,
                      "Share of the GPU's peak the layers achieve (default the --gpu's)");
        c->add_option("--usable-fraction", o->usable_fraction,

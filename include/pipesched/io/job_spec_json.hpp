@@ -22,11 +22,14 @@ inline constexpr int cluster_spec_json_version = 1;
 
 /// A model file (schema v1): `{"version": 1, "layers", "hidden", "ffn", "heads", "kv_heads",
 /// "vocab", "mlp": "gelu" | "swiglu", "norm": "layernorm" | "rmsnorm", "tied_embeddings"}`,
-/// and optionally "name", "head_dim" (default hidden / heads) and "activation_bytes" (2).
+/// and optionally "name", "head_dim" (default hidden / heads), "activation_bytes" (2),
+/// "attention": "flash" | "materialized" (flash), "dropout" (false), "bias" (false) and
+/// "position": "rotary" | "learned" (rotary).
 inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
   c.object({"version", "name", "layers", "hidden", "ffn", "heads", "kv_heads", "head_dim", "vocab",
-            "mlp", "norm", "tied_embeddings", "activation_bytes"});
+            "mlp", "norm", "tied_embeddings", "activation_bytes", "attention", "dropout", "bias",
+            "position"});
   c.version(transformer_spec_json_version, "model");
   transformer_spec t;
   constexpr std::uint64_t u32 = std::numeric_limits<std::uint32_t>::max();
@@ -56,6 +59,31 @@ inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
   if (c.has("activation_bytes")) {
     t.activation_bytes = static_cast<std::uint32_t>(c["activation_bytes"].integer(1, 4));
   }
+  if (c.has("attention")) {
+    const std::string a = c["attention"].string();
+    const auto k = parse_attention_kind(a);
+    if (!k) {
+      c["attention"].error("must be \"flash\" or \"materialized\", not ",
+                           detail::json_reader::quote(a));
+    }
+    t.attention = *k;
+  }
+  if (c.has("position")) {
+    const std::string a = c["position"].string();
+    if (a != "rotary" && a != "learned") {
+      c["position"].error("must be \"rotary\" or \"learned\", not ", detail::json_reader::quote(a));
+    }
+    t.position = a == "rotary" ? position_kind::rotary : position_kind::learned;
+  }
+  for (auto [key, field] : {std::pair{"dropout", &transformer_spec::dropout},
+                            std::pair{"bias", &transformer_spec::bias}}) {
+    if (c.has(key)) {
+      if (!c[key].v.is_boolean()) {
+        c[key].error("must be true or false, not ", c[key].v.dump());
+      }
+      t.*field = c[key].v.get<bool>();
+    }
+  }
   try {
     t.check("model");
   } catch (const field_error& e) {
@@ -80,7 +108,11 @@ inline nlohmann::json transformer_spec_to_json(const transformer_spec& t) {
                    {"mlp", std::string(to_string(t.mlp))},
                    {"norm", std::string(to_string(t.norm))},
                    {"tied_embeddings", t.tied_embeddings},
-                   {"activation_bytes", t.activation_bytes}};
+                   {"activation_bytes", t.activation_bytes},
+                   {"attention", std::string(to_string(t.attention))},
+                   {"dropout", t.dropout},
+                   {"bias", t.bias},
+                   {"position", std::string(to_string(t.position))}};
   if (t.head_dim != 0) {
     j["head_dim"] = t.head_dim;
   }

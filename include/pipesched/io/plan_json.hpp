@@ -22,6 +22,16 @@ inline constexpr int plan_json_version = 1;
 
 /// One plan as JSON: its layout, schedule, recompute, whether it fits, its time and rates (SI
 /// units in the key: seconds, bytes) and per stage its layers and memory parts.
+/// `{"gemm": s, "attention": s, "memory_bound": s, "communication": s}`.
+inline nlohmann::json kind_seconds_to_json(const kind_seconds& k) {
+  nlohmann::json j = nlohmann::json::object();
+  for (time_kind t :
+       {time_kind::gemm, time_kind::attention, time_kind::memory_bound, time_kind::communication}) {
+    j[std::string(to_string(t))] = k[t];
+  }
+  return j;
+}
+
 inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
   nlohmann::json j{{"layout",
@@ -31,13 +41,15 @@ inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
                      {"v", l.chunks},
                      {"micro_batch", l.micro_batch},
                      {"microbatches", l.microbatches},
-                     {"sequence_parallel", l.sequence_parallel}}},
+                     {"sequence_parallel", l.sequence_parallel},
+                     {"cp", l.cp}}},
                    {"schedule", e.choice.schedule},
                    {"recompute", std::string(to_string(e.choice.recompute))},
                    {"fits", e.fits},
                    {"step_time_s", e.step_time_s},
                    {"makespan_s", e.makespan_s},
                    {"dp_exposed_s", e.dp_exposed_s},
+                   {"optimizer_s", e.optimizer_s},
                    {"tokens_per_s", e.tokens_per_s},
                    {"tflops_per_gpu", e.tflops_per_gpu},
                    {"mfu", e.mfu},
@@ -54,6 +66,7 @@ inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
                            {"embedding", st.embedding},
                            {"head", st.head},
                            {"busy_s", st.busy_s},
+                           {"seconds_by_kind", kind_seconds_to_json(st.seconds_by_kind)},
                            {"memory_bytes",
                             {{"weights", st.statics.weights},
                              {"gradients", st.statics.gradients},

@@ -38,6 +38,7 @@ inline std::span<const transformer_spec> model_presets() {
       t.mlp = mlp_kind::swiglu;
       t.norm = norm_kind::rmsnorm;
       t.tied_embeddings = false;
+      t.attention = attention_kind::flash;  // Meta's stack; no dropout, no biases, rotary
       return t;
     };
     p[0] = llama("llama3-8b", 32, 4096, 14336, 32);
@@ -53,6 +54,11 @@ inline std::span<const transformer_spec> model_presets() {
     gpt.mlp = mlp_kind::gelu;
     gpt.norm = norm_kind::layernorm;
     gpt.tied_embeddings = true;
+    // As Megatron-LM ran it in 2020-22: scores materialized, dropout, biases, learned positions.
+    gpt.attention = attention_kind::materialized;
+    gpt.dropout = true;
+    gpt.bias = true;
+    gpt.position = position_kind::learned;
     p[3] = gpt;
     return p;
   }();
@@ -149,9 +155,12 @@ struct cluster_spec {
   }
 };
 
-/// The built-in GPUs (`pipesched plan --gpu NAME`), from the vendor's data sheets: dense bf16
-/// and fp8 peaks, HBM size (80 GiB), NVLink per direction (H100 900 GB/s and A100 600 GB/s both
-/// directions together), one 400 Gb/s (H100) or 200 Gb/s (A100) network port per GPU.
+/// The built-in GPUs (`pipesched plan --gpu NAME`), each value's source in docs/model.md §10.2:
+/// the vendor's dense bf16 and fp8 peaks, HBM size (80 GiB) and bandwidth; the GEMM curve's
+/// ceiling the best matmul rate measured (Maximum Achievable Matmul FLOPS), its fall-off with
+/// size Calculon's system files'; the memory-bound share measured on elementwise kernels; NVLink
+/// and the network (one 400 Gb/s (H100) or 200 Gb/s (A100) port per GPU) at the bus bandwidth
+/// NCCL's ring collectives measure on them.
 inline std::span<const cluster_spec> cluster_presets() {
   static const std::array<cluster_spec, 2> presets = [] {
     std::array<cluster_spec, 2> p{};
@@ -160,9 +169,14 @@ inline std::span<const cluster_spec> cluster_presets() {
     h100.memory_bytes = 80.0 * 1024 * 1024 * 1024;
     h100.peak_flops_bf16 = 989.4e12;
     h100.peak_flops_fp8 = 1978.9e12;
-    h100.intra_node_bandwidth = 450e9;
+    h100.achieved_fraction = 1.0;
+    h100.hbm_bandwidth = 3.35e12;
+    h100.gemm_efficiency = {{{1e9, 0.506}, {16e9, 0.759}, {128e9, 0.801}}};
+    h100.attention_efficiency = {{{1e9, 0.35}, {1e11, 0.55}}};
+    h100.memory_efficiency = 0.8;
+    h100.intra_node_bandwidth = 370e9;
     h100.intra_node_latency = 3e-6;
-    h100.inter_node_bandwidth = 50e9;
+    h100.inter_node_bandwidth = 45e9;
     h100.inter_node_latency = 10e-6;
     p[0] = h100;
     cluster_spec a100;
@@ -170,9 +184,14 @@ inline std::span<const cluster_spec> cluster_presets() {
     a100.memory_bytes = 80.0 * 1024 * 1024 * 1024;
     a100.peak_flops_bf16 = 312e12;
     a100.peak_flops_fp8 = 0.0;
-    a100.intra_node_bandwidth = 300e9;
+    a100.achieved_fraction = 1.0;
+    a100.hbm_bandwidth = 2.039e12;
+    a100.gemm_efficiency = {{{1e9, 0.543}, {16e9, 0.814}, {128e9, 0.859}}};
+    a100.attention_efficiency = {{{1e9, 0.35}, {1e11, 0.6}}};
+    a100.memory_efficiency = 0.8;
+    a100.intra_node_bandwidth = 200e9;
     a100.intra_node_latency = 3e-6;
-    a100.inter_node_bandwidth = 25e9;
+    a100.inter_node_bandwidth = 22.5e9;
     a100.inter_node_latency = 10e-6;
     p[1] = a100;
     return p;
@@ -237,6 +256,26 @@ inline constexpr std::uint64_t max_plan_schedule_ops = std::uint64_t{1} << 22;
 /// Tokens per step (global batch · sequence): over 250 times Llama 3's 16M.
 inline constexpr std::uint64_t max_plan_step_tokens = std::uint64_t{1} << 32;
 
+/// Which activation model the planner uses for a layer (docs/model.md §10.3).
+enum class activation_model : std::uint8_t {
+  tensors,   ///< the tensors the layer keeps, one by one (model/layer_tensors.hpp): the default
+  megatron,  ///< Megatron-LM's estimator (Korthikanti et al.'s formula, activation_bytes_of_layer)
+};
+
+constexpr std::string_view to_string(activation_model m) noexcept {
+  return m == activation_model::tensors ? "tensors" : "megatron";
+}
+
+/// "tensors" or "megatron"; nullopt for any other text.
+constexpr std::optional<activation_model> parse_activation_model(std::string_view s) noexcept {
+  for (activation_model m : {activation_model::tensors, activation_model::megatron}) {
+    if (to_string(m) == s) {
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
 /// A training job: a model on `gpus` GPUs of one kind, sequences of `sequence` tokens.
 struct training_job {
   transformer_spec model;
@@ -249,6 +288,11 @@ struct training_job {
   optimizer_sharding sharding = optimizer_sharding::optimizer;
   /// Megatron's vocabulary padding multiple (padded to multiple·TP); 1: pad only to TP.
   std::uint32_t vocab_multiple = 128;
+  activation_model activations = activation_model::tensors;
+  /// Gradients reduce bucket by bucket while the backward runs (Megatron-LM's
+  /// --overlap-grad-reduce, PyTorch DDP and FSDP); false: a stage's reduction starts after its
+  /// last backward op (Megatron-LM before 2023).
+  bool overlap_grad_reduce = true;
 
   void check(std::string_view who = "plan") const {
     model.check(who);
@@ -298,7 +342,7 @@ struct training_job {
   }
 };
 
-/// One way to cut a job over its GPUs (docs/model.md §10): TP × PP × DP = GPUs; each of the
+/// One way to cut a job over its GPUs (docs/model.md §10): TP × CP × PP × DP = GPUs; each of the
 /// DP pipelines runs `microbatches` micro-batches of `micro_batch` sequences per step.
 struct plan_layout {
   std::uint32_t tp = 1;            ///< tensor parallelism, inside a node
@@ -308,6 +352,9 @@ struct plan_layout {
   std::uint32_t micro_batch = 1;   ///< b, sequences per micro-batch
   std::uint32_t microbatches = 1;  ///< m per pipeline
   bool sequence_parallel = false;  ///< activations split over TP along the sequence too
+  /// Context parallelism: each sequence split over `cp` ranks (each two chunks of it, for the
+  /// causal mask's balance), K and V passed around their ring.
+  std::uint32_t cp = 1;
 
   friend bool operator==(const plan_layout&, const plan_layout&) = default;
 };

@@ -26,6 +26,9 @@ struct plan_request {
   std::optional<std::uint32_t> vocab_multiple;
   std::optional<double> achieved_fraction;  ///< overrides the cluster's
   std::optional<double> usable_fraction;    ///< overrides the cluster's
+  std::optional<attention_kind> attention;  ///< overrides the model's
+  activation_model activations = activation_model::tensors;
+  bool overlap_grad_reduce = true;  ///< training_job::overlap_grad_reduce
   plan_options options;
 };
 
@@ -190,6 +193,11 @@ inline training_job job_of(const plan_request& r) {
     job.global_batch = k / r.sequence;
   }
   job.sharding = r.sharding;
+  if (r.attention) {
+    job.model.attention = *r.attention;
+  }
+  job.activations = r.activations;
+  job.overlap_grad_reduce = r.overlap_grad_reduce;
   if (r.vocab_multiple) {
     if (*r.vocab_multiple == 0) {
       detail::fail("plan: vocab_multiple must be at least 1");
