@@ -56,6 +56,8 @@ struct plan_cli {
   std::optional<std::string> attention;
   std::string activation_model = "tensors";
   std::string overlap_grad_reduce = "on";
+  std::string p2p = "overlapped";
+  bool layer_times = false;
 };
 
 constexpr std::uint64_t u32_max = 0xffffffffu;
@@ -138,6 +140,10 @@ int cmd_plan(const plan_cli& o) {
     usage_error("--overlap-grad-reduce: must be on or off, not \"" + o.overlap_grad_reduce + "\"");
   }
   req.overlap_grad_reduce = o.overlap_grad_reduce == "on";
+  if (o.p2p != "blocking" && o.p2p != "overlapped") {
+    usage_error("--p2p: must be blocking or overlapped, not \"" + o.p2p + "\"");
+  }
+  req.blocking_p2p = o.p2p == "blocking";
   req.vocab_multiple = count32(o.vocab_multiple, "--vocab-multiple");
   plan_options& opts = req.options;
   plan_fixed& f = opts.fixed;
@@ -188,6 +194,22 @@ int cmd_plan(const plan_cli& o) {
     opts.threads = static_cast<unsigned>(parse_count(*o.threads, "--threads", 1024));
   }
   const training_job job = job_of(req);
+  if (o.layer_times) {
+    // One layer's ops for the layout given: no search.
+    plan_layout lay;
+    lay.tp = f.tp.value_or(1);
+    lay.micro_batch = f.micro_batch.value_or(1);
+    lay.sequence_parallel = f.sequence_parallel.value_or(false) && lay.tp > 1;
+    if (!job.model.tp_splits_heads(lay.tp)) {
+      usage_error("--tp: " + std::to_string(lay.tp) + " must divide the heads (" +
+                  std::to_string(job.model.heads) + ") and the KV heads (" +
+                  std::to_string(job.model.kv()) + ")");
+    }
+    write_output(
+        o.output,
+        layer_times_to_json(job, lay, f.recompute.value_or(recompute_kind::none)).dump(2) + "\n");
+    return 0;
+  }
   const plan_result r = plan(job, opts);
   const bool fits = !r.plans.empty() && r.plans.front().fits;
   if (o.export_prefix) {
@@ -290,6 +312,13 @@ const registration plan_cmd{
        c->add_option("--overlap-grad-reduce", o->overlap_grad_reduce,
                      "on: gradients reduce bucket by bucket during the backward; off: after it")
            ->capture_default_str();
+       c->add_option("--p2p", o->p2p,
+                     "Pipeline sends: overlapped (beside the compute) or blocking (the sending op "
+                     "waits for them, Megatron-LM's default)")
+           ->capture_default_str();
+       c->add_flag("--layer-times", o->layer_times,
+                   "Print one layer's op times and kernels for --tp, --micro-batch, "
+                   "--sequence-parallel and --recompute as JSON, instead of planning");
        c->add_option("--achieved-fraction", o->achieved_fraction,
                      "Share of the GPU's peak the layers achieve (default the --gpu's)");
        c->add_option("--usable-fraction", o->usable_fraction,

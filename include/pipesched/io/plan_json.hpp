@@ -32,6 +32,52 @@ inline nlohmann::json kind_seconds_to_json(const kind_seconds& k) {
   return j;
 }
 
+/// One layer's op times for a layout (`plan --layer-times`, docs/formats.md): each op's
+/// seconds, by kind, and its kernels with their FLOPs, bytes and seconds.
+inline nlohmann::json layer_times_to_json(const training_job& job,
+                                          const plan_layout& lay,
+                                          recompute_kind recompute) {
+  const job_op_times ot = op_times_of(job, lay, recompute);
+  const layer_kernel_times kt = layer_kernel_times_of(job, lay, recompute);
+  auto kernels = [](const std::vector<timed_kernel>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const timed_kernel& t : v) {
+      const char* kind = t.k.kind == kernel_kind::gemm           ? "gemm"
+                         : t.k.kind == kernel_kind::attention    ? "attention"
+                         : t.k.kind == kernel_kind::memory_bound ? "memory_bound"
+                                                                 : "communication";
+      a.push_back({{"name", std::string(t.k.name)},
+                   {"kind", kind},
+                   {"flops", t.k.flops},
+                   {"bytes", t.k.bytes},
+                   {"seconds", t.seconds}});
+    }
+    return a;
+  };
+  return {{"model", job.model.name},
+          {"gpu", job.cluster.name},
+          {"layout",
+           {{"tp", lay.tp},
+            {"cp", lay.cp},
+            {"micro_batch", lay.micro_batch},
+            {"sequence_parallel", lay.sequence_parallel}}},
+          {"recompute", std::string(to_string(recompute))},
+          {"forward_s", ot.layer.forward},
+          {"backward_input_s", ot.layer.backward_input},
+          {"backward_weight_s", ot.layer.backward_weight},
+          {"recompute_s", ot.layer_recompute},
+          {"seconds_by_kind",
+           {{"forward", kind_seconds_to_json(ot.layer_kinds.forward)},
+            {"backward_input", kind_seconds_to_json(ot.layer_kinds.backward_input)},
+            {"backward_weight", kind_seconds_to_json(ot.layer_kinds.backward_weight)},
+            {"recompute", kind_seconds_to_json(ot.layer_kinds.recompute)}}},
+          {"kernels",
+           {{"forward", kernels(kt.forward)},
+            {"backward_input", kernels(kt.backward_input)},
+            {"backward_weight", kernels(kt.backward_weight)},
+            {"recompute", kernels(kt.recompute)}}}};
+}
+
 inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
   nlohmann::json j{{"layout",
@@ -67,6 +113,11 @@ inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
                            {"head", st.head},
                            {"busy_s", st.busy_s},
                            {"seconds_by_kind", kind_seconds_to_json(st.seconds_by_kind)},
+                           {"optimizer_s", st.optimizer_s},
+                           {"parameters",
+                            {{"layers", st.parameters.layers},
+                             {"embedding", st.parameters.embedding},
+                             {"head", st.parameters.head}}},
                            {"memory_bytes",
                             {{"weights", st.statics.weights},
                              {"gradients", st.statics.gradients},

@@ -293,6 +293,10 @@ struct training_job {
   /// --overlap-grad-reduce, PyTorch DDP and FSDP); false: a stage's reduction starts after its
   /// last backward op (Megatron-LM before 2023).
   bool overlap_grad_reduce = true;
+  /// Pipeline sends and receives block the stage while they run (Megatron-LM's default: a
+  /// batched isend / irecv waited on before the next op); false: they run beside the compute
+  /// (PyTorch's pipelining, Megatron's --overlap-p2p-comm), only delaying the op that waits.
+  bool blocking_p2p = false;
 
   void check(std::string_view who = "plan") const {
     model.check(who);

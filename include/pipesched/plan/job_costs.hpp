@@ -120,6 +120,7 @@ struct job_costs {
   /// Whether a bucket reduces as soon as its gradients are final (Megatron-LM's
   /// --overlap-grad-reduce), or all of a stage's after its last backward op.
   bool dp_overlapped = true;
+  bool blocking_p2p = false;  ///< training_job::blocking_p2p: the sends are in the ops' times
   /// The slowest pipeline link's transfer, seconds (0 with one stage): the cost model's scalar
   /// T_comm. Each link's own time is costs.comm(from, to) (pipeline_link_times).
   double pipeline_transfer_s = 0.0;
@@ -355,6 +356,35 @@ inline job_op_times op_times_of(const training_job& job,
   return op_times_of(job, lay, layout_tokens(job, lay), recompute);
 }
 
+/// One kernel of a layer's op with its time (what `plan --layer-times` lists).
+struct timed_kernel {
+  kernel k;
+  double seconds = 0.0;  ///< compute, or collective; a CP ring's exposed part not included
+};
+
+/// A layer's kernels, op by op, each with its seconds (`plan --layer-times`).
+struct layer_kernel_times {
+  std::vector<timed_kernel> forward, backward_input, backward_weight, recompute;
+};
+
+inline layer_kernel_times layer_kernel_times_of(const training_job& job,
+                                                const plan_layout& lay,
+                                                recompute_kind recompute) {
+  const op_kernels ks =
+      kernels_of_layer(job.model, shard_of(lay, layout_tokens(job, lay)), recompute);
+  auto timed = [&](const std::vector<kernel>& v) {
+    std::vector<timed_kernel> out;
+    for (const kernel& k : v) {
+      out.push_back({k, k.kind == kernel_kind::communication
+                            ? collective_seconds(job, lay, k)
+                            : compute_seconds(job.cluster, k, job.model.activation_bytes)});
+    }
+    return out;
+  };
+  return {timed(ks.forward), timed(ks.backward_input), timed(ks.backward_weight),
+          timed(ks.recompute)};
+}
+
 /// Bytes of HBM traffic per parameter of the optimizer step a rank runs (docs/model.md §10.2):
 /// Adam in fp32 reads and writes the main weight (8), reads the gradient (4), reads and writes m
 /// and v (16) and writes the bf16 weight (2): 30 per parameter it updates; the gradient norm
@@ -563,6 +593,7 @@ inline job_costs make_job_costs(const training_job& job,
   out.dp_latency = dp_link.latency;
   out.dp_reduce_scatter = job.sharding != optimizer_sharding::none;
   out.dp_overlapped = job.overlap_grad_reduce;
+  out.blocking_p2p = job.blocking_p2p;
   out.usable_memory = job.cluster.usable_memory();
   // The step waits for each stage's reductions, one bucket after another: when their sum (with
   // room for the pipeline added) overflows, no step time is a number.
@@ -582,6 +613,34 @@ inline job_costs make_job_costs(const training_job& job,
     }
   }
 
+  // A chunk boundary between stages: the receiving rank of a TP group without sequence
+  // parallelism all-gathers the activation (or gradient) whose 1/TP share each rank received
+  // (Megatron-LM's scatter-gather of the pipeline send); with blocking sends the sending op
+  // also lasts its transfer.
+  const bool gather_after_receive = lay.tp > 1 && !lay.sequence_parallel;
+  const double receive_gather =
+      gather_after_receive
+          ? ring_reduce_scatter_time(lay.tp, eb.tensor * sbh, job.cluster.intra_node_bandwidth,
+                                     job.cluster.intra_node_latency)
+          : 0.0;
+  for (global_chunk g = 0; g < n; ++g) {
+    const stage_index st = pl.stage_of(g);
+    op_costs& oc = chunk_costs[std::size_t{st} * v + pl.local_of(g)];
+    kind_seconds& ks = out.chunk_seconds[g];
+    if (g + 1 < n && pl.stage_of(g + 1) != st) {
+      const double send = job.blocking_p2p ? links[std::size_t{st} * p + pl.stage_of(g + 1)] : 0.0;
+      oc.forward += send;
+      oc.backward_input += receive_gather;  // the gradient from the next chunk's stage
+      ks[time_kind::communication] += send + receive_gather;
+    }
+    if (g > 0 && pl.stage_of(g - 1) != st) {
+      const double send = job.blocking_p2p ? links[std::size_t{st} * p + pl.stage_of(g - 1)] : 0.0;
+      oc.backward_input += send;
+      oc.forward += receive_gather;  // the activation from the previous chunk's stage
+      ks[time_kind::communication] += send + receive_gather;
+    }
+  }
+
   if (job.sharding == optimizer_sharding::weights && reduce_group > 1) {
     // Each F and B first gathers its chunk's bf16 weights over DP; prefetched, the op lasts the
     // longer of its compute and that gather.
@@ -598,9 +657,13 @@ inline job_costs make_job_costs(const training_job& job,
 
   out.costs = cost_model{};
   out.costs.set_chunk_costs(v, chunk_costs);
-  out.costs.set_comm(out.pipeline_transfer_s);
-  if (links_differ) {
-    out.costs.set_link_comm(p, links);  // T_comm above stays the slowest link's
+  if (job.blocking_p2p) {
+    out.costs.set_comm(0.0);  // each transfer is inside its sending op
+  } else {
+    out.costs.set_comm(out.pipeline_transfer_s);
+    if (links_differ) {
+      out.costs.set_link_comm(p, links);  // T_comm above stays the slowest link's
+    }
   }
   out.memory.set_chunk_memory(v, chunk_mem);
   out.memory.set_static_memory(static_total);

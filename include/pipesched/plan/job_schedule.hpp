@@ -107,11 +107,12 @@ inline kind_seconds stage_seconds_by_kind(const schedule& sched,
     if (g < jc.chunk_seconds.size()) {
       out += m * jc.chunk_seconds[g];
     }
+    // Non-blocking sends run beside the compute (blocking ones are in the ops already).
     double sends = 0.0;
-    if (g + 1 < n && pl.stage_of(g + 1) != s) {
+    if (!jc.blocking_p2p && g + 1 < n && pl.stage_of(g + 1) != s) {
       sends += jc.costs.comm(s, pl.stage_of(g + 1));
     }
-    if (g > 0 && pl.stage_of(g - 1) != s) {
+    if (!jc.blocking_p2p && g > 0 && pl.stage_of(g - 1) != s) {
       sends += jc.costs.comm(s, pl.stage_of(g - 1));
     }
     out[time_kind::communication] += m * sends;
@@ -258,6 +259,7 @@ inline plan_entry evaluate_choice_within(const training_job& job,
       st.head = st.head || jc.chunks[gc].head;
     }
     st.statics = jc.static_memory[s];
+    st.parameters = jc.parameters[s];
     st.total = mem.stages[s].peak;
     st.activations = std::max(0.0, st.total - st.statics.total());
     st.busy_s = sim.stages[s].busy;

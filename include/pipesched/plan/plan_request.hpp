@@ -29,6 +29,7 @@ struct plan_request {
   std::optional<attention_kind> attention;  ///< overrides the model's
   activation_model activations = activation_model::tensors;
   bool overlap_grad_reduce = true;  ///< training_job::overlap_grad_reduce
+  bool blocking_p2p = false;        ///< training_job::blocking_p2p
   plan_options options;
 };
 
@@ -198,6 +199,7 @@ inline training_job job_of(const plan_request& r) {
   }
   job.activations = r.activations;
   job.overlap_grad_reduce = r.overlap_grad_reduce;
+  job.blocking_p2p = r.blocking_p2p;
   if (r.vocab_multiple) {
     if (*r.vocab_multiple == 0) {
       detail::fail("plan: vocab_multiple must be at least 1");

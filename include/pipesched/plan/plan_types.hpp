@@ -53,6 +53,7 @@ struct plan_stage {
   bool embedding = false;
   bool head = false;
   static_bytes statics;          ///< weights, gradients, optimizer states
+  stage_parameters parameters;   ///< the parameters a rank holds, by where they come from
   double activations = 0.0;      ///< the schedule's activation peak (check_memory)
   double total = 0.0;            ///< statics + activations: the stage's peak, bytes
   double busy_s = 0.0;           ///< compute per step
