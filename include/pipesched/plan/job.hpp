@@ -325,12 +325,18 @@ struct training_job {
     check_rate(who);
   }
 
-  /// Every op time is FLOPs over peak × achieved_fraction: a rate at which a step's layer work
+  /// Every GEMM's time is its FLOPs over peak × achieved_fraction × its curve's efficiency: a
+  /// rate at which a step's layer work
   /// on one GPU is not a finite number of seconds, or one layer's weight gradient of one
   /// sequence over a node's TP is 0 s, would hang the search or print inf or 0.
   void check_rate(std::string_view who) const {
     const char* peak = model.activation_bytes == 1 ? "peak_flops_fp8" : "peak_flops_bf16";
-    const double rate = cluster.peak_flops(model.activation_bytes) * cluster.achieved_fraction;
+    // The slowest rate a GEMM runs at: the curve's least efficiency.
+    const double least_efficiency = cluster.gemm_efficiency.points.empty()
+                                        ? 1.0
+                                        : cluster.gemm_efficiency.points.front().second;
+    const double rate =
+        cluster.peak_flops(model.activation_bytes) * cluster.achieved_fraction * least_efficiency;
     const layer_flops one = flops_of_layer(model, sequence, 1);
     const double step = 3.0 * one.forward() * static_cast<double>(model.layers) *
                         static_cast<double>(std::max<std::uint64_t>(1, global_batch)) / rate;
