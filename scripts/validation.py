@@ -75,11 +75,17 @@ def setup(run):
     args += ["--p2p", "blocking"]
     if fam in ("kor", "nar"):
         # Megatron-LM of 2021-22: no distributed optimizer, the data-parallel all-reduce after
-        # the backward, the attention scores materialized.
+        # the backward, the attention scores materialized. Korthikanti's Figure 1 counts fp32
+        # main gradients (18 bytes a parameter): reduced in fp32; Narayanan's fp16 runs reduce
+        # the fp16 gradients (accumulate_allreduce_grads_in_fp32 off by default then).
         args += ["--optimizer-sharding", "none", "--overlap-grad-reduce", "off"]
+        args += ["--grad-reduce-dtype", "fp32" if fam == "kor" else "bf16"]
     else:
-        # Megatron-Core (2024): distributed optimizer, gradients reduced during the backward.
-        args += ["--optimizer-sharding", "optimizer", "--overlap-grad-reduce", "on"]
+        # Megatron-Core (2024): distributed optimizer, gradients reduced in bf16 during the
+        # backward (its DDP config's defaults).
+        args += ["--optimizer-sharding", "optimizer", "--overlap-grad-reduce", "on",
+                 "--grad-reduce-dtype", "bf16"]
+    args += os.environ.get("VALIDATION_EXTRA", "").split()
     if fam == "kor":
         args += ["-v", str(run["v"]), "--micro-batch", str(run["micro_batch"]),
                  "--recompute", run["recompute"], "--partition", "even"]

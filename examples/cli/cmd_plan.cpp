@@ -57,6 +57,7 @@ struct plan_cli {
   std::string activation_model = "tensors";
   std::string overlap_grad_reduce = "on";
   std::string p2p = "overlapped";
+  std::string grad_reduce_dtype = "fp32";
   bool layer_times = false;
 };
 
@@ -144,6 +145,10 @@ int cmd_plan(const plan_cli& o) {
     usage_error("--p2p: must be blocking or overlapped, not \"" + o.p2p + "\"");
   }
   req.blocking_p2p = o.p2p == "blocking";
+  if (o.grad_reduce_dtype != "fp32" && o.grad_reduce_dtype != "bf16") {
+    usage_error("--grad-reduce-dtype: must be fp32 or bf16, not \"" + o.grad_reduce_dtype + "\"");
+  }
+  req.gradient_reduce_bytes = o.grad_reduce_dtype == "fp32" ? 4 : 2;
   req.vocab_multiple = count32(o.vocab_multiple, "--vocab-multiple");
   plan_options& opts = req.options;
   plan_fixed& f = opts.fixed;
@@ -315,6 +320,9 @@ const registration plan_cmd{
        c->add_option("--p2p", o->p2p,
                      "Pipeline sends: overlapped (beside the compute) or blocking (the sending op "
                      "waits for them, Megatron-LM's default)")
+           ->capture_default_str();
+       c->add_option("--grad-reduce-dtype", o->grad_reduce_dtype,
+                     "The data-parallel reduction's precision: fp32 or bf16")
            ->capture_default_str();
        c->add_flag("--layer-times", o->layer_times,
                    "Print one layer's op times and kernels for --tp, --micro-batch, "

@@ -218,8 +218,7 @@ TEST_CASE("pack: equal lengths reproduce the uniform numbers exactly", "[plan][p
     }
     // The chosen packing may be another one (a light micro-batch at the ends shortens the
     // warm-up and the drain), never a slower one.
-    CHECK(r.chosen.fits);
-    CHECK(r.chosen.step_time_s <= makespan);
+    CHECK_FALSE(r.baseline.better_than(r.chosen));
     check_produced(r, p, 16);
   }
 }

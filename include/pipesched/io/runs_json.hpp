@@ -64,8 +64,8 @@ inline transformer_spec run_model_from_json(const json_reader& run, const std::s
 /// "hardware_tflops_per_gpu"), and the choices it ran with, each optional (searched when left
 /// out): "tp", "pp", "v", "micro_batch", "sequence_parallel", "recompute", "schedule",
 /// "partition"; and how: "optimizer_sharding", "overlap_grad_reduce", "p2p" ("blocking" or
-/// "overlapped"), "activation_model". Other keys (a source, a note, memory) are ignored. Errors
-/// name the JSON pointer.
+/// "overlapped"), "grad_reduce_dtype" ("fp32" or "bf16"), "activation_model". Other keys (a source,
+/// a note, memory) are ignored. Errors name the JSON pointer.
 inline std::vector<reference_run> read_reference_runs(std::string_view text,
                                                       const cluster_spec& cluster,
                                                       std::string_view only = {}) {
@@ -169,6 +169,12 @@ inline std::vector<reference_run> read_reference_runs(std::string_view text,
         r["p2p"].error("must be blocking or overlapped, not ", detail::json_reader::quote(*v));
       }
       q.blocking_p2p = *v == "blocking";
+    }
+    if (const auto v = text_of("grad_reduce_dtype")) {
+      if (*v != "fp32" && *v != "bf16") {
+        r["grad_reduce_dtype"].error("must be fp32 or bf16, not ", detail::json_reader::quote(*v));
+      }
+      q.gradient_reduce_bytes = *v == "fp32" ? 4 : 2;
     }
     if (const auto v = text_of("activation_model")) {
       const auto a = parse_activation_model(*v);

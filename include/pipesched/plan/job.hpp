@@ -297,6 +297,9 @@ struct training_job {
   /// batched isend / irecv waited on before the next op); false: they run beside the compute
   /// (PyTorch's pipelining, Megatron's --overlap-p2p-comm), only delaying the op that waits.
   bool blocking_p2p = false;
+  /// Bytes per gradient the data-parallel reduction moves: 4 (fp32 main gradients, Megatron's
+  /// --accumulate-allreduce-grads-in-fp32) or 2 (bf16 / fp16, Megatron-LM's default).
+  std::uint32_t gradient_reduce_bytes = 4;
 
   void check(std::string_view who = "plan") const {
     model.check(who);
@@ -317,6 +320,10 @@ struct training_job {
     }
     if (vocab_multiple == 0) {
       detail::fail(who, ": vocab_multiple must be at least 1");
+    }
+    if (gradient_reduce_bytes != 2 && gradient_reduce_bytes != 4) {
+      detail::fail(who, ": gradient_reduce_bytes must be 2 (bf16) or 4 (fp32), not ",
+                   gradient_reduce_bytes);
     }
     if (model.activation_bytes == 1 && cluster.peak_flops_fp8 <= 0.0) {
       detail::fail(who, ": the model computes in fp8 (activation_bytes 1) but the GPU \"",

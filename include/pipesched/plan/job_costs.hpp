@@ -110,7 +110,8 @@ struct job_costs {
   std::vector<chunk_content> chunks;         ///< per global chunk
   std::vector<stage_parameters> parameters;  ///< per stage
   std::vector<static_bytes> static_memory;   ///< per stage
-  std::vector<double> gradient_bytes;        ///< per global chunk: what DP reduces
+  /// Per global chunk: what DP reduces (training_job::gradient_reduce_bytes per parameter).
+  std::vector<double> gradient_bytes;
   /// Data-parallel reduction of one bucket of `bytes`: reduce-scatter with a sharded optimizer,
   /// else all-reduce, over the DP ranks (ring formula, model/data_parallel.hpp), seconds.
   double dp_bandwidth = 0.0;
@@ -535,7 +536,7 @@ inline job_costs make_job_costs(const training_job& job,
       chunk_params += head_params;
     }
     sp.largest_chunk = std::max(sp.largest_chunk, chunk_params);
-    out.gradient_bytes[g] = main_gradient_bytes_per_parameter * chunk_params;
+    out.gradient_bytes[g] = job.gradient_reduce_bytes * chunk_params;
   }
 
   // Static bytes (ZeRO's 2 + 4 + 12 per parameter, sharded as asked) and the optimizer step's
@@ -649,7 +650,7 @@ inline job_costs make_job_costs(const training_job& job,
       const chunk_index c = pl.local_of(g);
       op_costs& oc = chunk_costs[std::size_t{st} * v + c];
       const double gather = out.dp_gather_time(weight_bytes_per_parameter * out.gradient_bytes[g] /
-                                               main_gradient_bytes_per_parameter);
+                                               job.gradient_reduce_bytes);
       oc.forward = std::max(oc.forward, gather);
       oc.backward_input = std::max(oc.backward_input, gather);
     }
