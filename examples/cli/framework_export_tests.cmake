@@ -53,6 +53,10 @@ if(Python3_Interpreter_FOUND)
     --model gpt3-175b --gpu a100-sxm-80gb --gpus 1024 --seq 2048 --global-batch 1536 --tp 8
     --pp 16 --schedule 1f1b --micro-batch 1 --recompute full)
   pipesched_megatron_export_test(
+    "Megatron reads the README's 405B job on 16384 GPUs, interleaved" megatron_405b --
+    --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192
+    --global-batch-tokens 16777216 --tp 8 --pp 16 --schedule interleaved-1f1b)
+  pipesched_megatron_export_test(
     "no Megatron arguments for a schedule Megatron does not run" megatron_absent --absent --
     --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 4096 --global-batch 128 --tp 2
     --pp 4 --schedule zb-h1 --micro-batch 2)
@@ -100,6 +104,10 @@ if(Python3_Interpreter_FOUND)
     --model gpt3-175b --gpu a100-sxm-80gb --gpus 1024 --seq 2048 --global-batch 1536 --tp 8
     --pp 16 --schedule 1f1b --micro-batch 1 --recompute full --attention flash
     --optimizer-sharding gradients)
+  pipesched_torchtitan_export_test(
+    "torchtitan reads the README's 405B job on 16384 GPUs with FSDP" torchtitan_405b --
+    --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192
+    --global-batch-tokens 16777216 --tp 8 --pp 16 --optimizer-sharding gradients)
   pipesched_torchtitan_export_test(
     "no torchtitan files for optimizer-only sharding, with the reason" torchtitan_absent
     --absent --

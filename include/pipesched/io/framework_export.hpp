@@ -8,6 +8,7 @@
 // read them (tests/data/torchtitan_config_spec.json, made by scripts/torchtitan_config_spec.py).
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
