@@ -124,6 +124,11 @@ TEST_CASE("megatron_args: context parallelism, blocking transfers and a GPT-3 mo
   CHECK(framework_export_has(megatron_args(job, e), "\n--no-overlap-p2p-communication\n"));
   job.overlap_grad_reduce = false;
   CHECK(!framework_export_has(megatron_args(job, e), "--overlap-grad-reduce"));
+  job.model.activation_bytes = 1;  // Transformer Engine's FP8 on a bf16 model
+  CHECK(framework_export_has(megatron_args(job, e), "\n--bf16\n--fp8-format hybrid\n"));
+  job.model.activation_bytes = 4;
+  CHECK(!framework_export_has(megatron_args(job, e), "--bf16"));
+  CHECK(!framework_export_has(megatron_args(job, e), "--fp8"));
 
   const training_job gpt = framework_export_job(optimizer_sharding::optimizer, "gpt3-175b");
   const plan_entry g = framework_export_entry(8, 1, std::vector<std::uint32_t>(8, 12), "1f1b",
