@@ -2,12 +2,15 @@
 // memory (docs/model.md §10). The command only parses and prints: plan_request (job_of) holds
 // the rules, pipesched::plan() decides, the io/plan_* writers print.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -77,20 +80,68 @@ std::optional<std::uint64_t> count64(const std::optional<std::string>& text, con
   return parse_count(*text, option, std::uint64_t{1} << 62);
 }
 
+/// Whether `text` is one shell word as it stands: `$(cat PREFIX.torchtitan.args)` splits on
+/// whitespace and nothing else, so a path with a space, quote or glob character would not
+/// reach torchtitan whole.
+bool plain_word(const std::string& text) {
+  for (char c : text) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    std::string_view("._/+-,=@%:").find(c) != std::string_view::npos;
+    if (!ok) {
+      return false;
+    }
+  }
+  return !text.empty();
+}
+
 /// The schedule's five files (schedule_export: op times in seconds, sizes in bytes),
-/// PREFIX.map.json (stage -> ranks and layers) and, when Megatron-LM can run the plan,
-/// PREFIX.megatron.args (io/framework_export.hpp; otherwise why not, on stderr). The inputs and
-/// the -o file are never overwritten.
+/// PREFIX.map.json (stage -> ranks and layers) and the frameworks' files where they can run the
+/// plan (io/framework_export.hpp): PREFIX.megatron.args, PREFIX.torchtitan.args and
+/// PREFIX.torchtitan.py; for each one not written, why, on stderr. The inputs and the -o file
+/// are never overwritten.
 std::vector<std::string> export_plan(const plan_cli& o,
                                      const training_job& job,
                                      const plan_entry& e) {
   const std::string& prefix = *o.export_prefix;
   std::vector<export_file> files = schedule_export(prefix, e.sched, e.costs, e.memory);
   files.push_back({prefix + ".map.json", plan_map_to_json(job, e).dump(2) + "\n"});
+  const auto not_written = [&prefix](const char* file, const std::string& why) {
+    std::fprintf(stderr, "note: %s%s not written: %s\n", prefix.c_str(), file, why.c_str());
+  };
   if (const std::string why = megatron_unsupported(job, e); why.empty()) {
-    files.push_back({prefix + ".megatron.args", megatron_args(job, e, e.choice.group_size)});
+    files.push_back({prefix + ".megatron.args", megatron_args(job, e)});
   } else {
-    std::fprintf(stderr, "note: %s.megatron.args not written: %s\n", prefix.c_str(), why.c_str());
+    not_written(".megatron.args", why);
+  }
+  if (const std::string why = torchtitan_unsupported(job, e); why.empty()) {
+    // torchtitan runs from its own directory: the exported order by its absolute path.
+    const std::string csv = std::filesystem::absolute(prefix + ".compute.csv").string();
+    const torchtitan_settings t = torchtitan_settings_of(job, e, csv);
+    const bool reads_csv = std::any_of(
+        t.options.begin(), t.options.end(),
+        [](const torchtitan_option& opt) { return opt.field == "pipeline_parallel_schedule_csv"; });
+    if (!reads_csv || plain_word(csv)) {
+      files.push_back({prefix + ".torchtitan.args", torchtitan_args(t)});
+    } else {
+      not_written(".torchtitan.args",
+                  "the path " + csv + " is not one shell word (the .py names it quoted)");
+    }
+    if (!t.base_config.empty()) {
+      const plan_layout& l = e.choice.layout;
+      const std::string summary = job.model.name + " on " + std::to_string(job.gpus) + " " +
+                                  job.cluster.name + " GPUs, " + detail::plan_label(e.choice) +
+                                  " DP" + std::to_string(l.dp) +
+                                  (l.cp > 1 ? " CP" + std::to_string(l.cp) : "") + " " +
+                                  std::string(to_string(job.sharding)) + " sharding";
+      files.push_back({prefix + ".torchtitan.py", torchtitan_config(job, t, summary)});
+    } else {
+      not_written(".torchtitan.py", "torchtitan ships no config of " + job.model.name +
+                                        " to derive from (it has Llama 3 8B, 70B and 405B); "
+                                        "PREFIX.torchtitan.args applies to a config of your own");
+    }
+  } else {
+    std::fprintf(stderr, "note: %s.torchtitan.args and %s.torchtitan.py not written: %s\n",
+                 prefix.c_str(), prefix.c_str(), why.c_str());
   }
   return write_export(files, {{o.model, "--model"},
                               {o.gpu, "--gpu"},

@@ -175,8 +175,8 @@ inline nlohmann::json plan_to_json(const training_job& job, const plan_result& r
 }
 
 /// Which ranks run which pipeline stage, and which layers each of its chunks holds, in the rank
-/// order of job_costs.hpp (tensor parallelism fastest, then data, then pipeline: rank = t +
-/// TP·(d + DP·s)). Layers are numbered 0 .. L−1 in model order.
+/// order of job_costs.hpp (tensor parallelism fastest, then context, then data, then pipeline:
+/// rank = t + TP·(c + CP·(d + DP·s))). Layers are numbered 0 .. L−1 in model order.
 inline nlohmann::json plan_map_to_json(const training_job& job, const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
   std::vector<std::uint32_t> first(e.choice.partition.size() + 1, 0);
@@ -186,19 +186,25 @@ inline nlohmann::json plan_map_to_json(const training_job& job, const plan_entry
   nlohmann::json j{{"version", plan_json_version},
                    {"model", job.model.name},
                    {"schedule", e.choice.schedule},
-                   {"rank_order", "tp, dp, pp (rank = t + tp*(d + dp*stage))"},
+                   {"rank_order", "tp, cp, dp, pp (rank = t + tp*(c + cp*(d + dp*stage)))"},
                    {"tp", l.tp},
+                   {"cp", l.cp},
                    {"pp", l.pp},
                    {"dp", l.dp},
                    {"v", l.chunks},
                    {"stages", nlohmann::json::array()}};
-  const std::uint64_t per_stage = std::uint64_t{l.tp} * l.dp;
+  const std::uint64_t per_stage = std::uint64_t{l.tp} * l.cp * l.dp;
   for (std::size_t s = 0; s < e.stages.size(); ++s) {
     const plan_stage& st = e.stages[s];
     nlohmann::json chunks = nlohmann::json::array();
     for (global_chunk g : st.chunks) {
+      // A chunk of no layer (an end holding only the embedding or the head) lists none.
+      nlohmann::json layers = nlohmann::json::array();
+      if (first[g + 1] > first[g]) {
+        layers = {first[g], first[g + 1] - 1};
+      }
       chunks.push_back({{"global_chunk", g},
-                        {"layers", {first[g], first[g + 1] - 1}},
+                        {"layers", std::move(layers)},
                         {"embedding", g == 0},
                         {"head", g + 1 == e.choice.partition.size()}});
     }
