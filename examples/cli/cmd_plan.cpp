@@ -61,6 +61,7 @@ struct plan_cli {
   std::string overlap_grad_reduce = "on";
   std::string p2p = "overlapped";
   std::string grad_reduce_dtype = "fp32";
+  std::string tp_comm_overlap = "none";
   bool layer_times = false;
 };
 
@@ -200,6 +201,12 @@ int cmd_plan(const plan_cli& o) {
     usage_error("--grad-reduce-dtype: must be fp32 or bf16, not \"" + o.grad_reduce_dtype + "\"");
   }
   req.gradient_reduce_bytes = o.grad_reduce_dtype == "fp32" ? 4 : 2;
+  const auto tpo = parse_tp_overlap(o.tp_comm_overlap);
+  if (!tpo) {
+    usage_error("--tp-comm-overlap: must be none, backward or all, not \"" + o.tp_comm_overlap +
+                "\"");
+  }
+  req.tp_comm_overlap = *tpo;
   req.vocab_multiple = count32(o.vocab_multiple, "--vocab-multiple");
   plan_options& opts = req.options;
   plan_fixed& f = opts.fixed;
@@ -374,6 +381,11 @@ const registration plan_cmd{
            ->capture_default_str();
        c->add_option("--grad-reduce-dtype", o->grad_reduce_dtype,
                      "The data-parallel reduction's precision: fp32 or bf16")
+           ->capture_default_str();
+       c->add_option("--tp-comm-overlap", o->tp_comm_overlap,
+                     "Tensor parallelism's collectives beside GEMMs: none; backward (the input "
+                     "gradients' reduces beside the weight gradients, Megatron's default); all "
+                     "(every one beside its GEMM, Megatron's --tp-comm-overlap)")
            ->capture_default_str();
        c->add_flag("--layer-times", o->layer_times,
                    "Print one layer's op times and kernels for --tp, --micro-batch, "

@@ -61,9 +61,9 @@ TEST_CASE("runs file: bad runs are named by their pointer", "[io][runs]") {
   const cluster_spec c = cluster_preset("a100-sxm-80gb");
   const std::string base = R"({"runs": [{"id": "r", "model": {"layers": 4, "hidden": 1024,
     "heads": 16, "ffn": 4096, "vocab": 51200}, "seq": 2048, "gpus": 8, "global_batch": 8)";
-  CHECK(error_of(base + "}]}", c).find("/runs/0: give exactly one measurement") == 0);
+  CHECK(read_reference_runs(base + "}]}", c).empty());  // memory only: left out
   CHECK(error_of(base + R"(, "step_time_s": 1, "model_tflops_per_gpu": 2}]})", c)
-            .find("/runs/0: give exactly one measurement") == 0);
+            .find("/runs/0: give one measurement") == 0);
   CHECK(error_of(base + R"(, "step_time_s": -1}]})", c).find("/runs/0/step_time_s: must be > 0") ==
         0);
   CHECK(error_of(base + R"(, "step_time_s": 1, "recompute": "most"}]})", c)

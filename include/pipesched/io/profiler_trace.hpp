@@ -278,14 +278,14 @@ inline kernel_measurements read_profiler_trace(std::string_view text,
         "Dims\"): a shapes file is for the legacy format");
   }
 
-  struct kernel {
+  struct traced_kernel {
     std::string name;
     double dur = 0.0;
     bool memcpy = false;
     std::optional<std::uint64_t> correlation, external_id;
   };
   std::vector<detail::trace_op> ops;
-  std::vector<kernel> kernels;
+  std::vector<traced_kernel> kernels;
   std::unordered_map<std::uint64_t, std::pair<std::string, double>> launches;  // correlation
   for (std::size_t i = 0; i < n; ++i) {
     const json_reader e = events[i];
@@ -358,7 +358,7 @@ inline kernel_measurements read_profiler_trace(std::string_view text,
         }
       }
     }
-    for (const kernel& k : kernels) {
+    for (const traced_kernel& k : kernels) {
       const kernel_category c = k.memcpy ? kernel_category::other : kernel_category_of(k.name);
       const double s = k.dur * 1e-6;
       m.seconds_by_category[static_cast<std::size_t>(c)] += s;

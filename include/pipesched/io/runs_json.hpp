@@ -11,7 +11,7 @@
 
 #include "pipesched/io/detail/json_reader.hpp"
 #include "pipesched/io/job_spec_json.hpp"
-#include "pipesched/plan/calibrate.hpp"
+#include "pipesched/plan/runs_calibration.hpp"
 
 // The measured-runs file (docs/formats.md, "Measured runs"): the runs `pipesched calibrate
 // --runs` fits a cluster to, in the format of tests/data/measured_runs.json.
@@ -61,11 +61,12 @@ inline transformer_spec run_model_from_json(const json_reader& run, const std::s
 /// `cluster` (the runs whose "gpu" names another cluster are left out; `only`, when not empty,
 /// keeps the ids that start with it). Each run: "id", "model" (above), "seq", "gpus",
 /// "global_batch", one measurement ("step_time_s", "model_tflops_per_gpu" or
-/// "hardware_tflops_per_gpu"), and the choices it ran with, each optional (searched when left
+/// "hardware_tflops_per_gpu"; a run without one, e.g. of memory alone, is left out), and the
+/// choices it ran with, each optional (searched when left
 /// out): "tp", "pp", "v", "micro_batch", "sequence_parallel", "recompute", "schedule",
 /// "partition"; and how: "optimizer_sharding", "overlap_grad_reduce", "p2p" ("blocking" or
-/// "overlapped"), "grad_reduce_dtype" ("fp32" or "bf16"), "activation_model". Other keys (a source,
-/// a note, memory) are ignored. Errors name the JSON pointer.
+/// "overlapped"), "grad_reduce_dtype" ("fp32" or "bf16"), "tp_comm_overlap", "activation_model".
+/// Other keys (a source, a note, memory) are ignored. Errors name the JSON pointer.
 inline std::vector<reference_run> read_reference_runs(std::string_view text,
                                                       const cluster_spec& cluster,
                                                       std::string_view only = {}) {
@@ -84,7 +85,9 @@ inline std::vector<reference_run> read_reference_runs(std::string_view text,
     if (!only.empty() && run.id.rfind(only, 0) != 0) {
       continue;
     }
-    if (r.has("gpu") && r["gpu"].string() != cluster.name) {
+    // A run on a preset is a run on a cluster calibrated from it ("<preset>-calibrated").
+    if (r.has("gpu") && r["gpu"].string() != cluster.name &&
+        cluster.name != r["gpu"].string() + "-calibrated") {
       continue;
     }
     plan_request& q = run.request;
@@ -106,11 +109,14 @@ inline std::vector<reference_run> read_reference_runs(std::string_view text,
         }
       }
     }
-    if (metrics != 1) {
+    if (metrics == 0) {
+      continue;  // a run that measured memory only: nothing to fit times to
+    }
+    if (metrics > 1) {
       r.error(
-          "give exactly one measurement of step_time_s, model_tflops_per_gpu and "
-          "hardware_tflops_per_gpu (found ",
-          metrics, ")");
+          "give one measurement of step_time_s, model_tflops_per_gpu and "
+          "hardware_tflops_per_gpu, not ",
+          metrics);
     }
     plan_fixed& f = q.options.fixed;
     auto count = [&](const char* key) -> std::optional<std::uint32_t> {
@@ -169,6 +175,14 @@ inline std::vector<reference_run> read_reference_runs(std::string_view text,
         r["p2p"].error("must be blocking or overlapped, not ", detail::json_reader::quote(*v));
       }
       q.blocking_p2p = *v == "blocking";
+    }
+    if (const auto v = text_of("tp_comm_overlap")) {
+      const auto o = parse_tp_overlap(*v);
+      if (!o) {
+        r["tp_comm_overlap"].error("must be none, backward or all, not ",
+                                   detail::json_reader::quote(*v));
+      }
+      q.tp_comm_overlap = *o;
     }
     if (const auto v = text_of("grad_reduce_dtype")) {
       if (*v != "fp32" && *v != "bf16") {

@@ -274,36 +274,86 @@ inline double collective_seconds(const training_job& job, const plan_layout& lay
 /// The seconds of an op's kernels, one after another, by kind. A kernel with CP ring bytes
 /// lasts the longer of its compute and the exchange (cp − 1 steps of the ring, each overlapped
 /// with the compute of the block already received, as Megatron-LM's and torchtitan's ring
-/// attention run it); what the compute does not hide counts as communication.
+/// attention run it); what the compute does not hide counts as communication. With
+/// training_job::tp_comm_overlap `all` a tensor-parallel collective runs beside the GEMM it feeds
+/// (an all-gather, the next GEMM) or drains (a reduce, the previous one), as Transformer
+/// Engine's userbuffers overlap splits them: the pair lasts the longer of the two.
 inline kind_seconds seconds_of(const training_job& job,
                                const plan_layout& lay,
                                const std::vector<kernel>& kernels) {
   kind_seconds out;
   const ring_link cp_link = group_link(job.cluster, lay.tp, lay.cp);
-  for (const kernel& k : kernels) {
+  std::vector<double> t(kernels.size(), 0.0);
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const kernel& k = kernels[i];
+    t[i] = k.kind == kernel_kind::communication
+               ? collective_seconds(job, lay, k)
+               : compute_seconds(job.cluster, k, job.model.activation_bytes);
+  }
+  // The GEMM each overlapped collective hides behind, and how much of the GEMM is left to hide
+  // another behind.
+  std::vector<double> room(kernels.size(), 0.0);
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    room[i] = kernels[i].kind == kernel_kind::gemm && !kernels[i].attention_core ? t[i] : 0.0;
+  }
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const kernel& k = kernels[i];
     if (k.kind == kernel_kind::communication) {
-      out[time_kind::communication] += collective_seconds(job, lay, k);
+      double exposed = t[i];
+      if (job.tp_comm_overlap == tp_overlap::all && k.group == comm_group::tensor) {
+        const bool gather = k.collective == collective_kind::all_gather;
+        const std::size_t j = gather ? i + 1 : i - 1;
+        if ((gather || i > 0) && j < kernels.size() && room[j] > 0.0) {
+          const double hidden = std::min(exposed, room[j]);
+          room[j] -= hidden;
+          exposed -= hidden;
+        }
+      }
+      out[time_kind::communication] += exposed;
       continue;
     }
-    const double t = compute_seconds(job.cluster, k, job.model.activation_bytes);
     const time_kind kind = k.attention_core                      ? time_kind::attention
                            : k.kind == kernel_kind::memory_bound ? time_kind::memory_bound
                                                                  : time_kind::gemm;
-    out[kind] += t;
+    out[kind] += t[i];
     if (k.ring_bytes > 0.0 && lay.cp > 1) {
       const double steps = static_cast<double>(lay.cp) - 1.0;
       const double ring = steps * cp_link.latency + k.ring_bytes / cp_link.bandwidth;
-      out[time_kind::communication] += std::max(0.0, ring - t);
+      out[time_kind::communication] += std::max(0.0, ring - t[i]);
     }
   }
   return out;
 }
 
+/// The seconds of a piece's ops by kind (seconds_of on each op's kernels). With
+/// training_job::tp_comm_overlap `backward`, the backward's tensor-parallel collectives run
+/// beside the other half of the backward's GEMMs: B's input-gradient reduces beside W's GEMMs,
+/// W's all-gathers (sequence parallelism's inputs again) beside B's, as Megatron-LM's fused
+/// backward runs them; taken so whether or not a schedule runs W right after B.
 inline op_kind_seconds seconds_of(const training_job& job,
                                   const plan_layout& lay,
                                   const op_kernels& k) {
-  return {seconds_of(job, lay, k.forward), seconds_of(job, lay, k.backward_input),
-          seconds_of(job, lay, k.backward_weight), seconds_of(job, lay, k.recompute)};
+  op_kind_seconds out{seconds_of(job, lay, k.forward), seconds_of(job, lay, k.backward_input),
+                      seconds_of(job, lay, k.backward_weight), seconds_of(job, lay, k.recompute)};
+  if (job.tp_comm_overlap == tp_overlap::backward) {
+    auto tp_comm = [&](const std::vector<kernel>& v, bool gathers) {
+      double t = 0.0;
+      for (const kernel& x : v) {
+        if (x.kind == kernel_kind::communication && x.group == comm_group::tensor &&
+            (x.collective == collective_kind::all_gather) == gathers) {
+          t += collective_seconds(job, lay, x);
+        }
+      }
+      return t;
+    };
+    const double b_hidden =
+        std::min(tp_comm(k.backward_input, false), out.backward_weight[time_kind::gemm]);
+    const double w_hidden =
+        std::min(tp_comm(k.backward_weight, true), out.backward_input[time_kind::gemm]);
+    out.backward_input[time_kind::communication] -= b_hidden;
+    out.backward_weight[time_kind::communication] -= w_hidden;
+  }
+  return out;
 }
 
 /// The layout's micro-batch: b sequences of the job's s tokens (token_counts::uniform).

@@ -241,7 +241,7 @@ struct runs_calibration {
   std::vector<run_prediction> before, after;
 };
 
-struct calibration_options {
+struct runs_calibration_options {
   bool fit_network = true;  ///< also fit the networks' bandwidth (else the compute scale only)
 };
 
@@ -262,7 +262,7 @@ inline double mean_abs_error(const std::vector<run_prediction>& v) {
 /// plan that fits.
 inline runs_calibration calibrate_runs(const std::vector<reference_run>& runs,
                                        const cluster_spec& base,
-                                       const calibration_options& opts = {}) {
+                                       const runs_calibration_options& opts = {}) {
   if (runs.empty()) {
     detail::fail("calibrate: the runs file has no run");
   }

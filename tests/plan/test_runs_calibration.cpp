@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include <pipesched/plan/calibrate.hpp>
+#include <pipesched/plan/runs_calibration.hpp>
 
 using namespace pipesched;
 
