@@ -2,12 +2,15 @@
 // memory (docs/model.md §10). The command only parses and prints: plan_request (job_of) holds
 // the rules, pipesched::plan() decides, the io/plan_* writers print.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -53,6 +56,13 @@ struct plan_cli {
   std::optional<std::string> usable_fraction;
   std::optional<std::string> search_evaluations;
   std::optional<std::string> threads;
+  std::optional<std::string> attention;
+  std::string activation_model = "tensors";
+  std::string overlap_grad_reduce = "on";
+  std::string p2p = "overlapped";
+  std::string grad_reduce_dtype = "fp32";
+  std::string tp_comm_overlap = "none";
+  bool layer_times = false;
 };
 
 constexpr std::uint64_t u32_max = 0xffffffffu;
@@ -71,27 +81,77 @@ std::optional<std::uint64_t> count64(const std::optional<std::string>& text, con
   return parse_count(*text, option, std::uint64_t{1} << 62);
 }
 
+/// Whether `text` is one shell word as it stands: `$(cat PREFIX.torchtitan.args)` splits on
+/// whitespace and nothing else, so a path with a space, quote or glob character would not
+/// reach torchtitan whole.
+bool plain_word(const std::string& text) {
+  for (char c : text) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    std::string_view("._/+-,=@%:").find(c) != std::string_view::npos;
+    if (!ok) {
+      return false;
+    }
+  }
+  return !text.empty();
+}
+
 /// The schedule's five files (schedule_export: op times in seconds, sizes in bytes),
-/// PREFIX.map.json (stage -> ranks and layers) and, when Megatron-LM can run the plan,
-/// PREFIX.megatron.args (io/framework_export.hpp; otherwise why not, on stderr). The inputs and
-/// the -o file are never overwritten.
+/// PREFIX.map.json (stage -> ranks and layers) and the frameworks' files where they can run the
+/// plan (io/framework_export.hpp): PREFIX.megatron.args, PREFIX.torchtitan.args and
+/// PREFIX.torchtitan.py; for each one not written, why, on stderr. The inputs and the -o file
+/// are never overwritten.
 std::vector<std::string> export_plan(const plan_cli& o,
                                      const training_job& job,
                                      const plan_entry& e) {
   const std::string& prefix = *o.export_prefix;
   std::vector<export_file> files = schedule_export(prefix, e.sched, e.costs, e.memory);
   files.push_back({prefix + ".map.json", plan_map_to_json(job, e).dump(2) + "\n"});
-  const std::string why = megatron_unsupported(job, e);
-  if (why.empty()) {
-    files.push_back({prefix + ".megatron.args", megatron_args(job, e, e.choice.group_size)});
+  // Printed after the files: an export refused writes nothing, and says only why.
+  std::vector<std::string> notes;
+  const auto not_written = [&prefix, &notes](const std::string& file, const std::string& why) {
+    notes.push_back(prefix + file + " not written: " + why);
+  };
+  if (const std::string why = megatron_unsupported(job, e); why.empty()) {
+    files.push_back({prefix + ".megatron.args", megatron_args(job, e)});
+  } else {
+    not_written(".megatron.args", why);
+  }
+  if (const std::string why = torchtitan_unsupported(job, e); why.empty()) {
+    // torchtitan runs from its own directory: the exported order by its absolute path.
+    const std::string csv = std::filesystem::absolute(prefix + ".compute.csv").string();
+    const torchtitan_settings t = torchtitan_settings_of(job, e, csv);
+    const bool reads_csv = std::any_of(
+        t.options.begin(), t.options.end(),
+        [](const torchtitan_option& opt) { return opt.field == "pipeline_parallel_schedule_csv"; });
+    if (!reads_csv || plain_word(csv)) {
+      files.push_back({prefix + ".torchtitan.args", torchtitan_args(t)});
+    } else {
+      not_written(".torchtitan.args",
+                  "the path " + csv + " is not one shell word (the .py names it quoted)");
+    }
+    if (!t.base_config.empty()) {
+      const plan_layout& l = e.choice.layout;
+      const std::string summary = job.model.name + " on " + std::to_string(job.gpus) + " " +
+                                  job.cluster.name + " GPUs, " + detail::plan_label(e.choice) +
+                                  " DP" + std::to_string(l.dp) +
+                                  (l.cp > 1 ? " CP" + std::to_string(l.cp) : "") + " " +
+                                  std::string(to_string(job.sharding)) + " sharding";
+      files.push_back({prefix + ".torchtitan.py", torchtitan_config(job, t, summary)});
+    } else {
+      not_written(".torchtitan.py", "torchtitan ships no config of " + job.model.name +
+                                        " to derive from (it has Llama 3 8B, 70B and 405B); "
+                                        "PREFIX.torchtitan.args applies to a config of your own");
+    }
+  } else {
+    notes.push_back(prefix + ".torchtitan.args and " + prefix + ".torchtitan.py not written: " +
+                    why);
   }
   std::vector<std::string> written =
       write_export(files, {{o.model, "--model"},
                            {o.gpu, "--gpu"},
                            {is_stdout(o.output) ? std::string() : o.output, "--output"}});
-  // After the files: an export refused writes nothing, and says only why.
-  if (!why.empty()) {
-    std::fprintf(stderr, "note: %s.megatron.args not written: %s\n", prefix.c_str(), why.c_str());
+  for (const std::string& note : notes) {
+    std::fprintf(stderr, "note: %s\n", note.c_str());
   }
   return written;
 }
@@ -123,6 +183,37 @@ int cmd_plan(const plan_cli& o) {
                 o.optimizer_sharding + "\"");
   }
   req.sharding = *sharding;
+  if (o.attention) {
+    const auto a = parse_attention_kind(*o.attention);
+    if (!a) {
+      usage_error("--attention: must be flash or materialized, not \"" + *o.attention + "\"");
+    }
+    req.attention = *a;
+  }
+  const auto am = parse_activation_model(o.activation_model);
+  if (!am) {
+    usage_error("--activation-model: must be tensors or megatron, not \"" + o.activation_model +
+                "\"");
+  }
+  req.activations = *am;
+  if (o.overlap_grad_reduce != "on" && o.overlap_grad_reduce != "off") {
+    usage_error("--overlap-grad-reduce: must be on or off, not \"" + o.overlap_grad_reduce + "\"");
+  }
+  req.overlap_grad_reduce = o.overlap_grad_reduce == "on";
+  if (o.p2p != "blocking" && o.p2p != "overlapped") {
+    usage_error("--p2p: must be blocking or overlapped, not \"" + o.p2p + "\"");
+  }
+  req.blocking_p2p = o.p2p == "blocking";
+  if (o.grad_reduce_dtype != "fp32" && o.grad_reduce_dtype != "bf16") {
+    usage_error("--grad-reduce-dtype: must be fp32 or bf16, not \"" + o.grad_reduce_dtype + "\"");
+  }
+  req.gradient_reduce_bytes = o.grad_reduce_dtype == "fp32" ? 4 : 2;
+  const auto tpo = parse_tp_overlap(o.tp_comm_overlap);
+  if (!tpo) {
+    usage_error("--tp-comm-overlap: must be none, backward or all, not \"" + o.tp_comm_overlap +
+                "\"");
+  }
+  req.tp_comm_overlap = *tpo;
   req.vocab_multiple = count32(o.vocab_multiple, "--vocab-multiple");
   plan_options& opts = req.options;
   plan_fixed& f = opts.fixed;
@@ -174,6 +265,22 @@ int cmd_plan(const plan_cli& o) {
     opts.threads = static_cast<unsigned>(parse_count(*o.threads, "--threads", 1024));
   }
   const training_job job = job_of(req);
+  if (o.layer_times) {
+    // One layer's ops for the layout given: no search.
+    plan_layout lay;
+    lay.tp = f.tp.value_or(1);
+    lay.micro_batch = f.micro_batch.value_or(1);
+    lay.sequence_parallel = f.sequence_parallel.value_or(false) && lay.tp > 1;
+    if (!job.model.tp_splits_heads(lay.tp)) {
+      usage_error("--tp: " + std::to_string(lay.tp) + " must divide the heads (" +
+                  std::to_string(job.model.heads) + ") and the KV heads (" +
+                  std::to_string(job.model.kv()) + ")");
+    }
+    write_output(
+        o.output,
+        layer_times_to_json(job, lay, f.recompute.value_or(recompute_kind::none)).dump(2) + "\n");
+    return 0;
+  }
   const plan_result r = plan(job, opts);
   const bool fits = !r.plans.empty() && r.plans.front().fits;
   // Nothing fitting is an answer (exit 1 with the report), also with --export: it writes
@@ -270,6 +377,29 @@ const registration plan_cmd{
        c->add_option("--vocab-multiple", o->vocab_multiple,
                      "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP "
                      "only)");
+       c->add_option("--attention", o->attention,
+                     "flash or materialized (default: the model's; flash in a model file)");
+       c->add_option("--activation-model", o->activation_model,
+                     "tensors (each tensor a layer keeps) or megatron (Megatron-LM's estimator)")
+           ->capture_default_str();
+       c->add_option("--overlap-grad-reduce", o->overlap_grad_reduce,
+                     "on: gradients reduce bucket by bucket during the backward; off: after it")
+           ->capture_default_str();
+       c->add_option("--p2p", o->p2p,
+                     "Pipeline sends: overlapped (beside the compute) or blocking (the sending op "
+                     "waits for them, Megatron-LM's default)")
+           ->capture_default_str();
+       c->add_option("--grad-reduce-dtype", o->grad_reduce_dtype,
+                     "The data-parallel reduction's precision: fp32 or bf16")
+           ->capture_default_str();
+       c->add_option("--tp-comm-overlap", o->tp_comm_overlap,
+                     "Tensor parallelism's collectives beside GEMMs: none; backward (the input "
+                     "gradients' reduces beside the weight gradients, Megatron's default); all "
+                     "(every one beside its GEMM, Megatron's --tp-comm-overlap)")
+           ->capture_default_str();
+       c->add_flag("--layer-times", o->layer_times,
+                   "Print one layer's op times and kernels for --tp, --micro-batch, "
+                   "--sequence-parallel and --recompute as JSON, instead of planning");
        c->add_option("--achieved-fraction", o->achieved_fraction,
                      "Share of the GPU's peak the layers achieve (default the --gpu's)");
        c->add_option("--usable-fraction", o->usable_fraction,

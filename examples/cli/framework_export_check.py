@@ -18,10 +18,10 @@ import sys
 
 def megatron_parser(spec):
     parser = argparse.ArgumentParser(prog="megatron", allow_abbrev=False)
-    types = {"int": int, "str": str}
+    types = {"int": int, "str": str, "float": float}
     for flag, f in spec["flags"].items():
-        if f.get("action") == "store_true":
-            parser.add_argument(flag, dest=f["dest"], action="store_true")
+        if f.get("action") in ("store_true", "store_false"):
+            parser.add_argument(flag, dest=f["dest"], action=f["action"])
         else:
             kw = {"dest": f["dest"], "type": types[f["type"]], "default": f.get("default")}
             if "choices" in f:
@@ -93,6 +93,19 @@ def main():
     # megatron/training/arguments.py validate_args: data_parallel_size = world / (tp*pp*cp).
     check(gpus % (tp * pp * cp) == 0, "world size not divisible by tp*pp*cp")
     dp = gpus // (tp * pp * cp)
+    # validate_args: required arguments, and max_position_embeddings >= seq_length.
+    for required in ("num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings"):
+        check(getattr(a, required) is not None, f"--{required.replace('_', '-')} missing")
+    check(a.max_position_embeddings >= a.seq_length, "max_position_embeddings < seq_length")
+    # TransformerConfig.__post_init__: heads and query groups against TP; kv_channels from
+    # hidden / heads when not given (validate_args asserts the division).
+    check(a.num_attention_heads % tp == 0, "num_attention_heads not a multiple of tp")
+    if a.group_query_attention:
+        g = a.num_query_groups
+        check(g % tp == 0 or tp % g == 0, "num_query_groups neither a multiple nor a divisor of tp")
+        check(a.num_attention_heads % g == 0, "num_query_groups does not divide the heads")
+    if a.kv_channels is None:
+        check(a.hidden_size % a.num_attention_heads == 0, "hidden not divisible by heads")
     num_layers = a.num_layers
 
     # validate_args, "Uneven virtual pipeline parallelism": no more than one of
@@ -127,12 +140,13 @@ def main():
         vpp = 1
         per_chunk = [num_layers // pp] * pp
     if vpp > 1:
-        # validate_args: the interleaved schedule needs pipeline_model_parallel_size > 1
-        # (overlap_p2p_comm is on by default).
-        check(pp > 1, "interleaved schedule with pp = 1")
+        # validate_args: the interleaved schedule needs pipeline_model_parallel_size > 1, or > 2
+        # without overlapped transfers (--no-overlap-p2p-communication).
+        check(pp > (1 if a.overlap_p2p_comm else 2), "interleaved schedule with pp too small")
     else:
         check(a.microbatch_group_size_per_vp_stage is None,
               "a group size without virtual stages")
+        check(a.overlap_p2p_comm, "--no-overlap-p2p-communication without virtual stages")
 
     # num_microbatches_calculator: global batch divisible by micro batch * data parallel.
     check(a.global_batch_size % (a.micro_batch_size * dp) == 0,
@@ -172,7 +186,7 @@ def main():
         "global_batch": (a.global_batch_size, doc["global_batch"]),
         "distributed optimizer": (a.use_distributed_optimizer,
                                   doc["optimizer_sharding"] == "optimizer"),
-        "context parallel": (cp, 1),
+        "context parallel": (cp, layout["cp"]),
     }
     if vpp > 1 and "microbatch_group_size_per_vp_stage" not in o.expect:
         want["group size"] = (a.microbatch_group_size_per_vp_stage, pp)  # the default, p

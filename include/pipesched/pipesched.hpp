@@ -30,6 +30,8 @@
 //     exec/thread_driver.hpp exec/dynamic_driver.hpp exec/any_executor.hpp
 //     exec/instrumented_executor.hpp exec/sleep_executor.hpp
 //   MPI (needs <mpi.h>): exec/mpi.hpp
+//   Calibration from a profiler trace (kernel names, GEMM shapes, the fit; the cluster it
+//     calibrates is the planner's): model/kernel_calibration.hpp plan/calibration.hpp
 //   The front ends: tools/request.hpp tools/whatif.hpp tools/analyze.hpp (forwarded from
 //     plan/request.hpp plan/whatif.hpp plan/analyze.hpp)
 //   The planner: model/inline_recompute.hpp plan/job.hpp plan/job_costs.hpp plan/partition.hpp
@@ -41,7 +43,8 @@
 //     io/text.hpp io/timeline.hpp io/report_text.hpp io/fmt.hpp io/distribution_svg.hpp
 //     io/telemetry_io.hpp io/model_json.hpp io/job_spec_json.hpp io/plan_json.hpp
 //     io/plan_text.hpp io/plan_svg.hpp io/whatif_io.hpp io/analyze_io.hpp io/lengths.hpp
-//     io/pack_io.hpp io/schedule_export.hpp io/framework_export.hpp
+//     io/pack_io.hpp io/schedule_export.hpp io/framework_export.hpp io/profiler_trace.hpp
+//     io/calibration_report.hpp
 
 #include "pipesched/analysis/metrics.hpp"
 #include "pipesched/exec/executor.hpp"

@@ -178,3 +178,29 @@ TEST_CASE("plan JSON: the map gives every rank one stage and every layer one chu
   CHECK(layers.size() == 32);
   CHECK(*layers.rbegin() == 31);
 }
+
+TEST_CASE("plan JSON: the map counts CP ranks and lists no layer for a chunk of none",
+          "[io][plan]") {
+  // Made by hand: the search gives no end chunk zero layers and no CP yet.
+  plan_entry e;
+  e.choice.layout.tp = 8;
+  e.choice.layout.cp = 2;
+  e.choice.layout.dp = 4;
+  e.choice.layout.pp = 2;
+  e.choice.layout.chunks = 2;
+  e.choice.partition = {0, 16, 16, 0};
+  e.stages.resize(2);
+  e.stages[0].chunks = {0, 2};
+  e.stages[1].chunks = {1, 3};
+  const nlohmann::json j = plan_map_to_json(test_plan::small_job(), e);
+  CHECK(j.at("cp") == 2);
+  CHECK(j.at("rank_order") == "tp, cp, dp, pp (rank = t + tp*(c + cp*(d + dp*stage)))");
+  CHECK(j.at("stages")[1].at("ranks").at("first") == 64);
+  CHECK(j.at("stages")[1].at("ranks").at("count") == 64);
+  const nlohmann::json& first = j.at("stages")[0].at("chunks")[0];
+  CHECK(first.at("layers") == nlohmann::json::array());
+  CHECK(first.at("embedding") == true);
+  CHECK(j.at("stages")[0].at("chunks")[1].at("layers") == nlohmann::json::array({16, 31}));
+  CHECK(j.at("stages")[1].at("chunks")[1].at("layers") == nlohmann::json::array());
+  CHECK(j.at("stages")[1].at("chunks")[1].at("head") == true);
+}

@@ -87,7 +87,7 @@ TEST_CASE("job: op times are finite and > 0 at the cluster's rate", "[plan][job]
   CHECK_NOTHROW(job.check());
   job.cluster.peak_flops_bf16 = 1e-300;  // a step's work would be inf seconds
   CHECK_THROWS_WITH(job.check(),
-                    "plan: peak_flops_bf16 (1e-300 FLOP/s) × achieved_fraction (0.5) "
+                    "plan: peak_flops_bf16 (1e-300 FLOP/s) × achieved_fraction (1) "
                     "makes the layers' work of one step take more seconds than a "
                     "double holds: the op times must be finite and > 0");
   job.cluster.peak_flops_bf16 = 989.4e12;
@@ -95,6 +95,7 @@ TEST_CASE("job: op times are finite and > 0 at the cluster's rate", "[plan][job]
   CHECK_THROWS_WITH(job.check(), Catch::Contains("more seconds than a double holds"));
   job.cluster.achieved_fraction = 1.0;
   job.cluster.peak_flops_bf16 = 1e308;  // one weight gradient would be 0 s
+  job.cluster.gemm_efficiency = {};
   job.sequence = 1;
   job.model.hidden = 1;
   job.model.ffn = 1;

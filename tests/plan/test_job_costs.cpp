@@ -92,41 +92,102 @@ TEST_CASE("job_costs: the embedding on chunk 0's stage, the head and final norm 
   CHECK(jc.parameters[3].head == vh + 4096);
 }
 
-TEST_CASE("job_costs: op times are FLOPs at the achieved rate plus TP collectives",
+TEST_CASE("job_costs: without the kernel model's inputs, op times are FLOPs at the achieved rate",
           "[plan][job_costs]") {
-  const training_job job = small_job();
+  // A cluster file of before the kernel model: no HBM bandwidth, no curves, one achieved
+  // fraction. The memory-bound kernels take no time; GEMMs and attention their FLOPs at the rate.
+  training_job job = small_job();
+  job.cluster.hbm_bandwidth = 0.0;
+  job.cluster.gemm_efficiency = {};
+  job.cluster.attention_efficiency = {};
+  job.cluster.achieved_fraction = 0.5;
+  job.cluster.intra_node_bandwidth = 450e9;
   const plan_layout l = layout(2, 4);
   const job_op_times ot = op_times_of(job, l, recompute_kind::selective);
   const double rate = 989.4e12 * 0.5;
   const layer_flops f = flops_of_layer(job.model, 4096, 1);
   const double bytes = 2.0 * 4096 * 4096;  // s·b·h bf16
-  const double ar = ring_allreduce_time(2, bytes, 450e9, 3e-6);
-  CHECK(ot.layer.forward == Approx(f.forward() / 2 / rate + 2 * ar));
-  CHECK(ot.layer.backward_input == Approx(f.backward_input() / 2 / rate + 2 * ar));
-  CHECK(ot.layer.backward_weight == Approx(f.backward_weight() / 2 / rate));
+  // With sequence parallelism: two all-gathers and two reduce-scatters, an all-reduce's volume.
+  const double rs = ring_reduce_scatter_time(2, bytes, 450e9, 3e-6);
+  CHECK(ot.layer.forward == Approx(f.forward() / 2 / rate + 4 * rs));
+  // The flash backward does 2.5 times its forward's FLOPs (FlashAttention-2).
+  CHECK(ot.layer.backward_input == Approx((f.linear + 2.5 * f.core) / 2 / rate + 4 * rs));
+  // W: the weight gradients, and the two all-gathers sequence parallelism repeats for them.
+  CHECK(ot.layer.backward_weight == Approx(f.backward_weight() / 2 / rate + 2 * rs));
   CHECK(ot.layer_recompute == Approx(f.core / 2 / rate));
-  CHECK(op_times_of(job, l, recompute_kind::full).layer_recompute == ot.layer.forward);
+  CHECK(op_times_of(job, l, recompute_kind::full).layer_recompute == Approx(ot.layer.forward));
   CHECK(op_times_of(job, l, recompute_kind::none).layer_recompute == 0.0);
   // T_comm: one s·b·h activation, a TP share, between nodes (TP·DP = 16 GPUs per stage).
   const job_costs jc =
       make_job_costs(job, l, recompute_kind::selective, even(32, 4), placement::sequential(4));
-  CHECK(jc.pipeline_transfer_s == Approx(bytes / 2 / 50e9 + 10e-6));
+  CHECK(jc.pipeline_transfer_s == Approx(bytes / 2 / 45e9 + 10e-6));
   CHECK(in_one_node(2, 4, 8));
   CHECK_FALSE(in_one_node(2, 8, 8));
   CHECK_FALSE(in_one_node(3, 2, 8));
-  // The per-chunk model carries them.
+  // The per-chunk model carries them, the head's ops on the last chunk.
   const shaped_cost_model c = jc.costs.for_shape(4, 1, "t");
   CHECK(c.at(1).forward == Approx(8 * ot.layer.forward));
-  CHECK(c.at(3).backward_weight == Approx(8 * ot.layer.backward_weight + ot.head));
+  CHECK(c.at(3).backward_weight ==
+        Approx(8 * ot.layer.backward_weight + ot.head.backward_weight.total()));
+  CHECK(ot.head.forward[time_kind::gemm] ==
+        Approx(head_flops(job.model, 4096, padded_vocab(128256, 2)) / 2 / rate));
   CHECK(c.comm(0, 1) == jc.pipeline_transfer_s);
+}
+
+TEST_CASE("job_costs: each op is the sum of its kernels, each timed by its roofline",
+          "[plan][job_costs]") {
+  const training_job job = small_job();
+  const cluster_spec& cl = job.cluster;
+  for (const plan_layout& l : {layout(1, 4), layout(2, 4), layout(8, 2)}) {
+    for (recompute_kind r :
+         {recompute_kind::none, recompute_kind::selective, recompute_kind::full}) {
+      const job_op_times ot = op_times_of(job, l, r);
+      const layer_kernel_times kt = layer_kernel_times_of(job, l, r);
+      auto sum = [](const std::vector<timed_kernel>& v) {
+        double s = 0.0;
+        for (const timed_kernel& t : v) {
+          s += t.seconds;
+        }
+        return s;
+      };
+      CHECK(ot.layer.forward == Approx(sum(kt.forward)));
+      CHECK(ot.layer.backward_input == Approx(sum(kt.backward_input)));
+      CHECK(ot.layer.backward_weight == Approx(sum(kt.backward_weight)));
+      CHECK(ot.layer_recompute == Approx(sum(kt.recompute)));
+      for (const timed_kernel& t : kt.forward) {
+        const double memory = t.k.bytes / (cl.hbm_bandwidth * cl.memory_efficiency);
+        if (t.k.kind == kernel_kind::gemm) {
+          const double compute =
+              t.k.flops / (cl.peak_flops_bf16 * cl.gemm_efficiency.at(t.k.flops));
+          CHECK(t.seconds == Approx(std::max(compute, memory)));
+        } else if (t.k.kind == kernel_kind::attention) {
+          const double compute =
+              t.k.flops / (cl.peak_flops_bf16 * cl.attention_efficiency.at(t.k.flops));
+          CHECK(t.seconds == Approx(std::max(compute, memory)));
+        } else if (t.k.kind == kernel_kind::memory_bound) {
+          CHECK(t.seconds == Approx(memory));
+        } else {
+          CHECK(t.seconds > 0.0);  // a collective over more than one rank
+        }
+      }
+      // The breakdown by kind adds up to the op.
+      CHECK(ot.layer_kinds.forward.total() == Approx(ot.layer.forward));
+    }
+  }
+  // A half-size GEMM is no faster per FLOP: the curve never falls with size.
+  const kernel big = detail::gemm_kernel("big", 8192, 8192, 8192, 2.0);
+  const kernel small = detail::gemm_kernel("small", 512, 512, 512, 2.0);
+  CHECK(compute_seconds(cl, small, 2) / small.flops > compute_seconds(cl, big, 2) / big.flops);
 }
 
 TEST_CASE("job_costs: activation sizes per chunk", "[plan][job_costs]") {
   const training_job job = small_job();
   const plan_layout l = layout(2, 4);
-  const layer_activation_bytes la = activation_bytes_of_layer(job.model, 4096, 1, 2, true);
+  // The default activation model: the tensors each layer keeps (model/layer_tensors.hpp).
+  const layer_activation_bytes la = activation_bytes_of_tensors(
+      job.model, layer_shard{token_counts::uniform(4096, 1), 2, 1, true});
   const double s = 4096, b = 1, h = 4096;
-  const double embed = (8 * s * b + s * b * h) / 2;
+  const double embed = 8 * s * b;  // the token ids; Llama has no dropout mask
   const double head = 4 * s * b * (h + static_cast<double>(padded_vocab(128256, 2))) / 2;
   const placement pl = placement::sequential(4);
   const shaped_memory_model none =
@@ -143,6 +204,14 @@ TEST_CASE("job_costs: activation sizes per chunk", "[plan][job_costs]") {
       make_job_costs(job, l, recompute_kind::full, even(32, 4), pl).memory.for_shape(4, 1, "t");
   CHECK(full.at(1).input == Approx(8 * la.input));
   CHECK(full.at(1).activation == Approx(8 * la.input + la.without_core + 8 * la.weight_grad));
+  // Megatron-LM's estimator when asked for: its formula, and its embedding terms.
+  training_job meg = job;
+  meg.activations = activation_model::megatron;
+  const layer_activation_bytes lm = activation_bytes_of_layer(job.model, 4096, 1, 2, true);
+  const shaped_memory_model m =
+      make_job_costs(meg, l, recompute_kind::none, even(32, 4), pl).memory.for_shape(4, 1, "t");
+  CHECK(m.at(0).activation == Approx(8 * lm.full + (8 * s * b + s * b * h) / 2));
+  CHECK(m.at(1).activation == Approx(8 * lm.full));
 }
 
 TEST_CASE("job_costs: shapes are checked", "[plan][job_costs]") {
@@ -162,7 +231,7 @@ TEST_CASE("job_costs: each pipeline link is timed by where its two stages' ranks
   job.cluster.inter_node_bandwidth = 1e9;
   job.cluster.inter_node_latency = 0.01;
   const double bytes = 2.0 * 4096 * 4096;  // s·b·h bf16
-  const double intra = bytes / 4 / 450e9 + 3e-6;
+  const double intra = bytes / 4 / job.cluster.intra_node_bandwidth + 3e-6;
   const double inter = bytes / 4 / 1e9 + 0.01;
   plan_layout l = layout(4, 4);
   l.dp = 1;  // 4 ranks a stage, 2 stages a node
@@ -186,7 +255,7 @@ TEST_CASE("job_costs: each pipeline link is timed by where its two stages' ranks
   l16.dp = 1;
   const job_costs v =
       make_job_costs(job, l16, recompute_kind::selective, even(32, 32), placement::v_shape(16));
-  const double intra1 = bytes / 450e9 + 3e-6;
+  const double intra1 = bytes / job.cluster.intra_node_bandwidth + 3e-6;
   const double inter1 = bytes / 1e9 + 0.01;
   for (stage_index s = 0; s + 1 < 16; ++s) {
     INFO("link " << s << " -> " << s + 1);

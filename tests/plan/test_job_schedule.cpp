@@ -28,12 +28,15 @@ TEST_CASE("job schedule: the partition weighs a layer, the embedding and the hea
   job_op_times ot;
   ot.layer = op_costs{1.0, 2.0, 1.5};
   ot.layer_recompute = 0.5;
-  ot.embedding_forward = 0.25;
-  ot.head = 3.0;
+  ot.embedding.forward[time_kind::communication] = 0.25;
+  ot.head.forward[time_kind::gemm] = 1.0;
+  ot.head.backward_input[time_kind::gemm] = 1.0;
+  ot.head.backward_weight[time_kind::gemm] = 0.5;
+  ot.head.backward_weight[time_kind::memory_bound] = 0.5;
   const partition_weights w = detail::partition_weights_of(ot, 4, {2, 2, 2, 2});
   CHECK(w.layer_time == 5.0);
-  CHECK(w.fixed_time == std::vector<double>{0.25, 0.0, 0.0, 9.0});
+  CHECK(w.fixed_time == std::vector<double>{0.25, 0.0, 0.0, 3.0});
   CHECK(w.max_stage_layers == std::vector<std::uint32_t>{2, 2, 2, 2});
   const partition_weights one = detail::partition_weights_of(ot, 1);
-  CHECK(one.fixed_time == std::vector<double>{9.25});
+  CHECK(one.fixed_time == std::vector<double>{3.25});
 }

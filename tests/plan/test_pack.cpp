@@ -211,14 +211,15 @@ TEST_CASE("pack: equal lengths reproduce the uniform numbers exactly", "[plan][p
     const double makespan = simulate(s, costs).makespan;
     const memory_report mem = check_memory(s, jc.memory);
     CHECK(r.baseline.step_time_s == makespan);
-    CHECK(r.chosen.step_time_s == makespan);
     for (stage_index k = 0; k < p; ++k) {
       CHECK(r.baseline.peak_memory_bytes[k] == mem.stages[k].peak);
-      CHECK(r.chosen.peak_memory_bytes[k] == mem.stages[k].peak);
     }
-    for (const packed_microbatch& mb : r.microbatches) {
+    for (const packed_microbatch& mb : r.baseline_microbatches) {
       CHECK(mb.tokens == 8192);
     }
+    // The chosen packing may be another one (a light micro-batch at the ends shortens the
+    // warm-up and the drain), never a slower one.
+    CHECK_FALSE(r.baseline.better_than(r.chosen));
     check_produced(r, p, 16);
   }
 }

@@ -22,11 +22,14 @@ inline constexpr int cluster_spec_json_version = 1;
 
 /// A model file (schema v1): `{"version": 1, "layers", "hidden", "ffn", "heads", "kv_heads",
 /// "vocab", "mlp": "gelu" | "swiglu", "norm": "layernorm" | "rmsnorm", "tied_embeddings"}`,
-/// and optionally "name", "head_dim" (default hidden / heads) and "activation_bytes" (2).
+/// and optionally "name", "head_dim" (default hidden / heads), "activation_bytes" (2),
+/// "attention": "flash" | "materialized" (flash), "dropout" (false), "bias" (false) and
+/// "position": "rotary" | "learned" (rotary).
 inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
   c.object({"version", "name", "layers", "hidden", "ffn", "heads", "kv_heads", "head_dim", "vocab",
-            "mlp", "norm", "tied_embeddings", "activation_bytes"});
+            "mlp", "norm", "tied_embeddings", "activation_bytes", "attention", "dropout", "bias",
+            "position"});
   c.version(transformer_spec_json_version, "model");
   transformer_spec t;
   constexpr std::uint64_t u32 = std::numeric_limits<std::uint32_t>::max();
@@ -56,6 +59,31 @@ inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
   if (c.has("activation_bytes")) {
     t.activation_bytes = static_cast<std::uint32_t>(c["activation_bytes"].integer(1, 4));
   }
+  if (c.has("attention")) {
+    const std::string a = c["attention"].string();
+    const auto k = parse_attention_kind(a);
+    if (!k) {
+      c["attention"].error("must be \"flash\" or \"materialized\", not ",
+                           detail::json_reader::quote(a));
+    }
+    t.attention = *k;
+  }
+  if (c.has("position")) {
+    const std::string a = c["position"].string();
+    if (a != "rotary" && a != "learned") {
+      c["position"].error("must be \"rotary\" or \"learned\", not ", detail::json_reader::quote(a));
+    }
+    t.position = a == "rotary" ? position_kind::rotary : position_kind::learned;
+  }
+  for (auto [key, field] : {std::pair{"dropout", &transformer_spec::dropout},
+                            std::pair{"bias", &transformer_spec::bias}}) {
+    if (c.has(key)) {
+      if (!c[key].v.is_boolean()) {
+        c[key].error("must be true or false, not ", c[key].v.dump());
+      }
+      t.*field = c[key].v.get<bool>();
+    }
+  }
   try {
     t.check("model");
   } catch (const field_error& e) {
@@ -80,22 +108,57 @@ inline nlohmann::json transformer_spec_to_json(const transformer_spec& t) {
                    {"mlp", std::string(to_string(t.mlp))},
                    {"norm", std::string(to_string(t.norm))},
                    {"tied_embeddings", t.tied_embeddings},
-                   {"activation_bytes", t.activation_bytes}};
+                   {"activation_bytes", t.activation_bytes},
+                   {"attention", std::string(to_string(t.attention))},
+                   {"dropout", t.dropout},
+                   {"bias", t.bias},
+                   {"position", std::string(to_string(t.position))}};
   if (t.head_dim != 0) {
     j["head_dim"] = t.head_dim;
   }
   return j;
 }
 
+namespace detail {
+
+/// An efficiency curve's JSON: `[[size, efficiency], ...]` (efficiency_curve's form).
+inline efficiency_curve efficiency_curve_from_json(const json_reader& c) {
+  efficiency_curve out;
+  const std::size_t n = c.array();
+  for (std::size_t i = 0; i < n; ++i) {
+    const json_reader point = c[i];
+    if (point.array() != 2) {
+      point.error("must be a pair [size, efficiency], not ", point.v.dump());
+    }
+    out.points.emplace_back(point[std::size_t{0}].number(), point[std::size_t{1}].number());
+  }
+  return out;
+}
+
+inline nlohmann::json efficiency_curve_to_json(const efficiency_curve& e) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [size, eff] : e.points) {
+    out.push_back({size, eff});
+  }
+  return out;
+}
+
+}  // namespace detail
+
 /// A cluster file (schema v1): `{"version": 1, "memory_bytes", "peak_flops_bf16",
 /// "intra_node_bandwidth", "inter_node_bandwidth"}` (bytes, FLOP/s, bytes/s) and optionally
-/// "name", "usable_fraction" (0.9), "peak_flops_fp8" (0), "achieved_fraction" (0.5),
-/// "gpus_per_node" (8), "intra_node_latency" and "inter_node_latency" (seconds, 0).
+/// "name", "usable_fraction" (0.9), "peak_flops_fp8" (0), "gpus_per_node" (8),
+/// "intra_node_latency" and "inter_node_latency" (seconds, 0), and the kernel model's
+/// "hbm_bandwidth" (bytes/s, 0: memory-bound kernels not timed), "gemm_efficiency" and
+/// "attention_efficiency" (curves `[[FLOPs, efficiency], ...]`, docs/model.md §10.2),
+/// "memory_efficiency" (1) and "achieved_fraction" (1 with a GEMM curve, else 0.5: the one
+/// share of the peak every op achieves, as files without the curves were read).
 inline cluster_spec cluster_spec_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
   c.object({"version", "name", "memory_bytes", "usable_fraction", "peak_flops_bf16",
             "peak_flops_fp8", "achieved_fraction", "gpus_per_node", "intra_node_bandwidth",
-            "intra_node_latency", "inter_node_bandwidth", "inter_node_latency"});
+            "intra_node_latency", "inter_node_bandwidth", "inter_node_latency", "hbm_bandwidth",
+            "gemm_efficiency", "attention_efficiency", "memory_efficiency"});
   c.version(cluster_spec_json_version, "cluster");
   cluster_spec k;
   k.name = c.has("name") ? c["name"].name() : std::string("cluster");
@@ -108,7 +171,16 @@ inline cluster_spec cluster_spec_from_json(const nlohmann::json& j) {
   k.usable_fraction = number_or("usable_fraction", k.usable_fraction);
   k.peak_flops_bf16 = c["peak_flops_bf16"].number();
   k.peak_flops_fp8 = number_or("peak_flops_fp8", 0.0);
-  k.achieved_fraction = number_or("achieved_fraction", k.achieved_fraction);
+  if (c.has("gemm_efficiency")) {
+    k.gemm_efficiency = detail::efficiency_curve_from_json(c["gemm_efficiency"]);
+  }
+  if (c.has("attention_efficiency")) {
+    k.attention_efficiency = detail::efficiency_curve_from_json(c["attention_efficiency"]);
+  }
+  k.achieved_fraction =
+      number_or("achieved_fraction", k.gemm_efficiency.points.empty() ? 0.5 : 1.0);
+  k.hbm_bandwidth = number_or("hbm_bandwidth", 0.0);
+  k.memory_efficiency = number_or("memory_efficiency", 1.0);
   if (c.has("gpus_per_node")) {
     k.gpus_per_node = static_cast<std::uint32_t>(c["gpus_per_node"].integer(1, 1u << 20));
   }
@@ -119,7 +191,12 @@ inline cluster_spec cluster_spec_from_json(const nlohmann::json& j) {
   try {
     k.check("cluster");
   } catch (const field_error& e) {
-    c[e.field()].error(e.rule());
+    // A curve's rule names its point: "gemm_efficiency/2".
+    const std::string& f = e.field();
+    if (const auto slash = f.find('/'); slash != std::string::npos) {
+      c[std::string_view(f).substr(0, slash)][std::stoul(f.substr(slash + 1))].error(e.rule());
+    }
+    c[f].error(e.rule());
   }
   return k;
 }
@@ -140,7 +217,11 @@ inline nlohmann::json cluster_spec_to_json(const cluster_spec& k) {
           {"intra_node_bandwidth", k.intra_node_bandwidth},
           {"intra_node_latency", k.intra_node_latency},
           {"inter_node_bandwidth", k.inter_node_bandwidth},
-          {"inter_node_latency", k.inter_node_latency}};
+          {"inter_node_latency", k.inter_node_latency},
+          {"hbm_bandwidth", k.hbm_bandwidth},
+          {"gemm_efficiency", detail::efficiency_curve_to_json(k.gemm_efficiency)},
+          {"attention_efficiency", detail::efficiency_curve_to_json(k.attention_efficiency)},
+          {"memory_efficiency", k.memory_efficiency}};
 }
 
 namespace detail {

@@ -22,6 +22,62 @@ inline constexpr int plan_json_version = 1;
 
 /// One plan as JSON: its layout, schedule, recompute, whether it fits, its time and rates (SI
 /// units in the key: seconds, bytes) and per stage its layers and memory parts.
+/// `{"gemm": s, "attention": s, "memory_bound": s, "communication": s}`.
+inline nlohmann::json kind_seconds_to_json(const kind_seconds& k) {
+  nlohmann::json j = nlohmann::json::object();
+  for (time_kind t :
+       {time_kind::gemm, time_kind::attention, time_kind::memory_bound, time_kind::communication}) {
+    j[std::string(to_string(t))] = k[t];
+  }
+  return j;
+}
+
+/// One layer's op times for a layout (`plan --layer-times`, docs/formats.md): each op's
+/// seconds, by kind, and its kernels with their FLOPs, bytes and seconds.
+inline nlohmann::json layer_times_to_json(const training_job& job,
+                                          const plan_layout& lay,
+                                          recompute_kind recompute) {
+  const job_op_times ot = op_times_of(job, lay, recompute);
+  const layer_kernel_times kt = layer_kernel_times_of(job, lay, recompute);
+  auto kernels = [](const std::vector<timed_kernel>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const timed_kernel& t : v) {
+      const char* kind = t.k.kind == kernel_kind::gemm           ? "gemm"
+                         : t.k.kind == kernel_kind::attention    ? "attention"
+                         : t.k.kind == kernel_kind::memory_bound ? "memory_bound"
+                                                                 : "communication";
+      a.push_back({{"name", std::string(t.k.name)},
+                   {"kind", kind},
+                   {"flops", t.k.flops},
+                   {"bytes", t.k.bytes},
+                   {"seconds", t.seconds}});
+    }
+    return a;
+  };
+  return {{"model", job.model.name},
+          {"gpu", job.cluster.name},
+          {"layout",
+           {{"tp", lay.tp},
+            {"cp", lay.cp},
+            {"micro_batch", lay.micro_batch},
+            {"sequence_parallel", lay.sequence_parallel}}},
+          {"recompute", std::string(to_string(recompute))},
+          {"forward_s", ot.layer.forward},
+          {"backward_input_s", ot.layer.backward_input},
+          {"backward_weight_s", ot.layer.backward_weight},
+          {"recompute_s", ot.layer_recompute},
+          {"seconds_by_kind",
+           {{"forward", kind_seconds_to_json(ot.layer_kinds.forward)},
+            {"backward_input", kind_seconds_to_json(ot.layer_kinds.backward_input)},
+            {"backward_weight", kind_seconds_to_json(ot.layer_kinds.backward_weight)},
+            {"recompute", kind_seconds_to_json(ot.layer_kinds.recompute)}}},
+          {"kernels",
+           {{"forward", kernels(kt.forward)},
+            {"backward_input", kernels(kt.backward_input)},
+            {"backward_weight", kernels(kt.backward_weight)},
+            {"recompute", kernels(kt.recompute)}}}};
+}
+
 inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
   nlohmann::json j{{"layout",
@@ -31,13 +87,15 @@ inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
                      {"v", l.chunks},
                      {"micro_batch", l.micro_batch},
                      {"microbatches", l.microbatches},
-                     {"sequence_parallel", l.sequence_parallel}}},
+                     {"sequence_parallel", l.sequence_parallel},
+                     {"cp", l.cp}}},
                    {"schedule", e.choice.schedule},
                    {"recompute", std::string(to_string(e.choice.recompute))},
                    {"fits", e.fits},
                    {"step_time_s", e.step_time_s},
                    {"makespan_s", e.makespan_s},
                    {"dp_exposed_s", e.dp_exposed_s},
+                   {"optimizer_s", e.optimizer_s},
                    {"tokens_per_s", e.tokens_per_s},
                    {"tflops_per_gpu", e.tflops_per_gpu},
                    {"mfu", e.mfu},
@@ -54,6 +112,12 @@ inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
                            {"embedding", st.embedding},
                            {"head", st.head},
                            {"busy_s", st.busy_s},
+                           {"seconds_by_kind", kind_seconds_to_json(st.seconds_by_kind)},
+                           {"optimizer_s", st.optimizer_s},
+                           {"parameters",
+                            {{"layers", st.parameters.layers},
+                             {"embedding", st.parameters.embedding},
+                             {"head", st.parameters.head}}},
                            {"memory_bytes",
                             {{"weights", st.statics.weights},
                              {"gradients", st.statics.gradients},
@@ -111,8 +175,8 @@ inline nlohmann::json plan_to_json(const training_job& job, const plan_result& r
 }
 
 /// Which ranks run which pipeline stage, and which layers each of its chunks holds, in the rank
-/// order of job_costs.hpp (tensor parallelism fastest, then data, then pipeline: rank = t +
-/// TP·(d + DP·s)). Layers are numbered 0 .. L−1 in model order.
+/// order of job_costs.hpp (tensor parallelism fastest, then context, then data, then pipeline:
+/// rank = t + TP·(c + CP·(d + DP·s))). Layers are numbered 0 .. L−1 in model order.
 inline nlohmann::json plan_map_to_json(const training_job& job, const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
   std::vector<std::uint32_t> first(e.choice.partition.size() + 1, 0);
@@ -122,19 +186,25 @@ inline nlohmann::json plan_map_to_json(const training_job& job, const plan_entry
   nlohmann::json j{{"version", plan_json_version},
                    {"model", job.model.name},
                    {"schedule", e.choice.schedule},
-                   {"rank_order", "tp, dp, pp (rank = t + tp*(d + dp*stage))"},
+                   {"rank_order", "tp, cp, dp, pp (rank = t + tp*(c + cp*(d + dp*stage)))"},
                    {"tp", l.tp},
+                   {"cp", l.cp},
                    {"pp", l.pp},
                    {"dp", l.dp},
                    {"v", l.chunks},
                    {"stages", nlohmann::json::array()}};
-  const std::uint64_t per_stage = std::uint64_t{l.tp} * l.dp;
+  const std::uint64_t per_stage = std::uint64_t{l.tp} * l.cp * l.dp;
   for (std::size_t s = 0; s < e.stages.size(); ++s) {
     const plan_stage& st = e.stages[s];
     nlohmann::json chunks = nlohmann::json::array();
     for (global_chunk g : st.chunks) {
+      // A chunk of no layer (an end holding only the embedding or the head) lists none.
+      nlohmann::json layers = nlohmann::json::array();
+      if (first[g + 1] > first[g]) {
+        layers = {first[g], first[g + 1] - 1};
+      }
       chunks.push_back({{"global_chunk", g},
-                        {"layers", {first[g], first[g + 1] - 1}},
+                        {"layers", std::move(layers)},
                         {"embedding", g == 0},
                         {"head", g + 1 == e.choice.partition.size()}});
     }

@@ -69,6 +69,28 @@ inline std::string seconds(double s, int decimals = 3) {
                      : fmt::format("{:.3g} ns", s * 1e9);
 }
 
+/// "time by kind (busiest stage, per step): GEMM 61.2 %, attention 8.1 %, memory-bound 14.0 %,
+/// communication 16.7 % of 12.3 s": where the stage with the most work spends it.
+inline std::string time_by_kind_text(const plan_entry& e) {
+  const plan_stage* busiest = nullptr;
+  for (const plan_stage& st : e.stages) {
+    if (busiest == nullptr || st.seconds_by_kind.total() > busiest->seconds_by_kind.total()) {
+      busiest = &st;
+    }
+  }
+  if (busiest == nullptr || !(busiest->seconds_by_kind.total() > 0.0)) {
+    return {};
+  }
+  const kind_seconds& k = busiest->seconds_by_kind;
+  const double total = k.total();
+  return fmt::format(
+      "time by kind (busiest stage, per step): GEMM {:.1f} %, attention {:.1f} %, memory-bound "
+      "{:.1f} %, communication {:.1f} % of {}\n",
+      100.0 * k[time_kind::gemm] / total, 100.0 * k[time_kind::attention] / total,
+      100.0 * k[time_kind::memory_bound] / total, 100.0 * k[time_kind::communication] / total,
+      seconds(total));
+}
+
 /// A fraction as a percentage with `decimals` decimals ("40.6 %"); a share too small to show
 /// any (but not 0) with two significant digits ("0.00012 %"), so none other than 0 reads as
 /// "0 %" or "0.0 %". |x| <= `noise` is 0: a bubble rate of -1.8e-16 is a rounding error.
@@ -180,9 +202,10 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
   }
   out += fmt::format(
       "\nplan 1 per stage (per GPU; step {} = pipeline {} + data-parallel reduction {} not "
-      "hidden):\n",
+      "hidden + optimizer step {}):\n",
       detail::seconds(best.step_time_s), detail::seconds(best.makespan_s),
-      detail::seconds(best.dp_exposed_s));
+      detail::seconds(best.dp_exposed_s), detail::seconds(best.optimizer_s));
+  out += detail::time_by_kind_text(best);
   out += fmt::format("{:>5} {:>6}  {:<14} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9}\n", "stage",
                      "layers", "holds", "weights", "gradients", "optimizer", "activations", "total",
                      "busy");

@@ -22,11 +22,37 @@ enum class mlp_kind : std::uint8_t { gelu, swiglu };
 /// The normalisation: LayerNorm (weight and bias) or RMSNorm (weight only).
 enum class norm_kind : std::uint8_t { layernorm, rmsnorm };
 
+/// How the attention core runs: `flash` (FlashAttention, Dao et al. arXiv 2205.14135 and
+/// 2307.08691: the s×s scores are never stored; the backward recomputes them inside the
+/// kernel; the causal mask skips the upper half) or `materialized` (the scores and the softmax
+/// written to memory as separate kernels, the full square computed and masked: Megatron-LM
+/// before flash attention).
+enum class attention_kind : std::uint8_t { flash, materialized };
+/// Where the position information comes from: rotary embeddings applied to Q and K in every
+/// layer (Llama), or a learned table added to the token embedding once (GPT).
+enum class position_kind : std::uint8_t { rotary, learned };
+
 constexpr std::string_view to_string(mlp_kind k) noexcept {
   return k == mlp_kind::gelu ? "gelu" : "swiglu";
 }
 constexpr std::string_view to_string(norm_kind k) noexcept {
   return k == norm_kind::layernorm ? "layernorm" : "rmsnorm";
+}
+constexpr std::string_view to_string(attention_kind k) noexcept {
+  return k == attention_kind::flash ? "flash" : "materialized";
+}
+constexpr std::string_view to_string(position_kind k) noexcept {
+  return k == position_kind::rotary ? "rotary" : "learned";
+}
+
+/// "flash" or "materialized"; nullopt for any other text.
+constexpr std::optional<attention_kind> parse_attention_kind(std::string_view s) noexcept {
+  for (attention_kind k : {attention_kind::flash, attention_kind::materialized}) {
+    if (to_string(k) == s) {
+      return k;
+    }
+  }
+  return std::nullopt;
 }
 
 /// Activation recomputation of a layer (Korthikanti et al., arXiv 2205.05198): none (every
@@ -75,7 +101,17 @@ struct transformer_spec {
   norm_kind norm = norm_kind::layernorm;
   bool tied_embeddings = false;  ///< the LM head reuses the input embedding's weights
   /// Bytes per activation element: 2 (bf16 / fp16), 1 (fp8) or 4 (fp32); dropout masks stay 1.
+  /// With 1, the GEMMs run at the fp8 peak and the linear layers keep their inputs in one byte
+  /// (Transformer Engine's FP8 recipe); every other tensor stays in two.
   std::uint32_t activation_bytes = 2;
+  attention_kind attention = attention_kind::flash;
+  /// Dropout layers (after the embedding, on the attention probabilities, after the attention
+  /// and MLP blocks): their 1-byte masks are kept for the backward. Llama has none.
+  bool dropout = false;
+  /// Biases on the linear layers (GPT, Megatron-LM's default): memory-bound work fused into
+  /// the activation and the residual add; no parameters counted (as Megatron's estimator).
+  bool bias = false;
+  position_kind position = position_kind::rotary;
 
   std::uint32_t kv() const noexcept { return kv_heads == 0 ? heads : kv_heads; }
   /// Whether tensor parallelism of degree `tp` splits the heads and the KV heads evenly (each

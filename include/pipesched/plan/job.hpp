@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pipesched/ir/error.hpp"
+#include "pipesched/model/efficiency_curve.hpp"
 #include "pipesched/model/transformer_spec.hpp"
 
 // What a training job is, in the user's terms (docs/model.md §10): the model, the GPUs, the
@@ -37,6 +38,7 @@ inline std::span<const transformer_spec> model_presets() {
       t.mlp = mlp_kind::swiglu;
       t.norm = norm_kind::rmsnorm;
       t.tied_embeddings = false;
+      t.attention = attention_kind::flash;  // Meta's stack; no dropout, no biases, rotary
       return t;
     };
     p[0] = llama("llama3-8b", 32, 4096, 14336, 32);
@@ -52,6 +54,11 @@ inline std::span<const transformer_spec> model_presets() {
     gpt.mlp = mlp_kind::gelu;
     gpt.norm = norm_kind::layernorm;
     gpt.tied_embeddings = true;
+    // As Megatron-LM ran it in 2020-22: scores materialized, dropout, biases, learned positions.
+    gpt.attention = attention_kind::materialized;
+    gpt.dropout = true;
+    gpt.bias = true;
+    gpt.position = position_kind::learned;
     p[3] = gpt;
     return p;
   }();
@@ -96,9 +103,21 @@ struct cluster_spec {
   double usable_fraction = 0.9;
   double peak_flops_bf16 = 0.0;  ///< dense, per GPU
   double peak_flops_fp8 = 0.0;   ///< dense, per GPU; 0 when the GPU has no fp8
-  /// Share of the peak the layers' work achieves (GEMM and attention kernels at their shapes):
-  /// an input, measured on the user's own kernels (`pipesched analyze` of a trace gives it).
+  /// An overall scale on every compute kernel's rate (GEMM, attention, memory-bound): 1 when
+  /// the curves below describe the GPU; without them (an older cluster file) the one share of
+  /// the peak every op achieves (0.5 by default then), as `pipesched analyze` of a trace gives
+  /// it.
   double achieved_fraction = 0.5;
+  /// HBM bandwidth, bytes/s (vendor figure); 0: memory-bound kernels are not timed (op times
+  /// from FLOPs alone, as a cluster file without it was read before).
+  double hbm_bandwidth = 0.0;
+  /// Share of the peak a GEMM achieves by its FLOPs (docs/model.md §10.2); empty: 1.
+  efficiency_curve gemm_efficiency;
+  /// Share of the peak the flash-attention kernel achieves by its FLOPs; empty: the GEMM curve.
+  efficiency_curve attention_efficiency;
+  /// Share of hbm_bandwidth a memory-bound kernel (norm, activation, dropout, softmax, loss,
+  /// optimizer) achieves.
+  double memory_efficiency = 1.0;
   std::uint32_t gpus_per_node = 8;
   double intra_node_bandwidth = 0.0;  ///< bytes/s (NVLink)
   double intra_node_latency = 0.0;    ///< s
@@ -137,6 +156,13 @@ struct cluster_spec {
       detail::fail_field(where, "achieved_fraction", "must be at most 1, not ",
                          detail::shortest(achieved_fraction));
     }
+    non_negative(hbm_bandwidth, "hbm_bandwidth");
+    gemm_efficiency.check(where, "gemm_efficiency");
+    attention_efficiency.check(where, "attention_efficiency");
+    positive(memory_efficiency, "memory_efficiency");
+    if (memory_efficiency > 1.0) {
+      detail::fail_field(where, "memory_efficiency", "must be at most 1, not ", memory_efficiency);
+    }
     if (gpus_per_node == 0) {
       detail::fail_field(where, "gpus_per_node", "must be at least 1");
     }
@@ -147,9 +173,12 @@ struct cluster_spec {
   }
 };
 
-/// The built-in GPUs (`pipesched plan --gpu NAME`), from the vendor's data sheets: dense bf16
-/// and fp8 peaks, HBM size (80 GiB), NVLink per direction (H100 900 GB/s and A100 600 GB/s both
-/// directions together), one 400 Gb/s (H100) or 200 Gb/s (A100) network port per GPU.
+/// The built-in GPUs (`pipesched plan --gpu NAME`), each value's source in docs/model.md §10.2:
+/// the vendor's dense bf16 and fp8 peaks, HBM size (80 GiB) and bandwidth; the GEMM curve's
+/// ceiling the best matmul rate measured (Maximum Achievable Matmul FLOPS), its fall-off with
+/// size Calculon's system files'; the memory-bound share measured on elementwise kernels; NVLink
+/// and the network (one 400 Gb/s (H100) or 200 Gb/s (A100) port per GPU) at the bus bandwidth
+/// NCCL's ring collectives measure on them.
 inline std::span<const cluster_spec> cluster_presets() {
   static const std::array<cluster_spec, 2> presets = [] {
     std::array<cluster_spec, 2> p{};
@@ -158,9 +187,15 @@ inline std::span<const cluster_spec> cluster_presets() {
     h100.memory_bytes = 80.0 * 1024 * 1024 * 1024;
     h100.peak_flops_bf16 = 989.4e12;
     h100.peak_flops_fp8 = 1978.9e12;
-    h100.intra_node_bandwidth = 450e9;
+    // What Megatron-Core's runs on H100 reach of the microbenchmark rates (docs/model.md §10.2).
+    h100.achieved_fraction = 0.64;
+    h100.hbm_bandwidth = 3.35e12;
+    h100.gemm_efficiency = {{{1e9, 0.506}, {16e9, 0.759}, {128e9, 0.801}}};
+    h100.attention_efficiency = {{{1e9, 0.35}, {1e11, 0.55}}};
+    h100.memory_efficiency = 0.8;
+    h100.intra_node_bandwidth = 370e9;
     h100.intra_node_latency = 3e-6;
-    h100.inter_node_bandwidth = 50e9;
+    h100.inter_node_bandwidth = 45e9;
     h100.inter_node_latency = 10e-6;
     p[0] = h100;
     cluster_spec a100;
@@ -168,9 +203,15 @@ inline std::span<const cluster_spec> cluster_presets() {
     a100.memory_bytes = 80.0 * 1024 * 1024 * 1024;
     a100.peak_flops_bf16 = 312e12;
     a100.peak_flops_fp8 = 0.0;
-    a100.intra_node_bandwidth = 300e9;
+    // What Megatron-LM's runs on A100 reach of the microbenchmark rates (docs/model.md §10.2).
+    a100.achieved_fraction = 0.892;
+    a100.hbm_bandwidth = 2.039e12;
+    a100.gemm_efficiency = {{{1e9, 0.543}, {16e9, 0.814}, {128e9, 0.859}}};
+    a100.attention_efficiency = {{{1e9, 0.35}, {1e11, 0.6}}};
+    a100.memory_efficiency = 0.8;
+    a100.intra_node_bandwidth = 200e9;
     a100.intra_node_latency = 3e-6;
-    a100.inter_node_bandwidth = 25e9;
+    a100.inter_node_bandwidth = 22.5e9;
     a100.inter_node_latency = 10e-6;
     p[1] = a100;
     return p;
@@ -234,6 +275,53 @@ inline constexpr std::uint64_t max_plan_schedule_ops = std::uint64_t{1} << 22;
 /// Tokens per step (global batch · sequence): over 250 times Llama 3's 16M.
 inline constexpr std::uint64_t max_plan_step_tokens = std::uint64_t{1} << 32;
 
+/// Which of tensor parallelism's collectives overlap compute.
+enum class tp_overlap : std::uint8_t {
+  none,  ///< every collective between the kernels around it
+  /// The backward's: each input gradient's all-reduce (or reduce-scatter) runs beside the
+  /// weight gradient's GEMMs, and sequence parallelism's all-gather of an input for its weight
+  /// gradient beside the input gradient's GEMMs (Megatron-LM's asynchronous tensor-parallel
+  /// all-reduce, on by default since 2021)
+  backward,
+  /// Every collective beside the GEMM it feeds or drains, forward and backward (Megatron-LM's
+  /// --tp-comm-overlap, Transformer Engine's userbuffers)
+  all,
+};
+
+constexpr std::string_view to_string(tp_overlap o) noexcept {
+  return o == tp_overlap::none ? "none" : o == tp_overlap::backward ? "backward" : "all";
+}
+
+/// "none", "backward" or "all"; nullopt for any other text.
+constexpr std::optional<tp_overlap> parse_tp_overlap(std::string_view s) noexcept {
+  for (tp_overlap o : {tp_overlap::none, tp_overlap::backward, tp_overlap::all}) {
+    if (to_string(o) == s) {
+      return o;
+    }
+  }
+  return std::nullopt;
+}
+
+/// Which activation model the planner uses for a layer (docs/model.md §10.3).
+enum class activation_model : std::uint8_t {
+  tensors,   ///< the tensors the layer keeps, one by one (model/layer_tensors.hpp): the default
+  megatron,  ///< Megatron-LM's estimator (Korthikanti et al.'s formula, activation_bytes_of_layer)
+};
+
+constexpr std::string_view to_string(activation_model m) noexcept {
+  return m == activation_model::tensors ? "tensors" : "megatron";
+}
+
+/// "tensors" or "megatron"; nullopt for any other text.
+constexpr std::optional<activation_model> parse_activation_model(std::string_view s) noexcept {
+  for (activation_model m : {activation_model::tensors, activation_model::megatron}) {
+    if (to_string(m) == s) {
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
 /// A training job: a model on `gpus` GPUs of one kind, sequences of `sequence` tokens.
 struct training_job {
   transformer_spec model;
@@ -246,6 +334,20 @@ struct training_job {
   optimizer_sharding sharding = optimizer_sharding::optimizer;
   /// Megatron's vocabulary padding multiple (padded to multiple·TP); 1: pad only to TP.
   std::uint32_t vocab_multiple = 128;
+  activation_model activations = activation_model::tensors;
+  /// Gradients reduce bucket by bucket while the backward runs (Megatron-LM's
+  /// --overlap-grad-reduce, PyTorch DDP and FSDP); false: a stage's reduction starts after its
+  /// last backward op (Megatron-LM before 2023).
+  bool overlap_grad_reduce = true;
+  /// Pipeline sends and receives block the stage while they run (Megatron-LM's default: a
+  /// batched isend / irecv waited on before the next op); false: they run beside the compute
+  /// (PyTorch's pipelining, Megatron's --overlap-p2p-comm), only delaying the op that waits.
+  bool blocking_p2p = false;
+  /// Which of tensor parallelism's collectives run beside GEMMs (docs/model.md §10.2).
+  tp_overlap tp_comm_overlap = tp_overlap::none;
+  /// Bytes per gradient the data-parallel reduction moves: 4 (fp32 main gradients, Megatron's
+  /// --accumulate-allreduce-grads-in-fp32) or 2 (bf16 / fp16, Megatron-LM's default).
+  std::uint32_t gradient_reduce_bytes = 4;
 
   void check(std::string_view who = "plan") const {
     model.check(who);
@@ -267,6 +369,10 @@ struct training_job {
     if (vocab_multiple == 0) {
       detail::fail(who, ": vocab_multiple must be at least 1");
     }
+    if (gradient_reduce_bytes != 2 && gradient_reduce_bytes != 4) {
+      detail::fail(who, ": gradient_reduce_bytes must be 2 (bf16) or 4 (fp32), not ",
+                   gradient_reduce_bytes);
+    }
     if (model.activation_bytes == 1 && cluster.peak_flops_fp8 <= 0.0) {
       detail::fail(who, ": the model computes in fp8 (activation_bytes 1) but the GPU \"",
                    cluster.name, "\" has no fp8 peak (peak_flops_fp8)");
@@ -274,12 +380,18 @@ struct training_job {
     check_rate(who);
   }
 
-  /// Every op time is FLOPs over peak × achieved_fraction: a rate at which a step's layer work
+  /// Every GEMM's time is its FLOPs over peak × achieved_fraction × its curve's efficiency: a
+  /// rate at which a step's layer work
   /// on one GPU is not a finite number of seconds, or one layer's weight gradient of one
   /// sequence over a node's TP is 0 s, would hang the search or print inf or 0.
   void check_rate(std::string_view who) const {
     const char* peak = model.activation_bytes == 1 ? "peak_flops_fp8" : "peak_flops_bf16";
-    const double rate = cluster.peak_flops(model.activation_bytes) * cluster.achieved_fraction;
+    // The slowest rate a GEMM runs at: the curve's least efficiency.
+    const double least_efficiency = cluster.gemm_efficiency.points.empty()
+                                        ? 1.0
+                                        : cluster.gemm_efficiency.points.front().second;
+    const double rate =
+        cluster.peak_flops(model.activation_bytes) * cluster.achieved_fraction * least_efficiency;
     const layer_flops one = flops_of_layer(model, sequence, 1);
     const double step = 3.0 * one.forward() * static_cast<double>(model.layers) *
                         static_cast<double>(std::max<std::uint64_t>(1, global_batch)) / rate;
@@ -296,7 +408,7 @@ struct training_job {
   }
 };
 
-/// One way to cut a job over its GPUs (docs/model.md §10): TP × PP × DP = GPUs; each of the
+/// One way to cut a job over its GPUs (docs/model.md §10): TP × CP × PP × DP = GPUs; each of the
 /// DP pipelines runs `microbatches` micro-batches of `micro_batch` sequences per step.
 struct plan_layout {
   std::uint32_t tp = 1;            ///< tensor parallelism, inside a node
@@ -306,6 +418,9 @@ struct plan_layout {
   std::uint32_t micro_batch = 1;   ///< b, sequences per micro-batch
   std::uint32_t microbatches = 1;  ///< m per pipeline
   bool sequence_parallel = false;  ///< activations split over TP along the sequence too
+  /// Context parallelism: each sequence split over `cp` ranks (each two chunks of it, for the
+  /// causal mask's balance), K and V passed around their ring.
+  std::uint32_t cp = 1;
 
   friend bool operator==(const plan_layout&, const plan_layout&) = default;
 };

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/model/cost_model.hpp"
 #include "pipesched/model/data_parallel.hpp"
+#include "pipesched/model/layer_kernels.hpp"
+#include "pipesched/model/layer_tensors.hpp"
 #include "pipesched/model/memory_model.hpp"
 #include "pipesched/model/transformer_spec.hpp"
 #include "pipesched/plan/job.hpp"
@@ -30,6 +33,46 @@ struct stage_parameters {
   double head = 0.0;
   double largest_chunk = 0.0;  ///< the largest chunk's parameters (ZeRO-3's gather buffer)
   double total() const noexcept { return layers + embedding + head; }
+};
+
+/// Seconds by where they go (the breakdown `plan --json` reports per stage).
+struct kind_seconds {
+  std::array<double, time_kind_count> seconds{};
+
+  double& operator[](time_kind k) noexcept { return seconds[static_cast<std::size_t>(k)]; }
+  double operator[](time_kind k) const noexcept { return seconds[static_cast<std::size_t>(k)]; }
+  double total() const noexcept {
+    double t = 0.0;
+    for (double x : seconds) {
+      t += x;
+    }
+    return t;
+  }
+  kind_seconds& operator+=(const kind_seconds& o) noexcept {
+    for (std::size_t i = 0; i < time_kind_count; ++i) {
+      seconds[i] += o.seconds[i];
+    }
+    return *this;
+  }
+  friend kind_seconds operator*(double k, kind_seconds a) noexcept {
+    for (double& x : a.seconds) {
+      x *= k;
+    }
+    return a;
+  }
+};
+
+/// The seconds of each op of a piece of the model (a layer, an end) for one micro-batch.
+struct op_kind_seconds {
+  kind_seconds forward, backward_input, backward_weight, recompute;
+  /// F + B + W + R by kind.
+  kind_seconds all() const noexcept {
+    kind_seconds out = forward;
+    out += backward_input;
+    out += backward_weight;
+    out += recompute;
+    return out;
+  }
 };
 
 /// Bytes a rank of a stage holds whatever the schedule does (docs/model.md §10).
@@ -60,17 +103,27 @@ struct job_costs {
   std::vector<chunk_content> chunks;         ///< per global chunk
   std::vector<stage_parameters> parameters;  ///< per stage
   std::vector<static_bytes> static_memory;   ///< per stage
-  std::vector<double> gradient_bytes;        ///< per global chunk: what DP reduces
+  /// Per global chunk: what DP reduces (training_job::gradient_reduce_bytes per parameter).
+  std::vector<double> gradient_bytes;
   /// Data-parallel reduction of one bucket of `bytes`: reduce-scatter with a sharded optimizer,
   /// else all-reduce, over the DP ranks (ring formula, model/data_parallel.hpp), seconds.
   double dp_bandwidth = 0.0;
   double dp_latency = 0.0;
   std::uint64_t dp = 1;
   bool dp_reduce_scatter = false;
+  /// Whether a bucket reduces as soon as its gradients are final (Megatron-LM's
+  /// --overlap-grad-reduce), or all of a stage's after its last backward op.
+  bool dp_overlapped = true;
+  bool blocking_p2p = false;  ///< training_job::blocking_p2p: the sends are in the ops' times
   /// The slowest pipeline link's transfer, seconds (0 with one stage): the cost model's scalar
   /// T_comm. Each link's own time is costs.comm(from, to) (pipeline_link_times).
   double pipeline_transfer_s = 0.0;
   double usable_memory = 0.0;  ///< bytes per GPU
+  /// Per global chunk: one micro-batch's F + B + W (+ R) by kind (what the costs add up).
+  std::vector<kind_seconds> chunk_seconds;
+  /// Per stage: the optimizer step's seconds (memory-bound: Adam over the parameters the rank
+  /// updates, the gradient norm, the gradients zeroed).
+  std::vector<double> optimizer_s;
 
   double dp_reduce_time(double bytes) const noexcept {
     const auto d = static_cast<std::uint32_t>(std::min<std::uint64_t>(dp, 0xffffffffu));
@@ -84,18 +137,18 @@ struct job_costs {
   }
 };
 
-/// The Megatron-style rank order, tensor parallelism fastest, then data, then pipeline: rank =
-/// t + TP·(d + DP·s). A group of `stride`-spaced ranks of size `size` fits in one node when
-/// stride·size <= GPUs per node and the node boundaries align (GPUs per node a multiple of
-/// stride·size): the data-parallel ring (a pipeline link: stages_in_one_node).
+/// The Megatron-style rank order, tensor parallelism fastest, then context, data, pipeline:
+/// rank = t + TP·(c + CP·(d + DP·s)). A group of `stride`-spaced ranks of size `size` fits in one
+/// node when stride·size <= GPUs per node and the node boundaries align (GPUs per node a multiple
+/// of stride·size): the data-parallel ring (a pipeline link: stages_in_one_node).
 inline bool in_one_node(std::uint64_t stride, std::uint64_t size, std::uint32_t gpus_per_node) {
   const std::uint64_t span = stride * size;
   return span <= gpus_per_node && gpus_per_node % span == 0;
 }
 
-/// Whether the ranks of pipeline stages `a` and `b` pair up inside nodes: every (t, d) rank of
-/// one with the same (t, d) rank of the other. Stage s's ranks are the block [TP·DP·s,
-/// TP·DP·(s + 1)); the pairs share nodes exactly when no node boundary falls between the first
+/// Whether the ranks of pipeline stages `a` and `b` pair up inside nodes: every (t, c, d) rank of
+/// one with the same rank of the other. Stage s's ranks are the block [R·s, R·(s + 1)), R =
+/// TP·CP·DP; the pairs share nodes exactly when no node boundary falls between the first
 /// rank of the lower stage and the last rank of the higher one (the pairs' spans overlap and
 /// cover that range).
 inline bool stages_in_one_node(std::uint64_t ranks_per_stage,
@@ -107,8 +160,8 @@ inline bool stages_in_one_node(std::uint64_t ranks_per_stage,
   return ranks_per_stage * lo / gpus_per_node == (ranks_per_stage * (hi + 1) - 1) / gpus_per_node;
 }
 
-/// Seconds of one pipeline transfer per link (from·p + to; 0 on the diagonal): one s·b·h
-/// activation of `bytes` per TP group, a 1/TP share per rank (sequence parallelism, or
+/// Seconds of one pipeline transfer per link (from·p + to; 0 on the diagonal): one activation
+/// of `bytes` (a rank's tokens × h) per TP group, a 1/TP share per rank (sequence parallelism, or
 /// Megatron's scatter-gather of the pipeline send), at intra-node bandwidth and latency when
 /// the two stages' ranks pair up inside nodes (stages_in_one_node), else inter-node. Throws
 /// invalid_argument naming the cluster's fields when a step's transfers could not add up to
@@ -121,7 +174,7 @@ inline std::vector<double> pipeline_link_times(const training_job& job,
   const double share = bytes / static_cast<double>(lay.tp);
   const double intra = share / cl.intra_node_bandwidth + cl.intra_node_latency;
   const double inter = share / cl.inter_node_bandwidth + cl.inter_node_latency;
-  const std::uint64_t per_stage = std::uint64_t{lay.tp} * lay.dp;
+  const std::uint64_t per_stage = std::uint64_t{lay.tp} * lay.cp * lay.dp;
   std::vector<double> out(std::size_t{p} * p, 0.0);
   bool uses_inter = false, uses_intra = false;
   for (std::uint32_t a = 0; a < p; ++a) {
@@ -153,20 +206,147 @@ inline std::vector<double> pipeline_link_times(const training_job& job,
   return out;
 }
 
-/// Ring time of the collectives tensor parallelism adds to one layer's forward (or to its input
-/// gradient) for a micro-batch of `tokens` tokens: two all-reduces of the layer's tokens·h
-/// activation, or with sequence parallelism two all-gathers and two reduce-scatters, the same
-/// volume (Megatron-LM).
-inline double tensor_parallel_comm_per_layer(const training_job& job,
-                                             const plan_layout& lay,
-                                             double tokens) {
-  if (lay.tp <= 1) {
-    return 0.0;
+/// Seconds of a compute kernel on one GPU of `c` (docs/model.md §10.2), every rate scaled by
+/// achieved_fraction: a GEMM at its FLOPs over the peak times the GEMM curve's efficiency at
+/// those FLOPs, flash attention likewise on the attention curve (the GEMM curve when it has
+/// none), never faster than its bytes over the HBM bandwidth; a memory-bound kernel at its bytes
+/// over the HBM bandwidth times the memory efficiency (0 when the cluster gives no bandwidth:
+/// op times from FLOPs alone, as before the kernel model).
+inline double compute_seconds(const cluster_spec& c,
+                              const kernel& k,
+                              std::uint32_t activation_bytes) {
+  const double scale = c.achieved_fraction;
+  const double memory_rate = c.hbm_bandwidth * c.memory_efficiency * scale;
+  const double memory = memory_rate > 0.0 ? k.bytes / memory_rate : 0.0;
+  switch (k.kind) {
+    case kernel_kind::gemm:
+    case kernel_kind::attention: {
+      const efficiency_curve& curve =
+          k.kind == kernel_kind::attention && !c.attention_efficiency.points.empty()
+              ? c.attention_efficiency
+              : c.gemm_efficiency;
+      const double rate = c.peak_flops(activation_bytes) * curve.at(k.flops) * scale;
+      return std::max(k.flops / rate, memory);
+    }
+    case kernel_kind::memory_bound:
+      return memory;
+    case kernel_kind::communication:
+      break;
   }
-  const double bytes = static_cast<double>(job.model.activation_bytes) * tokens *
-                       static_cast<double>(job.model.hidden);
-  return 2.0 * ring_allreduce_time(lay.tp, bytes, job.cluster.intra_node_bandwidth,
-                                   job.cluster.intra_node_latency);
+  return 0.0;
+}
+
+/// Where a group of ranks communicates: the bandwidth and latency of its ring.
+struct ring_link {
+  double bandwidth = 0.0;
+  double latency = 0.0;
+};
+
+/// Ranks are ordered tensor parallelism fastest, then context, then data, then pipeline (rank =
+/// t + TP·(c + CP·(d + DP·stage)), Megatron-LM's order): the TP group is `tp` consecutive ranks
+/// and the CP ring `cp` ranks `tp` apart; a group runs at intra-node bandwidth when it fits in
+/// one node (in_one_node), else at the network's.
+inline ring_link group_link(const cluster_spec& c, std::uint64_t stride, std::uint64_t size) {
+  return in_one_node(stride, size, c.gpus_per_node)
+             ? ring_link{c.intra_node_bandwidth, c.intra_node_latency}
+             : ring_link{c.inter_node_bandwidth, c.inter_node_latency};
+}
+
+/// Seconds of a communication kernel over its group of `lay` (ring formulas,
+/// model/data_parallel.hpp).
+inline double collective_seconds(const training_job& job, const plan_layout& lay, const kernel& k) {
+  const bool tensor = k.group == comm_group::tensor;
+  const std::uint32_t n = tensor ? lay.tp : lay.cp;
+  const ring_link l =
+      tensor ? group_link(job.cluster, 1, lay.tp) : group_link(job.cluster, lay.tp, lay.cp);
+  return k.collective == collective_kind::all_reduce
+             ? ring_allreduce_time(n, k.bytes, l.bandwidth, l.latency)
+             : ring_reduce_scatter_time(n, k.bytes, l.bandwidth, l.latency);
+}
+
+/// The seconds of an op's kernels, one after another, by kind. A kernel with CP ring bytes
+/// lasts the longer of its compute and the exchange (cp − 1 steps of the ring, each overlapped
+/// with the compute of the block already received, as Megatron-LM's and torchtitan's ring
+/// attention run it); what the compute does not hide counts as communication. With
+/// training_job::tp_comm_overlap `all` a tensor-parallel collective runs beside the GEMM it feeds
+/// (an all-gather, the next GEMM) or drains (a reduce, the previous one), as Transformer
+/// Engine's userbuffers overlap splits them: the pair lasts the longer of the two.
+inline kind_seconds seconds_of(const training_job& job,
+                               const plan_layout& lay,
+                               const std::vector<kernel>& kernels) {
+  kind_seconds out;
+  const ring_link cp_link = group_link(job.cluster, lay.tp, lay.cp);
+  std::vector<double> t(kernels.size(), 0.0);
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const kernel& k = kernels[i];
+    t[i] = k.kind == kernel_kind::communication
+               ? collective_seconds(job, lay, k)
+               : compute_seconds(job.cluster, k, job.model.activation_bytes);
+  }
+  // The GEMM each overlapped collective hides behind, and how much of the GEMM is left to hide
+  // another behind.
+  std::vector<double> room(kernels.size(), 0.0);
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    room[i] = kernels[i].kind == kernel_kind::gemm && !kernels[i].attention_core ? t[i] : 0.0;
+  }
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const kernel& k = kernels[i];
+    if (k.kind == kernel_kind::communication) {
+      double exposed = t[i];
+      if (job.tp_comm_overlap == tp_overlap::all && k.group == comm_group::tensor) {
+        const bool gather = k.collective == collective_kind::all_gather;
+        const std::size_t j = gather ? i + 1 : i - 1;
+        if ((gather || i > 0) && j < kernels.size() && room[j] > 0.0) {
+          const double hidden = std::min(exposed, room[j]);
+          room[j] -= hidden;
+          exposed -= hidden;
+        }
+      }
+      out[time_kind::communication] += exposed;
+      continue;
+    }
+    const time_kind kind = k.attention_core                      ? time_kind::attention
+                           : k.kind == kernel_kind::memory_bound ? time_kind::memory_bound
+                                                                 : time_kind::gemm;
+    out[kind] += t[i];
+    if (k.ring_bytes > 0.0 && lay.cp > 1) {
+      const double steps = static_cast<double>(lay.cp) - 1.0;
+      const double ring = steps * cp_link.latency + k.ring_bytes / cp_link.bandwidth;
+      out[time_kind::communication] += std::max(0.0, ring - t[i]);
+    }
+  }
+  return out;
+}
+
+/// The seconds of a piece's ops by kind (seconds_of on each op's kernels). With
+/// training_job::tp_comm_overlap `backward`, the backward's tensor-parallel collectives run
+/// beside the other half of the backward's GEMMs: B's input-gradient reduces beside W's GEMMs,
+/// W's all-gathers (sequence parallelism's inputs again) beside B's, as Megatron-LM's fused
+/// backward runs them; taken so whether or not a schedule runs W right after B.
+inline op_kind_seconds seconds_of(const training_job& job,
+                                  const plan_layout& lay,
+                                  const op_kernels& k) {
+  op_kind_seconds out{seconds_of(job, lay, k.forward), seconds_of(job, lay, k.backward_input),
+                      seconds_of(job, lay, k.backward_weight), seconds_of(job, lay, k.recompute)};
+  if (job.tp_comm_overlap == tp_overlap::backward) {
+    auto tp_comm = [&](const std::vector<kernel>& v, bool gathers) {
+      double t = 0.0;
+      for (const kernel& x : v) {
+        if (x.kind == kernel_kind::communication && x.group == comm_group::tensor &&
+            (x.collective == collective_kind::all_gather) == gathers) {
+          t += collective_seconds(job, lay, x);
+        }
+      }
+      return t;
+    };
+    const double b_hidden =
+        std::min(tp_comm(k.backward_input, false), out.backward_weight[time_kind::gemm]);
+    const double w_hidden =
+        std::min(tp_comm(k.backward_weight, true), out.backward_input[time_kind::gemm]);
+    out.backward_input[time_kind::communication] -= b_hidden;
+    out.backward_weight[time_kind::communication] -= w_hidden;
+  }
+  return out;
 }
 
 /// The layout's micro-batch: b sequences of the job's s tokens (token_counts::uniform).
@@ -174,20 +354,21 @@ inline token_counts layout_tokens(const training_job& job, const plan_layout& la
   return token_counts::uniform(job.sequence, lay.micro_batch);
 }
 
-/// tensor_parallel_comm_per_layer for the layout's micro-batch (s·b tokens).
-inline double tensor_parallel_comm_per_layer(const training_job& job, const plan_layout& lay) {
-  return tensor_parallel_comm_per_layer(job, lay, layout_tokens(job, lay).tokens);
+/// The slice of every layer one rank of `lay` computes for a micro-batch of `n` tokens.
+inline layer_shard shard_of(const plan_layout& lay, const token_counts& n) {
+  return layer_shard{n, lay.tp, lay.cp, lay.sequence_parallel};
 }
 
-/// Seconds of one micro-batch's ops: per layer (its FLOPs / TP at the achieved share of the
-/// peak, plus tensor parallelism's collectives in F, B and a full recompute's R), and at the
-/// ends of the model.
+/// Seconds of one micro-batch's ops on one rank, each the sum of its kernels
+/// (model/layer_kernels.hpp) timed by compute_seconds and collective_seconds: per layer, and at
+/// the model's two ends (the embedding; the final norm, LM head and loss).
 struct job_op_times {
-  op_costs layer;                  ///< one layer's F, B, W
-  double layer_recompute = 0.0;    ///< one layer's R (0 without recompute)
-  double embedding_forward = 0.0;  ///< the vocabulary-parallel embedding's all-reduce
-  double head = 0.0;               ///< the LM head's F, and again its B and its W
-  /// One micro-batch's F + B + W (+ R) of a layer, and of the ends: what a stage's work adds up.
+  op_costs layer;                ///< one layer's F, B, W
+  double layer_recompute = 0.0;  ///< one layer's R (0 without recompute)
+  op_kind_seconds layer_kinds;   ///< the same by kind
+  op_kind_seconds embedding;     ///< the first end's ops
+  op_kind_seconds head;          ///< the last end's ops
+  /// One micro-batch's F + B + W (+ R) of a layer: what a stage's work adds up.
   double layer_total() const noexcept {
     return layer.forward + layer.backward_input + layer.backward_weight + layer_recompute;
   }
@@ -199,24 +380,16 @@ inline job_op_times op_times_of(const training_job& job,
                                 const token_counts& n,
                                 recompute_kind recompute) {
   const transformer_spec& t = job.model;
-  const double tp = lay.tp;
+  const layer_shard shard = shard_of(lay, n);
   const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
-  const double rate = job.cluster.peak_flops(t.activation_bytes) * job.cluster.achieved_fraction;
-  const layer_flops lf = flops_of_layer(t, n);
-  const double tp_comm = tensor_parallel_comm_per_layer(job, lay, n.tokens);
   job_op_times out;
-  out.layer.forward = lf.forward() / tp / rate + tp_comm;
-  out.layer.backward_input = lf.backward_input() / tp / rate + tp_comm;
-  out.layer.backward_weight = lf.backward_weight() / tp / rate;
-  out.layer_recompute = recompute == recompute_kind::full        ? out.layer.forward
-                        : recompute == recompute_kind::selective ? lf.core / tp / rate
-                                                                 : 0.0;
-  out.head = head_flops(t, n.tokens, vocab) / tp / rate;
-  // The vocabulary-parallel embedding sums its TP slices: one all-reduce of s·b·h.
-  const double sbh = n.tokens * static_cast<double>(t.hidden);
-  out.embedding_forward =
-      ring_allreduce_time(lay.tp, static_cast<double>(t.activation_bytes) * sbh,
-                          job.cluster.intra_node_bandwidth, job.cluster.intra_node_latency);
+  out.layer_kinds = seconds_of(job, lay, kernels_of_layer(t, shard, recompute));
+  out.embedding = seconds_of(job, lay, kernels_of_embedding(t, shard));
+  out.head = seconds_of(job, lay, kernels_of_head(t, shard, vocab));
+  out.layer.forward = out.layer_kinds.forward.total();
+  out.layer.backward_input = out.layer_kinds.backward_input.total();
+  out.layer.backward_weight = out.layer_kinds.backward_weight.total();
+  out.layer_recompute = out.layer_kinds.recompute.total();
   return out;
 }
 
@@ -226,6 +399,44 @@ inline job_op_times op_times_of(const training_job& job,
                                 recompute_kind recompute) {
   return op_times_of(job, lay, layout_tokens(job, lay), recompute);
 }
+
+/// One kernel of a layer's op with its time (what `plan --layer-times` lists).
+struct timed_kernel {
+  kernel k;
+  double seconds = 0.0;  ///< compute, or collective; a CP ring's exposed part not included
+};
+
+/// A layer's kernels, op by op, each with its seconds (`plan --layer-times`).
+struct layer_kernel_times {
+  std::vector<timed_kernel> forward, backward_input, backward_weight, recompute;
+};
+
+inline layer_kernel_times layer_kernel_times_of(const training_job& job,
+                                                const plan_layout& lay,
+                                                recompute_kind recompute) {
+  const op_kernels ks =
+      kernels_of_layer(job.model, shard_of(lay, layout_tokens(job, lay)), recompute);
+  auto timed = [&](const std::vector<kernel>& v) {
+    std::vector<timed_kernel> out;
+    for (const kernel& k : v) {
+      out.push_back({k, k.kind == kernel_kind::communication
+                            ? collective_seconds(job, lay, k)
+                            : compute_seconds(job.cluster, k, job.model.activation_bytes)});
+    }
+    return out;
+  };
+  return {timed(ks.forward), timed(ks.backward_input), timed(ks.backward_weight),
+          timed(ks.recompute)};
+}
+
+/// Bytes of HBM traffic per parameter of the optimizer step a rank runs (docs/model.md §10.2):
+/// Adam in fp32 reads and writes the main weight (8), reads the gradient (4), reads and writes m
+/// and v (16) and writes the bf16 weight (2): 30 per parameter it updates; the gradient norm
+/// for clipping reads each gradient it holds again (4).
+inline constexpr double adam_step_bytes_per_parameter = 30.0;
+inline constexpr double gradient_norm_bytes_per_parameter = 4.0;
+/// Zeroing the fp32 main gradients before the next step writes each one (4).
+inline constexpr double zero_gradient_bytes_per_parameter = 4.0;
 
 /// job_costs for `job` cut by `lay`, one micro-batch of `n` tokens (docs/model.md §10.1), with
 /// `layers_per_chunk` layers on each global chunk (in model order, p·v entries summing to L) on
@@ -257,24 +468,33 @@ inline job_costs make_job_costs(const training_job& job,
   }
   const transformer_spec& t = job.model;
   const double tp = lay.tp;
+  const double cp = lay.cp;
   const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
-  const double e = t.activation_bytes;
-  const double tokens = n_tokens.tokens;  // s·b for b sequences of s tokens
+  const detail::element_bytes eb(t);
+  const double tokens = n_tokens.tokens / cp;  // this rank's: s·b / CP for b sequences of s
   const double h = static_cast<double>(t.hidden);
   const double sbh = tokens * h;
+  const layer_shard shard = shard_of(lay, n_tokens);
 
   const job_op_times ot = op_times_of(job, lay, n_tokens, recompute);
 
-  // Memory per layer and at the ends of the model (Megatron-LM's estimator's terms).
+  // Memory per layer (the tensor list, or Megatron-LM's estimator) and at the ends.
   const layer_activation_bytes la =
-      activation_bytes_of_layer(t, n_tokens, lay.tp, lay.sequence_parallel);
+      job.activations == activation_model::megatron
+          ? activation_bytes_of_layer(t, token_counts{n_tokens.tokens / cp, n_tokens.squares / cp},
+                                      lay.tp, lay.sequence_parallel)
+          : activation_bytes_of_tensors(t, shard);
   const double layer_kept = recompute == recompute_kind::none ? la.full : la.without_core;
-  // Token ids (8 bytes each) and the embedding's dropout mask, per micro-batch in flight; the
-  // last chunk: the final norm's output and the fp32 logits (4·s·b·(h + V)), all over TP.
-  const double embed_bytes = (8.0 * tokens + sbh) / tp;
+  // The first end: the token ids (8 bytes each), and with dropout the embedding's mask (h-wide,
+  // split by sequence parallelism; Megatron's estimator counts it whatever the model). The last
+  // end: the final norm's output and the fp32 logits the loss keeps (4·T·(h + V)/TP).
+  const bool megatron = job.activations == activation_model::megatron;
+  const double embed_bytes =
+      megatron ? (8.0 * tokens + sbh) / tp
+               : 8.0 * tokens + (t.dropout ? sbh / (lay.sequence_parallel ? tp : 1.0) : 0.0);
   const double head_bytes = 4.0 * tokens * (h + static_cast<double>(vocab)) / tp;
   // The LM head's weight gradient needs its input and the logits' gradient.
-  const double head_w_bytes = e * tokens * (h + static_cast<double>(vocab)) / tp;
+  const double head_w_bytes = eb.tensor * tokens * (h + static_cast<double>(vocab)) / tp;
   const double received = la.input;
 
   // Parameters.
@@ -286,6 +506,7 @@ inline job_costs make_job_costs(const training_job& job,
   out.chunks.resize(n);
   out.gradient_bytes.resize(n);
   out.parameters.resize(p);
+  out.chunk_seconds.resize(n);
   std::vector<op_costs> chunk_costs(n);
   std::vector<chunk_memory> chunk_mem(n);
   const stage_index embed_stage = pl.stage_of(0);
@@ -295,13 +516,26 @@ inline job_costs make_job_costs(const training_job& job,
     chunk_content cc{layers_per_chunk[g], g == 0, g + 1 == n};
     out.chunks[g] = cc;
     const double l = cc.layers;
+    op_kind_seconds k;
+    k.forward = l * ot.layer_kinds.forward;
+    k.backward_input = l * ot.layer_kinds.backward_input;
+    k.backward_weight = l * ot.layer_kinds.backward_weight;
+    k.recompute = l * ot.layer_kinds.recompute;
+    for (const op_kind_seconds* end :
+         {cc.embedding ? &ot.embedding : nullptr, cc.head ? &ot.head : nullptr}) {
+      if (end != nullptr) {
+        k.forward += end->forward;
+        k.backward_input += end->backward_input;
+        k.backward_weight += end->backward_weight;
+      }
+    }
+    out.chunk_seconds[g] = k.all();
     op_costs oc;
-    oc.forward = l * ot.layer.forward + (cc.embedding ? ot.embedding_forward : 0.0) +
-                 (cc.head ? ot.head : 0.0);
-    oc.backward_input = l * ot.layer.backward_input + (cc.head ? ot.head : 0.0);
-    oc.backward_weight = l * ot.layer.backward_weight + (cc.head ? ot.head : 0.0);
+    oc.forward = k.forward.total();
+    oc.backward_input = k.backward_input.total();
+    oc.backward_weight = k.backward_weight.total();
     if (recompute != recompute_kind::none) {
-      oc.recompute = l * ot.layer_recompute;
+      oc.recompute = k.recompute.total();
     }
     chunk_memory cm;
     const double ends = (cc.embedding ? embed_bytes : 0.0) + (cc.head ? head_bytes : 0.0);
@@ -313,8 +547,8 @@ inline job_costs make_job_costs(const training_job& job,
         cm.activation = l * layer_kept + ends;
         break;
       case recompute_kind::selective:
-        // The F keeps what the backward needs but the core; its R rebuilds the core tile by
-        // tile inside the backward (flash attention): time, no memory.
+        // The F keeps what the backward needs but the core; its R rebuilds the core inside the
+        // backward: time, no memory.
         cm.activation = l * layer_kept + ends;
         cm.input = cm.activation;
         break;
@@ -345,17 +579,22 @@ inline job_costs make_job_costs(const training_job& job,
       chunk_params += head_params;
     }
     sp.largest_chunk = std::max(sp.largest_chunk, chunk_params);
-    out.gradient_bytes[g] = gradient_bytes_per_parameter * chunk_params;
+    out.gradient_bytes[g] = job.gradient_reduce_bytes * chunk_params;
   }
 
-  // Static bytes (the training state's bytes per parameter, plan/job.hpp, sharded as asked).
-  const double d = static_cast<double>(lay.dp);
+  // Static bytes (the training state's bytes per parameter, plan/job.hpp, sharded as asked) and
+  // the optimizer step's time. Context-parallel ranks hold the same parameters and shard the
+  // optimizer like DP ranks: the sharding group is DP·CP.
+  const double d = static_cast<double>(lay.dp) * cp;
+  const optimizer_sharding sh = job.sharding;
   out.static_memory.resize(p);
+  out.optimizer_s.assign(p, 0.0);
   std::vector<double> static_total(p);
+  const double memory_rate =
+      job.cluster.hbm_bandwidth * job.cluster.memory_efficiency * job.cluster.achieved_fraction;
   for (stage_index st = 0; st < p; ++st) {
     const double params = out.parameters[st].total();
     static_bytes& sb = out.static_memory[st];
-    const optimizer_sharding sh = job.sharding;
     const double optimizer = optimizer_bytes_per_parameter * params;
     const double gradients = gradient_bytes_per_parameter * params;
     const double weights = weight_bytes_per_parameter * params;
@@ -366,24 +605,38 @@ inline job_costs make_job_costs(const training_job& job,
     // ZeRO-3 gathers a chunk's weights before using them, the next one prefetched: two chunks'
     // bf16 weights whole.
     const double gathered =
-        lay.dp > 1 ? 2.0 * weight_bytes_per_parameter * out.parameters[st].largest_chunk : 0.0;
+        d > 1.0 ? 2.0 * weight_bytes_per_parameter * out.parameters[st].largest_chunk : 0.0;
     sb.weights = sh == optimizer_sharding::weights ? weights / d + gathered : weights;
     static_total[st] = sb.total();
+    if (memory_rate > 0.0) {
+      const double updated = sh == optimizer_sharding::none ? params : params / d;
+      const double held = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights
+                              ? params / d
+                              : params;
+      out.optimizer_s[st] =
+          (adam_step_bytes_per_parameter * updated + gradient_norm_bytes_per_parameter * held +
+           zero_gradient_bytes_per_parameter * held) /
+          memory_rate;
+    }
   }
 
   // Pipeline transfers, link by link (where each pair of stages' ranks are).
-  const std::vector<double> links = pipeline_link_times(job, lay, e * sbh);
+  const std::vector<double> links = pipeline_link_times(job, lay, eb.tensor * sbh);
   out.pipeline_transfer_s = links.empty() ? 0.0 : *std::max_element(links.begin(), links.end());
   const bool links_differ = std::any_of(links.begin(), links.end(), [&](double link) {
     return link != 0.0 && link != out.pipeline_transfer_s;
   });
 
-  const bool dp_in_node = in_one_node(lay.tp, lay.dp, job.cluster.gpus_per_node);
-  out.dp = lay.dp;
-  out.dp_bandwidth =
-      dp_in_node ? job.cluster.intra_node_bandwidth : job.cluster.inter_node_bandwidth;
-  out.dp_latency = dp_in_node ? job.cluster.intra_node_latency : job.cluster.inter_node_latency;
+  // Gradients reduce over the DP·CP ranks of a stage: `tp` apart from each other.
+  const std::uint64_t reduce_group = std::uint64_t{lay.dp} * lay.cp;
+  const ring_link dp_link = group_link(job.cluster, lay.tp, reduce_group);
+  const bool dp_in_node = in_one_node(lay.tp, reduce_group, job.cluster.gpus_per_node);
+  out.dp = reduce_group;
+  out.dp_bandwidth = dp_link.bandwidth;
+  out.dp_latency = dp_link.latency;
   out.dp_reduce_scatter = job.sharding != optimizer_sharding::none;
+  out.dp_overlapped = job.overlap_grad_reduce;
+  out.blocking_p2p = job.blocking_p2p;
   out.usable_memory = job.cluster.usable_memory();
   // The step waits for each stage's reductions, one bucket after another: when their sum (with
   // room for the pipeline added) overflows, no step time is a number.
@@ -403,7 +656,35 @@ inline job_costs make_job_costs(const training_job& job,
     }
   }
 
-  if (job.sharding == optimizer_sharding::weights && lay.dp > 1) {
+  // A chunk boundary between stages: the receiving rank of a TP group without sequence
+  // parallelism all-gathers the activation (or gradient) whose 1/TP share each rank received
+  // (Megatron-LM's scatter-gather of the pipeline send); with blocking sends the sending op
+  // also lasts its transfer.
+  const bool gather_after_receive = lay.tp > 1 && !lay.sequence_parallel;
+  const double receive_gather =
+      gather_after_receive
+          ? ring_reduce_scatter_time(lay.tp, eb.tensor * sbh, job.cluster.intra_node_bandwidth,
+                                     job.cluster.intra_node_latency)
+          : 0.0;
+  for (global_chunk g = 0; g < n; ++g) {
+    const stage_index st = pl.stage_of(g);
+    op_costs& oc = chunk_costs[std::size_t{st} * v + pl.local_of(g)];
+    kind_seconds& ks = out.chunk_seconds[g];
+    if (g + 1 < n && pl.stage_of(g + 1) != st) {
+      const double send = job.blocking_p2p ? links[std::size_t{st} * p + pl.stage_of(g + 1)] : 0.0;
+      oc.forward += send;
+      oc.backward_input += receive_gather;  // the gradient from the next chunk's stage
+      ks[time_kind::communication] += send + receive_gather;
+    }
+    if (g > 0 && pl.stage_of(g - 1) != st) {
+      const double send = job.blocking_p2p ? links[std::size_t{st} * p + pl.stage_of(g - 1)] : 0.0;
+      oc.backward_input += send;
+      oc.forward += receive_gather;  // the activation from the previous chunk's stage
+      ks[time_kind::communication] += send + receive_gather;
+    }
+  }
+
+  if (job.sharding == optimizer_sharding::weights && reduce_group > 1) {
     // Each F and B first gathers its chunk's bf16 weights over DP; prefetched, the op lasts the
     // longer of its compute and that gather.
     for (global_chunk g = 0; g < n; ++g) {
@@ -411,7 +692,7 @@ inline job_costs make_job_costs(const training_job& job,
       const chunk_index c = pl.local_of(g);
       op_costs& oc = chunk_costs[std::size_t{st} * v + c];
       const double gather = out.dp_gather_time(weight_bytes_per_parameter * out.gradient_bytes[g] /
-                                               gradient_bytes_per_parameter);
+                                               job.gradient_reduce_bytes);
       oc.forward = std::max(oc.forward, gather);
       oc.backward_input = std::max(oc.backward_input, gather);
     }
@@ -419,9 +700,13 @@ inline job_costs make_job_costs(const training_job& job,
 
   out.costs = cost_model{};
   out.costs.set_chunk_costs(v, chunk_costs);
-  out.costs.set_comm(out.pipeline_transfer_s);
-  if (links_differ) {
-    out.costs.set_link_comm(p, links);  // T_comm above stays the slowest link's
+  if (job.blocking_p2p) {
+    out.costs.set_comm(0.0);  // each transfer is inside its sending op
+  } else {
+    out.costs.set_comm(out.pipeline_transfer_s);
+    if (links_differ) {
+      out.costs.set_link_comm(p, links);  // T_comm above stays the slowest link's
+    }
   }
   out.memory.set_chunk_memory(v, chunk_mem);
   out.memory.set_static_memory(static_total);

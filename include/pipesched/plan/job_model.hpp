@@ -47,8 +47,9 @@ inline double model_flops_per_microbatch(const training_job& job, const plan_lay
 /// When each stage's gradient reduction ends: each chunk's gradients reduce in buckets (one
 /// per layer, and one for the embedding or head) that are final when the part of the chunk's
 /// last W (or BW) computing them ends (j/K of it for bucket j of K, the backward running
-/// through a chunk's layers in turn, docs/robustness.md §8), one bucket after another on the
-/// stage's data-parallel ring.
+/// through a chunk's layers in turn, docs/robustness.md §8; without job_costs::dp_overlapped,
+/// when the stage's last gradient op ends), one bucket after another on the stage's
+/// data-parallel ring.
 inline std::vector<double> dp_reduce_ends(const schedule& sched,
                                           const simulation_result& sim,
                                           const job_costs& jc) {
@@ -71,6 +72,11 @@ inline std::vector<double> dp_reduce_ends(const schedule& sched,
       double ready;
       double bytes;
     };
+    // Without overlap every bucket waits for the stage's last gradient op.
+    double stage_last = 0.0;
+    for (const auto& [start, end] : last) {
+      stage_last = std::max(stage_last, end);
+    }
     std::vector<bucket> buckets;
     for (chunk_index c = 0; c < v; ++c) {
       const global_chunk g = pl.global(s, c);
@@ -79,7 +85,7 @@ inline std::vector<double> dp_reduce_ends(const schedule& sched,
       const double bytes = jc.gradient_bytes[g] / std::max(1u, k);
       const auto [start, end] = last[c];
       for (std::uint32_t j = 1; j <= k; ++j) {
-        buckets.push_back({start + (end - start) * j / k, bytes});
+        buckets.push_back({jc.dp_overlapped ? start + (end - start) * j / k : stage_last, bytes});
       }
     }
     std::sort(buckets.begin(), buckets.end(),

@@ -85,10 +85,42 @@ inline partition_weights partition_weights_of(const job_op_times& ot,
   partition_weights w;
   w.layer_time = ot.layer_total();
   w.fixed_time.assign(n, 0.0);
-  w.fixed_time[0] += ot.embedding_forward;
-  w.fixed_time[n - 1] += 3.0 * ot.head;
+  w.fixed_time[0] += ot.embedding.all().total();
+  w.fixed_time[n - 1] += ot.head.all().total();
   w.max_stage_layers = std::move(caps);
   return w;
+}
+
+/// Where stage `s`'s time goes per step (plan_stage::seconds_by_kind, without the optimizer):
+/// each micro-batch's ops of its chunks by kind, and as communication the pipeline transfers it
+/// sends (an activation to the next chunk's stage, a gradient to the previous one's, when on
+/// another stage) and its gradient reduction's buckets.
+inline kind_seconds stage_seconds_by_kind(const schedule& sched,
+                                          const job_costs& jc,
+                                          stage_index s) {
+  const placement& pl = sched.layout();
+  const std::size_t n = jc.chunks.size();
+  const double m = static_cast<double>(sched.microbatches());
+  kind_seconds out;
+  for (chunk_index c = 0; c < pl.chunks(); ++c) {
+    const global_chunk g = pl.global(s, c);
+    if (g < jc.chunk_seconds.size()) {
+      out += m * jc.chunk_seconds[g];
+    }
+    // Non-blocking sends run beside the compute (blocking ones are in the ops already).
+    double sends = 0.0;
+    if (!jc.blocking_p2p && g + 1 < n && pl.stage_of(g + 1) != s) {
+      sends += jc.costs.comm(s, pl.stage_of(g + 1));
+    }
+    if (!jc.blocking_p2p && g > 0 && pl.stage_of(g - 1) != s) {
+      sends += jc.costs.comm(s, pl.stage_of(g - 1));
+    }
+    out[time_kind::communication] += m * sends;
+    if (const std::uint32_t k = dp_bucket_count(jc.chunks[g]); k > 0) {
+      out[time_kind::communication] += k * jc.dp_reduce_time(jc.gradient_bytes[g] / k);
+    }
+  }
+  return out;
 }
 
 /// What a job's schedule is generated from: the generator's shape, the timing model and the
@@ -227,17 +259,25 @@ inline plan_entry evaluate_choice_within(const training_job& job,
       st.head = st.head || jc.chunks[gc].head;
     }
     st.statics = jc.static_memory[s];
+    st.parameters = jc.parameters[s];
     st.total = mem.stages[s].peak;
     st.activations = std::max(0.0, st.total - st.statics.total());
     st.busy_s = sim.stages[s].busy;
     st.dp_reduce_end_s = ends[s];
+    st.optimizer_s = jc.optimizer_s.empty() ? 0.0 : jc.optimizer_s[s];
     step = std::max(step, ends[s]);
+    e.optimizer_s = std::max(e.optimizer_s, st.optimizer_s);
     e.peak_memory_bytes = std::max(e.peak_memory_bytes, st.total);
+    st.seconds_by_kind = detail::stage_seconds_by_kind(e.sched, jc, s);
+    st.seconds_by_kind[time_kind::memory_bound] += st.optimizer_s;
   }
   e.fits = mem.within_budget();
   e.usable_memory_bytes = jc.usable_memory;
-  e.step_time_s = step;
+  // The optimizer steps once every gradient is reduced (the gradient norm for clipping is
+  // global), every stage at once: the slowest stage's step follows the last reduction.
   e.dp_exposed_s = step - sim.makespan;
+  step += e.optimizer_s;
+  e.step_time_s = step;
   const double global_batch = static_cast<double>(lay.dp) * lay.microbatches * lay.micro_batch;
   e.flops_per_iteration =
       static_cast<double>(lay.dp) * lay.microbatches * model_flops_per_microbatch(job, lay);

@@ -26,6 +26,12 @@ struct plan_request {
   std::optional<std::uint32_t> vocab_multiple;
   std::optional<double> achieved_fraction;  ///< overrides the cluster's
   std::optional<double> usable_fraction;    ///< overrides the cluster's
+  std::optional<attention_kind> attention;  ///< overrides the model's
+  activation_model activations = activation_model::tensors;
+  bool overlap_grad_reduce = true;                ///< training_job::overlap_grad_reduce
+  bool blocking_p2p = false;                      ///< training_job::blocking_p2p
+  std::uint32_t gradient_reduce_bytes = 4;        ///< training_job::gradient_reduce_bytes
+  tp_overlap tp_comm_overlap = tp_overlap::none;  ///< training_job::tp_comm_overlap
   plan_options options;
 };
 
@@ -190,6 +196,14 @@ inline training_job job_of(const plan_request& r) {
     job.global_batch = k / r.sequence;
   }
   job.sharding = r.sharding;
+  if (r.attention) {
+    job.model.attention = *r.attention;
+  }
+  job.activations = r.activations;
+  job.overlap_grad_reduce = r.overlap_grad_reduce;
+  job.blocking_p2p = r.blocking_p2p;
+  job.gradient_reduce_bytes = r.gradient_reduce_bytes;
+  job.tp_comm_overlap = r.tp_comm_overlap;
   if (r.vocab_multiple) {
     if (*r.vocab_multiple == 0) {
       detail::fail("plan: vocab_multiple must be at least 1");

@@ -53,19 +53,27 @@ struct plan_stage {
   bool embedding = false;
   bool head = false;
   static_bytes statics;          ///< weights, gradients, optimizer states
+  stage_parameters parameters;   ///< the parameters a rank holds, by where they come from
   double activations = 0.0;      ///< the schedule's activation peak (check_memory)
   double total = 0.0;            ///< statics + activations: the stage's peak, bytes
   double busy_s = 0.0;           ///< compute per step
   double dp_reduce_end_s = 0.0;  ///< when its gradient reduction ends
+  double optimizer_s = 0.0;      ///< its optimizer step
+  /// Where the stage's time goes per step, seconds: its ops' kernels by kind (m micro-batches),
+  /// the optimizer step (memory-bound), and as communication also the pipeline transfers it
+  /// sends and its gradient reduction (hidden behind the backward or not).
+  kind_seconds seconds_by_kind;
 };
 
 /// A plan: the choice and what it costs (docs/model.md §10).
 struct plan_entry {
   plan_choice choice;
-  bool fits = false;          ///< every stage's total <= usable memory
-  double step_time_s = 0.0;   ///< makespan + exposed data-parallel time
+  bool fits = false;  ///< every stage's total <= usable memory
+  /// makespan + exposed data-parallel time + the optimizer step
+  double step_time_s = 0.0;
   double makespan_s = 0.0;    ///< the pipeline's (simulate)
   double dp_exposed_s = 0.0;  ///< gradient reduction not hidden behind the pipeline
+  double optimizer_s = 0.0;   ///< the slowest stage's optimizer step, after every reduction
   double tokens_per_s = 0.0;
   double tflops_per_gpu = 0.0;       ///< model FLOPs / (step time · GPUs), in TFLOP/s
   double mfu = 0.0;                  ///< model FLOPs / (step time · GPUs · peak)

@@ -1,0 +1,106 @@
+#pragma once
+
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
+#include "pipesched/model/layer_kernels.hpp"
+#include "pipesched/model/transformer_spec.hpp"
+
+// What a transformer layer keeps from its forward for its backward, tensor by tensor
+// (docs/model.md §10.3), derived from the layer's structure: the planner's default activation
+// model. Megatron-LM's estimator (Korthikanti et al.'s formula, activation_bytes_of_layer in
+// transformer_spec.hpp) stays selectable.
+
+namespace pipesched {
+
+/// One tensor the backward needs, on one rank, for one micro-batch.
+struct kept_tensor {
+  std::string_view name;
+  double bytes = 0.0;
+  /// The attention core's: not kept under selective recomputation (recomputed instead).
+  bool core = false;
+  /// An operand of a weight-gradient GEMM (kept from B to W under a split backward).
+  bool weight_operand = false;
+};
+
+/// The tensors one layer keeps for its backward (bf16 = 2 bytes; with activation_bytes 1 the
+/// linear layers' inputs in one byte, as Transformer Engine's FP8 recipe keeps them), split by
+/// tensor parallelism (and the h-wide ones by sequence parallelism), each rank 1/cp of the
+/// tokens with context parallelism:
+///  - the attention block: the norm's input (the residual stream) and output (the QKV GEMM's
+///    input) and its statistics; Q, K and V after rotary (K and V k·d wide under GQA); the
+///    core's own: flash attention keeps its output and the log-sum-exp (fp32, one per head and
+///    token), the materialized core the softmax output and, with dropout, the mask and the
+///    dropped-out probabilities; the attention output (the output GEMM's input); the dropout
+///    mask after the block;
+///  - the MLP block: the norm's input and output and statistics; GELU's input, or SwiGLU's gate
+///    and up outputs; the activation's output (the down GEMM's input); the dropout mask.
+inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t, const layer_shard& s) {
+  const detail::element_bytes e(t);
+  const detail::shard_sizes z(t, s);
+  const double T = z.tokens;
+  const double Th = z.h_tokens * z.h;
+  const double stats = detail::norm_stat_bytes(t) * z.h_tokens;
+  std::vector<kept_tensor> out;
+  auto keep = [&](std::string_view name, double bytes, bool core = false, bool operand = false) {
+    out.push_back(kept_tensor{name, bytes, core, operand});
+  };
+  keep("attention norm input", e.tensor * Th);
+  keep("QKV input", e.linear * Th + stats, false, true);
+  keep("Q, K, V", e.tensor * T * (z.q + 2.0 * z.kv));
+  if (t.attention == attention_kind::flash) {
+    keep("log-sum-exp", 4.0 * T * z.heads, true);
+    // The kernel's output is what its backward reads and the output GEMM's input: one tensor,
+    // unless the GEMM keeps an fp8 copy of its own.
+    keep("attention output", e.tensor * T * z.q, false, e.linear == e.tensor);
+    if (e.linear != e.tensor) {
+      keep("attention output (fp8 GEMM input)", e.linear * T * z.q, false, true);
+    }
+  } else {
+    const double scores = z.heads * z.squares;
+    keep("softmax output", e.tensor * scores, true);
+    if (t.dropout) {
+      keep("attention dropout mask", e.mask * scores, true);
+      keep("attention probabilities after dropout", e.tensor * scores, true);
+    }
+    keep("attention output", e.linear * T * z.q, false, true);
+  }
+  if (t.dropout) {
+    keep("attention block dropout mask", e.mask * Th);
+  }
+  keep("MLP norm input", e.tensor * Th);
+  keep("MLP up input", e.linear * Th + stats, false, true);
+  keep(t.mlp == mlp_kind::swiglu ? "gate and up outputs" : "GELU input", e.tensor * T * z.mlp_in);
+  keep("MLP down input", e.linear * T * z.ffn, false, true);
+  if (t.dropout) {
+    keep("MLP block dropout mask", e.mask * Th);
+  }
+  return out;
+}
+
+/// A layer's activation bytes (layer_activation_bytes' four sizes) from its tensor list: `full`
+/// every tensor, `without_core` all but the core's, `input` the layer's input (the attention
+/// norm's, what full recomputation keeps), `weight_grad` the weight-gradient GEMMs' operands:
+/// their inputs (kept from F) and their outputs' gradients (made by B; the row-parallel GEMMs'
+/// whole T × h after sequence parallelism's gather), at most `without_core` (the memory model's
+/// M_W never above M_B).
+inline layer_activation_bytes activation_bytes_of_tensors(const transformer_spec& t,
+                                                          const layer_shard& s) {
+  const detail::element_bytes e(t);
+  const detail::shard_sizes z(t, s);
+  layer_activation_bytes out;
+  double operands = 0.0;
+  for (const kept_tensor& k : tensors_of_layer(t, s)) {
+    out.full += k.bytes;
+    out.without_core += k.core ? 0.0 : k.bytes;
+    operands += k.weight_operand ? k.bytes : 0.0;
+  }
+  out.input = e.tensor * z.h_tokens * z.h;
+  const double T = z.tokens;
+  const double gradients = e.tensor * T * (z.q + 2.0 * z.kv + z.h + z.mlp_in + z.h);
+  out.weight_grad = std::min(operands + gradients, out.without_core);
+  return out;
+}
+
+}  // namespace pipesched

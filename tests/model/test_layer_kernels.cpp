@@ -1,0 +1,183 @@
+#include <catch2/catch.hpp>
+
+#include <pipesched/model/layer_kernels.hpp>
+
+using namespace pipesched;
+
+namespace {
+
+transformer_spec gpt() {
+  transformer_spec t;
+  t.name = "gpt";
+  t.layers = 1;
+  t.hidden = 6144;
+  t.ffn = 4 * 6144;
+  t.heads = 64;
+  t.head_dim = 96;
+  t.vocab = 51200;
+  t.attention = attention_kind::materialized;
+  t.dropout = true;
+  t.bias = true;
+  t.position = position_kind::learned;
+  return t;
+}
+
+transformer_spec llama() {
+  transformer_spec t;
+  t.name = "llama";
+  t.layers = 1;
+  t.hidden = 4096;
+  t.ffn = 14336;
+  t.heads = 32;
+  t.kv_heads = 8;
+  t.vocab = 128256;
+  t.mlp = mlp_kind::swiglu;
+  t.norm = norm_kind::rmsnorm;
+  return t;
+}
+
+struct sums {
+  double gemm = 0, attention = 0, memory = 0;
+  int all_reduce = 0, all_gather = 0, reduce_scatter = 0;
+};
+
+sums of(const std::vector<kernel>& v) {
+  sums s;
+  for (const kernel& k : v) {
+    switch (k.kind) {
+      case kernel_kind::gemm:
+        (k.attention_core ? s.attention : s.gemm) += k.flops;
+        break;
+      case kernel_kind::attention:
+        s.attention += k.flops;
+        break;
+      case kernel_kind::memory_bound:
+        s.memory += k.bytes;
+        break;
+      case kernel_kind::communication:
+        (k.collective == collective_kind::all_reduce   ? s.all_reduce
+         : k.collective == collective_kind::all_gather ? s.all_gather
+                                                       : s.reduce_scatter) += 1;
+        break;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("layer kernels: the GEMMs' FLOPs are the model's, split over TP", "[model][kernels]") {
+  for (const transformer_spec& t : {gpt(), llama()}) {
+    for (std::uint32_t tp : {1u, 2u, 8u}) {
+      const token_counts n = token_counts::uniform(2048, 4);
+      const op_kernels k = kernels_of_layer(t, layer_shard{n, tp, 1, false}, recompute_kind::none);
+      const layer_flops f = flops_of_layer(t, n);
+      CHECK(of(k.forward).gemm == Approx(f.linear / tp));
+      CHECK(of(k.backward_input).gemm == Approx(f.linear / tp));
+      CHECK(of(k.backward_weight).gemm == Approx(f.linear / tp));
+      if (t.attention == attention_kind::flash) {
+        // The causal half; the backward 2.5 times the forward (FlashAttention-2).
+        CHECK(of(k.forward).attention == Approx(f.core / tp));
+        CHECK(of(k.backward_input).attention == Approx(2.5 * f.core / tp));
+      } else {
+        // The materialized core computes the whole square: twice the causal count.
+        CHECK(of(k.forward).attention == Approx(2.0 * f.core / tp));
+        CHECK(of(k.backward_input).attention == Approx(4.0 * f.core / tp));
+      }
+    }
+  }
+}
+
+TEST_CASE("layer kernels: TP's collectives, with and without sequence parallelism",
+          "[model][kernels]") {
+  const token_counts n = token_counts::uniform(2048, 1);
+  const op_kernels none =
+      kernels_of_layer(gpt(), layer_shard{n, 1, 1, false}, recompute_kind::none);
+  CHECK(of(none.forward).all_reduce + of(none.forward).all_gather == 0);
+  const op_kernels tp = kernels_of_layer(gpt(), layer_shard{n, 8, 1, false}, recompute_kind::none);
+  CHECK(of(tp.forward).all_reduce == 2);
+  CHECK(of(tp.backward_input).all_reduce == 2);
+  CHECK(of(tp.backward_weight).all_reduce == 0);
+  const op_kernels sp = kernels_of_layer(gpt(), layer_shard{n, 8, 1, true}, recompute_kind::none);
+  CHECK(of(sp.forward).all_gather == 2);
+  CHECK(of(sp.forward).reduce_scatter == 2);
+  CHECK(of(sp.backward_input).all_gather == 2);
+  CHECK(of(sp.backward_input).reduce_scatter == 2);
+  CHECK(of(sp.backward_weight).all_gather == 2);  // the inputs gathered again for W
+  // Sequence parallelism splits the h-wide elementwise kernels' bytes over TP.
+  CHECK(of(sp.forward).memory < of(tp.forward).memory);
+}
+
+TEST_CASE("layer kernels: memory-bound bytes of a norm, the MLP activation and dropout",
+          "[model][kernels]") {
+  const double s = 2048, b = 1, h = 6144;
+  const op_kernels k = kernels_of_layer(
+      gpt(), layer_shard{token_counts::uniform(2048, 1), 1, 1, false}, recompute_kind::none);
+  // LayerNorm: read and write s·b·h in bf16, and its fp32 mean and reciprocal deviation.
+  CHECK(k.forward.front().name == "norm");
+  CHECK(k.forward.front().bytes == Approx(4 * s * b * h + 8 * s * b));
+  bool gelu = false;
+  for (const kernel& x : k.forward) {
+    if (x.name == "GELU") {
+      gelu = true;
+      CHECK(x.bytes == Approx(4 * s * b * 4 * h));
+    }
+    if (x.name == "attention dropout") {
+      CHECK(x.bytes == Approx(5 * 64 * s * s * b));  // read e, write e and a 1-byte mask
+    }
+  }
+  CHECK(gelu);
+  // Without dropout, no dropout kernels.
+  transformer_spec t = gpt();
+  t.dropout = false;
+  for (const kernel& x :
+       kernels_of_layer(t, layer_shard{token_counts::uniform(2048, 1), 1, 1, false},
+                        recompute_kind::none)
+           .forward) {
+    CHECK(x.name.find("dropout") == std::string_view::npos);
+  }
+}
+
+TEST_CASE("layer kernels: recomputation re-runs the forward or the attention core",
+          "[model][kernels]") {
+  const layer_shard s{token_counts::uniform(4096, 2), 2, 1, true};
+  const op_kernels full = kernels_of_layer(gpt(), s, recompute_kind::full);
+  CHECK(full.recompute.size() == full.forward.size());
+  const op_kernels sel = kernels_of_layer(gpt(), s, recompute_kind::selective);
+  for (const kernel& k : sel.recompute) {
+    CHECK(k.attention_core);
+  }
+  CHECK(kernels_of_layer(gpt(), s, recompute_kind::none).recompute.empty());
+  const op_kernels flash = kernels_of_layer(llama(), s, recompute_kind::selective);
+  REQUIRE(flash.recompute.size() == 1);
+  CHECK(flash.recompute.front().kind == kernel_kind::attention);
+}
+
+TEST_CASE("layer kernels: context parallelism splits the tokens and passes K and V around",
+          "[model][kernels]") {
+  const token_counts n = token_counts::uniform(131072, 1);
+  const op_kernels one =
+      kernels_of_layer(llama(), layer_shard{n, 8, 1, true}, recompute_kind::none);
+  const op_kernels cp =
+      kernels_of_layer(llama(), layer_shard{n, 8, 16, true}, recompute_kind::none);
+  CHECK(of(cp.forward).gemm == Approx(of(one.forward).gemm / 16));
+  CHECK(of(cp.forward).attention == Approx(of(one.forward).attention / 16));
+  double ring = 0.0;
+  for (const kernel& k : cp.forward) {
+    ring += k.ring_bytes;
+  }
+  // Each rank receives the other 15 ranks' K and V (k·d wide each, per TP rank).
+  CHECK(ring == Approx(2.0 * (131072.0 / 16) * 2 * (8.0 * 128 / 8) * 15));
+}
+
+TEST_CASE("model ends: the embedding and the head", "[model][kernels]") {
+  const layer_shard s{token_counts::uniform(2048, 1), 8, 1, false};
+  const op_kernels e = kernels_of_embedding(gpt(), s);
+  CHECK(of(e.forward).all_reduce == 1);
+  CHECK_FALSE(e.backward_weight.empty());
+  const op_kernels h = kernels_of_head(gpt(), s, 51200);
+  CHECK(of(h.forward).gemm == Approx(2.0 * 2048 * 6144 * 51200 / 8));
+  CHECK(of(h.backward_input).gemm == Approx(2.0 * 2048 * 6144 * 51200 / 8));
+  CHECK(of(h.backward_weight).gemm == Approx(2.0 * 2048 * 6144 * 51200 / 8));
+  CHECK(of(h.forward).memory > 16.0 * 2048 * 51200 / 8);  // the fp32 cross-entropy passes
+}
