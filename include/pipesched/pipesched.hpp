@@ -37,6 +37,8 @@
 //   The planner: model/inline_recompute.hpp plan/job.hpp plan/job_costs.hpp plan/partition.hpp
 //     plan/planner.hpp plan/plan_types.hpp plan/job_model.hpp plan/job_schedule.hpp
 //     plan/plan_search.hpp plan/plan_ranking.hpp plan/plan_request.hpp plan/pack.hpp
+//     model/efficiency_curve.hpp model/layer_kernels.hpp model/layer_tensors.hpp
+//     plan/runs_calibration.hpp
 //   Interchange and pictures (some need fmt or nlohmann_json: README, "What is in the library"):
 //     io/json.hpp io/cost_model_json.hpp io/memory_model_json.hpp io/simulation_json.hpp
 //     io/schedule_input.hpp io/torch_csv.hpp io/chrome_trace.hpp io/svg.hpp io/terminal.hpp
@@ -44,7 +46,7 @@
 //     io/telemetry_io.hpp io/model_json.hpp io/job_spec_json.hpp io/plan_json.hpp
 //     io/plan_text.hpp io/plan_svg.hpp io/whatif_io.hpp io/analyze_io.hpp io/lengths.hpp
 //     io/pack_io.hpp io/schedule_export.hpp io/framework_export.hpp io/profiler_trace.hpp
-//     io/calibration_report.hpp
+//     io/calibration_report.hpp io/runs_json.hpp
 
 #include "pipesched/analysis/metrics.hpp"
 #include "pipesched/exec/executor.hpp"
