@@ -34,7 +34,7 @@ namespace {
 struct plan_cli {
   std::string model;
   std::string gpu;
-  std::optional<std::string> gpus, tp, pp, dp, chunks, micro_batch, microbatches;
+  std::optional<std::string> gpus, tp, cp, pp, dp, chunks, micro_batch, microbatches;
   std::optional<std::string> schedule;
   std::optional<std::string> group_size;
   std::optional<std::string> sequence;
@@ -143,8 +143,8 @@ std::vector<std::string> export_plan(const plan_cli& o,
                                         "PREFIX.torchtitan.args applies to a config of your own");
     }
   } else {
-    notes.push_back(prefix + ".torchtitan.args and " + prefix + ".torchtitan.py not written: " +
-                    why);
+    notes.push_back(prefix + ".torchtitan.args and " + prefix +
+                    ".torchtitan.py not written: " + why);
   }
   std::vector<std::string> written =
       write_export(files, {{o.model, "--model"},
@@ -218,6 +218,7 @@ int cmd_plan(const plan_cli& o) {
   plan_options& opts = req.options;
   plan_fixed& f = opts.fixed;
   f.tp = count32(o.tp, "--tp");
+  f.cp = count32(o.cp, "--cp");
   f.pp = count32(o.pp, "--pp");
   f.dp = count64(o.dp, "--dp");
   f.chunks = count32(o.chunks, "--chunks");
@@ -269,12 +270,19 @@ int cmd_plan(const plan_cli& o) {
     // One layer's ops for the layout given: no search.
     plan_layout lay;
     lay.tp = f.tp.value_or(1);
+    lay.cp = f.cp.value_or(1);
     lay.micro_batch = f.micro_batch.value_or(1);
     lay.sequence_parallel = f.sequence_parallel.value_or(false) && lay.tp > 1;
     if (!job.model.tp_splits_heads(lay.tp)) {
       usage_error("--tp: " + std::to_string(lay.tp) + " must divide the heads (" +
                   std::to_string(job.model.heads) + ") and the KV heads (" +
                   std::to_string(job.model.kv()) + ")");
+    }
+    if (lay.cp > 1 && job.sequence % (2 * std::uint64_t{lay.cp}) != 0) {
+      usage_error("--cp: " + std::to_string(lay.cp) + " cuts each sequence into " +
+                  std::to_string(2 * std::uint64_t{lay.cp}) +
+                  " pieces (2·CP), which must divide the sequence (" +
+                  std::to_string(job.sequence) + " tokens)");
     }
     write_output(
         o.output,
@@ -327,8 +335,11 @@ const registration plan_cmd{
        c->add_option("--gpus", o->gpus,
                      "GPUs in the job, at most 16777216 (default TP*PP*DP when all are given)");
        c->add_option("--tp", o->tp, "Tensor parallelism (default: searched)");
+       c->add_option("--cp", o->cp,
+                     "Context parallelism: each sequence over CP ranks (default 1; searched from "
+                     "32768 tokens per sequence)");
        c->add_option("--pp", o->pp, "Pipeline stages (default: searched)");
-       c->add_option("--dp", o->dp, "Data parallelism (default: GPUs / (TP*PP))");
+       c->add_option("--dp", o->dp, "Data parallelism (default: GPUs / (TP*CP*PP))");
        c->add_option("--chunks,-v", o->chunks, "Model chunks per stage (default: searched)");
        c->add_option("--schedule,-s", o->schedule, "A schedule of `pipesched list` (default: all)");
        c->add_option("--group-size", o->group_size,

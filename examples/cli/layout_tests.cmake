@@ -7,12 +7,18 @@ set(layout_8b plan --model llama3-8b --gpu h100-sxm-80gb --gpus 16 --seq 4096 --
 set(layout_70b plan --model llama3-70b --gpu h100-sxm-80gb --gpus 64 --seq 8192 --global-batch 64)
 
 # Invalid layouts: exit 2 naming the rule (no "0 sequences", no "0 candidates").
-pipesched_cli_test("plan: PP·v above the layers (-v 8)" 2
-  "error: plan: --pp 16 and -v 8 make PP·v = 128 chunks for 126 layers: each chunk needs at least one layer"
-  ${layout_405b} -v 8 --partition even)
-pipesched_cli_test("plan: PP·v above the layers (-v 8, JSON)" 2
-  "error: plan: --pp 16 and -v 8 make PP·v = 128 chunks for 126 layers"
-  ${layout_405b} -v 8 --partition even --json)
+pipesched_cli_test("plan: PP·v above the layers + 2 (-v 9)" 2
+  "error: plan: --pp 16 and -v 9 make PP·v = 144 chunks for 126 layers: each chunk needs at least one layer, but at PP > 1 the first and the last"
+  ${layout_405b} -v 9 --partition even)
+pipesched_cli_test("plan: PP·v above the layers + 2 (-v 9, JSON)" 2
+  "error: plan: --pp 16 and -v 9 make PP·v = 144 chunks for 126 layers"
+  ${layout_405b} -v 9 --partition even --json)
+# PP·v = the layers + 2 (Llama 3 405B's layout): the end chunks hold only the embedding and
+# only the head, one layer in every other chunk.
+pipesched_cli_test("plan: PP·v = layers + 2, the end chunks only the embedding and the head" 0
+  "\"partition\": \\[\n *0,\n *1,\n"
+  ${layout_405b} -v 8 --partition even --schedule interleaved-1f1b --recompute full
+  --micro-batch 1 --json)
 pipesched_cli_test("plan: PP·v above the layers (-v 16)" 2
   "error: plan: --pp 16 and -v 16 make PP·v = 256 chunks for 126 layers"
   ${layout_405b} -v 16)

@@ -83,10 +83,10 @@ void bind_planner(py::module_& m) {
       "plan",
       [](const std::string& model, const std::string& gpu, std::optional<std::uint64_t> gpus,
          std::optional<std::uint64_t> seq, std::optional<std::uint32_t> tp,
-         std::optional<std::uint32_t> pp, std::optional<std::uint64_t> dp,
-         std::optional<std::uint32_t> chunks, std::optional<std::string> schedule,
-         std::optional<std::uint32_t> micro_batch, std::optional<std::uint32_t> microbatches,
-         std::optional<std::uint64_t> global_batch,
+         std::optional<std::uint32_t> cp, std::optional<std::uint32_t> pp,
+         std::optional<std::uint64_t> dp, std::optional<std::uint32_t> chunks,
+         std::optional<std::string> schedule, std::optional<std::uint32_t> micro_batch,
+         std::optional<std::uint32_t> microbatches, std::optional<std::uint64_t> global_batch,
          std::optional<std::uint64_t> global_batch_tokens, std::optional<bool> sequence_parallel,
          std::optional<std::string> recompute, const std::string& optimizer_sharding,
          const std::string& partition, std::size_t top, const py::object& baseline,
@@ -117,6 +117,7 @@ void bind_planner(py::module_& m) {
         req.usable_fraction = usable_fraction;
         plan_fixed& f = req.options.fixed;
         f.tp = tp;
+        f.cp = cp;
         f.pp = pp;
         f.dp = dp;
         f.chunks = chunks;
@@ -154,21 +155,21 @@ void bind_planner(py::module_& m) {
         return py::module_::import("json").attr("loads")(plan_to_json(job, r).dump());
       },
       py::arg("model"), py::arg("gpu"), py::kw_only(), py::arg("gpus") = py::none(),
-      py::arg("seq") = py::none(), py::arg("tp") = py::none(), py::arg("pp") = py::none(),
-      py::arg("dp") = py::none(), py::arg("chunks") = py::none(), py::arg("schedule") = py::none(),
-      py::arg("micro_batch") = py::none(), py::arg("microbatches") = py::none(),
-      py::arg("global_batch") = py::none(), py::arg("global_batch_tokens") = py::none(),
-      py::arg("sequence_parallel") = py::none(), py::arg("recompute") = py::none(),
-      py::arg("optimizer_sharding") = "optimizer", py::arg("partition") = "balanced",
-      py::arg("top") = 5, py::arg("baseline") = py::none(), py::arg("vocab_multiple") = py::none(),
-      py::arg("achieved_fraction") = py::none(), py::arg("usable_fraction") = py::none(),
-      py::arg("search_evaluations") = py::none(), py::arg("threads") = py::none(),
-      py::arg("format") = "json",
+      py::arg("seq") = py::none(), py::arg("tp") = py::none(), py::arg("cp") = py::none(),
+      py::arg("pp") = py::none(), py::arg("dp") = py::none(), py::arg("chunks") = py::none(),
+      py::arg("schedule") = py::none(), py::arg("micro_batch") = py::none(),
+      py::arg("microbatches") = py::none(), py::arg("global_batch") = py::none(),
+      py::arg("global_batch_tokens") = py::none(), py::arg("sequence_parallel") = py::none(),
+      py::arg("recompute") = py::none(), py::arg("optimizer_sharding") = "optimizer",
+      py::arg("partition") = "balanced", py::arg("top") = 5, py::arg("baseline") = py::none(),
+      py::arg("vocab_multiple") = py::none(), py::arg("achieved_fraction") = py::none(),
+      py::arg("usable_fraction") = py::none(), py::arg("search_evaluations") = py::none(),
+      py::arg("threads") = py::none(), py::arg("format") = "json",
       R"(The fastest plans for a model on a cluster (docs/model.md section 10): `pipesched plan`.
 
 model: a preset (model_presets()) or a model JSON file; gpu: a preset (gpu_presets()) or a
 cluster JSON file. Keywords are the CLI's long options: gpus, seq (tokens per sequence), tp,
-pp, dp, chunks (v), schedule, micro_batch, microbatches, global_batch or global_batch_tokens,
+cp, pp, dp, chunks (v), schedule, micro_batch, microbatches, global_batch or global_batch_tokens,
 sequence_parallel (True, False, or None: searched), recompute ('none', 'selective', 'full';
 None: searched), optimizer_sharding, partition ('even', 'balanced', or 'L1,L2,...'), top,
 baseline (a dict such as {'tp': 8, 'pp': 16, 'schedule': 'interleaved-1f1b'}, or the CLI's

@@ -30,6 +30,9 @@ double brute_force(std::uint32_t layers, const placement& pl, const partition_we
   double best = std::numeric_limits<double>::infinity();
   std::function<void(std::uint32_t, std::uint32_t)> go = [&](std::uint32_t g, std::uint32_t left) {
     if (g + 1 == n) {
+      if (left < min_chunk_layers(g, n, layers)) {
+        return;
+      }
       cur[g] = left;
       std::vector<std::uint32_t> per_stage(pl.stages(), 0);
       for (global_chunk k = 0; k < n; ++k) {
@@ -43,7 +46,7 @@ double brute_force(std::uint32_t layers, const placement& pl, const partition_we
       best = std::min(best, slowest(cur, pl, w));
       return;
     }
-    for (std::uint32_t l = 1; l + (n - g - 1) <= left; ++l) {
+    for (std::uint32_t l = min_chunk_layers(g, n, layers); l <= left; ++l) {
       cur[g] = l;
       go(g + 1, left - l);
     }
@@ -59,7 +62,41 @@ TEST_CASE("partition: even gives the extra layers to the middle chunks", "[plan]
   CHECK(even_partition(126, 16) ==
         std::vector<std::uint32_t>{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7});  // Llama 3's
   CHECK(even_partition(7, 3) == std::vector<std::uint32_t>{2, 3, 2});
-  CHECK_THROWS_WITH(even_partition(3, 4), Catch::Contains("cannot fill 4 chunks"));
+  // One or two chunks more than layers: the head's chunk, then also the embedding's, hold none.
+  CHECK(even_partition(3, 4) == std::vector<std::uint32_t>{1, 1, 1, 0});
+  CHECK(even_partition(3, 5) == std::vector<std::uint32_t>{0, 1, 1, 1, 0});
+  CHECK_THROWS_WITH(even_partition(3, 6), Catch::Contains("cannot fill 6 chunks"));
+  CHECK(max_chunks_for(126) == 128);
+  CHECK(min_chunk_layers(0, 128, 126) == 0);
+  CHECK(min_chunk_layers(127, 128, 126) == 0);
+  CHECK(min_chunk_layers(1, 128, 126) == 1);
+  CHECK(min_chunk_layers(0, 126, 126) == 1);
+}
+
+TEST_CASE("partition: Llama 3 405B's layout, the end chunks only the embedding and the head",
+          "[plan][partition]") {
+  // 126 layers on PP 16 with v = 8 (arXiv 2407.21783 §3.3.2): 128 chunks, one layer each but
+  // the first (the embedding) and the last (the head).
+  const placement pl = placement::loop(16, 8);
+  partition_weights w;
+  w.layer_time = 1.0;
+  w.fixed_time.assign(128, 0.0);
+  w.fixed_time[0] = 0.05;
+  w.fixed_time[127] = 0.9;
+  const auto got = balanced_partition(126, pl, w);
+  REQUIRE(got);
+  std::vector<std::uint32_t> want(128, 1);
+  want.front() = 0;
+  want.back() = 0;
+  CHECK(*got == want);
+  // One chunk more than layers: the balance empties the heavier end, the head's.
+  w.fixed_time.assign(16, 0.0);
+  w.fixed_time[0] = 0.05;
+  w.fixed_time[15] = 0.9;
+  const auto one = balanced_partition(15, placement::sequential(16), w);
+  REQUIRE(one);
+  CHECK(one->front() == 1);
+  CHECK(one->back() == 0);
 }
 
 TEST_CASE("partition: balanced is the best slowest stage (brute force on small cases)",
@@ -72,7 +109,9 @@ TEST_CASE("partition: balanced is the best slowest stage (brute force on small c
     const placement pl = v == 1 ? placement::sequential(p)
                                 : (rng() % 2 ? placement::v_shape(p) : placement::loop(p, 2));
     const std::uint32_t n = p * v;
-    const std::uint32_t layers = n + rng() % 7;
+    // From two layers fewer than chunks (the end chunks empty) to six more.
+    const auto layers =
+        static_cast<std::uint32_t>(std::max(1, static_cast<int>(n + rng() % 9) - 2));
     partition_weights w;
     w.layer_time = 1.0 + static_cast<double>(rng() % 5) / 4.0;
     w.fixed_time.assign(n, 0.0);
@@ -92,9 +131,9 @@ TEST_CASE("partition: balanced is the best slowest stage (brute force on small c
     REQUIRE(got);
     CHECK(got->size() == n);
     std::uint32_t sum = 0;
-    for (std::uint32_t l : *got) {
-      CHECK(l >= 1);
-      sum += l;
+    for (std::uint32_t g = 0; g < n; ++g) {
+      CHECK((*got)[g] >= min_chunk_layers(g, n, layers));
+      sum += (*got)[g];
     }
     CHECK(sum == layers);
     CHECK(slowest(*got, pl, w) == Approx(best));
@@ -116,8 +155,10 @@ TEST_CASE("partition: a given list is checked", "[plan][partition]") {
   CHECK_NOTHROW(check_given_partition({7, 8, 8, 7}, 30, 4));
   CHECK_THROWS_WITH(check_given_partition({7, 8, 8}, 30, 4),
                     "plan: --partition lists 3 values; the layout has p·v = 4 chunks");
-  CHECK_THROWS_WITH(check_given_partition({0, 10, 10, 10}, 30, 4),
-                    "plan: --partition: every chunk needs at least one layer");
+  CHECK_NOTHROW(check_given_partition({0, 15, 15, 0}, 30, 4));  // embedding and head alone
+  CHECK_THROWS_WITH(check_given_partition({10, 0, 10, 10}, 30, 4),
+                    "plan: --partition: chunk 1 has no layer: every chunk but the first (the "
+                    "embedding) and the last (the head) needs at least one");
   CHECK_THROWS_WITH(check_given_partition({8, 8, 8, 8}, 30, 4),
                     "plan: --partition sums to 32 layers; the model has 30");
 }

@@ -328,7 +328,9 @@ TEST_CASE("plan: a layout no plan can run names the rule", "[plan][search]") {
   o.fixed.chunks = 16;
   CHECK_THROWS_WITH(plan(job, o),
                     "plan: --pp 8 and -v 16 make PP·v = 128 chunks for 80 layers: "
-                    "each chunk needs at least one layer");
+                    "each chunk needs at least one layer, but at PP > 1 the first and the last, "
+                    "which may hold only the embedding and only the head (PP·v at most the "
+                    "layers + 2)");
   o.fixed.pp = 4;
   o.fixed.chunks = 2;
   o.fixed.schedule = "1f1b";

@@ -63,7 +63,7 @@ inline transformer_spec run_model_from_json(const json_reader& run, const std::s
 /// "global_batch", one measurement ("step_time_s", "model_tflops_per_gpu" or
 /// "hardware_tflops_per_gpu"; a run without one, e.g. of memory alone, is left out), and the
 /// choices it ran with, each optional (searched when left
-/// out): "tp", "pp", "v", "micro_batch", "sequence_parallel", "recompute", "schedule",
+/// out): "tp", "cp", "pp", "v", "micro_batch", "sequence_parallel", "recompute", "schedule",
 /// "partition"; and how: "optimizer_sharding", "overlap_grad_reduce", "p2p" ("blocking" or
 /// "overlapped"), "grad_reduce_dtype" ("fp32" or "bf16"), "tp_comm_overlap", "activation_model".
 /// Other keys (a source, a note, memory) are ignored. Errors name the JSON pointer.
@@ -126,6 +126,7 @@ inline std::vector<reference_run> read_reference_runs(std::string_view text,
       return static_cast<std::uint32_t>(r[key].integer(1, u32));
     };
     f.tp = count("tp");
+    f.cp = count("cp");
     f.pp = count("pp");
     f.chunks = count("v");
     f.micro_batch = count("micro_batch");

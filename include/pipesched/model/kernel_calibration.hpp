@@ -20,7 +20,7 @@
 #include "pipesched/model/efficiency_curve.hpp"
 
 // What a profiler trace measured, and the cluster efficiencies fitted to it (docs/model.md
-// §10.3): kernels sorted into categories by name, a GEMM's shape and FLOPs from its op's input
+// §10.5): kernels sorted into categories by name, a GEMM's shape and FLOPs from its op's input
 // shapes, an elementwise op's bytes, then each measured GEMM's share of its precision's peak and
 // the GEMM efficiency curve (model/efficiency_curve.hpp) through them. The naming rules of
 // PyTorch ops and CUDA kernels live here, once: io/profiler_trace.hpp reads the trace formats,
@@ -613,7 +613,7 @@ inline std::vector<double> isotonic_fit(std::span<const double> values,
 }
 
 /// Fits the GEMM efficiency curve to the measured GEMMs and the memory-bound efficiency to the
-/// elementwise ops (docs/model.md §10.3). Each GEMM is measured against the peak of its
+/// elementwise ops (docs/model.md §10.5). Each GEMM is measured against the peak of its
 /// precision (`peaks`); GEMMs of the same shape and precision are reported together. The
 /// GEMMs (only the tensor-core ones, fp8 to tf32, when there are any: fp32 SIMT kernels are
 /// then reported, not fitted) are binned by log10 FLOPs; a bin's efficiency is its FLOPs over the

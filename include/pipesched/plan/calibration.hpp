@@ -9,7 +9,7 @@
 #include "pipesched/plan/job.hpp"
 
 // A cluster description calibrated to measurements (`pipesched calibrate`, docs/model.md
-// §10.3): from a profiler trace, the GEMM efficiency curve and the memory-bound efficiency
+// §10.5): from a profiler trace, the GEMM efficiency curve and the memory-bound efficiency
 // fitted to its kernels, put into the cluster the trace ran on.
 
 namespace pipesched {

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "pipesched/gen/registry.hpp"
 #include "pipesched/ir/error.hpp"
 #include "pipesched/plan/planner.hpp"
 
@@ -81,6 +82,9 @@ inline void set_plan_choice(plan_fixed& f,
   } else if (key == "pp") {
     once(f.pp);
     f.pp = static_cast<std::uint32_t>(count());
+  } else if (key == "cp") {
+    once(f.cp);
+    f.cp = static_cast<std::uint32_t>(count());
   } else if (key == "dp") {
     once(f.dp);
     f.dp = count();
@@ -113,9 +117,10 @@ inline void set_plan_choice(plan_fixed& f,
     }
     f.partition = *p;
   } else {
-    detail::fail(who, ": unknown key \"", key,
-                 "\" (known: tp, pp, dp, v, micro-batch, microbatches, schedule, recompute, sp, "
-                 "partition)");
+    detail::fail(
+        who, ": unknown key \"", key,
+        "\" (known: tp, cp, pp, dp, v, micro-batch, microbatches, schedule, recompute, sp, "
+        "partition)");
   }
 }
 
@@ -167,7 +172,7 @@ inline training_job job_of(const plan_request& r) {
   if (r.gpus) {
     job.gpus = *r.gpus;
   } else if (f.tp && f.pp && f.dp) {
-    job.gpus = std::uint64_t{*f.tp} * *f.pp * *f.dp;
+    job.gpus = std::uint64_t{*f.tp} * f.cp.value_or(1) * *f.pp * *f.dp;
   } else {
     detail::fail("plan: gpus must be given unless tp, pp and dp all are");
   }

@@ -73,24 +73,63 @@ struct choice_names {
   }
 };
 
+/// "TP·PP (8·16 = 128)", or "TP·CP·PP (8·2·16 = 256)" with context parallelism.
+inline std::string model_parallel_text(std::uint32_t tp, std::uint32_t cp, std::uint32_t pp) {
+  const std::uint64_t per = std::uint64_t{tp} * cp * pp;
+  return cp > 1 ? concat("TP·CP·PP (", tp, "·", cp, "·", pp, " = ", per, ")")
+                : concat("TP·PP (", tp, "·", pp, " = ", per, ")");
+}
+
 /// The data-parallel degree a layout gets, checking a fixed one; throws with the values.
 inline std::uint64_t data_parallel_of(const training_job& job,
                                       std::uint32_t tp,
                                       std::uint32_t pp,
                                       const std::optional<std::uint64_t>& fixed,
-                                      const choice_names& names = {}) {
-  const std::uint64_t per = std::uint64_t{tp} * pp;
+                                      const choice_names& names = {},
+                                      std::uint32_t cp = 1) {
+  const std::uint64_t per = std::uint64_t{tp} * cp * pp;
   if (job.gpus % per != 0) {
-    fail(names.who(), ": TP·PP (", tp, "·", pp, " = ", per, ") must divide the GPUs (", job.gpus,
+    fail(names.who(), ": ", model_parallel_text(tp, cp, pp), " must divide the GPUs (", job.gpus,
          ")");
   }
   const std::uint64_t dp = job.gpus / per;
   if (fixed && *fixed != dp) {
     fail(names.who(), ": ", names.value("dp", *fixed), " with ", names.value("tp", tp), " ",
-         names.value("pp", pp), " needs ", per * *fixed, " GPUs, not ", job.gpus,
-         " (TP·PP·DP = GPUs)");
+         cp > 1 ? names.value("cp", cp) + " " : "", names.value("pp", pp), " needs ", per * *fixed,
+         " GPUs, not ", job.gpus, cp > 1 ? " (TP·CP·PP·DP = GPUs)" : " (TP·PP·DP = GPUs)");
   }
   return dp;
+}
+
+/// Whether PP·v chunks of `pp` stages hold the model's layers: each at least one, but at
+/// PP > 1 the first may hold only the embedding and the last only the head (max_chunks_for).
+inline bool chunks_hold_layers(const training_job& job, std::uint64_t pp, std::uint64_t v) {
+  const std::uint64_t n = pp * v;
+  return n <= job.model.layers || (pp > 1 && n <= max_chunks_for(job.model.layers));
+}
+
+/// Why they do not: "each chunk needs at least one layer ...".
+inline constexpr std::string_view chunk_layers_rule =
+    "each chunk needs at least one layer, but at PP > 1 the first and the last, which may hold "
+    "only the embedding and only the head (PP·v at most the layers + 2)";
+
+/// The rule of a context-parallel degree: each sequence is cut into 2·CP pieces (two per rank,
+/// for the causal mask's balance, as Megatron-LM and torchtitan do), so 2·CP must divide it,
+/// and with sequence parallelism each piece splits over TP again. Empty when `cp` applies.
+inline std::string context_parallel_refusal(const training_job& job,
+                                            std::uint32_t cp,
+                                            std::uint32_t tp,
+                                            bool sp) {
+  if (cp <= 1) {
+    return {};
+  }
+  const std::uint64_t pieces = 2 * std::uint64_t{cp} * (sp ? tp : 1);
+  if (job.sequence % pieces != 0) {
+    return concat("CP ", cp, sp ? concat(" with SP over TP ", tp) : std::string(),
+                  " cuts each sequence into ", pieces, " pieces (2·CP", sp ? "·TP" : "",
+                  "), which must divide the sequence (", job.sequence, " tokens)");
+  }
+  return {};
 }
 
 /// Checks the fixed choices against the model, the cluster and the batch (exit 2 in the CLI),
@@ -119,6 +158,15 @@ inline void check_fixed(const training_job& job,
   if (f.dp && *f.dp == 0) {
     fail(who, ": ", names.option("dp"), " must be at least 1");
   }
+  if (f.cp) {
+    if (*f.cp == 0) {
+      fail(who, ": ", names.option("cp"), " must be at least 1");
+    }
+    // SP's own rule (TP dividing the sequence) is checked below.
+    if (const std::string why = context_parallel_refusal(job, *f.cp, 1, false); !why.empty()) {
+      fail(who, ": ", names.value("cp", *f.cp), ": ", why);
+    }
+  }
   if (f.chunks && *f.chunks == 0) {
     fail(who, ": ", names.option("v"), " must be at least 1");
   }
@@ -141,25 +189,26 @@ inline void check_fixed(const training_job& job,
     product *= *degree;
     if (job.gpus % product != 0) {
       fail(who, ": ", fixed_names, count == 1 ? "" : concat(" = ", product),
-           " does not divide the ", job.gpus, " GPUs (TP·PP·DP = GPUs)");
+           " does not divide the ", job.gpus,
+           f.cp ? " GPUs (TP·CP·PP·DP = GPUs)" : " GPUs (TP·PP·DP = GPUs)");
     }
   };
   if (f.tp && f.pp) {
-    data_parallel_of(job, *f.tp, *f.pp, f.dp, names);
+    data_parallel_of(job, *f.tp, *f.pp, f.dp, names, f.cp.value_or(1));
   } else {
     divides("dp", f.dp);
     divides("tp", f.tp);
+    divides("cp", f.cp);
     divides("pp", f.pp);
   }
   if (f.chunks) {
     const std::uint64_t p = f.pp.value_or(1);
     const std::uint64_t n = p * *f.chunks;
-    if (n > job.model.layers) {
-      if (f.pp) {
-        fail(who, ": ", names.value("pp", p), " and ", names.value("v", *f.chunks),
-             " make PP·v = ", n, " chunks for ", job.model.layers,
-             " layers: each chunk needs at least one layer");
-      }
+    if (f.pp && !chunks_hold_layers(job, p, *f.chunks)) {
+      fail(who, ": ", names.value("pp", p), " and ", names.value("v", *f.chunks),
+           " make PP·v = ", n, " chunks for ", job.model.layers, " layers: ", chunk_layers_rule);
+    }
+    if (!f.pp && n > job.model.layers) {
       fail(who, ": ", names.value("v", *f.chunks), " makes PP·v = ", n, " chunks for ",
            job.model.layers, " layers even at PP 1: each chunk needs at least one layer");
     }
@@ -172,6 +221,11 @@ inline void check_fixed(const training_job& job,
     fail(who, ": ", names.baseline ? "sp=on" : "--sequence-parallel", " with ",
          names.value("tp", *f.tp), " needs a sequence length that is a multiple of TP, not ",
          job.sequence, " tokens: sequence parallelism splits each sequence over the TP ranks");
+  }
+  if (f.cp && f.tp && f.sequence_parallel && *f.sequence_parallel) {
+    if (const std::string why = context_parallel_refusal(job, *f.cp, *f.tp, true); !why.empty()) {
+      fail(who, ": ", names.value("cp", *f.cp), ": ", why);
+    }
   }
   if (job.global_batch) {
     // DP·m·b = the global batch: what is fixed of the three must divide it.
@@ -231,7 +285,7 @@ inline std::optional<std::vector<std::uint32_t>> partition_for(
     check_given_partition(spec.layers, job.model.layers, n);
     return spec.layers;
   }
-  if (job.model.layers < n) {
+  if (!chunks_hold_layers(job, lay.pp, lay.chunks)) {
     return std::nullopt;
   }
   if (spec.kind == partition_kind::even) {
@@ -331,207 +385,234 @@ inline plan_space enumerate_space(const training_job& job,
   };
   const bool layout_fixed = f.tp && f.pp;
   for (std::uint32_t tp : tps) {
-    std::vector<std::uint32_t> pps;
-    if (f.pp) {
-      pps.push_back(*f.pp);
+    std::vector<std::uint32_t> cps;
+    if (f.cp) {
+      cps.push_back(*f.cp);
     } else {
-      // At most the layers, so never more than that many divisions of the GPUs are tried.
-      for (std::uint32_t p = 1; p <= job.model.layers; ++p) {
-        if ((job.gpus / tp) % p == 0) {
-          pps.push_back(p);
+      cps.push_back(1);
+      if (job.sequence >= cp_search_min_sequence) {
+        for (std::uint32_t c = 2; c <= 32; c *= 2) {
+          if ((job.gpus / tp) % c == 0 && context_parallel_refusal(job, c, tp, false).empty()) {
+            cps.push_back(c);
+          }
         }
       }
     }
-    for (std::uint32_t pp : pps) {
-      const std::string at = concat("TP", tp, " PP", pp);
-      if (job.gpus % (std::uint64_t{tp} * pp) != 0) {
-        if (layout_fixed) {
-          data_parallel_of(job, tp, pp, f.dp, names);  // throws, naming the values
-        }
-        space.refusal.note(0, [&] {
-          return concat(at, ": TP·PP (", std::uint64_t{tp} * pp, ") does not divide the ", job.gpus,
-                        " GPUs");
-        });
-        continue;
-      }
-      const std::uint64_t dp = job.gpus / (std::uint64_t{tp} * pp);
-      const std::size_t first_group = space.groups.size();
-      if (f.dp && *f.dp != dp) {
-        if (layout_fixed) {
-          data_parallel_of(job, tp, pp, f.dp, names);
-        }
-        space.refusal.note(
-            1, [&] { return concat(at, " gives DP ", dp, ", not ", names.value("dp", *f.dp)); });
-        continue;
-      }
-      // Micro-batch sizes and counts.
-      std::vector<std::pair<std::uint32_t, std::uint32_t>> batches;  // (b, m)
-      if (job.global_batch) {
-        if (job.global_batch % dp != 0) {
-          const std::string rule = concat("the global batch (", job.global_batch,
-                                          " sequences) must be a multiple of DP (", dp, ")");
-          if (layout_fixed) {
-            fail(who, ": ", rule);
-          }
-          ++space.layouts_refused;
-          space.refusal.note(2, [&] { return concat(at, ": ", rule); });
-          continue;
-        }
-        const std::uint64_t per = job.global_batch / dp;
-        const std::string per_text =
-            concat("the global batch (", job.global_batch, " sequences) over DP (", dp, ") is ",
-                   per, " sequences per pipeline");
-        if (per > max_plan_pipeline_sequences) {
-          const std::string rule = concat(per_text, ", more than ", max_plan_pipeline_sequences,
-                                          " (max_plan_pipeline_sequences)");
-          if (layout_fixed) {
-            fail(who, ": ", rule);
-          }
-          space.refusal.note(3, [&] { return concat(at, ": ", rule); });
-          continue;
-        }
-        for (std::uint64_t b : divisors_of(per)) {
-          if ((f.micro_batch && b != *f.micro_batch) || (!f.micro_batch && b > 16)) {
-            continue;
-          }
-          const std::uint64_t m = per / b;
-          if (f.microbatches && m != *f.microbatches) {
-            continue;
-          }
-          batches.emplace_back(static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(m));
-        }
-        if (batches.empty()) {
-          // Only fixed choices leave no micro-batch size (b = 1 always divides).
-          std::string rule = per_text + ": not ";
-          if (f.micro_batch && f.microbatches) {
-            rule += concat(names.value("micro-batch", *f.micro_batch), " times ",
-                           names.value("microbatches", *f.microbatches));
-          } else if (f.micro_batch) {
-            rule += concat("a multiple of ", names.value("micro-batch", *f.micro_batch));
-          } else {
-            rule += concat(names.value("microbatches", *f.microbatches),
-                           " micro-batches of 1 to 16 sequences (the sizes searched)");
-          }
-          if (layout_fixed) {
-            fail(who, ": ", rule);
-          }
-          space.refusal.note(4, [&] { return concat(at, ": ", rule); });
-          continue;
-        }
+    for (std::uint32_t cp : cps) {
+      std::vector<std::uint32_t> pps;
+      if (f.pp) {
+        pps.push_back(*f.pp);
       } else {
-        batches.emplace_back(*f.micro_batch, *f.microbatches);
+        // At most the layers, so never more than that many divisions of the GPUs are tried.
+        for (std::uint32_t p = 1; p <= job.model.layers; ++p) {
+          if ((job.gpus / tp) % (std::uint64_t{cp} * p) == 0) {
+            pps.push_back(p);
+          }
+        }
       }
-      std::vector<bool> sps;
-      if (f.sequence_parallel) {
-        // Asked for, SP rules TP 1 out: quietly planning it off would answer another question.
-        if (*f.sequence_parallel && tp == 1) {
-          space.refusal.note(1, [&] {
-            return concat(at, ": ", names.baseline ? "sp=on" : "--sequence-parallel",
-                          " needs TP > 1");
+      for (std::uint32_t pp : pps) {
+        const std::string at =
+            cp > 1 ? concat("TP", tp, " CP", cp, " PP", pp) : concat("TP", tp, " PP", pp);
+        const std::uint64_t per_replica = std::uint64_t{tp} * cp * pp;
+        if (job.gpus % per_replica != 0) {
+          if (layout_fixed) {
+            data_parallel_of(job, tp, pp, f.dp, names, cp);  // throws, naming the values
+          }
+          space.refusal.note(0, [&] {
+            return concat(at, ": ", model_parallel_text(tp, cp, pp), " does not divide the ",
+                          job.gpus, " GPUs");
           });
           continue;
         }
-        if (*f.sequence_parallel && job.sequence % tp != 0) {
-          space.refusal.note(2, [&] {
-            return concat(at, ": ", names.baseline ? "sp=on" : "--sequence-parallel",
-                          " needs a sequence length that is a multiple of TP, not ", job.sequence,
-                          " tokens");
-          });
+        const std::uint64_t dp = job.gpus / per_replica;
+        const std::size_t first_group = space.groups.size();
+        if (f.dp && *f.dp != dp) {
+          if (layout_fixed) {
+            data_parallel_of(job, tp, pp, f.dp, names, cp);
+          }
+          space.refusal.note(
+              1, [&] { return concat(at, " gives DP ", dp, ", not ", names.value("dp", *f.dp)); });
           continue;
         }
-        sps.push_back(*f.sequence_parallel);
-      } else {
-        // Sequence parallelism splits each sequence over the TP ranks: only where it divides.
-        sps.push_back(false);
-        if (tp > 1 && job.sequence % tp == 0) {
-          sps.push_back(true);
-        }
-      }
-      std::vector<recompute_kind> rcs;
-      if (f.recompute) {
-        rcs.push_back(*f.recompute);
-      } else {
-        rcs = {recompute_kind::none, recompute_kind::selective, recompute_kind::full};
-      }
-      for (const generator_entry* gen : gens) {
-        std::vector<std::uint32_t> vs;
-        if (f.chunks) {
-          vs.push_back(*f.chunks);
-        } else if (gen->default_chunks == 1) {
-          vs.push_back(1);
+        // Micro-batch sizes and counts.
+        std::vector<std::pair<std::uint32_t, std::uint32_t>> batches;  // (b, m)
+        if (job.global_batch) {
+          if (job.global_batch % dp != 0) {
+            const std::string rule = concat("the global batch (", job.global_batch,
+                                            " sequences) must be a multiple of DP (", dp, ")");
+            if (layout_fixed) {
+              fail(who, ": ", rule);
+            }
+            ++space.layouts_refused;
+            space.refusal.note(2, [&] { return concat(at, ": ", rule); });
+            continue;
+          }
+          const std::uint64_t per = job.global_batch / dp;
+          const std::string per_text =
+              concat("the global batch (", job.global_batch, " sequences) over DP (", dp, ") is ",
+                     per, " sequences per pipeline");
+          if (per > max_plan_pipeline_sequences) {
+            const std::string rule = concat(per_text, ", more than ", max_plan_pipeline_sequences,
+                                            " (max_plan_pipeline_sequences)");
+            if (layout_fixed) {
+              fail(who, ": ", rule);
+            }
+            space.refusal.note(3, [&] { return concat(at, ": ", rule); });
+            continue;
+          }
+          for (std::uint64_t b : divisors_of(per)) {
+            if ((f.micro_batch && b != *f.micro_batch) || (!f.micro_batch && b > 16)) {
+              continue;
+            }
+            const std::uint64_t m = per / b;
+            if (f.microbatches && m != *f.microbatches) {
+              continue;
+            }
+            batches.emplace_back(static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(m));
+          }
+          if (batches.empty()) {
+            // Only fixed choices leave no micro-batch size (b = 1 always divides).
+            std::string rule = per_text + ": not ";
+            if (f.micro_batch && f.microbatches) {
+              rule += concat(names.value("micro-batch", *f.micro_batch), " times ",
+                             names.value("microbatches", *f.microbatches));
+            } else if (f.micro_batch) {
+              rule += concat("a multiple of ", names.value("micro-batch", *f.micro_batch));
+            } else {
+              rule += concat(names.value("microbatches", *f.microbatches),
+                             " micro-batches of 1 to 16 sequences (the sizes searched)");
+            }
+            if (layout_fixed) {
+              fail(who, ": ", rule);
+            }
+            space.refusal.note(4, [&] { return concat(at, ": ", rule); });
+            continue;
+          }
         } else {
-          // One stage gains nothing from several chunks: only the default is tried there.
-          for (std::uint32_t v : {2u, 3u, 4u, 6u, 8u}) {
-            if (std::uint64_t{pp} * v <= job.model.layers && (pp > 1 || v == gen->default_chunks)) {
-              vs.push_back(v);
+          batches.emplace_back(*f.micro_batch, *f.microbatches);
+        }
+        std::vector<bool> sps;
+        if (f.sequence_parallel) {
+          // Asked for, SP rules TP 1 out: quietly planning it off would answer another question.
+          if (*f.sequence_parallel && tp == 1) {
+            space.refusal.note(1, [&] {
+              return concat(at, ": ", names.baseline ? "sp=on" : "--sequence-parallel",
+                            " needs TP > 1");
+            });
+            continue;
+          }
+          if (*f.sequence_parallel && job.sequence % tp != 0) {
+            space.refusal.note(2, [&] {
+              return concat(at, ": ", names.baseline ? "sp=on" : "--sequence-parallel",
+                            " needs a sequence length that is a multiple of TP, not ", job.sequence,
+                            " tokens");
+            });
+            continue;
+          }
+          if (const std::string why = context_parallel_refusal(job, cp, tp, *f.sequence_parallel);
+              !why.empty()) {
+            if (layout_fixed && f.cp) {
+              fail(who, ": ", why);
+            }
+            space.refusal.note(2, [&] { return concat(at, ": ", why); });
+            continue;
+          }
+          sps.push_back(*f.sequence_parallel);
+        } else {
+          // Sequence parallelism splits each sequence over the TP ranks: only where it divides
+          // (with CP, each of the sequence's 2·CP pieces).
+          sps.push_back(false);
+          if (tp > 1 && context_parallel_refusal(job, cp, tp, true).empty() &&
+              job.sequence % tp == 0) {
+            sps.push_back(true);
+          }
+        }
+        std::vector<recompute_kind> rcs;
+        if (f.recompute) {
+          rcs.push_back(*f.recompute);
+        } else {
+          rcs = {recompute_kind::none, recompute_kind::selective, recompute_kind::full};
+        }
+        for (const generator_entry* gen : gens) {
+          std::vector<std::uint32_t> vs;
+          if (f.chunks) {
+            vs.push_back(*f.chunks);
+          } else if (gen->default_chunks == 1) {
+            vs.push_back(1);
+          } else {
+            // One stage gains nothing from several chunks: only the default is tried there.
+            for (std::uint32_t v : {2u, 3u, 4u, 6u, 8u}) {
+              if (chunks_hold_layers(job, pp, v) && (pp > 1 || v == gen->default_chunks)) {
+                vs.push_back(v);
+              }
             }
           }
-        }
-        for (std::uint32_t v : vs) {
-          if (std::uint64_t{pp} * v > job.model.layers) {
-            space.refusal.note(5, [&] {
-              return concat(at, ": PP·v = ", std::uint64_t{pp} * v, " chunks for ",
-                            job.model.layers, " layers: each chunk needs at least one layer");
-            });
-            continue;
-          }
-          if (f.partition.kind == partition_kind::given &&
-              std::uint64_t{pp} * v != f.partition.layers.size()) {
-            // A partition fixes PP·v: the layouts of another count are not the one asked for.
-            space.refusal.note(5, [&] {
-              return concat(at, " v", v, ": ", names.option("partition"), " lists ",
-                            f.partition.layers.size(),
-                            " chunks, not PP·v = ", std::uint64_t{pp} * v);
-            });
-            continue;
-          }
-          const placed& pd = place(*gen, pp, v);
-          if (!pd.pl) {
-            space.refusal.note(6, [&] {
-              return concat(names.value("schedule", gen->name), " does not take ",
-                            names.value("v", v), " at PP ", pp, ": ", pd.why);
-            });
-            continue;
-          }
-          const placement& pl = *pd.pl;
-          for (const auto& [b, m] : batches) {
-            const std::uint64_t ops = std::uint64_t{3} * pp * pl.chunks() * m;
-            if (ops > max_plan_schedule_ops) {
-              // Structured bindings are not captured by lambdas in clang 14: copies.
-              space.refusal.note(7, [&, mb_size = b, mb_count = m] {
-                return concat(at, " v", pl.chunks(), " b", mb_size, ": PP·v·m·3 = ", pp, "·",
-                              pl.chunks(), "·", mb_count, "·3 = ", ops,
-                              " ops in one schedule, more than ", max_plan_schedule_ops,
-                              " (max_plan_schedule_ops)");
+          for (std::uint32_t v : vs) {
+            if (!chunks_hold_layers(job, pp, v)) {
+              space.refusal.note(5, [&] {
+                return concat(at, ": PP·v = ", std::uint64_t{pp} * v, " chunks for ",
+                              job.model.layers, " layers: ", chunk_layers_rule);
               });
               continue;
             }
-            for (bool sp : sps) {
-              for (recompute_kind rc : rcs) {
-                plan_layout lay{tp, pp, dp, v, b, m, sp};
-                // Groups share costs: same layout, recompute and placement.
-                std::size_t gi = space.groups.size();
-                for (std::size_t i = first_group; i < space.groups.size(); ++i) {
-                  const plan_group& g = space.groups[i];
-                  if (g.layout == lay && g.recompute == rc && g.pl == pl) {
-                    gi = i;
-                    break;
+            if (f.partition.kind == partition_kind::given &&
+                std::uint64_t{pp} * v != f.partition.layers.size()) {
+              // A partition fixes PP·v: the layouts of another count are not the one asked for.
+              space.refusal.note(5, [&] {
+                return concat(at, " v", v, ": ", names.option("partition"), " lists ",
+                              f.partition.layers.size(),
+                              " chunks, not PP·v = ", std::uint64_t{pp} * v);
+              });
+              continue;
+            }
+            const placed& pd = place(*gen, pp, v);
+            if (!pd.pl) {
+              space.refusal.note(6, [&] {
+                return concat(names.value("schedule", gen->name), " does not take ",
+                              names.value("v", v), " at PP ", pp, ": ", pd.why);
+              });
+              continue;
+            }
+            const placement& pl = *pd.pl;
+            for (const auto& [b, m] : batches) {
+              const std::uint64_t ops = std::uint64_t{3} * pp * pl.chunks() * m;
+              if (ops > max_plan_schedule_ops) {
+                // Structured bindings are not captured by lambdas in clang 14: copies.
+                space.refusal.note(7, [&, mb_size = b, mb_count = m] {
+                  return concat(at, " v", pl.chunks(), " b", mb_size, ": PP·v·m·3 = ", pp, "·",
+                                pl.chunks(), "·", mb_count, "·3 = ", ops,
+                                " ops in one schedule, more than ", max_plan_schedule_ops,
+                                " (max_plan_schedule_ops)");
+                });
+                continue;
+              }
+              for (bool sp : sps) {
+                for (recompute_kind rc : rcs) {
+                  plan_layout lay{tp, pp, dp, v, b, m, sp, cp};
+                  // Groups share costs: same layout, recompute and placement.
+                  std::size_t gi = space.groups.size();
+                  for (std::size_t i = first_group; i < space.groups.size(); ++i) {
+                    const plan_group& g = space.groups[i];
+                    if (g.layout == lay && g.recompute == rc && g.pl == pl) {
+                      gi = i;
+                      break;
+                    }
                   }
-                }
-                if (gi == space.groups.size()) {
-                  plan_group g;
-                  g.layout = lay;
-                  g.recompute = rc;
-                  g.pl = pl;
-                  const auto part = partition_for(job, lay, rc, pl, f.partition);
-                  if (!part) {
-                    continue;
+                  if (gi == space.groups.size()) {
+                    plan_group g;
+                    g.layout = lay;
+                    g.recompute = rc;
+                    g.pl = pl;
+                    const auto part = partition_for(job, lay, rc, pl, f.partition);
+                    if (!part) {
+                      continue;
+                    }
+                    g.partition = *part;
+                    finish_group(job, g);
+                    space.groups.push_back(std::move(g));
                   }
-                  g.partition = *part;
-                  finish_group(job, g);
-                  space.groups.push_back(std::move(g));
+                  space.candidates.emplace_back(gi, gen);
                 }
-                space.candidates.emplace_back(gi, gen);
               }
             }
           }

@@ -119,6 +119,11 @@ struct plan_result {
 };
 
 /// Choices a user fixes (set) or leaves to the search (unset).
+/// Sequences of at least this many tokens have context parallelism searched (CP 2, 4, ... 32
+/// where it divides); shorter ones run CP 1 unless it is given: at 8K tokens and below the
+/// activations of a sequence fit without it, and its ring exchange would only add time.
+inline constexpr std::uint64_t cp_search_min_sequence = 32768;
+
 struct plan_fixed {
   std::optional<std::uint32_t> tp, pp, chunks, micro_batch, microbatches;
   std::optional<std::uint32_t> group_size;  ///< generator_params::group_size; not searched
@@ -127,6 +132,9 @@ struct plan_fixed {
   std::optional<recompute_kind> recompute;
   std::optional<bool> sequence_parallel;
   partition_spec partition{};
+  /// Context parallelism (each sequence over `cp` ranks); unset: 1, or searched for sequences
+  /// of at least `cp_search_min_sequence` tokens.
+  std::optional<std::uint32_t> cp;
 
   /// True when the layout and the schedule are given: plan() evaluates that layout (the
   /// choices left unset are searched and the best kept).
@@ -155,9 +163,13 @@ struct plan_options {
 
 namespace detail {
 
-/// "TP8 PP16 v2 b1 m16 interleaved-1f1b selective SP".
+/// "TP8 PP16 v2 b1 m16 interleaved-1f1b selective SP" ("TP8 CP16 PP16 ..." with CP).
 inline std::string plan_label(const plan_choice& c) {
-  std::string out = "TP" + std::to_string(c.layout.tp) + " PP" + std::to_string(c.layout.pp);
+  std::string out = "TP" + std::to_string(c.layout.tp);
+  if (c.layout.cp > 1) {
+    out += " CP" + std::to_string(c.layout.cp);
+  }
+  out += " PP" + std::to_string(c.layout.pp);
   if (c.layout.chunks > 1) {
     out += " v" + std::to_string(c.layout.chunks);
   }

@@ -116,12 +116,12 @@ inline std::pair<training_job, plan_options> run_job(const reference_run& run,
   plan_options o = r.options;
   o.top = 1;
   o.baseline.reset();
-  o.polish_evaluations = 0;
   if (fixed != nullptr) {
     plan_fixed& f = o.fixed;
     f.tp = fixed->layout.tp;
     f.pp = fixed->layout.pp;
     f.dp = fixed->layout.dp;
+    f.cp = fixed->layout.cp;
     f.chunks = fixed->layout.chunks;
     f.micro_batch = fixed->layout.micro_batch;
     f.microbatches = fixed->layout.microbatches;
