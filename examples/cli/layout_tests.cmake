@@ -128,3 +128,22 @@ pipesched_cli_test("plan: --sequence-parallel on one GPU names the rule" 2
   "error: plan: no layout can run this job: TP1 PP1: --sequence-parallel needs TP > 1"
   plan --model llama3-8b --gpu h100-sxm-80gb --gpus 1 --seq 4096 --global-batch 8
   --sequence-parallel)
+
+# Context parallelism: 2·CP must divide the sequence; Llama 3 405B's long-context layout (TP 8,
+# CP 16, PP 16, DP 8 on 16,384 GPUs, 131,072-token sequences: arXiv 2407.21783 Table 4) is
+# expressed and evaluated; CP is searched for long sequences.
+pipesched_cli_test("plan: --cp not dividing the sequence" 2
+  "error: plan: --cp 3: CP 3 cuts each sequence into 6 pieces \\(2·CP\\), which must divide the sequence \\(4096 tokens\\)"
+  ${layout_8b} --cp 3)
+pipesched_cli_test("plan: --cp 0" 2 "error: plan: --cp must be at least 1" ${layout_8b} --cp 0)
+pipesched_cli_test("plan: baseline cp=0" 2
+  "error: --baseline: cp must be between 1 and 4294967295, not 0" ${layout_8b} --baseline cp=0)
+pipesched_cli_test("plan: Llama 3 405B at CP 16, 128K tokens" 0
+  "\"cp\": 16,\n *\"dp\": 8,.*\"pp\": 16,.*\"tp\": 8"
+  plan --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 131072
+  --global-batch-tokens 16777216 --tp 8 --cp 16 --pp 16 --schedule interleaved-1f1b
+  --optimizer-sharding gradients --tp-comm-overlap all --json --top 1)
+pipesched_cli_test("plan: CP searched for 128K-token sequences" 0
+  "TP8 CP[0-9]+ PP"
+  plan --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 131072 --global-batch 8 --tp 8
+  --schedule 1f1b --recompute full --micro-batch 1 --json --top 1)

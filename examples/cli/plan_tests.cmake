@@ -4,7 +4,7 @@ pipesched_cli_test("plan: Llama 3 405B on 16384 H100s against Meta's layout" 0
   plan --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192
   --global-batch-tokens 16777216 --baseline tp=8,pp=16,dp=128,schedule=interleaved-1f1b)
 pipesched_cli_test("plan: JSON contract" 0
-  "\"plans\": \\[\n +\\{\n +\"bubble_rate\":.*\"flops_per_iteration\":.*\"layout\": \\{\n +\"dp\":.*\"micro_batch\".*\"microbatches\".*\"pp\".*\"tp\".*\"v\".*\"memory_bytes\": \\{\n +\"activations\".*\"gradients\".*\"optimizer\".*\"total\".*\"weights\""
+  "\"plans\": \\[\n +\\{\n +\"bubble_rate\":.*\"flops_per_iteration\":.*\"layout\": \\{\n +\"cp\": 1,\n +\"dp\":.*\"micro_batch\".*\"microbatches\".*\"pp\".*\"tp\".*\"v\".*\"memory_bytes\": \\{\n +\"activations\".*\"gradients\".*\"optimizer\".*\"total\".*\"weights\""
   plan --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 8192 --global-batch 64 --top 2 --json)
 pipesched_cli_test("plan: one layout that does not fit" 1
   "\"fits\": false.*error: the plan does not fit: it needs [0-9.]+ GiB per GPU, [0-9.]+ GiB usable"

@@ -85,6 +85,6 @@ TEST_CASE("calibration_text: every number with its unit", "[io][calibration_repo
   CHECK_THAT(t, Catch::Contains("note: attention_efficiency is not fitted from a trace (kept from "
                                 "the GPU)\n"));
   CHECK_THAT(t, Catch::EndsWith("wrote a100-calibrated.json: a100-sxm-80gb-calibrated with "
-                                "gemm_efficiency (1 points), memory_efficiency 1, "
+                                "gemm_efficiency (1 points), memory_efficiency 0.8, "
                                 "achieved_fraction 1\n"));
 }

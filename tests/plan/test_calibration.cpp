@@ -59,7 +59,8 @@ TEST_CASE("calibrate_cluster: the GPU with the fitted curve, each GEMM against i
 
 TEST_CASE("calibrate_cluster: without an HBM bandwidth, memory_efficiency is kept",
           "[plan][calibration]") {
-  const cluster_spec a100 = cluster_preset("a100-sxm-80gb");
+  cluster_spec a100 = cluster_preset("a100-sxm-80gb");
+  a100.hbm_bandwidth = 0.0;
   const cluster_calibration c = calibrate_cluster(a100, a100_measurements());
   CHECK_FALSE(c.fit.memory_efficiency.has_value());
   CHECK(c.cluster.memory_efficiency == a100.memory_efficiency);

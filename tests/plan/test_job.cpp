@@ -86,6 +86,7 @@ TEST_CASE("job: op times are finite and > 0 at the cluster's rate", "[plan][job]
   job.global_batch = 64;
   CHECK_NOTHROW(job.check());
   job.cluster.peak_flops_bf16 = 1e-300;  // a step's work would be inf seconds
+  job.cluster.achieved_fraction = 1.0;
   CHECK_THROWS_WITH(job.check(),
                     "plan: peak_flops_bf16 (1e-300 FLOP/s) × achieved_fraction (1) "
                     "makes the layers' work of one step take more seconds than a "

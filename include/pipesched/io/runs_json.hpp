@@ -11,6 +11,7 @@
 
 #include "pipesched/io/detail/json_reader.hpp"
 #include "pipesched/io/job_spec_json.hpp"
+#include "pipesched/plan/plan_search.hpp"
 #include "pipesched/plan/runs_calibration.hpp"
 
 // The measured-runs file (docs/formats.md, "Measured runs"): the runs `pipesched calibrate
