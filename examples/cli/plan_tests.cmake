@@ -2,7 +2,8 @@
 pipesched_cli_test("plan: Llama 3 405B on 16384 H100s against Meta's layout" 0
   "2048 sequences \\(16.8 M tokens\\) per step.*\n +1 +8 .*\nbase +8 +16 +128 .*interleaved-1f1b.*plan 1 is [0-9.]+x the baseline's speed: [0-9.]+ % of each step, [0-9]+ GPUs' worth of time recovered at 16384 GPUs"
   plan --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192
-  --global-batch-tokens 16777216 --baseline tp=8,pp=16,dp=128,schedule=interleaved-1f1b)
+  --global-batch-tokens 16777216 --optimizer-sharding gradients
+  --baseline tp=8,pp=16,dp=128,schedule=interleaved-1f1b,recompute=none)
 pipesched_cli_test("plan: JSON contract" 0
   "\"plans\": \\[\n +\\{\n +\"bubble_rate\":.*\"flops_per_iteration\":.*\"layout\": \\{\n +\"cp\": 1,\n +\"dp\":.*\"micro_batch\".*\"microbatches\".*\"pp\".*\"tp\".*\"v\".*\"memory_bytes\": \\{\n +\"activations\".*\"gradients\".*\"optimizer\".*\"total\".*\"weights\""
   plan --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 8192 --global-batch 64 --top 2 --json)
@@ -63,7 +64,7 @@ set_tests_properties("cli: plan: the exported plan reads back and reproduces its
   PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan export ok")
 add_test(NAME "docs: README plan example is current"
          COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli> -DREADME=${PROJECT_SOURCE_DIR}/README.md
-                 "-DARGS=--model;llama3-405b;--gpu;h100-sxm-80gb;--gpus;16384;--seq;8192;--global-batch-tokens;16777216;--baseline;tp=8,pp=16,dp=128,schedule=interleaved-1f1b"
+                 "-DARGS=--model;llama3-405b;--gpu;h100-sxm-80gb;--gpus;16384;--seq;8192;--global-batch-tokens;16777216;--optimizer-sharding;gradients;--baseline;tp=8,pp=16,dp=128,schedule=interleaved-1f1b,recompute=none"
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/check_readme_plan.cmake)
 set_tests_properties("docs: README plan example is current" PROPERTIES
   LABELS "cli;docs" TIMEOUT 120 PASS_REGULAR_EXPRESSION "readme plan example ok")
