@@ -137,6 +137,10 @@ def setup(run):
             args += [opt, str(r[key])]
     if "sequence_parallel" in r:
         args += ["--sequence-parallel" if r["sequence_parallel"] else "--no-sequence-parallel"]
+    if r.get("schedule") == "interleaved-1f1b":
+        # Megatron-LM's rounds of PP micro-batches (its default then and now), not a smaller
+        # group the planner would take to fit a run whose memory alone was measured.
+        args += ["--group-size", str(r["pp"])]
     args += os.environ.get("VALIDATION_EXTRA", "").split()
     return args
 

@@ -232,11 +232,9 @@ int cmd_plan(const plan_cli& o) {
           "micro-batches per round of the virtual stages)");
     }
     f.group_size = count32(o.group_size, "--group-size");
-    if (*f.group_size == 0 || (f.pp && *f.group_size < *f.pp) ||
-        (f.microbatches && *f.group_size > *f.microbatches)) {
+    if (*f.group_size == 0 || (f.microbatches && *f.group_size > *f.microbatches)) {
       usage_error("--group-size: " + *o.group_size +
-                  " must be between the stages (--pp) and the micro-batches per pipeline "
-                  "(--microbatches)");
+                  " must be between 1 and the micro-batches per pipeline (--microbatches)");
     }
   }
   if (o.recompute) {
@@ -344,7 +342,8 @@ const registration plan_cmd{
        c->add_option("--schedule,-s", o->schedule, "A schedule of `pipesched list` (default: all)");
        c->add_option("--group-size", o->group_size,
                      "With --schedule interleaved-1f1b: micro-batches per round of the virtual "
-                     "stages, between --pp and the micro-batches (default --pp; not searched)");
+                     "stages, at most the micro-batches (default --pp; below it when --pp does "
+                     "not fit)");
        c->add_option("--seq", o->sequence, "Tokens per sequence")->required();
        c->add_option("--micro-batch", o->micro_batch,
                      "Sequences per micro-batch (default: searched)");

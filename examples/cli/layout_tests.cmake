@@ -147,3 +147,12 @@ pipesched_cli_test("plan: CP searched for 128K-token sequences" 0
   "TP8 CP[0-9]+ PP"
   plan --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 131072 --global-batch 8 --tp 8
   --schedule 1f1b --recompute full --micro-batch 1 --json --top 1)
+
+# Interleaved 1F1B at fewer micro-batches per round than stages (Llama 3's N below PP): Meta's
+# 405B layout at 8,192 GPUs (32 sequences per pipeline, no recompute) does not fit at N = PP
+# under the model and fits at N = 8, the group size the planner finds itself.
+pipesched_cli_test("plan: Llama 3 405B at 8192 GPUs fits at a group size below PP" 0
+  "\"fits\": true,\n *\"flops_per_iteration\": [^\n]*\n *\"group_size\": 8,\n *\"layout\": \\{[^}]*\"pp\": 16,[^}]*\"tp\": 8,[^}]*\"v\": 8"
+  plan --model llama3-405b --gpu h100-sxm-80gb --gpus 8192 --seq 8192
+  --global-batch-tokens 16777216 --optimizer-sharding gradients --tp 8 --pp 16 -v 8
+  --schedule interleaved-1f1b --recompute none --json)

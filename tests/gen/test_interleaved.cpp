@@ -283,12 +283,12 @@ TEST_CASE("interleaved-1f1b group size: default p is today's order; above p, a l
 }
 
 TEST_CASE("interleaved-1f1b group size: errors name N and m", "[gen][interleaved][errors]") {
-  CHECK_THROWS_WITH(
-      interleaved_group_generate(4, 8, 2, 9),
-      "interleaved-1f1b: group_size (N=9) must be between stages (p=4) and microbatches (m=8)");
-  CHECK_THROWS_WITH(
-      interleaved_group_generate(4, 8, 2, 3),
-      "interleaved-1f1b: group_size (N=3) must be between stages (p=4) and microbatches (m=8)");
+  CHECK_THROWS_WITH(interleaved_group_generate(4, 8, 2, 9),
+                    "interleaved-1f1b: group_size (N=9) must be between 1 and microbatches (m=8)");
+  CHECK_THROWS_WITH(interleaved_group_generate(1, 1, 2, 2),
+                    "interleaved-1f1b: group_size (N=2) must be between 1 and microbatches (m=1)");
+  // Below p is Llama 3's order now.
+  CHECK(validate(interleaved_group_generate(4, 8, 2, 3)).ok());
   const auto* e = default_registry().find("interleaved-1f1b");
   REQUIRE(e != nullptr);
   generator_params gp;
@@ -297,4 +297,182 @@ TEST_CASE("interleaved-1f1b group size: errors name N and m", "[gen][interleaved
   gp.group_size = 6;
   CHECK(interleaved_1f1b::warmup(4, 12, 2, 0, 6) == 12);
   CHECK(forwards_before_first_backward(e->generate(gp).ops(0)) == 13);
+}
+
+namespace {
+// Most forwards in flight (run, their backward not yet run) on one stage.
+std::uint64_t peak_in_flight(std::span<const op> ops) {
+  std::uint64_t now = 0;
+  std::uint64_t peak = 0;
+  for (const op& o : ops) {
+    if (o.kind == op_kind::forward) {
+      peak = std::max(peak, ++now);
+    } else if (o.kind == op_kind::backward_full) {
+      --now;
+    }
+  }
+  return peak;
+}
+// The ops of one kind on a stage, in order.
+std::vector<op> ops_of(std::span<const op> ops, op_kind k) {
+  std::vector<op> out;
+  for (const op& o : ops) {
+    if (o.kind == k) {
+      out.push_back(o);
+    }
+  }
+  return out;
+}
+// Megatron's table for groups of n, written out: (micro-batch, chunk) by group, chunk,
+// micro-batch, the padding micro-batches (>= m) left out.
+std::vector<std::pair<microbatch_index, chunk_index>> group_table(std::uint32_t m,
+                                                                  std::uint32_t v,
+                                                                  std::uint32_t n) {
+  std::vector<std::pair<microbatch_index, chunk_index>> out;
+  for (std::uint32_t first = 0; first < m; first += n) {
+    for (std::uint32_t c = 0; c < v; ++c) {
+      for (std::uint32_t j = first; j < std::min(first + n, m); ++j) {
+        out.emplace_back(j, static_cast<chunk_index>(c));
+      }
+    }
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("interleaved-1f1b group size below p: valid, the table's order, in flight bounded",
+          "[gen][interleaved][group][grid]") {
+  for (std::uint32_t p : {2u, 3u, 4u, 5u, 8u, 16u}) {
+    for (std::uint32_t v : {2u, 3u, 4u, 8u}) {
+      for (std::uint32_t n = 1; n < p; ++n) {
+        for (std::uint32_t m : {n, p, 2 * p, 2 * p + 1, 4 * p}) {
+          INFO("p=" << p << " v=" << v << " N=" << n << " m=" << m);
+          const schedule s = interleaved_group_generate(p, m, v, n);
+          REQUIRE(validate(s).ok());
+          REQUIRE(s.size() == std::size_t{2} * p * m * v);
+          const auto table = group_table(m, v, n);
+          for (stage_index r = 0; r < p; ++r) {
+            INFO("stage " << r);
+            REQUIRE(s.ops(r).size() == std::size_t{2} * m * v);
+            // Forwards in the table's order, backwards in it with chunks reversed.
+            const auto fwd = ops_of(s.ops(r), op_kind::forward);
+            const auto bwd = ops_of(s.ops(r), op_kind::backward_full);
+            REQUIRE(fwd.size() == table.size());
+            REQUIRE(bwd.size() == table.size());
+            for (std::size_t k = 0; k < table.size(); ++k) {
+              REQUIRE(fwd[k] == make_op(op_kind::forward, table[k].first, table[k].second));
+              REQUIRE(bwd[k] == make_op(op_kind::backward_full, table[k].first,
+                                        static_cast<chunk_index>(v - 1 - table[k].second)));
+            }
+            // The bound, written out: Megatron's warm-up w_r, at least (v-1)*N + 1 (a stage's
+            // first backward needs its own forward at table position (v-1)*N).
+            const std::uint64_t w = std::min<std::uint64_t>(
+                std::uint64_t{p - r - 1} * 2 + std::uint64_t{v - 1} * n, std::uint64_t{m} * v);
+            const std::uint64_t need = std::uint64_t{v - 1} * n + 1;
+            const std::uint64_t bound = interleaved_1f1b::in_flight_bound(p, m, v, r, n);
+            CHECK(bound == std::max(w, need));
+            CHECK(bound == (r + 1 < p ? w : w + 1));
+            const std::uint64_t peak = peak_in_flight(s.ops(r));
+            CHECK(peak <= bound);
+            CHECK(forwards_before_first_backward(s.ops(r)) >= need);
+            if (r + 1 == p) {
+              CHECK(peak == bound);  // the last stage's bound is the least that runs at all
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("interleaved-1f1b group size: in flight at most in_flight_bound for every N",
+          "[gen][interleaved][group][grid]") {
+  for (std::uint32_t p = 1; p <= 6; ++p) {
+    for (std::uint32_t v = 1; v <= 3; ++v) {
+      for (std::uint32_t m = 1; m <= 2 * p + 2; ++m) {
+        for (std::uint32_t n = 1; n <= m; ++n) {
+          INFO("p=" << p << " v=" << v << " N=" << n << " m=" << m);
+          const schedule s = interleaved_group_generate(p, m, v, n);
+          REQUIRE(validate(s).ok());
+          for (stage_index r = 0; r < p; ++r) {
+            const std::uint64_t bound = interleaved_1f1b::in_flight_bound(p, m, v, r, n);
+            const std::uint64_t peak = peak_in_flight(s.ops(r));
+            CHECK(peak <= bound);
+            if ((n >= p || v == 1) && m % n == 0) {
+              CHECK(peak == bound);  // Megatron's warm-up, then the steady phase's forward
+            }
+          }
+        }
+      }
+    }
+  }
+  // v = 1: the table is micro-batch order and every N gives 1F1B's order.
+  for (std::uint32_t n = 1; n <= 7; ++n) {
+    INFO("N=" << n);
+    const schedule s = interleaved_group_generate(5, 7, 1, n);
+    const schedule want = generate(one_f_one_b{}, 5, 7);
+    for (stage_index r = 0; r < 5; ++r) {
+      CHECK(line(s, r) == line(want, r));
+    }
+  }
+}
+
+TEST_CASE("interleaved-1f1b group size below p: Megatron's deadlocking case by hand",
+          "[gen][interleaved][group]") {
+  // p=3, v=2, N=1, m=3: in Megatron's order stage 0's F2.1 waits for stage 2's F2.0, which
+  // comes after stage 2's BW0.0, which waits for stage 0's BW0.1, which comes after F2.1.
+  // In-flight bounds 5, 3 and 2 (w_r = 5, 3, 1, the last raised to (v-1)*N + 1).
+  const schedule s = interleaved_group_generate(3, 3, 2, 1);
+  REQUIRE(validate(s).ok());
+  CHECK(line(s, 0) == "F0.0 F0.1 F1.0 F1.1 BW0.1 F2.0 BW0.0 F2.1 BW1.1 BW1.0 BW2.1 BW2.0");
+  CHECK(line(s, 1) == "F0.0 F0.1 F1.0 BW0.1 F1.1 BW0.0 F2.0 BW1.1 F2.1 BW1.0 BW2.1 BW2.0");
+  CHECK(line(s, 2) == "F0.0 F0.1 BW0.1 F1.0 BW0.0 F1.1 BW1.1 F2.0 BW1.0 F2.1 BW2.1 BW2.0");
+  CHECK(interleaved_1f1b::in_flight_bound(3, 3, 2, 0, 1) == 5);
+  CHECK(interleaved_1f1b::in_flight_bound(3, 3, 2, 1, 1) == 3);
+  CHECK(interleaved_1f1b::in_flight_bound(3, 3, 2, 2, 1) == 2);
+}
+
+TEST_CASE("interleaved-1f1b group size below p: less memory, dependency bubbles",
+          "[gen][interleaved][group][timing]") {
+  // Llama 3 405B's pipeline shape: p=16, v=8, here m=32; unit chunk costs (F 1, BW 2).
+  const std::uint32_t p = 16;
+  const std::uint32_t v = 8;
+  const std::uint32_t m = 32;
+  const auto costs = cost_model::uniform(v, v, v);
+  // N, stage 0's peak forwards in flight, unit-cost makespan.
+  const std::vector<std::tuple<std::uint32_t, std::uint64_t, double>> want = {
+      {16, 143, 813}, {8, 80, 1149}, {4, 40, 2081}, {2, 21, 3933}, {1, 11, 7421}};
+  std::uint64_t peak_p = 0;
+  double span_p = 0;
+  for (const auto& [n, peak, span] : want) {
+    INFO("N=" << n);
+    const schedule s = interleaved_group_generate(p, m, v, n);
+    REQUIRE(validate(s).ok());
+    const auto sim = simulate(s, costs);
+    CHECK(peak_in_flight(s.ops(0)) == peak);
+    CHECK(sim.makespan == Approx(span));
+    if (n == p) {
+      peak_p = peak;
+      span_p = sim.makespan;
+      // Megatron's: (warm-up + 1) in flight, bubble (p-1)*3 chunk times.
+      CHECK(peak == interleaved_1f1b::warmup(p, m, v, 0, n) + 1);
+      CHECK(span == 3.0 * m * v + 3.0 * (p - 1));
+    } else {
+      CHECK(peak < peak_p);
+      CHECK(sim.makespan >= span_p);
+    }
+  }
+}
+
+TEST_CASE("interleaved-1f1b group size below p: work linear in the ops",
+          "[gen][interleaved][complexity]") {
+  // Each op's end wakes at most three stages: table steps 2*(ops + N*v), plus 4*ops + 2*p.
+  for (const auto& [p, m, v, n] : {std::tuple{65536u, 1u, 2u, 1u}, std::tuple{4096u, 3u, 4u, 2u},
+                                   std::tuple{1000u, 99u, 3u, 7u}, std::tuple{16u, 50u, 8u, 5u}}) {
+    INFO("p=" << p << " m=" << m << " v=" << v << " N=" << n);
+    std::uint64_t steps = 0;
+    const schedule s = interleaved_1f1b{}.order(p, m, v, &steps, n);
+    REQUIRE(s.size() == std::size_t{2} * p * m * v);
+    CHECK(steps <= 6 * (s.size() + std::uint64_t{p} * v));
+  }
 }

@@ -125,6 +125,10 @@ inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
                              {"activations", st.activations},
                              {"total", st.total}}}});
   }
+  // Interleaved 1F1B's micro-batches per round of the virtual stages (N; PP by default).
+  if (e.choice.schedule == "interleaved-1f1b") {
+    j["group_size"] = e.choice.group_size == 0 ? l.pp : e.choice.group_size;
+  }
   return j;
 }
 

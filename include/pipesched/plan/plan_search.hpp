@@ -670,6 +670,32 @@ inline std::optional<plan_entry> evaluate_candidate(const training_job& job,
       break;
     }
   }
+  // Interleaved 1F1B whose default group (N = PP micro-batches per round) does not fit: fewer
+  // per round, N = PP/2, PP/4, ..., 1, keep fewer micro-batches in flight for some dependency
+  // bubble, as Llama 3 ran it (arXiv 2407.21783 §3.3.2). The largest N that fits is kept (a
+  // smaller one only adds bubble); none fitting, the one nearest to fitting.
+  if (!best->fits && !f.group_size && gen->name == "interleaved-1f1b" && g.layout.chunks > 1) {
+    const plan_choice base = best->choice;
+    const job_costs jc = base.partition == g.partition
+                             ? *g.costs
+                             : make_job_costs(job, g.layout, g.recompute, base.partition, g.pl);
+    for (std::uint32_t n = g.layout.pp / 2; n >= 1; n /= 2) {
+      plan_choice c = base;
+      c.group_size = n;
+      try {
+        plan_entry e = evaluate_choice(job, c, jc, registry, *gen, evaluations, rungs);
+        const bool fits = e.fits;
+        if (fits || e.peak_memory_bytes < best->peak_memory_bytes) {
+          best = std::move(e);
+        }
+        if (fits) {
+          break;
+        }
+      } catch (const invalid_argument&) {
+        break;
+      }
+    }
+  }
   return best;
 }
 

@@ -174,8 +174,11 @@ inline std::string plan_label(const plan_choice& c) {
     out += " v" + std::to_string(c.layout.chunks);
   }
   out += " b" + std::to_string(c.layout.micro_batch) + " m" +
-         std::to_string(c.layout.microbatches) + " " + c.schedule + " " +
-         std::string(to_string(c.recompute));
+         std::to_string(c.layout.microbatches) + " " + c.schedule;
+  if (c.group_size != 0) {
+    out += " N" + std::to_string(c.group_size);
+  }
+  out += " " + std::string(to_string(c.recompute));
   if (c.layout.sequence_parallel) {
     out += " SP";
   }
