@@ -34,6 +34,7 @@ def test_presets():
      {"tp": 8, "pp": 2, "schedule": "zb-h1", "micro_batch": 1}),
     (["--baseline", "tp=8,pp=2,schedule=1f1b"], {"baseline": {"tp": 8, "pp": 2,
                                                                   "schedule": "1f1b"}}),
+    (["--tp", "8", "--cp", "2", "--recompute", "full"], {"tp": 8, "cp": 2, "recompute": "full"}),
 ])
 def test_plan_equals_the_cli(extra, kw):
     out = subprocess.run([CLI, "plan", "--model", "llama3-8b", "--gpu", "h100-sxm-80gb",
