@@ -315,8 +315,7 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
   const bool moe = kind == ffn_kind::moe && t.is_moe();
   // The MoE block's sizes: R routed token copies (c·T·top_k with a capacity factor c), the
   // experts' widths, and the bytes of all E experts' weights a grouped GEMM reads.
-  const double routed_tokens =
-      T * static_cast<double>(t.top_k) * (t.capacity_factor > 0.0 ? t.capacity_factor : 1.0);
+  const double routed_tokens = routed_token_copies(t, T);
   const double gate = t.mlp == mlp_kind::swiglu ? 2.0 : 1.0;
   const auto experts = static_cast<double>(t.experts);
   const double shared_ffn = static_cast<double>(t.shared_experts) * z.expert_ffn;

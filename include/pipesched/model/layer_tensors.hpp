@@ -88,8 +88,7 @@ inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t,
   const char* activation_input = t.mlp == mlp_kind::swiglu ? "gate and up outputs" : "GELU input";
   const double gate = t.mlp == mlp_kind::swiglu ? 2.0 : 1.0;
   if (kind == ffn_kind::moe && t.is_moe()) {
-    const double routed =
-        T * static_cast<double>(t.top_k) * (t.capacity_factor > 0.0 ? t.capacity_factor : 1.0);
+    const double routed = routed_token_copies(t, T);
     keep("router probabilities and choices",
          4.0 * T * static_cast<double>(t.experts) + 8.0 * routed);
     keep("experts' input copies", e.linear * routed * z.h, false, true);
@@ -141,8 +140,7 @@ inline layer_activation_bytes activation_bytes_of_tensors(const transformer_spec
   double ffn_gradients = T * (z.mlp_in + z.h);
   if (kind == ffn_kind::moe && t.is_moe()) {
     const double gate = t.mlp == mlp_kind::swiglu ? 2.0 : 1.0;
-    const double routed =
-        T * static_cast<double>(t.top_k) * (t.capacity_factor > 0.0 ? t.capacity_factor : 1.0);
+    const double routed = routed_token_copies(t, T);
     const double shared = static_cast<double>(t.shared_experts) * z.expert_ffn;
     ffn_gradients = routed * (gate * z.expert_ffn + z.h) +
                     (shared > 0.0 ? T * (gate * shared + z.h) : 0.0) +

@@ -266,6 +266,13 @@ struct transformer_spec {
   }
 };
 
+/// The token copies an MoE layer's experts compute for `tokens` tokens: tokens·top_k when
+/// dropless, c times that with a capacity factor c (each expert padded to its capacity).
+inline double routed_token_copies(const transformer_spec& t, double tokens) noexcept {
+  return tokens * static_cast<double>(t.top_k) *
+         (t.capacity_factor > 0.0 ? t.capacity_factor : 1.0);
+}
+
 /// The vocabulary as Megatron-LM pads it: rounded up to a multiple of multiple·tp (multiple
 /// 128 by default, `--make-vocab-size-divisible-by`), so every tensor-parallel rank holds an
 /// equal slice of the embedding and the LM head.
