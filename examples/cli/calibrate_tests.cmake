@@ -55,7 +55,7 @@ pipesched_cli_test("calibrate: no --gpu" 2
   "error: --gpu: the GPU the measurements ran on is needed"
   calibrate --trace=${calib_gpt}.trace.json --shapes ${calib_gpt}.shapes.json)
 pipesched_cli_test("calibrate: unknown --gpu" 2
-  "error: --gpu: unknown GPU \"a100\" \\(presets: h100-sxm-80gb, a100-sxm-80gb, or a cluster JSON file\\)"
+  "error: --gpu: unknown GPU \"a100\" \\(presets: h100-sxm-80gb, a100-sxm-80gb, h800-sxm-80gb, or a cluster JSON file\\)"
   calibrate --trace=${calib_gpt}.trace.json --shapes ${calib_gpt}.shapes.json --gpu a100)
 pipesched_cli_test("calibrate: --shapes without --trace" 2
   "error: calibrate: an input is needed"

@@ -41,7 +41,7 @@ pipesched_cli_test("plan: GPUs and layout disagree" 2
   "error: plan: --dp 64 with --tp 8 --pp 16 needs 8192 GPUs, not 16384"
   plan --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192 --global-batch 2048 --tp 8 --pp 16 --dp 64)
 pipesched_cli_test("plan: unknown model" 2
-  "error: --model: unknown model \"llama4\" \\(presets: llama3-8b, llama3-70b, llama3-405b, gpt3-175b, or a model JSON file\\)"
+  "error: --model: unknown model \"llama4\" \\(presets: llama3-8b, llama3-70b, llama3-405b, gpt3-175b, deepseek-v3, mixtral-8x7b, or a model JSON file\\)"
   plan --model llama4 --gpu h100-sxm-80gb --gpus 8 --seq 8192 --global-batch 8)
 pipesched_cli_test("plan: bad model file" 2
   "error: --model: .*model_bad_mlp.json: /mlp: must be \"gelu\" or \"swiglu\", not \"relu\""

@@ -181,3 +181,96 @@ TEST_CASE("model ends: the embedding and the head", "[model][kernels]") {
   CHECK(of(h.backward_weight).gemm == Approx(2.0 * 2048 * 6144 * 51200 / 8));
   CHECK(of(h.forward).memory > 16.0 * 2048 * 51200 / 8);  // the fp32 cross-entropy passes
 }
+
+namespace {
+
+transformer_spec moe(bool mla) {
+  transformer_spec t = llama();
+  t.experts = 8;
+  t.top_k = 2;
+  t.expert_ffn = 2048;
+  t.shared_experts = 1;
+  t.dense_layers = 1;
+  t.layers = 4;
+  if (mla) {
+    t.kv_heads = 0;
+    t.mla = true;
+    t.q_lora_rank = 512;
+    t.kv_lora_rank = 256;
+    t.qk_nope_head_dim = 128;
+    t.qk_rope_head_dim = 64;
+    t.v_head_dim = 128;
+  }
+  return t;
+}
+
+double bytes_named(const std::vector<kernel>& v, std::string_view name) {
+  for (const kernel& k : v) {
+    if (k.name == name) {
+      return k.bytes;
+    }
+  }
+  return -1.0;
+}
+
+}  // namespace
+
+TEST_CASE("layer kernels: an MoE layer's GEMMs are the router's and the activated experts'",
+          "[model][kernels]") {
+  for (bool mla : {false, true}) {
+    const transformer_spec t = moe(mla);
+    REQUIRE_NOTHROW(t.check());
+    for (std::uint32_t tp : {1u, 2u}) {
+      INFO("mla " << mla << " tp " << tp);
+      const token_counts n = token_counts::uniform(2048, 2);
+      for (ffn_kind kind : {ffn_kind::dense, ffn_kind::moe}) {
+        const op_kernels k =
+            kernels_of_layer(t, layer_shard{n, tp, 1, false}, recompute_kind::none, kind);
+        const layer_flops f = flops_of_layer(t, n, kind);
+        // Every matrix split over TP but the replicated ones (the router, MLA's down
+        // projections), which each rank computes whole.
+        const layer_parameters p = activated_parameters_of_layer(t, kind);
+        const double per_rank = 2.0 * n.tokens * (p.sharded / tp + p.replicated_matrices);
+        CHECK(of(k.forward).gemm == Approx(per_rank));
+        CHECK(of(k.backward_input).gemm == Approx(per_rank));
+        CHECK(of(k.backward_weight).gemm == Approx(per_rank));
+        CHECK(of(k.forward).attention == Approx(f.core / tp));
+        if (tp == 1) {
+          CHECK(of(k.forward).gemm == Approx(f.linear));
+        }
+      }
+    }
+  }
+  // The permutation copies each token's input top_k times (and a 4-byte index per copy).
+  const transformer_spec t = moe(false);
+  const op_kernels k = kernels_of_layer(t, layer_shard{token_counts::uniform(1024, 1), 1, 1, false},
+                                        recompute_kind::none);
+  CHECK(bytes_named(k.forward, "permute") == 2.0 * 1024 * 4096 + (2.0 * 4096 + 4.0) * 2048);
+  CHECK(bytes_named(k.forward, "MLP up") == -1.0);
+  // Without expert parallelism no all-to-all; with it, dispatch and combine each way.
+  for (const kernel& x : k.forward) {
+    CHECK(x.kind != kernel_kind::communication);
+  }
+  layer_shard ep{token_counts::uniform(1024, 1), 1, 1, false};
+  ep.ep = 4;
+  const op_kernels e = kernels_of_layer(t, ep, recompute_kind::none);
+  int a2a = 0;
+  for (const std::vector<kernel>* v : {&e.forward, &e.backward_input}) {
+    for (const kernel& x : *v) {
+      if (x.kind == kernel_kind::communication) {
+        CHECK(x.collective == collective_kind::all_to_all);
+        CHECK(x.group == comm_group::expert);
+        CHECK(x.bytes == 1024.0 * 2 * 4096 * 2 * 3 / 4);
+        ++a2a;
+      }
+    }
+  }
+  CHECK(a2a == 4);
+}
+
+TEST_CASE("layer kernels: the all-to-all's bytes", "[model][kernels]") {
+  // tokens × top_k × hidden × bytes, less the share staying on the rank.
+  CHECK(expert_all_to_all_bytes(4096, 8, 7168, 2.0, 1) == 0.0);
+  CHECK(expert_all_to_all_bytes(4096, 8, 7168, 2.0, 64) == 4096.0 * 8 * 7168 * 2 * 63 / 64);
+  CHECK(expert_all_to_all_bytes(100, 2, 10, 1.0, 2) == 1000.0);
+}

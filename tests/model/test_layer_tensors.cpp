@@ -101,3 +101,36 @@ TEST_CASE("layer tensors: FP8 keeps the linear layers' inputs in one byte", "[mo
   // The weight-gradient operands are at most the kept tensors.
   CHECK(fp8.weight_grad <= fp8.without_core);
 }
+
+TEST_CASE("layer tensors: an MoE layer keeps top_k copies of the experts' inputs",
+          "[model][tensors]") {
+  transformer_spec t = model_preset_llama3_8b();
+  t.experts = 8;
+  t.top_k = 2;
+  t.expert_ffn = 14336;
+  REQUIRE_NOTHROW(t.check());
+  const layer_shard s{token_counts::uniform(4096, 1), 1, 1, false};
+  const double T = 4096;
+  auto named = [](const std::vector<kept_tensor>& v, std::string_view name) {
+    double sum = 0.0;
+    for (const kept_tensor& k : v) {
+      sum += k.name == name ? k.bytes : 0.0;
+    }
+    return sum;
+  };
+  const std::vector<kept_tensor> moe = tensors_of_layer(t, s, ffn_kind::moe);
+  CHECK(named(moe, "experts' input copies") == 2.0 * 2 * T * 4096);
+  CHECK(named(moe, "gate and up outputs") == 2.0 * 2 * T * 2 * 14336);
+  CHECK(named(moe, "experts down input") == 2.0 * 2 * T * 14336);
+  CHECK(named(moe, "router probabilities and choices") == 4.0 * T * 8 + 8.0 * 2 * T);
+  CHECK(named(moe, "MLP down input") == 0.0);
+  // Mixtral's MoE layer (top-2 of experts as wide as Llama's MLP) keeps its MLP's tensors twice.
+  const layer_activation_bytes dense = activation_bytes_of_tensors(t, s, ffn_kind::dense);
+  const layer_activation_bytes routed = activation_bytes_of_tensors(t, s, ffn_kind::moe);
+  CHECK(routed.full > dense.full + 2.0 * T * 3 * 14336);
+  CHECK(routed.weight_grad <= routed.without_core);
+  // A capacity factor keeps c times the copies.
+  t.capacity_factor = 1.5;
+  CHECK(named(tensors_of_layer(t, s, ffn_kind::moe), "experts' input copies") ==
+        1.5 * 2.0 * 2 * T * 4096);
+}

@@ -1,5 +1,6 @@
 #include <cstdint>
 #include <random>
+#include <utility>
 
 #include <catch2/catch.hpp>
 
@@ -219,4 +220,149 @@ TEST_CASE("transformer_spec: tensor parallelism splits whole heads and KV heads"
   CHECK_FALSE(t.tp_splits_heads(0));
   CHECK_FALSE(t.tp_splits_heads(16));  // divides the heads, not the KV heads
   CHECK_FALSE(t.tp_splits_heads(3));
+}
+
+namespace {
+
+// A small mixture of experts: 4 layers, the first dense, 8 routed experts of which 2 per token,
+// one shared expert.
+transformer_spec small_moe() {
+  transformer_spec t;
+  t.layers = 4;
+  t.hidden = 64;
+  t.ffn = 256;
+  t.heads = 4;
+  t.vocab = 1000;
+  t.mlp = mlp_kind::swiglu;
+  t.norm = norm_kind::rmsnorm;
+  t.experts = 8;
+  t.top_k = 2;
+  t.expert_ffn = 32;
+  t.shared_experts = 1;
+  t.dense_layers = 1;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("transformer_spec: MoE layers weigh their experts, a token activates top_k",
+          "[model][transformer_spec]") {
+  const transformer_spec t = small_moe();
+  REQUIRE_NOTHROW(t.check());
+  CHECK(t.is_moe());
+  CHECK(t.moe_layers() == 3);
+  CHECK(t.ffn_of_layer(0) == ffn_kind::dense);
+  CHECK(t.ffn_of_layer(1) == ffn_kind::moe);
+  CHECK(t.layer_kinds(0, 2) == std::pair<std::uint32_t, std::uint32_t>{1, 1});
+  CHECK(t.layer_kinds(1, 3) == std::pair<std::uint32_t, std::uint32_t>{0, 3});
+  const double attention = 4.0 * 64 * 64;
+  const double norms = 2.0 * 64;
+  const double expert = 3.0 * 64 * 32;
+  const double router = 64.0 * 8;
+  const layer_parameters dense = parameters_of_layer(t, ffn_kind::dense);
+  CHECK(dense.total() == attention + norms + 3.0 * 64 * 256);
+  const layer_parameters moe = parameters_of_layer(t, ffn_kind::moe);
+  CHECK(moe.sharded == attention + 9.0 * expert);
+  CHECK(moe.replicated == norms + router);
+  CHECK(moe.replicated_matrices == router);
+  const layer_parameters active = activated_parameters_of_layer(t, ffn_kind::moe);
+  CHECK(active.sharded == attention + 3.0 * expert);
+  CHECK(parameters_of_layer(t).total() == moe.total());  // most layers are MoE
+
+  const model_parameters total = total_parameters(t, 1024);
+  CHECK(total.embedding == 64.0 * 1024);
+  CHECK(total.head == 64.0 + 64.0 * 1024);
+  CHECK(total.layers == dense.total() + 3.0 * moe.total());
+  const model_parameters act = activated_parameters(t, 1024);
+  CHECK(act.layers == dense.total() + 3.0 * active.total());
+  CHECK(act.total() < total.total());
+
+  // A dense model: total and activated alike, the MoE kind read as dense.
+  const transformer_spec d = spec_405b();
+  CHECK(activated_parameters(d, 128256).total() == total_parameters(d, 128256).total());
+  CHECK(parameters_of_layer(d, ffn_kind::moe).total() == parameters_of_layer(d).total());
+}
+
+TEST_CASE("transformer_spec: model FLOPs count the router and the activated experts only",
+          "[model][transformer_spec]") {
+  const transformer_spec t = small_moe();
+  const token_counts n = token_counts::uniform(128, 2);
+  const double expert = 3.0 * 64 * 32;
+  const double attention = 4.0 * 64 * 64;
+  const layer_flops moe = flops_of_layer(t, n, ffn_kind::moe);
+  CHECK(moe.linear == 2.0 * 256 * (attention + 3.0 * expert + 64.0 * 8));
+  CHECK(moe.core == 128.0 * 128 * 2 * (64.0 + 64.0));
+  const layer_flops dense = flops_of_layer(t, n, ffn_kind::dense);
+  CHECK(dense.linear == 2.0 * 256 * (attention + 3.0 * 64 * 256));
+  CHECK(layers_forward_flops(t, n) == dense.forward() + 3.0 * moe.forward());
+  // A dense model's layers are all alike.
+  const transformer_spec d = spec_405b();
+  CHECK(layers_forward_flops(d, n) == 126.0 * flops_of_layer(d, n).forward());
+}
+
+TEST_CASE("transformer_spec: MLA's projections and core widths", "[model][transformer_spec]") {
+  transformer_spec t;
+  t.layers = 1;
+  t.hidden = 7168;
+  t.ffn = 18432;
+  t.heads = 128;
+  t.vocab = 129280;
+  t.mlp = mlp_kind::swiglu;
+  t.norm = norm_kind::rmsnorm;
+  t.mla = true;
+  t.q_lora_rank = 1536;
+  t.kv_lora_rank = 512;
+  t.qk_nope_head_dim = 128;
+  t.qk_rope_head_dim = 64;
+  t.v_head_dim = 128;
+  REQUIRE_NOTHROW(t.check());
+  CHECK(t.query_size() == 128.0 * 192);
+  CHECK(t.value_size() == 128.0 * 128);
+  CHECK(2.0 * t.kv_size() == 128.0 * (192 + 128));
+  const layer_parameters p = parameters_of_layer(t, ffn_kind::dense);
+  // DeepSeek-V3's attention: q_a, q_b, kv_a (with the rotary key), kv_b, o, and two norms.
+  const double down = 7168.0 * 1536 + 7168.0 * (512 + 64);
+  const double up = 1536.0 * 128 * 192 + 512.0 * 128 * (128 + 128) + 128.0 * 128 * 7168;
+  CHECK(p.replicated_matrices == down);
+  CHECK(p.sharded == up + 3.0 * 7168 * 18432);
+  CHECK(p.replicated == down + 1536 + 512 + 2.0 * 7168);
+  CHECK(down + up == 187105280.0);
+}
+
+TEST_CASE("transformer_spec: check names the MoE and MLA field and its rule",
+          "[model][transformer_spec]") {
+  auto fails = [](transformer_spec t, const char* message) {
+    CHECK_THROWS_WITH(t.check(), message);
+  };
+  transformer_spec t = small_moe();
+  t.top_k = 9;
+  fails(t, "transformer_spec: top_k: 9 must be at most experts (8)");
+  t.top_k = 0;
+  fails(t, "transformer_spec: top_k: must be at least 1 with experts (8)");
+  t = small_moe();
+  t.dense_layers = 5;
+  fails(t, "transformer_spec: dense_layers: 5 must be at most layers (4)");
+  t = small_moe();
+  t.expert_ffn = 0;
+  fails(t, "transformer_spec: expert_ffn: must be at least 1");
+  t = small_moe();
+  t.capacity_factor = -1.0;
+  fails(t, "transformer_spec: capacity_factor: must be finite and >= 0 (0: dropless), not -1");
+  t = small_moe();
+  t.experts = 0;
+  fails(t,
+        "transformer_spec: experts: must be at least 1 when top_k, expert_ffn, shared_experts, "
+        "dense_layers or capacity_factor is given");
+  t = small_moe();
+  t.dense_layers = 4;  // every layer dense: allowed, no MoE layer
+  CHECK_NOTHROW(t.check());
+  CHECK(t.moe_layers() == 0);
+  t = small_moe();
+  t.mla = true;
+  t.q_lora_rank = 16;
+  t.kv_lora_rank = 0;
+  t.qk_nope_head_dim = 16;
+  t.qk_rope_head_dim = 8;
+  t.v_head_dim = 16;
+  fails(t, "transformer_spec: kv_lora_rank: must be at least 1 with MLA attention");
 }

@@ -23,13 +23,37 @@ inline constexpr int cluster_spec_json_version = 1;
 /// A model file (schema v1): `{"version": 1, "layers", "hidden", "ffn", "heads", "kv_heads",
 /// "vocab", "mlp": "gelu" | "swiglu", "norm": "layernorm" | "rmsnorm", "tied_embeddings"}`,
 /// and optionally "name", "head_dim" (default hidden / heads), "activation_bytes" (2),
-/// "attention": "flash" | "materialized" (flash), "dropout" (false), "bias" (false) and
-/// "position": "rotary" | "learned" (rotary).
+/// "attention": "flash" | "materialized" (flash), "dropout" (false), "bias" (false),
+/// "position": "rotary" | "learned" (rotary); a mixture of experts: "experts" (0: dense),
+/// "top_k", "expert_ffn", "shared_experts" (0), "dense_layers" (0), "capacity_factor" (0:
+/// dropless); MLA attention: "mla": {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+/// "qk_rope_head_dim", "v_head_dim"}.
 inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
-  c.object({"version", "name", "layers", "hidden", "ffn", "heads", "kv_heads", "head_dim", "vocab",
-            "mlp", "norm", "tied_embeddings", "activation_bytes", "attention", "dropout", "bias",
-            "position"});
+  c.object({"version",
+            "name",
+            "layers",
+            "hidden",
+            "ffn",
+            "heads",
+            "kv_heads",
+            "head_dim",
+            "vocab",
+            "mlp",
+            "norm",
+            "tied_embeddings",
+            "activation_bytes",
+            "attention",
+            "dropout",
+            "bias",
+            "position",
+            "experts",
+            "top_k",
+            "expert_ffn",
+            "shared_experts",
+            "dense_layers",
+            "capacity_factor",
+            "mla"});
   c.version(transformer_spec_json_version, "model");
   transformer_spec t;
   constexpr std::uint64_t u32 = std::numeric_limits<std::uint32_t>::max();
@@ -84,10 +108,39 @@ inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
       t.*field = c[key].v.get<bool>();
     }
   }
+  for (auto [key, field] : {std::pair{"experts", &transformer_spec::experts},
+                            std::pair{"top_k", &transformer_spec::top_k},
+                            std::pair{"shared_experts", &transformer_spec::shared_experts},
+                            std::pair{"dense_layers", &transformer_spec::dense_layers}}) {
+    if (c.has(key)) {
+      t.*field = static_cast<std::uint32_t>(c[key].integer(0, u32));
+    }
+  }
+  if (c.has("expert_ffn")) {
+    t.expert_ffn = c["expert_ffn"].integer(0, big);
+  }
+  if (c.has("capacity_factor")) {
+    t.capacity_factor = c["capacity_factor"].number();
+  }
+  if (c.has("mla")) {
+    const detail::json_reader m = c["mla"];
+    m.object({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+    t.mla = true;
+    t.q_lora_rank = m["q_lora_rank"].integer(1, big);
+    t.kv_lora_rank = m["kv_lora_rank"].integer(1, big);
+    t.qk_nope_head_dim = m["qk_nope_head_dim"].integer(1, big);
+    t.qk_rope_head_dim = m["qk_rope_head_dim"].integer(1, big);
+    t.v_head_dim = m["v_head_dim"].integer(1, big);
+  }
   try {
     t.check("model");
   } catch (const field_error& e) {
-    c[e.field()].error(e.rule());  // the model's rules, at the key they concern
+    // The model's rules, at the key they concern; a rule about a key the file left out (top_k
+    // missing beside experts) at the document.
+    if (!c.has(e.field())) {
+      c.error(e.field(), ": ", e.rule());
+    }
+    c[e.field()].error(e.rule());
   }
   return t;
 }
@@ -115,6 +168,22 @@ inline nlohmann::json transformer_spec_to_json(const transformer_spec& t) {
                    {"position", std::string(to_string(t.position))}};
   if (t.head_dim != 0) {
     j["head_dim"] = t.head_dim;
+  }
+  // A dense model's file stays as it was.
+  if (t.is_moe()) {
+    j["experts"] = t.experts;
+    j["top_k"] = t.top_k;
+    j["expert_ffn"] = t.expert_ffn;
+    j["shared_experts"] = t.shared_experts;
+    j["dense_layers"] = t.dense_layers;
+    j["capacity_factor"] = t.capacity_factor;
+  }
+  if (t.mla) {
+    j["mla"] = {{"q_lora_rank", t.q_lora_rank},
+                {"kv_lora_rank", t.kv_lora_rank},
+                {"qk_nope_head_dim", t.qk_nope_head_dim},
+                {"qk_rope_head_dim", t.qk_rope_head_dim},
+                {"v_head_dim", t.v_head_dim}};
   }
   return j;
 }

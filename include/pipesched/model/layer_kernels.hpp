@@ -39,10 +39,27 @@ constexpr std::string_view to_string(time_kind k) noexcept {
   return "communication";
 }
 
-/// The collective of a communication kernel.
-enum class collective_kind : std::uint8_t { all_reduce, all_gather, reduce_scatter };
-/// The group a collective runs over: the tensor-parallel ranks, or the context-parallel ring.
-enum class comm_group : std::uint8_t { tensor, context };
+/// The collective of a communication kernel; all_to_all: the experts' dispatch and combine.
+enum class collective_kind : std::uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all };
+/// The group a collective runs over: the tensor-parallel ranks, the context-parallel ring, or
+/// the expert-parallel ranks.
+enum class comm_group : std::uint8_t { tensor, context, expert };
+
+/// Bytes one rank sends in one all-to-all of an MoE layer (the dispatch of the routed tokens to
+/// their experts, or the combine back; docs/model.md §10.6): its `tokens`·top_k copies of the
+/// h-wide activation at `bytes` each, but the share whose experts are on the rank itself, 1/ep
+/// with the experts spread evenly over `ep` ranks: tokens·top_k·h·bytes·(ep − 1)/ep, 0 at ep 1.
+inline double expert_all_to_all_bytes(double tokens,
+                                      std::uint32_t top_k,
+                                      std::uint64_t hidden,
+                                      double bytes,
+                                      std::uint32_t ep) noexcept {
+  if (ep <= 1) {
+    return 0.0;
+  }
+  const auto e = static_cast<double>(ep);
+  return tokens * static_cast<double>(top_k) * static_cast<double>(hidden) * bytes * (e - 1.0) / e;
+}
 
 /// One kernel of one op for one micro-batch on one rank.
 struct kernel {
@@ -74,6 +91,9 @@ struct layer_shard {
   std::uint32_t tp = 1;
   std::uint32_t cp = 1;  ///< context parallelism: the rank holds 1/cp of every sequence
   bool sequence_parallel = false;
+  /// Expert parallelism: the routed experts spread over `ep` ranks (1: every expert on the
+  /// rank, no all-to-all; what the planner passes for now).
+  std::uint32_t ep = 1;
 };
 
 namespace detail {
@@ -98,9 +118,12 @@ struct shard_sizes {
   double q = 0.0;           ///< a·d / tp: this rank's query width
   double kv = 0.0;          ///< k·d / tp: this rank's key (and value) width
   double heads = 0.0;       ///< a / tp
-  double d = 0.0;           ///< head size
+  double d = 0.0;           ///< head size (of a query and a key)
+  double dv = 0.0;          ///< a value head's size: d, with MLA v_head_dim
   double ffn = 0.0;         ///< f / tp: this rank's MLP width
   double mlp_in = 0.0;      ///< the up projection's output width: f/tp (GELU) or 2f/tp (SwiGLU)
+  double v = 0.0;           ///< a·d / tp (a·v_head_dim / tp with MLA): the output GEMM's input
+  double expert_ffn = 0.0;  ///< an expert's width on this rank: expert_ffn / tp
   double tp = 1.0;
 
   shard_sizes(const transformer_spec& t, const layer_shard& s) {
@@ -115,8 +138,11 @@ struct shard_sizes {
     kv = t.kv_size() / tp;
     heads = static_cast<double>(t.heads) / tp;
     d = t.query_size() / static_cast<double>(t.heads);
+    dv = t.value_size() / static_cast<double>(t.heads);
     ffn = f / tp;
     mlp_in = (t.mlp == mlp_kind::swiglu ? 2.0 : 1.0) * ffn;
+    v = t.value_size() / tp;
+    expert_ffn = static_cast<double>(t.expert_ffn) / tp;
   }
 };
 
@@ -168,9 +194,19 @@ inline double norm_stat_bytes(const transformer_spec& t) {
 /// norms' and biases' gradients (and, with SP, the all-gathers the weight gradients of the
 /// column-parallel GEMMs need again). R: the forward again (`full`) or the attention core's
 /// forward (`selective`).
+///
+/// With MLA the QKV GEMM is four (the query's down and up projections, the latent's down and
+/// its up projection to keys and values), with the two latents' norms between; the down
+/// projections are whole on every TP rank. An MoE layer (`kind` moe) replaces the MLP by the
+/// router GEMM and its softmax and top-k, the permutation of the T·top_k routed token copies
+/// into expert order, the experts' grouped GEMMs over them (every expert on the rank without
+/// expert parallelism; with a capacity factor c each expert computes c times its even share,
+/// padded), the un-permutation weighting and summing each token's copies, and the shared
+/// experts' MLP over all T tokens; with s.ep > 1 an all-to-all before and after the experts.
 inline op_kernels kernels_of_layer(const transformer_spec& t,
                                    const layer_shard& s,
-                                   recompute_kind recompute) {
+                                   recompute_kind recompute,
+                                   ffn_kind kind) {
   using detail::collective;
   using detail::gemm_kernel;
   using detail::memory_kernel;
@@ -216,7 +252,8 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     k.name = "flash attention";
     k.kind = kernel_kind::attention;
     k.attention_core = true;
-    k.flops = 4.0 * z.squares * z.q / 2.0;  // QKᵀ and PV, 2·Σ L²·q each; causal: half
+    // QKᵀ and PV, 2·Σ L²·q and 2·Σ L²·v (q = v but with MLA); causal: half.
+    k.flops = 2.0 * z.squares * (z.q + z.v) / 2.0;
     k.bytes = e.tensor * T * (2.0 * z.q + 2.0 * z.kv) + 4.0 * T * z.heads;
     k.ring_bytes = ring;
     return k;
@@ -238,6 +275,7 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     }
     kernel pv = qk;
     pv.name = "PV";
+    pv.flops = 2.0 * scores * z.dv;
     pv.bytes = e.tensor * (scores + T * (z.kv + z.q));
     pv.ring_bytes = 0.0;
     ops.push_back(pv);
@@ -247,20 +285,81 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
   std::vector<kernel>& F = out.forward;
   norm_forward(F);
   gather_for_gemm(F, "SP all-gather (attention)");
-  F.push_back(gemm_kernel("QKV", T, z.q + 2.0 * z.kv, z.h, e.linear));
+  // MLA's sizes: the two latents (whole on each rank) and the keys' and values' up projection.
+  const auto q_rank = static_cast<double>(t.q_lora_rank);
+  const double kv_latent = static_cast<double>(t.kv_lora_rank + t.qk_rope_head_dim);
+  const auto kv_rank = static_cast<double>(t.kv_lora_rank);
+  const double kv_up = 2.0 * z.kv - static_cast<double>(t.qk_rope_head_dim) * z.heads;
+  auto latent_norm = [&](std::vector<kernel>& ops, std::string_view name, double width) {
+    ops.push_back(memory_kernel(name, 2.0 * e.linear * T * width + 4.0 * T));
+  };
+  if (t.mla) {
+    F.push_back(gemm_kernel("MLA q down", T, q_rank, z.h, e.linear));
+    latent_norm(F, "MLA q norm", q_rank);
+    F.push_back(gemm_kernel("MLA q up", T, z.q, q_rank, e.linear));
+    F.push_back(gemm_kernel("MLA kv down", T, kv_latent, z.h, e.linear));
+    latent_norm(F, "MLA kv norm", kv_rank);
+    F.push_back(gemm_kernel("MLA kv up", T, kv_up, kv_rank, e.linear));
+  } else {
+    F.push_back(gemm_kernel("QKV", T, z.q + 2.0 * z.kv, z.h, e.linear));
+  }
   if (t.position == position_kind::rotary) {
     F.push_back(memory_kernel("rotary", 2.0 * e.tensor * T * (z.q + z.kv)));
   }
   core_forward(F);
-  F.push_back(gemm_kernel("attention output", T, z.h, z.q, e.linear));
+  F.push_back(gemm_kernel("attention output", T, z.h, z.v, e.linear));
   reduce_after_gemm(F, "TP reduce (attention)");
   residual_forward(F);
   norm_forward(F);
   gather_for_gemm(F, "SP all-gather (MLP)");
-  F.push_back(gemm_kernel("MLP up", T, z.mlp_in, z.h, e.linear));
-  F.push_back(memory_kernel(t.mlp == mlp_kind::swiglu ? "SwiGLU" : "GELU",
-                            (z.mlp_in / z.ffn * e.tensor + e.linear) * T * z.ffn));
-  F.push_back(gemm_kernel("MLP down", T, z.h, z.ffn, e.linear));
+  const bool moe = kind == ffn_kind::moe && t.is_moe();
+  // The MoE block's sizes: R routed token copies (c·T·top_k with a capacity factor c), the
+  // experts' widths, and the bytes of all E experts' weights a grouped GEMM reads.
+  const double routed_tokens = routed_token_copies(t, T);
+  const double gate = t.mlp == mlp_kind::swiglu ? 2.0 : 1.0;
+  const auto experts = static_cast<double>(t.experts);
+  const double shared_ffn = static_cast<double>(t.shared_experts) * z.expert_ffn;
+  const double a2a = e.tensor * expert_all_to_all_bytes(T, t.top_k, t.hidden, 1.0, s.ep);
+  auto expert_gemm = [&](std::string_view name, double m, double n, double k, double weights) {
+    kernel g = gemm_kernel(name, m, n, k, e.linear);
+    g.bytes += e.linear * weights * (experts / (s.ep == 0 ? 1.0 : s.ep) - 1.0);
+    return g;
+  };
+  auto all_to_all = [&](std::vector<kernel>& ops, std::string_view name) {
+    if (s.ep > 1) {
+      ops.push_back(collective(name, collective_kind::all_to_all, a2a, comm_group::expert));
+    }
+  };
+  auto activation_kernel = [&](std::vector<kernel>& ops, double tokens, double width) {
+    ops.push_back(memory_kernel(t.mlp == mlp_kind::swiglu ? "SwiGLU" : "GELU",
+                                (gate * e.tensor + e.linear) * tokens * width));
+  };
+  if (moe) {
+    F.push_back(gemm_kernel("router", T, experts, z.h, e.linear));
+    // The router's scores in fp32, their softmax (or sigmoid) and the top-k choice.
+    F.push_back(memory_kernel("router top-k", (e.tensor + 2.0 * 4.0) * T * experts));
+    // Each token's input copied top_k times into expert order (with the indices, 4 bytes each).
+    F.push_back(
+        memory_kernel("permute", e.linear * T * z.h + (e.linear * z.h + 4.0) * routed_tokens));
+    all_to_all(F, "EP all-to-all (dispatch)");
+    F.push_back(expert_gemm("experts up", routed_tokens, gate * z.expert_ffn, z.h,
+                            z.h * gate * z.expert_ffn));
+    activation_kernel(F, routed_tokens, z.expert_ffn);
+    F.push_back(expert_gemm("experts down", routed_tokens, z.h, z.expert_ffn, z.expert_ffn * z.h));
+    all_to_all(F, "EP all-to-all (combine)");
+    // Each token's copies read back, weighted by their router probabilities and summed.
+    F.push_back(memory_kernel("unpermute",
+                              e.tensor * (routed_tokens * z.h + T * z.h) + 4.0 * routed_tokens));
+    if (shared_ffn > 0.0) {
+      F.push_back(gemm_kernel("shared experts up", T, gate * shared_ffn, z.h, e.linear));
+      activation_kernel(F, T, shared_ffn);
+      F.push_back(gemm_kernel("shared experts down", T, z.h, shared_ffn, e.linear));
+    }
+  } else {
+    F.push_back(gemm_kernel("MLP up", T, z.mlp_in, z.h, e.linear));
+    activation_kernel(F, T, z.ffn);
+    F.push_back(gemm_kernel("MLP down", T, z.h, z.ffn, e.linear));
+  }
   reduce_after_gemm(F, "TP reduce (MLP)");
   residual_forward(F);
 
@@ -292,17 +391,44 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
       ops.push_back(collective(name, collective_kind::all_gather, e.tensor * T * z.h));
     }
   };
+  auto activation_backward = [&](std::vector<kernel>& ops, double tokens, double width) {
+    ops.push_back(
+        memory_kernel(t.mlp == mlp_kind::swiglu ? "SwiGLU backward" : "GELU backward",
+                      (t.mlp == mlp_kind::swiglu ? 5.0 : 3.0) * e.tensor * tokens * width));
+  };
   residual_backward(B);
   row_output_backward(B, "SP all-gather (MLP gradient)");
-  B.push_back(gemm_kernel("MLP down dgrad", T, z.ffn, z.h, e.linear));
-  B.push_back(memory_kernel(t.mlp == mlp_kind::swiglu ? "SwiGLU backward" : "GELU backward",
-                            (t.mlp == mlp_kind::swiglu ? 5.0 : 3.0) * e.tensor * T * z.ffn));
-  B.push_back(gemm_kernel("MLP up dgrad", T, z.h, z.mlp_in, e.linear));
+  if (moe) {
+    if (shared_ffn > 0.0) {
+      B.push_back(gemm_kernel("shared experts down dgrad", T, shared_ffn, z.h, e.linear));
+      activation_backward(B, T, shared_ffn);
+      B.push_back(gemm_kernel("shared experts up dgrad", T, z.h, gate * shared_ffn, e.linear));
+    }
+    // The combine's backward: the gradient copied to each token's top_k copies, and the
+    // router probabilities' gradient (a dot product per copy).
+    B.push_back(
+        memory_kernel("unpermute backward",
+                      e.tensor * (T * z.h + 2.0 * routed_tokens * z.h) + 4.0 * routed_tokens));
+    all_to_all(B, "EP all-to-all (combine gradient)");
+    B.push_back(
+        expert_gemm("experts down dgrad", routed_tokens, z.expert_ffn, z.h, z.expert_ffn * z.h));
+    activation_backward(B, routed_tokens, z.expert_ffn);
+    B.push_back(expert_gemm("experts up dgrad", routed_tokens, z.h, gate * z.expert_ffn,
+                            z.h * gate * z.expert_ffn));
+    all_to_all(B, "EP all-to-all (dispatch gradient)");
+    B.push_back(memory_kernel("permute backward", e.tensor * (routed_tokens * z.h + T * z.h)));
+    B.push_back(memory_kernel("router top-k backward", (4.0 * 2.0 + e.tensor) * T * experts));
+    B.push_back(gemm_kernel("router dgrad", T, z.h, experts, e.linear));
+  } else {
+    B.push_back(gemm_kernel("MLP down dgrad", T, z.ffn, z.h, e.linear));
+    activation_backward(B, T, z.ffn);
+    B.push_back(gemm_kernel("MLP up dgrad", T, z.h, z.mlp_in, e.linear));
+  }
   column_input_backward(B, "TP reduce (MLP input gradient)");
   norm_backward(B);
   residual_backward(B);
   row_output_backward(B, "SP all-gather (attention gradient)");
-  B.push_back(gemm_kernel("attention output dgrad", T, z.q, z.h, e.linear));
+  B.push_back(gemm_kernel("attention output dgrad", T, z.v, z.h, e.linear));
   if (t.attention == attention_kind::flash) {
     kernel k = flash_forward();
     // FlashAttention-2 (arXiv 2307.08691 §3.1): the backward does 2.5 times the forward's
@@ -316,7 +442,7 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
   } else {
     kernel g = gemm_kernel("PV backward", 1.0, 1.0, 1.0, 1.0);
     g.attention_core = true;
-    g.flops = 4.0 * scores * z.d;  // dP = dO·Vᵀ and dV = Pᵀ·dO
+    g.flops = 4.0 * scores * z.dv;  // dP = dO·Vᵀ and dV = Pᵀ·dO
     g.bytes = e.tensor * (2.0 * scores + T * (2.0 * z.kv + 2.0 * z.q));
     B.push_back(g);
     if (t.dropout) {
@@ -325,25 +451,55 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     }
     B.push_back(memory_kernel("softmax backward", 3.0 * e.tensor * scores, true));
     kernel g2 = g;
-    g2.name = "QKᵀ backward";    // dQ = dS·K and dK = dSᵀ·Q
+    g2.name = "QKᵀ backward";  // dQ = dS·K and dK = dSᵀ·Q
+    g2.flops = 4.0 * scores * z.d;
     g2.ring_bytes = 2.0 * ring;  // dK and dV travel back
     B.push_back(g2);
   }
   if (t.position == position_kind::rotary) {
     B.push_back(memory_kernel("rotary backward", 2.0 * e.tensor * T * (z.q + z.kv)));
   }
-  B.push_back(gemm_kernel("QKV dgrad", T, z.h, z.q + 2.0 * z.kv, e.linear));
+  if (t.mla) {
+    B.push_back(gemm_kernel("MLA kv up dgrad", T, kv_rank, kv_up, e.linear));
+    B.push_back(memory_kernel("MLA kv norm backward", 3.0 * e.tensor * T * kv_rank + 4.0 * T));
+    B.push_back(gemm_kernel("MLA kv down dgrad", T, z.h, kv_latent, e.linear));
+    B.push_back(gemm_kernel("MLA q up dgrad", T, q_rank, z.q, e.linear));
+    B.push_back(memory_kernel("MLA q norm backward", 3.0 * e.tensor * T * q_rank + 4.0 * T));
+    B.push_back(gemm_kernel("MLA q down dgrad", T, z.h, q_rank, e.linear));
+  } else {
+    B.push_back(gemm_kernel("QKV dgrad", T, z.h, z.q + 2.0 * z.kv, e.linear));
+  }
   column_input_backward(B, "TP reduce (attention input gradient)");
   norm_backward(B);
 
   // Weight gradients.
   std::vector<kernel>& W = out.backward_weight;
   gather_for_gemm(W, "SP all-gather (MLP up input, again)");
-  W.push_back(gemm_kernel("MLP down wgrad", z.ffn, z.h, T, e.linear));
-  W.push_back(gemm_kernel("MLP up wgrad", z.h, z.mlp_in, T, e.linear));
+  if (moe) {
+    // Each expert's weight gradient over the token copies routed to it: one grouped GEMM.
+    W.push_back(
+        expert_gemm("experts down wgrad", z.expert_ffn, z.h, routed_tokens, z.expert_ffn * z.h));
+    W.push_back(expert_gemm("experts up wgrad", z.h, gate * z.expert_ffn, routed_tokens,
+                            z.h * gate * z.expert_ffn));
+    if (shared_ffn > 0.0) {
+      W.push_back(gemm_kernel("shared experts down wgrad", shared_ffn, z.h, T, e.linear));
+      W.push_back(gemm_kernel("shared experts up wgrad", z.h, gate * shared_ffn, T, e.linear));
+    }
+    W.push_back(gemm_kernel("router wgrad", z.h, experts, T, e.linear));
+  } else {
+    W.push_back(gemm_kernel("MLP down wgrad", z.ffn, z.h, T, e.linear));
+    W.push_back(gemm_kernel("MLP up wgrad", z.h, z.mlp_in, T, e.linear));
+  }
   gather_for_gemm(W, "SP all-gather (QKV input, again)");
-  W.push_back(gemm_kernel("attention output wgrad", z.q, z.h, T, e.linear));
-  W.push_back(gemm_kernel("QKV wgrad", z.h, z.q + 2.0 * z.kv, T, e.linear));
+  W.push_back(gemm_kernel("attention output wgrad", z.v, z.h, T, e.linear));
+  if (t.mla) {
+    W.push_back(gemm_kernel("MLA kv up wgrad", kv_rank, kv_up, T, e.linear));
+    W.push_back(gemm_kernel("MLA kv down wgrad", z.h, kv_latent, T, e.linear));
+    W.push_back(gemm_kernel("MLA q up wgrad", q_rank, z.q, T, e.linear));
+    W.push_back(gemm_kernel("MLA q down wgrad", z.h, q_rank, T, e.linear));
+  } else {
+    W.push_back(gemm_kernel("QKV wgrad", z.h, z.q + 2.0 * z.kv, T, e.linear));
+  }
   // Each norm's weight (and bias) gradient reads its normalised input and output gradient.
   W.push_back(memory_kernel("norm weight gradients", 2.0 * 2.0 * e.tensor * Th));
   if (t.bias) {
@@ -364,6 +520,14 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
       break;
   }
   return out;
+}
+
+/// kernels_of_layer of a layer of the kind most of the model's layers are (MoE when it has
+/// experts).
+inline op_kernels kernels_of_layer(const transformer_spec& t,
+                                   const layer_shard& s,
+                                   recompute_kind recompute) {
+  return kernels_of_layer(t, s, recompute, t.is_moe() ? ffn_kind::moe : ffn_kind::dense);
 }
 
 /// The kernels of the model's first end for one micro-batch on one rank: the vocabulary-

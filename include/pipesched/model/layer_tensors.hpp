@@ -36,7 +36,15 @@ struct kept_tensor {
 ///    mask after the block;
 ///  - the MLP block: the norm's input and output and statistics; GELU's input, or SwiGLU's gate
 ///    and up outputs; the activation's output (the down GEMM's input); the dropout mask.
-inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t, const layer_shard& s) {
+/// With MLA the two latents (the up projections' inputs, whole on each rank) and their norms'
+/// inputs are kept too. An MoE layer (`kind` moe) keeps, instead of the MLP's, the router's
+/// probabilities (fp32, T·E) and its choices, the R = T·top_k routed copies of the experts'
+/// input (c·T·top_k with a capacity factor c), the experts' gate and up outputs and activation
+/// output over those R copies, the experts' output copies (what the combine's backward weighs),
+/// and the shared experts' tensors over the T tokens.
+inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t,
+                                                 const layer_shard& s,
+                                                 ffn_kind kind) {
   const detail::element_bytes e(t);
   const detail::shard_sizes z(t, s);
   const double T = z.tokens;
@@ -48,14 +56,20 @@ inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t, cons
   };
   keep("attention norm input", e.tensor * Th);
   keep("QKV input", e.linear * Th + stats, false, true);
+  if (t.mla) {
+    const auto q_rank = static_cast<double>(t.q_lora_rank);
+    const auto kv_rank = static_cast<double>(t.kv_lora_rank);
+    keep("MLA latents' norm inputs", e.tensor * T * (q_rank + kv_rank));
+    keep("MLA latents (up projections' inputs)", e.linear * T * (q_rank + kv_rank), false, true);
+  }
   keep("Q, K, V", e.tensor * T * (z.q + 2.0 * z.kv));
   if (t.attention == attention_kind::flash) {
     keep("log-sum-exp", 4.0 * T * z.heads, true);
     // The kernel's output is what its backward reads and the output GEMM's input: one tensor,
     // unless the GEMM keeps an fp8 copy of its own.
-    keep("attention output", e.tensor * T * z.q, false, e.linear == e.tensor);
+    keep("attention output", e.tensor * T * z.v, false, e.linear == e.tensor);
     if (e.linear != e.tensor) {
-      keep("attention output (fp8 GEMM input)", e.linear * T * z.q, false, true);
+      keep("attention output (fp8 GEMM input)", e.linear * T * z.v, false, true);
     }
   } else {
     const double scores = z.heads * z.squares;
@@ -64,19 +78,42 @@ inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t, cons
       keep("attention dropout mask", e.mask * scores, true);
       keep("attention probabilities after dropout", e.tensor * scores, true);
     }
-    keep("attention output", e.linear * T * z.q, false, true);
+    keep("attention output", e.linear * T * z.v, false, true);
   }
   if (t.dropout) {
     keep("attention block dropout mask", e.mask * Th);
   }
   keep("MLP norm input", e.tensor * Th);
   keep("MLP up input", e.linear * Th + stats, false, true);
-  keep(t.mlp == mlp_kind::swiglu ? "gate and up outputs" : "GELU input", e.tensor * T * z.mlp_in);
-  keep("MLP down input", e.linear * T * z.ffn, false, true);
+  const char* activation_input = t.mlp == mlp_kind::swiglu ? "gate and up outputs" : "GELU input";
+  const double gate = t.mlp == mlp_kind::swiglu ? 2.0 : 1.0;
+  if (kind == ffn_kind::moe && t.is_moe()) {
+    const double routed = routed_token_copies(t, T);
+    keep("router probabilities and choices",
+         4.0 * T * static_cast<double>(t.experts) + 8.0 * routed);
+    keep("experts' input copies", e.linear * routed * z.h, false, true);
+    keep(activation_input, e.tensor * routed * gate * z.expert_ffn);
+    keep("experts down input", e.linear * routed * z.expert_ffn, false, true);
+    keep("experts' output copies", e.tensor * routed * z.h);
+    if (t.shared_experts != 0) {
+      const double shared = static_cast<double>(t.shared_experts) * z.expert_ffn;
+      keep(activation_input, e.tensor * T * gate * shared);
+      keep("shared experts down input", e.linear * T * shared, false, true);
+    }
+  } else {
+    keep(activation_input, e.tensor * T * z.mlp_in);
+    keep("MLP down input", e.linear * T * z.ffn, false, true);
+  }
   if (t.dropout) {
     keep("MLP block dropout mask", e.mask * Th);
   }
   return out;
+}
+
+/// tensors_of_layer of a layer of the kind most of the model's layers are (MoE when it has
+/// experts).
+inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t, const layer_shard& s) {
+  return tensors_of_layer(t, s, t.is_moe() ? ffn_kind::moe : ffn_kind::dense);
 }
 
 /// A layer's activation bytes (layer_activation_bytes' four sizes) from its tensor list: `full`
@@ -85,22 +122,39 @@ inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t, cons
 /// their inputs (kept from F) and their outputs' gradients (made by B; the row-parallel GEMMs'
 /// whole T × h after sequence parallelism's gather), at most `without_core` (the memory model's
 /// M_W never above M_B).
+/// With experts, the gradients of the expert GEMMs' outputs are over the routed copies.
 inline layer_activation_bytes activation_bytes_of_tensors(const transformer_spec& t,
-                                                          const layer_shard& s) {
+                                                          const layer_shard& s,
+                                                          ffn_kind kind) {
   const detail::element_bytes e(t);
   const detail::shard_sizes z(t, s);
   layer_activation_bytes out;
   double operands = 0.0;
-  for (const kept_tensor& k : tensors_of_layer(t, s)) {
+  for (const kept_tensor& k : tensors_of_layer(t, s, kind)) {
     out.full += k.bytes;
     out.without_core += k.core ? 0.0 : k.bytes;
     operands += k.weight_operand ? k.bytes : 0.0;
   }
   out.input = e.tensor * z.h_tokens * z.h;
   const double T = z.tokens;
-  const double gradients = e.tensor * T * (z.q + 2.0 * z.kv + z.h + z.mlp_in + z.h);
+  double ffn_gradients = T * (z.mlp_in + z.h);
+  if (kind == ffn_kind::moe && t.is_moe()) {
+    const double gate = t.mlp == mlp_kind::swiglu ? 2.0 : 1.0;
+    const double routed = routed_token_copies(t, T);
+    const double shared = static_cast<double>(t.shared_experts) * z.expert_ffn;
+    ffn_gradients = routed * (gate * z.expert_ffn + z.h) +
+                    (shared > 0.0 ? T * (gate * shared + z.h) : 0.0) +
+                    T * static_cast<double>(t.experts);
+  }
+  const double gradients = e.tensor * (T * (z.q + 2.0 * z.kv + z.h) + ffn_gradients);
   out.weight_grad = std::min(operands + gradients, out.without_core);
   return out;
+}
+
+/// activation_bytes_of_tensors of a layer of the kind most of the model's layers are.
+inline layer_activation_bytes activation_bytes_of_tensors(const transformer_spec& t,
+                                                          const layer_shard& s) {
+  return activation_bytes_of_tensors(t, s, t.is_moe() ? ffn_kind::moe : ffn_kind::dense);
 }
 
 }  // namespace pipesched

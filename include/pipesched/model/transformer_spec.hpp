@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "pipesched/ir/error.hpp"
 
@@ -83,11 +84,16 @@ constexpr std::optional<recompute_kind> parse_recompute_kind(std::string_view s)
   return std::nullopt;
 }
 
+/// The feed-forward block of a layer: a dense MLP of `ffn`, or a mixture of experts (routed
+/// experts, shared experts and a router, docs/model.md §10.6).
+enum class ffn_kind : std::uint8_t { dense, moe };
+
 /// Most transformer layers a model may have: over 30 times the deepest published dense model
 /// (Llama 3 405B: 126), and what keeps a partition's search (p·layers values) in memory.
 inline constexpr std::uint32_t max_model_layers = 4096;
 
-/// A dense decoder transformer (docs/model.md §10). Sizes are counts, not bytes.
+/// A decoder-only transformer (docs/model.md §10), dense unless `experts` is set (a mixture of
+/// experts, §10.6). Sizes are counts, not bytes.
 struct transformer_spec {
   std::string name;            ///< e.g. "llama3-405b" (free text; presets are in plan/)
   std::uint32_t layers = 0;    ///< L, transformer layers
@@ -113,20 +119,75 @@ struct transformer_spec {
   bool bias = false;
   position_kind position = position_kind::rotary;
 
+  /// Mixture of experts (docs/model.md §10.6; Mixtral, DeepSeek-V3): every layer from
+  /// `dense_layers` on replaces its MLP by `experts` routed experts, each token going through
+  /// `top_k` of them and through all `shared_experts`, each expert an MLP (of `mlp` kind) of
+  /// size `expert_ffn`. 0 experts: a dense model (the other fields then unused and 0).
+  std::uint32_t experts = 0;
+  std::uint32_t top_k = 0;           ///< routed experts per token
+  std::uint64_t expert_ffn = 0;      ///< each expert's inner size (routed and shared alike)
+  std::uint32_t shared_experts = 0;  ///< experts every token goes through
+  std::uint32_t dense_layers = 0;    ///< leading layers with a dense MLP of `ffn` (DeepSeek-V3: 3)
+  /// Tokens an expert takes at most, as a multiple of an even share (T·top_k/E); 0: dropless
+  /// (every routed token computed, the default of Megatron-LM and DeepSeek-V3).
+  double capacity_factor = 0.0;
+
+  /// Multi-head latent attention (DeepSeek-V2/V3, arXiv 2412.19437 §2.1.1) instead of Q, K,
+  /// V and O matrices: the query through a rank-`q_lora_rank` bottleneck, keys and values from
+  /// a shared rank-`kv_lora_rank` latent, each head's query and key `qk_nope_head_dim` wide
+  /// plus `qk_rope_head_dim` carrying the rotary embedding, its value `v_head_dim`. A flag
+  /// beside `attention`, which still says how the core runs (flash or materialized).
+  bool mla = false;
+  std::uint64_t q_lora_rank = 0;
+  std::uint64_t kv_lora_rank = 0;
+  std::uint64_t qk_nope_head_dim = 0;
+  std::uint64_t qk_rope_head_dim = 0;
+  std::uint64_t v_head_dim = 0;
+
+  bool is_moe() const noexcept { return experts != 0; }
+  /// Layer i's (from 0) feed-forward block: the leading dense_layers are dense.
+  ffn_kind ffn_of_layer(std::uint32_t i) const noexcept {
+    return is_moe() && i >= dense_layers ? ffn_kind::moe : ffn_kind::dense;
+  }
+  /// Layers with a mixture of experts.
+  std::uint32_t moe_layers() const noexcept {
+    return is_moe() && layers > dense_layers ? layers - dense_layers : 0;
+  }
+  /// Layers in [first, first + count) of each kind: {dense, moe}.
+  std::pair<std::uint32_t, std::uint32_t> layer_kinds(std::uint32_t first,
+                                                      std::uint32_t count) const noexcept {
+    const std::uint32_t end = first + count;
+    const std::uint32_t cut = is_moe() ? std::min(dense_layers, layers) : end;
+    const std::uint32_t dense = first >= cut ? 0 : std::min(end, cut) - first;
+    return {dense, count - dense};
+  }
+
   std::uint32_t kv() const noexcept { return kv_heads == 0 ? heads : kv_heads; }
   /// Whether tensor parallelism of degree `tp` splits the heads and the KV heads evenly (each
   /// rank whole heads of both): the one rule the planner, its search and pack check.
   bool tp_splits_heads(std::uint64_t tp) const noexcept {
     return tp != 0 && heads % tp == 0 && kv() % tp == 0;
   }
-  /// a·d: h unless head_dim is given.
+  /// a·d: h unless head_dim is given; with MLA a·(qk_nope_head_dim + qk_rope_head_dim), the
+  /// width of the queries and keys.
   double query_size() const noexcept {
+    if (mla) {
+      return static_cast<double>(heads) * static_cast<double>(qk_nope_head_dim + qk_rope_head_dim);
+    }
     return head_dim == 0 ? static_cast<double>(hidden)
                          : static_cast<double>(heads) * static_cast<double>(head_dim);
   }
-  /// k·d: h·k/a unless head_dim is given.
+  /// k·d: h·k/a unless head_dim is given; with MLA the mean of the keys' and the values' widths
+  /// (a·(qk_nope + qk_rope + v) / 2), so that K and V together are 2·kv_size() wide.
   double kv_size() const noexcept {
+    if (mla) {
+      return (query_size() + value_size()) / 2.0;
+    }
     return query_size() * static_cast<double>(kv()) / static_cast<double>(heads);
+  }
+  /// The attention output's width, the output matrix's input: a·d, with MLA a·v_head_dim.
+  double value_size() const noexcept {
+    return mla ? static_cast<double>(heads) * static_cast<double>(v_head_dim) : query_size();
   }
 
   /// Throws field_error (who, field, rule) naming the field and the rule, so a reader can
@@ -159,14 +220,58 @@ struct transformer_spec {
     if (activation_bytes != 1 && activation_bytes != 2 && activation_bytes != 4) {
       detail::fail_field(where, "activation_bytes", "must be 1, 2 or 4, not ", activation_bytes);
     }
+    if (experts != 0) {
+      if (top_k == 0) {
+        detail::fail_field(where, "top_k", "must be at least 1 with experts (", experts, ")");
+      }
+      if (top_k > experts) {
+        detail::fail_field(where, "top_k", top_k, " must be at most experts (", experts, ")");
+      }
+      at_least_one(expert_ffn >= 1, "expert_ffn");
+      if (dense_layers > layers) {
+        detail::fail_field(where, "dense_layers", dense_layers, " must be at most layers (", layers,
+                           ")");
+      }
+      if (!std::isfinite(capacity_factor) || capacity_factor < 0.0) {
+        detail::fail_field(where, "capacity_factor", "must be finite and >= 0 (0: dropless), not ",
+                           detail::shortest(capacity_factor));
+      }
+    } else if (top_k != 0 || expert_ffn != 0 || shared_experts != 0 || dense_layers != 0 ||
+               capacity_factor != 0.0) {
+      // A typo'd or dropped "experts" would otherwise read as a dense model silently.
+      detail::fail_field(where, "experts",
+                         "must be at least 1 when top_k, expert_ffn, shared_experts, "
+                         "dense_layers or capacity_factor is given");
+    }
+    if (mla) {
+      for (auto [v, field] :
+           {std::pair{q_lora_rank, "q_lora_rank"}, std::pair{kv_lora_rank, "kv_lora_rank"},
+            std::pair{qk_nope_head_dim, "qk_nope_head_dim"},
+            std::pair{qk_rope_head_dim, "qk_rope_head_dim"}, std::pair{v_head_dim, "v_head_dim"}}) {
+        if (v == 0) {
+          detail::fail_field(where, field, "must be at least 1 with MLA attention");
+        }
+      }
+    }
     // Every count below is a double computed from products of these: keep them exact.
-    const double largest = static_cast<double>(hidden) * static_cast<double>(ffn);
+    const double largest =
+        static_cast<double>(hidden) *
+        std::max({static_cast<double>(ffn),
+                  static_cast<double>(expert_ffn) * static_cast<double>(experts + shared_experts),
+                  query_size(), value_size()});
     if (largest >= 9.0e15 || static_cast<double>(hidden) * static_cast<double>(vocab) >= 9.0e15) {
       detail::fail_field(where, "hidden",
                          "sizes are too large (hidden·ffn and hidden·vocab must stay below 2^53)");
     }
   }
 };
+
+/// The token copies an MoE layer's experts compute for `tokens` tokens: tokens·top_k when
+/// dropless, c times that with a capacity factor c (each expert padded to its capacity).
+inline double routed_token_copies(const transformer_spec& t, double tokens) noexcept {
+  return tokens * static_cast<double>(t.top_k) *
+         (t.capacity_factor > 0.0 ? t.capacity_factor : 1.0);
+}
 
 /// The vocabulary as Megatron-LM pads it: rounded up to a multiple of multiple·tp (multiple
 /// 128 by default, `--make-vocab-size-divisible-by`), so every tensor-parallel rank holds an
@@ -180,9 +285,13 @@ constexpr std::uint64_t padded_vocab(std::uint64_t vocab,
 
 /// Parameters of one transformer layer, split by how tensor parallelism holds them.
 struct layer_parameters {
-  double sharded = 0.0;     ///< attention and MLP matrices: a 1/t slice on each TP rank
-  double replicated = 0.0;  ///< the two norms: whole on every TP rank
+  double sharded = 0.0;     ///< attention, MLP and expert matrices: a 1/t slice on each TP rank
+  double replicated = 0.0;  ///< norms, the router, MLA's down projections: whole on every rank
+  /// The matrices among `replicated` (the router, MLA's down projections): GEMM work.
+  double replicated_matrices = 0.0;
   double total() const noexcept { return sharded + replicated; }
+  /// What the forward's GEMMs multiply by, per token: 2 FLOPs each.
+  double matrices() const noexcept { return sharded + replicated_matrices; }
 };
 
 /// One norm: h weights (RMSNorm) or h weights and h biases (LayerNorm).
@@ -190,21 +299,119 @@ inline double norm_parameters(const transformer_spec& t) {
   return static_cast<double>(t.hidden) * (t.norm == norm_kind::rmsnorm ? 1.0 : 2.0);
 }
 
-/// Q (h×a·d), K and V (h×k·d each), O (a·d×h); MLP h·f·(2 or 3); two norms of h·(1 or 2).
-/// No biases (as Megatron-LM's own estimator counts them).
-inline layer_parameters parameters_of_layer(const transformer_spec& t) {
+namespace detail {
+
+/// The attention block's parameters: Q (h×a·d), K and V (h×k·d each), O (a·d×h); with MLA the
+/// query's down (h×q_lora) and up (q_lora×a·(nope + rope)) projections, the shared latent and
+/// rotary key (h×(kv_lora + rope)), its up projection to keys and values (kv_lora×a·(nope +
+/// v)), O (a·v×h) and the two latents' RMSNorms. The down projections are whole on every TP
+/// rank, as Megatron-LM's MLA holds them.
+inline layer_parameters attention_parameters(const transformer_spec& t) {
   const auto h = static_cast<double>(t.hidden);
-  const auto f = static_cast<double>(t.ffn);
-  const double q = t.query_size();
-  const double kv = t.kv_size();
-  const double attention = h * (q + 2.0 * kv) + q * h;
-  const double mlp = h * f * (t.mlp == mlp_kind::swiglu ? 3.0 : 2.0);
-  return {attention + mlp, 2.0 * norm_parameters(t)};
+  if (!t.mla) {
+    return {h * (t.query_size() + 2.0 * t.kv_size()) + t.value_size() * h, 0.0, 0.0};
+  }
+  const auto a = static_cast<double>(t.heads);
+  const auto q_rank = static_cast<double>(t.q_lora_rank);
+  const auto kv_rank = static_cast<double>(t.kv_lora_rank);
+  const auto nope = static_cast<double>(t.qk_nope_head_dim);
+  const auto rope = static_cast<double>(t.qk_rope_head_dim);
+  const auto v = static_cast<double>(t.v_head_dim);
+  const double down = h * q_rank + h * (kv_rank + rope);
+  const double up = q_rank * a * (nope + rope) + kv_rank * a * (nope + v) + a * v * h;
+  return {up, down + q_rank + kv_rank, down};
+}
+
+/// One MLP of inner size f: h·f·(2 or 3).
+inline double mlp_parameters(const transformer_spec& t, std::uint64_t f) {
+  return static_cast<double>(t.hidden) * static_cast<double>(f) *
+         (t.mlp == mlp_kind::swiglu ? 3.0 : 2.0);
+}
+
+/// A layer's parameters with `routed` of its routed experts counted (E for the total, top_k
+/// for what one token activates).
+inline layer_parameters layer_parameters_with(const transformer_spec& t,
+                                              ffn_kind kind,
+                                              double routed) {
+  layer_parameters out = attention_parameters(t);
+  out.replicated += 2.0 * norm_parameters(t);
+  if (kind == ffn_kind::dense || !t.is_moe()) {
+    out.sharded += mlp_parameters(t, t.ffn);
+    return out;
+  }
+  // The router: h×E, whole on every rank.
+  const double router = static_cast<double>(t.hidden) * static_cast<double>(t.experts);
+  out.sharded += (routed + static_cast<double>(t.shared_experts)) * mlp_parameters(t, t.expert_ffn);
+  out.replicated += router;
+  out.replicated_matrices += router;
+  return out;
+}
+
+}  // namespace detail
+
+/// A layer's parameters (no biases, as Megatron-LM's own estimator counts them): the attention
+/// block (detail::attention_parameters), two norms of h·(1 or 2), and a dense MLP of `ffn`,
+/// or E routed and the shared experts of `expert_ffn` each with the router (h×E).
+inline layer_parameters parameters_of_layer(const transformer_spec& t, ffn_kind kind) {
+  return detail::layer_parameters_with(t, kind, static_cast<double>(t.experts));
+}
+
+/// The parameters of a layer of the kind most of the model's layers are (MoE when it has
+/// experts).
+inline layer_parameters parameters_of_layer(const transformer_spec& t) {
+  return parameters_of_layer(t, t.is_moe() ? ffn_kind::moe : ffn_kind::dense);
+}
+
+/// The parameters one token goes through in a layer: all but the routed experts it is not
+/// sent to (top_k of E).
+inline layer_parameters activated_parameters_of_layer(const transformer_spec& t, ffn_kind kind) {
+  return detail::layer_parameters_with(t, kind, static_cast<double>(t.top_k));
 }
 
 /// The input embedding, or an untied LM head: V_padded × h (split over TP by vocabulary).
 inline double embedding_parameters(const transformer_spec& t, std::uint64_t vocab_padded) {
   return static_cast<double>(t.hidden) * static_cast<double>(vocab_padded);
+}
+
+/// A whole model's parameters by part (docs/model.md §10.6).
+struct model_parameters {
+  double embedding = 0.0;  ///< V_padded × h
+  double layers = 0.0;     ///< every layer, dense and MoE by kind
+  double head = 0.0;       ///< the final norm, and the LM head unless tied
+  double total() const noexcept { return embedding + layers + head; }
+};
+
+namespace detail {
+
+template <class PerLayer>
+model_parameters sum_parameters(const transformer_spec& t,
+                                std::uint64_t vocab_padded,
+                                PerLayer per_layer) {
+  model_parameters out;
+  out.embedding = embedding_parameters(t, vocab_padded);
+  const std::uint32_t moe = t.moe_layers();
+  out.layers = static_cast<double>(t.layers - moe) * per_layer(ffn_kind::dense).total() +
+               static_cast<double>(moe) * per_layer(ffn_kind::moe).total();
+  out.head = norm_parameters(t) + (t.tied_embeddings ? 0.0 : out.embedding);
+  return out;
+}
+
+}  // namespace detail
+
+/// Every parameter of the model (`vocab_padded`: padded_vocab's).
+inline model_parameters total_parameters(const transformer_spec& t, std::uint64_t vocab_padded) {
+  return detail::sum_parameters(t, vocab_padded,
+                                [&](ffn_kind k) { return parameters_of_layer(t, k); });
+}
+
+/// The parameters one token goes through: the layers' with top_k of the E routed experts, and
+/// both ends whole. Conventions differ on the input embedding (a lookup of one row): Mistral's
+/// 12.9B for Mixtral counts it, DeepSeek's 36.6B for DeepSeek-V3 (README_WEIGHTS.md) does not;
+/// the parts are apart so a caller sums what its source does.
+inline model_parameters activated_parameters(const transformer_spec& t,
+                                             std::uint64_t vocab_padded) {
+  return detail::sum_parameters(t, vocab_padded,
+                                [&](ffn_kind k) { return activated_parameters_of_layer(t, k); });
 }
 
 /// FLOPs of one op of one layer for one micro-batch (docs/model.md §10), as Megatron-LM's
@@ -248,17 +455,28 @@ struct token_counts {
   }
 };
 
-/// FLOPs of one layer's ops for a micro-batch of `n` tokens: linear = 2·Σ L·(sharded
-/// parameters), core = 2·Σ L²·(a·d) with the causal mask (each sequence its own square, halved),
-/// 4·Σ L²·(a·d) without (`causal` false: the zero-bubble paper's convention,
+/// FLOPs of one layer's ops for a micro-batch of `n` tokens: linear = 2·Σ L·(the matrices a
+/// token goes through: of an MoE layer the router, the shared and top_k routed experts, as
+/// DeepSeek and Megatron-LM count model FLOPs), core = Σ L²·(QKᵀ width + PV width), a·d each
+/// (a·(nope + rope) and a·v with MLA), with the causal mask (each sequence its own square,
+/// halved), twice that without (`causal` false: the zero-bubble paper's convention,
 /// model/transformer_costs.hpp).
 inline layer_flops flops_of_layer(const transformer_spec& t,
                                   const token_counts& n,
+                                  ffn_kind kind,
                                   bool causal = true) {
   layer_flops out;
-  out.linear = 2.0 * n.tokens * parameters_of_layer(t).sharded;
-  out.core = (causal ? 2.0 : 4.0) * n.squares * t.query_size();
+  out.linear = 2.0 * n.tokens * activated_parameters_of_layer(t, kind).matrices();
+  out.core = (causal ? 1.0 : 2.0) * n.squares * (t.query_size() + t.value_size());
   return out;
+}
+
+/// flops_of_layer of a layer of the kind most of the model's layers are (MoE when it has
+/// experts).
+inline layer_flops flops_of_layer(const transformer_spec& t,
+                                  const token_counts& n,
+                                  bool causal = true) {
+  return flops_of_layer(t, n, t.is_moe() ? ffn_kind::moe : ffn_kind::dense, causal);
 }
 
 /// One micro-batch of b sequences of s tokens: flops_of_layer(t, token_counts::uniform(s, b)).
@@ -267,6 +485,14 @@ inline layer_flops flops_of_layer(const transformer_spec& t,
                                   std::uint64_t micro_batch,
                                   bool causal = true) {
   return flops_of_layer(t, token_counts::uniform(sequence, micro_batch), causal);
+}
+
+/// The forward FLOPs of all the model's layers for a micro-batch of `n` tokens, each layer by
+/// its kind (the leading dense ones, then the MoE ones).
+inline double layers_forward_flops(const transformer_spec& t, const token_counts& n) {
+  const std::uint32_t moe = t.moe_layers();
+  return static_cast<double>(t.layers - moe) * flops_of_layer(t, n, ffn_kind::dense).forward() +
+         static_cast<double>(moe) * flops_of_layer(t, n, ffn_kind::moe).forward();
 }
 
 /// FLOPs of the LM head (the logits) for a micro-batch of `tokens` tokens: 2·tokens·h·V_padded

@@ -21,10 +21,12 @@
 namespace pipesched {
 
 /// The built-in models (`pipesched plan --model NAME`): Llama 3 8B / 70B / 405B (arXiv
-/// 2407.21783, Table 3), GPT-3 175B (arXiv 2005.14165, Table 2.1).
+/// 2407.21783, Table 3), GPT-3 175B (arXiv 2005.14165, Table 2.1), DeepSeek-V3 (arXiv
+/// 2412.19437 and its config.json, without the multi-token-prediction module) and Mixtral
+/// 8x7B (arXiv 2401.04088 and its config.json); each value's source in docs/model.md §10.6.
 inline std::span<const transformer_spec> model_presets() {
-  static const std::array<transformer_spec, 4> presets = [] {
-    std::array<transformer_spec, 4> p{};
+  static const std::array<transformer_spec, 6> presets = [] {
+    std::array<transformer_spec, 6> p{};
     auto llama = [](std::string name, std::uint32_t layers, std::uint64_t hidden, std::uint64_t ffn,
                     std::uint32_t heads) {
       transformer_spec t;
@@ -60,6 +62,43 @@ inline std::span<const transformer_spec> model_presets() {
     gpt.bias = true;
     gpt.position = position_kind::learned;
     p[3] = gpt;
+    transformer_spec ds;
+    ds.name = "deepseek-v3";
+    ds.layers = 61;
+    ds.hidden = 7168;
+    ds.ffn = 18432;  // the leading dense layers' MLP
+    ds.heads = 128;
+    ds.vocab = 129280;
+    ds.mlp = mlp_kind::swiglu;
+    ds.norm = norm_kind::rmsnorm;
+    ds.tied_embeddings = false;
+    ds.experts = 256;
+    ds.top_k = 8;
+    ds.expert_ffn = 2048;
+    ds.shared_experts = 1;
+    ds.dense_layers = 3;
+    ds.mla = true;
+    ds.q_lora_rank = 1536;
+    ds.kv_lora_rank = 512;
+    ds.qk_nope_head_dim = 128;
+    ds.qk_rope_head_dim = 64;
+    ds.v_head_dim = 128;
+    p[4] = ds;
+    transformer_spec mx;
+    mx.name = "mixtral-8x7b";
+    mx.layers = 32;
+    mx.hidden = 4096;
+    mx.ffn = 14336;  // unused: every layer is MoE
+    mx.heads = 32;
+    mx.kv_heads = 8;
+    mx.vocab = 32000;
+    mx.mlp = mlp_kind::swiglu;
+    mx.norm = norm_kind::rmsnorm;
+    mx.tied_embeddings = false;
+    mx.experts = 8;
+    mx.top_k = 2;
+    mx.expert_ffn = 14336;
+    p[5] = mx;
     return p;
   }();
   return presets;
@@ -179,9 +218,14 @@ struct cluster_spec {
 /// size Calculon's system files'; the memory-bound share measured on elementwise kernels; NVLink
 /// and the network (one 400 Gb/s (H100) or 200 Gb/s (A100) port per GPU) at the bus bandwidth
 /// NCCL's ring collectives measure on them.
+///
+/// `h800-sxm-80gb`: the H800 is an H100 SXM with NVLink cut from 900 to 400 GB/s in all; every
+/// value is the H100's but intra_node_bandwidth, which like the others is per direction as a
+/// ring sees it: 160 GB/s, what DeepSeek-V3 (arXiv 2412.19437 §3.2.2) gives for the H800's
+/// NVLink, and the H100's 370 scaled by 400/900 (164).
 inline std::span<const cluster_spec> cluster_presets() {
-  static const std::array<cluster_spec, 2> presets = [] {
-    std::array<cluster_spec, 2> p{};
+  static const std::array<cluster_spec, 3> presets = [] {
+    std::array<cluster_spec, 3> p{};
     cluster_spec h100;
     h100.name = "h100-sxm-80gb";
     h100.memory_bytes = 80.0 * 1024 * 1024 * 1024;
@@ -214,6 +258,10 @@ inline std::span<const cluster_spec> cluster_presets() {
     a100.inter_node_bandwidth = 22.5e9;
     a100.inter_node_latency = 10e-6;
     p[1] = a100;
+    cluster_spec h800 = h100;
+    h800.name = "h800-sxm-80gb";
+    h800.intra_node_bandwidth = 160e9;
+    p[2] = h800;
     return p;
   }();
   return presets;

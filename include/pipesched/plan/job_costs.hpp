@@ -366,8 +366,10 @@ struct job_op_times {
   op_costs layer;                ///< one layer's F, B, W
   double layer_recompute = 0.0;  ///< one layer's R (0 without recompute)
   op_kind_seconds layer_kinds;   ///< the same by kind
-  op_kind_seconds embedding;     ///< the first end's ops
-  op_kind_seconds head;          ///< the last end's ops
+  /// A dense layer's ops by kind: of an MoE model's leading dense layers, otherwise layer_kinds.
+  op_kind_seconds dense_layer_kinds;
+  op_kind_seconds embedding;  ///< the first end's ops
+  op_kind_seconds head;       ///< the last end's ops
   /// One micro-batch's F + B + W (+ R) of a layer: what a stage's work adds up.
   double layer_total() const noexcept {
     return layer.forward + layer.backward_input + layer.backward_weight + layer_recompute;
@@ -384,6 +386,9 @@ inline job_op_times op_times_of(const training_job& job,
   const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
   job_op_times out;
   out.layer_kinds = seconds_of(job, lay, kernels_of_layer(t, shard, recompute));
+  out.dense_layer_kinds =
+      t.is_moe() ? seconds_of(job, lay, kernels_of_layer(t, shard, recompute, ffn_kind::dense))
+                 : out.layer_kinds;
   out.embedding = seconds_of(job, lay, kernels_of_embedding(t, shard));
   out.head = seconds_of(job, lay, kernels_of_head(t, shard, vocab));
   out.layer.forward = out.layer_kinds.forward.total();
@@ -479,12 +484,20 @@ inline job_costs make_job_costs(const training_job& job,
   const job_op_times ot = op_times_of(job, lay, n_tokens, recompute);
 
   // Memory per layer (the tensor list, or Megatron-LM's estimator) and at the ends.
-  const layer_activation_bytes la =
-      job.activations == activation_model::megatron
-          ? activation_bytes_of_layer(t, token_counts{n_tokens.tokens / cp, n_tokens.squares / cp},
-                                      lay.tp, lay.sequence_parallel)
-          : activation_bytes_of_tensors(t, shard);
+  // Megatron-LM's estimator counts every layer as dense (of `ffn`).
+  auto activations_of = [&](ffn_kind kind) {
+    return job.activations == activation_model::megatron
+               ? activation_bytes_of_layer(
+                     t, token_counts{n_tokens.tokens / cp, n_tokens.squares / cp}, lay.tp,
+                     lay.sequence_parallel)
+               : activation_bytes_of_tensors(t, shard, kind);
+  };
+  // A layer of the model's most common kind (MoE when it has experts), and a dense one.
+  const layer_activation_bytes la = activations_of(t.is_moe() ? ffn_kind::moe : ffn_kind::dense);
+  const layer_activation_bytes la_dense = t.is_moe() ? activations_of(ffn_kind::dense) : la;
   const double layer_kept = recompute == recompute_kind::none ? la.full : la.without_core;
+  const double dense_kept =
+      recompute == recompute_kind::none ? la_dense.full : la_dense.without_core;
   // The first end: the token ids (8 bytes each), and with dropout the embedding's mask (h-wide,
   // split by sequence parallelism; Megatron's estimator counts it whatever the model). The last
   // end: the final norm's output and the fp32 logits the loss keeps (4·T·(h + V)/TP).
@@ -498,8 +511,12 @@ inline job_costs make_job_costs(const training_job& job,
   const double received = la.input;
 
   // Parameters.
-  const layer_parameters lp = parameters_of_layer(t);
-  const double per_layer = lp.sharded / tp + lp.replicated;
+  auto parameters_per_rank = [&](ffn_kind kind) {
+    const layer_parameters lp = parameters_of_layer(t, kind);
+    return lp.sharded / tp + lp.replicated;
+  };
+  const double per_layer = parameters_per_rank(ffn_kind::moe);
+  const double per_dense_layer = parameters_per_rank(ffn_kind::dense);
   const double embedding = embedding_parameters(t, vocab) / tp;
 
   job_costs out;
@@ -510,17 +527,31 @@ inline job_costs make_job_costs(const training_job& job,
   std::vector<op_costs> chunk_costs(n);
   std::vector<chunk_memory> chunk_mem(n);
   const stage_index embed_stage = pl.stage_of(0);
+  std::uint32_t first_layer = 0;  // of chunk g, in model order
   for (global_chunk g = 0; g < n; ++g) {
     const stage_index st = pl.stage_of(g);
     const chunk_index c = pl.local_of(g);
     chunk_content cc{layers_per_chunk[g], g == 0, g + 1 == n};
     out.chunks[g] = cc;
     const double l = cc.layers;
+    // Each layer by its kind: an MoE model's leading dense layers weigh, cost and keep less.
+    const auto [dense_layers, moe_layers] = t.layer_kinds(first_layer, cc.layers);
+    first_layer += cc.layers;
+    const double ld = dense_layers;
+    const double lm = moe_layers;
     op_kind_seconds k;
-    k.forward = l * ot.layer_kinds.forward;
-    k.backward_input = l * ot.layer_kinds.backward_input;
-    k.backward_weight = l * ot.layer_kinds.backward_weight;
-    k.recompute = l * ot.layer_kinds.recompute;
+    auto by_kind = [&](const kind_seconds& dense, const kind_seconds& moe) {
+      kind_seconds total = ld * dense;
+      if (lm > 0.0) {
+        total += lm * moe;
+      }
+      return total;
+    };
+    k.forward = by_kind(ot.dense_layer_kinds.forward, ot.layer_kinds.forward);
+    k.backward_input = by_kind(ot.dense_layer_kinds.backward_input, ot.layer_kinds.backward_input);
+    k.backward_weight =
+        by_kind(ot.dense_layer_kinds.backward_weight, ot.layer_kinds.backward_weight);
+    k.recompute = by_kind(ot.dense_layer_kinds.recompute, ot.layer_kinds.recompute);
     for (const op_kind_seconds* end :
          {cc.embedding ? &ot.embedding : nullptr, cc.head ? &ot.head : nullptr}) {
       if (end != nullptr) {
@@ -539,24 +570,30 @@ inline job_costs make_job_costs(const training_job& job,
     }
     chunk_memory cm;
     const double ends = (cc.embedding ? embed_bytes : 0.0) + (cc.head ? head_bytes : 0.0);
-    const double w_bytes = l * la.weight_grad + (cc.head ? head_w_bytes : 0.0);
+    const double w_bytes =
+        ld * la_dense.weight_grad + lm * la.weight_grad + (cc.head ? head_w_bytes : 0.0);
+    const double kept = ld * dense_kept + lm * layer_kept;
     cm.weight_grad_input = w_bytes;
     cm.received = received;
     switch (recompute) {
       case recompute_kind::none:
-        cm.activation = l * layer_kept + ends;
+        cm.activation = kept + ends;
         break;
       case recompute_kind::selective:
         // The F keeps what the backward needs but the core; its R rebuilds the core inside the
         // backward: time, no memory.
-        cm.activation = l * layer_kept + ends;
+        cm.activation = kept + ends;
         cm.input = cm.activation;
         break;
       case recompute_kind::full:
         // The F keeps each layer's input; the backward then recomputes one layer at a time,
         // so the R..B transient is every input, one layer's activations and the W operands.
         cm.input = l * la.input + ends;
-        cm.activation = cm.input + (l > 0.0 ? la.without_core : 0.0) + w_bytes;
+        cm.activation = cm.input +
+                        (lm > 0.0  ? la.without_core
+                         : l > 0.0 ? la_dense.without_core
+                                   : 0.0) +
+                        w_bytes;
         break;
     }
     cm.activation = std::max(cm.activation, cm.weight_grad_input);
@@ -564,8 +601,8 @@ inline job_costs make_job_costs(const training_job& job,
     chunk_mem[std::size_t{st} * v + c] = cm;
 
     stage_parameters& sp = out.parameters[st];
-    double chunk_params = l * per_layer;
-    sp.layers += l * per_layer;
+    double chunk_params = ld * per_dense_layer + lm * per_layer;
+    sp.layers += chunk_params;
     if (cc.embedding) {
       sp.embedding += embedding;
       chunk_params += embedding;

@@ -36,12 +36,13 @@ namespace pipesched {
 namespace detail {
 
 /// Model FLOPs of one micro-batch over the whole model (Megatron-LM's count: F + B + W = 3·F,
-/// the causal attention core halved, the logits included).
+/// the causal attention core halved, the logits included, an MoE layer's activated experts
+/// only).
 inline double model_flops_per_microbatch(const training_job& job, const plan_layout& lay) {
-  const layer_flops lf = flops_of_layer(job.model, job.sequence, lay.micro_batch);
   const std::uint64_t vocab = padded_vocab(job.model.vocab, lay.tp, job.vocab_multiple);
-  return 3.0 * (static_cast<double>(job.model.layers) * lf.forward() +
-                head_flops(job.model, job.sequence, lay.micro_batch, vocab));
+  return 3.0 *
+         (layers_forward_flops(job.model, token_counts::uniform(job.sequence, lay.micro_batch)) +
+          head_flops(job.model, job.sequence, lay.micro_batch, vocab));
 }
 
 /// When each stage's gradient reduction ends: each chunk's gradients reduce in buckets (one
