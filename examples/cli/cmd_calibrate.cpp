@@ -219,8 +219,8 @@ const registration calibrate_cmd{
                      "With a legacy-format trace: the op shapes file scripts/record_trace.py "
                      "writes beside it (docs/formats.md)");
        c->add_option("--gpu", o->gpu,
-                     "The GPU the measurements ran on: h100-sxm-80gb, a100-sxm-80gb, or a cluster "
-                     "JSON file (its peaks and HBM bandwidth)");
+                     "The GPU the measurements ran on: " + cluster_preset_names() +
+                         ", or a cluster JSON file (its peaks and HBM bandwidth)");
        c->add_option("--output,-o", o->output,
                      "Write the calibrated cluster JSON to FILE (plan --gpu FILE reads it)");
        c->add_flag("--json", o->json, "Print the calibration report as JSON (docs/formats.md)");

@@ -164,10 +164,9 @@ const registration pack_cmd{
            "pack",
            "Sequence lengths in: the packing into micro-batches and their order that simulate "
            "fastest within memory");
-       c->add_option("--model", o->model,
-                     "llama3-8b, llama3-70b, llama3-405b, gpt3-175b, or a model JSON file")
+       c->add_option("--model", o->model, model_preset_names() + ", or a model JSON file")
            ->required();
-       c->add_option("--gpu", o->gpu, "h100-sxm-80gb, a100-sxm-80gb, or a cluster JSON file")
+       c->add_option("--gpu", o->gpu, cluster_preset_names() + ", or a cluster JSON file")
            ->capture_default_str();
        c->add_option("--lengths", o->lengths,
                      "File of sequence lengths, one whole number of tokens per line (blank "

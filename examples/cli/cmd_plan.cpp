@@ -325,10 +325,9 @@ const registration plan_cmd{
            "plan",
            "Model + cluster + batch in: the fastest layout and schedule that fit in memory");
        c->add_option("--model", o->model,
-                     "llama3-8b, llama3-70b, llama3-405b, gpt3-175b, or a model JSON file "
-                     "(docs/formats.md)")
+                     model_preset_names() + ", or a model JSON file (docs/formats.md)")
            ->required();
-       c->add_option("--gpu", o->gpu, "h100-sxm-80gb, a100-sxm-80gb, or a cluster JSON file")
+       c->add_option("--gpu", o->gpu, cluster_preset_names() + ", or a cluster JSON file")
            ->required();
        c->add_option("--gpus", o->gpus,
                      "GPUs in the job, at most 16777216 (default TP*PP*DP when all are given)");

@@ -381,7 +381,10 @@ struct staggered_executor {
   message run(stage_index s, const op&, message&&) {
     const std::size_t i = calls[s]++;
     if (s == hang_stage && i == hang_index) {
+      // Released after the run has failed: touch nothing of this executor afterwards (the test
+      // may already have destroyed it).
       hang(ctl);
+      return {};
     }
     for (const auto& [st, index, d] : sleeps) {
       if (st == s && index == i) {

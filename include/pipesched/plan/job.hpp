@@ -106,6 +106,16 @@ inline std::span<const transformer_spec> model_presets() {
 
 namespace detail {
 
+/// The presets' names, "a, b, c" (in the order they are listed).
+template <class Spec>
+std::string preset_names(std::span<const Spec> presets) {
+  std::string out;
+  for (const Spec& p : presets) {
+    out += (out.empty() ? "" : ", ") + p.name;
+  }
+  return out;
+}
+
 /// The preset named `name` in `presets` (anything with a `name`); otherwise throws
 /// invalid_argument "unknown <what> "<name>" (presets: <names>, or a <what> JSON file)" (model
 /// and cluster alike: `file` says which file the CLI takes instead).
@@ -114,15 +124,13 @@ const Spec& preset_named(std::span<const Spec> presets,
                          std::string_view name,
                          std::string_view what,
                          std::string_view file) {
-  std::string known;
   for (const Spec& p : presets) {
     if (p.name == name) {
       return p;
     }
-    known += (known.empty() ? "" : ", ") + p.name;
   }
-  detail::fail("unknown ", what, " \"", name, "\" (presets: ", known, ", or a ", file,
-               " JSON file)");
+  detail::fail("unknown ", what, " \"", name, "\" (presets: ", preset_names(presets), ", or a ",
+               file, " JSON file)");
 }
 
 }  // namespace detail
@@ -130,6 +138,11 @@ const Spec& preset_named(std::span<const Spec> presets,
 /// A preset by name; throws invalid_argument listing the known names.
 inline const transformer_spec& model_preset(std::string_view name) {
   return detail::preset_named(model_presets(), name, "model", "model");
+}
+
+/// The model presets' names, "llama3-8b, llama3-70b, ..." (for help texts).
+inline std::string model_preset_names() {
+  return detail::preset_names(model_presets());
 }
 
 /// One kind of GPU and how the cluster connects them (docs/model.md §10). Bandwidths are per
@@ -270,6 +283,11 @@ inline std::span<const cluster_spec> cluster_presets() {
 /// A GPU preset by name; throws invalid_argument listing the known names.
 inline const cluster_spec& cluster_preset(std::string_view name) {
   return detail::preset_named(cluster_presets(), name, "GPU", "cluster");
+}
+
+/// The GPU presets' names, "h100-sxm-80gb, a100-sxm-80gb, ..." (for help texts).
+inline std::string cluster_preset_names() {
+  return detail::preset_names(cluster_presets());
 }
 
 /// The training state's bytes per parameter (mixed precision with Adam, as ZeRO counts them,
