@@ -264,6 +264,14 @@ int cmd_plan(const plan_cli& o) {
     opts.threads = static_cast<unsigned>(parse_count(*o.threads, "--threads", 1024));
   }
   const training_job job = job_of(req);
+  // A pipeline runs at most the whole batch as micro-batches of one sequence: a larger group
+  // can never be taken, whatever the layout (not "no plan fits").
+  if (f.group_size && job.global_batch != 0 && *f.group_size > job.global_batch) {
+    usage_error("--group-size: " + *o.group_size +
+                " must be between 1 and the micro-batches per pipeline, at most the global "
+                "batch (" +
+                std::to_string(job.global_batch) + " sequences)");
+  }
   if (o.layer_times) {
     // One layer's ops for the layout given: no search.
     plan_layout lay;

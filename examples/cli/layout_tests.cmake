@@ -156,3 +156,8 @@ pipesched_cli_test("plan: Llama 3 405B at 8192 GPUs fits at a group size below P
   plan --model llama3-405b --gpu h100-sxm-80gb --gpus 8192 --seq 8192
   --global-batch-tokens 16777216 --optimizer-sharding gradients --tp 8 --pp 16 -v 8
   --schedule interleaved-1f1b --recompute none --json)
+# A group size above the global batch can never be taken: exit 2 naming it, not "no plan fits".
+pipesched_cli_test("plan: --group-size above the global batch" 2
+  "error: --group-size: 17 must be between 1 and the micro-batches per pipeline, at most the global batch \\(16 sequences\\)"
+  plan --model llama3-8b --gpu h100-sxm-80gb --seq 4096 --gpus 8 --global-batch 16 --pp 8
+  -s interleaved-1f1b -v 4 --group-size 17)
