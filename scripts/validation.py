@@ -236,9 +236,7 @@ def table4(cli, data, directory):
                                          "ffn": 24576, "vocab": 51200},
                "attention": "materialized", "dropout": True}
         cmd = [cli, "plan", "--model", model_file(run, directory), "--gpu", "a100-sxm-80gb",
-               "--gpus", "8", "--tp", "8", "--pp", "1", "--seq", "2048", "--global-batch", "4",
-               "--micro-batch", "4", "--schedule", "1f1b", "--recompute", r["recompute"],
-               "--optimizer-sharding", "none",
+               "--tp", "8", "--seq", "2048", "--micro-batch", "4", "--recompute", r["recompute"],
                "--sequence-parallel" if r["sequence_parallel"] else "--no-sequence-parallel",
                "--layer-times"]
         out = subprocess.run(cmd, capture_output=True, text=True)

@@ -71,14 +71,23 @@ std::optional<std::uint32_t> count32(const std::optional<std::string>& text, con
   if (!text) {
     return std::nullopt;
   }
-  return static_cast<std::uint32_t>(parse_count(*text, option, u32_max));
+  return static_cast<std::uint32_t>(parse_count(*text, option, u32_max, 1));
 }
 
 std::optional<std::uint64_t> count64(const std::optional<std::string>& text, const char* option) {
   if (!text) {
     return std::nullopt;
   }
-  return parse_count(*text, option, std::uint64_t{1} << 62);
+  return parse_count(*text, option, std::uint64_t{1} << 62, 1);
+}
+
+/// A fraction option: the range is the option's, named as the user typed it.
+double fraction_option(const std::string& text, const char* option) {
+  const double v = parse_real(text, option);
+  if (!(v > 0.0 && v <= 1.0)) {
+    usage_error(std::string(option) + ": must be in (0, 1], got " + text);
+  }
+  return v;
 }
 
 /// Whether `text` is one shell word as it stands: `$(cat PREFIX.torchtitan.args)` splits on
@@ -168,12 +177,22 @@ int cmd_plan(const plan_cli& o) {
   plan_request req;
   std::tie(req.model, req.cluster) = load_model_and_gpu(o.model, o.gpu);
   if (o.achieved_fraction) {
-    req.achieved_fraction = parse_real(*o.achieved_fraction, "--achieved-fraction");
+    req.achieved_fraction = fraction_option(*o.achieved_fraction, "--achieved-fraction");
   }
   if (o.usable_fraction) {
-    req.usable_fraction = parse_real(*o.usable_fraction, "--usable-fraction");
+    req.usable_fraction = fraction_option(*o.usable_fraction, "--usable-fraction");
   }
   req.gpus = count64(o.gpus, "--gpus");
+  if (o.layer_times) {
+    // One layer on TP·CP GPUs: the job's size does not enter its times.
+    if (o.format_given && o.format != "json") {
+      usage_error("--format: --layer-times prints JSON, not " + o.format);
+    }
+    if (!req.gpus) {
+      req.gpus =
+          std::uint64_t{count32(o.tp, "--tp").value_or(1)} * count32(o.cp, "--cp").value_or(1);
+    }
+  }
   req.sequence = count64(o.sequence, "--seq").value_or(0);
   req.global_batch = count64(o.global_batch, "--global-batch");
   req.global_batch_tokens = count64(o.global_batch_tokens, "--global-batch-tokens");
@@ -343,19 +362,23 @@ const registration plan_cmd{
        c->add_option("--cp", o->cp,
                      "Context parallelism: each sequence over CP ranks (default 1; searched from "
                      "32768 tokens per sequence)");
-       c->add_option("--pp", o->pp, "Pipeline stages (default: searched)");
-       c->add_option("--dp", o->dp, "Data parallelism (default: GPUs / (TP*CP*PP))");
-       c->add_option("--chunks,-v", o->chunks, "Model chunks per stage (default: searched)");
-       c->add_option("--schedule,-s", o->schedule, "A schedule of `pipesched list` (default: all)");
-       c->add_option("--group-size", o->group_size,
-                     "With --schedule interleaved-1f1b: micro-batches per round of the virtual "
-                     "stages, at most the micro-batches (default --pp; below it when --pp does "
-                     "not fit)");
+       auto* pp = c->add_option("--pp", o->pp, "Pipeline stages (default: searched)");
+       auto* dp = c->add_option("--dp", o->dp, "Data parallelism (default: GPUs / (TP*CP*PP))");
+       auto* chunks =
+           c->add_option("--chunks,-v", o->chunks, "Model chunks per stage (default: searched)");
+       auto* schedule = c->add_option("--schedule,-s", o->schedule,
+                                      "A schedule of `pipesched list` (default: all)");
+       auto* group =
+           c->add_option("--group-size", o->group_size,
+                         "With --schedule interleaved-1f1b: micro-batches per round of the virtual "
+                         "stages, at most the micro-batches (default --pp; below it when --pp does "
+                         "not fit)");
        c->add_option("--seq", o->sequence, "Tokens per sequence")->required();
        c->add_option("--micro-batch", o->micro_batch,
                      "Sequences per micro-batch (default: searched)");
-       c->add_option("--microbatches,-m", o->microbatches,
-                     "Micro-batches per pipeline (with --tp --pp --micro-batch)");
+       auto* microbatches =
+           c->add_option("--microbatches,-m", o->microbatches,
+                         "Micro-batches per pipeline (with --tp --pp --micro-batch)");
        auto* g = c->add_option("--global-batch", o->global_batch,
                                "Sequences per optimizer step (at most 2^32 tokens, 65536 "
                                "sequences per pipeline: docs/errors.md, Limits)");
@@ -368,29 +391,32 @@ const registration plan_cmd{
                                "Sequence parallelism off");
        sp->excludes(nsp);
        c->add_option("--recompute", o->recompute, "none, selective or full (default: searched)");
-       c->add_option("--optimizer-sharding", o->optimizer_sharding,
-                     "none (18 bytes/parameter), optimizer (Megatron's distributed optimizer), "
-                     "gradients (ZeRO-2), weights (ZeRO-3 / FSDP)")
-           ->capture_default_str();
-       c->add_option("--partition", o->partition,
-                     "Layers to chunks: even, balanced, or L1,L2,... per global chunk")
-           ->capture_default_str();
-       c->add_option("--top", o->top, "Plans shown")->capture_default_str();
+       auto* sharding =
+           c->add_option("--optimizer-sharding", o->optimizer_sharding,
+                         "none (18 bytes/parameter), optimizer (Megatron's distributed optimizer), "
+                         "gradients (ZeRO-2), weights (ZeRO-3 / FSDP)")
+               ->capture_default_str();
+       auto* partition =
+           c->add_option("--partition", o->partition,
+                         "Layers to chunks: even, balanced, or L1,L2,... per global chunk")
+               ->capture_default_str();
+       auto* top = c->add_option("--top", o->top, "Plans shown")->capture_default_str();
        c->add_flag("--json", o->json, "Print the plan JSON (docs/formats.md)");
        c->add_option("--format,-f", o->format, "text, json, or svg (the Pareto frontier)")
            ->capture_default_str()
            ->each([o](const std::string&) { o->format_given = true; });
        c->add_option("--output,-o", o->output, "Write the report, JSON or picture to FILE");
-       c->add_option(
+       auto* baseline = c->add_option(
            "--baseline", o->baseline,
            "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "
            "(also v, micro-batch, recompute, sp=on|off, partition; others searched; shown even "
            "when it does not fit)");
-       c->add_option("--export", o->export_prefix,
-                     "Write the best plan as PREFIX.csv (PyTorch compute_comms), "
-                     "PREFIX.compute.csv, PREFIX.schedule.json, PREFIX.costs.json, "
-                     "PREFIX.memory.json, PREFIX.map.json (stage -> ranks, layers) and "
-                     "PREFIX.megatron.args (Megatron-LM's arguments, when it runs the plan)");
+       auto* export_prefix =
+           c->add_option("--export", o->export_prefix,
+                         "Write the best plan as PREFIX.csv (PyTorch compute_comms), "
+                         "PREFIX.compute.csv, PREFIX.schedule.json, PREFIX.costs.json, "
+                         "PREFIX.memory.json, PREFIX.map.json (stage -> ranks, layers) and "
+                         "PREFIX.megatron.args (Megatron-LM's arguments, when it runs the plan)");
        c->add_option("--vocab-multiple", o->vocab_multiple,
                      "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP "
                      "only)");
@@ -414,16 +440,25 @@ const registration plan_cmd{
                      "gradients' reduces beside the weight gradients, Megatron's default); all "
                      "(every one beside its GEMM, Megatron's --tp-comm-overlap)")
            ->capture_default_str();
-       c->add_flag("--layer-times", o->layer_times,
-                   "Print one layer's op times and kernels for --tp, --micro-batch, "
-                   "--sequence-parallel and --recompute as JSON, instead of planning");
+       auto* layer_times =
+           c->add_flag("--layer-times", o->layer_times,
+                       "Print one layer's op times and kernels for --tp, --micro-batch, "
+                       "--sequence-parallel and --recompute as JSON, instead of planning");
        c->add_option("--achieved-fraction", o->achieved_fraction,
                      "Share of the GPU's peak the layers achieve (default the --gpu's)");
        c->add_option("--usable-fraction", o->usable_fraction,
                      "Share of GPU memory a job can fill (default the --gpu's)");
-       c->add_option("--search-evaluations", o->search_evaluations,
-                     "zb-auto / zb-v local search budget per candidate (candidate orders timed)");
-       c->add_option("--threads", o->threads, "Threads evaluating candidates (default: all)");
+       auto* evaluations = c->add_option(
+           "--search-evaluations", o->search_evaluations,
+           "zb-auto / zb-v local search budget per candidate (candidate orders timed)");
+       auto* threads =
+           c->add_option("--threads", o->threads, "Threads evaluating candidates (default: all)");
+       // One layer's times take no pipeline, batch split or search: an option that would shape
+       // them is refused rather than ignored.
+       for (CLI::Option* x : {pp, dp, chunks, schedule, group, microbatches, sharding, partition,
+                              top, baseline, export_prefix, evaluations, threads}) {
+         layer_times->excludes(x);
+       }
        return [o] { return cmd_plan(*o); };
      }}};
 

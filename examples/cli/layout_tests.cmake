@@ -44,7 +44,7 @@ pipesched_cli_test("plan: refused schedules name the first one's rule" 2
 pipesched_cli_test("plan: DP not dividing the GPUs" 2
   "error: plan: --dp 3 does not divide the 16 GPUs \\(TP·PP·DP = GPUs\\)"
   ${layout_8b} --dp 3)
-pipesched_cli_test("plan: DP 0" 2 "error: plan: --dp must be at least 1" ${layout_8b} --dp 0)
+pipesched_cli_test("plan: DP 0" 2 "error: --dp: must be a whole number >= 1, got 0" ${layout_8b} --dp 0)
 pipesched_cli_test("plan: micro-batch above the global batch" 2
   "error: plan: --micro-batch 128 does not divide the global batch \\(64 sequences\\)"
   ${layout_8b} --micro-batch 128)
@@ -135,7 +135,11 @@ pipesched_cli_test("plan: --sequence-parallel on one GPU names the rule" 2
 pipesched_cli_test("plan: --cp not dividing the sequence" 2
   "error: plan: --cp 3: CP 3 cuts each sequence into 6 pieces \\(2·CP\\), which must divide the sequence \\(4096 tokens\\)"
   ${layout_8b} --cp 3)
-pipesched_cli_test("plan: --cp 0" 2 "error: plan: --cp must be at least 1" ${layout_8b} --cp 0)
+pipesched_cli_test("plan: --cp 0" 2 "error: --cp: must be a whole number >= 1, got 0" ${layout_8b} --cp 0)
+pipesched_cli_test("plan: --cp -1 states the range 0 is also outside" 2
+  "error: --cp: must be a whole number >= 1, got \"-1\"" ${layout_8b} --cp -1)
+pipesched_cli_test("plan: --achieved-fraction out of range names the option" 2
+  "error: --achieved-fraction: must be in \\(0, 1\\], got 2" ${layout_8b} --achieved-fraction 2)
 pipesched_cli_test("plan: baseline cp=0" 2
   "error: --baseline: cp must be between 1 and 4294967295, not 0" ${layout_8b} --baseline cp=0)
 pipesched_cli_test("plan: Llama 3 405B at CP 16, 128K tokens" 0
@@ -161,3 +165,16 @@ pipesched_cli_test("plan: --group-size above the global batch" 2
   "error: --group-size: 17 must be between 1 and the micro-batches per pipeline, at most the global batch \\(16 sequences\\)"
   plan --model llama3-8b --gpu h100-sxm-80gb --seq 4096 --gpus 8 --global-batch 16 --pp 8
   -s interleaved-1f1b -v 4 --group-size 17)
+
+# --layer-times: one layer on TP·CP GPUs, without --gpus or a batch; an option that would shape a
+# pipeline or a search is refused, not ignored.
+pipesched_cli_test("plan --layer-times needs no --gpus or batch" 0 "\"layout\": {\n *\"cp\": 1,"
+  plan --model llama3-8b --gpu h100-sxm-80gb --seq 4096 --tp 2 --layer-times)
+pipesched_cli_test("plan --layer-times refuses --pp" 2 "error: --pp excludes --layer-times"
+  ${layout_8b} --tp 2 --layer-times --pp 4)
+pipesched_cli_test("plan --layer-times refuses --export" 2 "error: --export excludes --layer-times"
+  ${layout_8b} --tp 2 --layer-times --export lt)
+pipesched_cli_test("plan --layer-times refuses --top" 2 "error: --top excludes --layer-times"
+  ${layout_8b} --layer-times --top 3)
+pipesched_cli_test("plan --layer-times refuses -f svg" 2
+  "error: --format: --layer-times prints JSON, not svg" ${layout_8b} --layer-times -f svg)

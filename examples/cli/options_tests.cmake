@@ -195,7 +195,7 @@ pipesched_cli_test("options: a fraction just above 1 says so" 2
   "error: --gpu: .*g_over1.json: /achieved_fraction: must be at most 1, not 1.0000001"
   plan --model ${m_ok} --gpu ${opt}/g_over1.json --gpus 4 --seq 2048 --global-batch 64)
 pipesched_cli_test("options: --usable-fraction just above 1 says so" 2
-  "error: plan: usable_fraction must be in \\(0, 1\\], got 1.0000001"
+  "error: --usable-fraction: must be in \\(0, 1\\], got 1.0000001"
   ${plan_small} --usable-fraction 1.0000001)
 pipesched_cli_test("options: huge memory and peak print in powers of ten" 0
   "usable memory [0-9.]+e\\+290 GiB per GPU \\(85 % of 9.31e\\+290 GiB\\).* of the 1e\\+300 FLOP/s peak.*busy\n +0 +[0-9]+ +[^\n]* [0-9.]+e-[0-9]+ s\n"

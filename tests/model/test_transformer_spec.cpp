@@ -366,3 +366,41 @@ TEST_CASE("transformer_spec: check names the MoE and MLA field and its rule",
   t.v_head_dim = 16;
   fails(t, "transformer_spec: kv_lora_rank: must be at least 1 with MLA attention");
 }
+
+TEST_CASE("transformer_spec: a size too large to count exactly is named by its own field",
+          "[model][transformer_spec]") {
+  auto field_of = [](const transformer_spec& t) -> std::string {
+    try {
+      t.check();
+    } catch (const field_error& e) {
+      return e.field();
+    }
+    return "";
+  };
+  transformer_spec t = spec_405b();  // h 16384, a 128
+  t.head_dim = 1'000'000'000'000;
+  CHECK(field_of(t) == "head_dim");
+  CHECK_THROWS_WITH(t.check(), Catch::Contains("hidden·heads·head_dim"));
+  t = spec_405b();
+  t.vocab = std::uint64_t{1} << 40;
+  CHECK(field_of(t) == "vocab");
+  t = small_moe();
+  t.expert_ffn = std::uint64_t{1} << 50;
+  CHECK(field_of(t) == "expert_ffn");
+  t = small_moe();
+  t.hidden = 16384;
+  t.heads = 128;
+  t.kv_heads = 128;
+  t.mla = true;
+  t.q_lora_rank = 1536;
+  t.kv_lora_rank = 128;
+  t.qk_nope_head_dim = 128;
+  t.qk_rope_head_dim = 64;
+  t.v_head_dim = 128;
+  CHECK(field_of(t).empty());
+  t.kv_lora_rank = 1'000'000'000'000;
+  CHECK(field_of(t) == "kv_lora_rank");
+  t.kv_lora_rank = 128;
+  t.qk_nope_head_dim = 1'000'000'000'000;
+  CHECK(field_of(t) == "qk_nope_head_dim");
+}

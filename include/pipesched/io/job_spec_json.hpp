@@ -137,6 +137,9 @@ inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
   } catch (const field_error& e) {
     // The model's rules, at the key they concern; a rule about a key the file left out (top_k
     // missing beside experts) at the document.
+    if (c.has("mla") && c["mla"].has(e.field())) {
+      c["mla"][e.field()].error(e.rule());
+    }
     if (!c.has(e.field())) {
       c.error(e.field(), ": ", e.rule());
     }

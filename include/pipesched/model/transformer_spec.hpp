@@ -253,16 +253,34 @@ struct transformer_spec {
         }
       }
     }
-    // Every count below is a double computed from products of these: keep them exact.
-    const double largest =
-        static_cast<double>(hidden) *
-        std::max({static_cast<double>(ffn),
-                  static_cast<double>(expert_ffn) * static_cast<double>(experts + shared_experts),
-                  query_size(), value_size()});
-    if (largest >= 9.0e15 || static_cast<double>(hidden) * static_cast<double>(vocab) >= 9.0e15) {
-      detail::fail_field(where, "hidden",
-                         "sizes are too large (hidden·ffn and hidden·vocab must stay below 2^53)");
+    // Every count below is a double computed from products of these: keep them exact. Each
+    // product is named by the size that is not the hidden width, the one to look at.
+    const auto h = static_cast<double>(hidden);
+    auto below_2_53 = [&](double product, const char* field, const char* what) {
+      if (product >= 9.0e15) {
+        detail::fail_field(where, field, "too large: ", what, " (", detail::shortest(product),
+                           ") must stay below 2^53");
+      }
+    };
+    below_2_53(h * static_cast<double>(ffn), "ffn", "hidden·ffn");
+    below_2_53(h * static_cast<double>(vocab), "vocab", "hidden·vocab");
+    below_2_53(h * static_cast<double>(expert_ffn) * static_cast<double>(experts + shared_experts),
+               "expert_ffn", "hidden·expert_ffn·(experts + shared_experts)");
+    if (!mla) {
+      below_2_53(h * query_size(), head_dim != 0 ? "head_dim" : "hidden", "hidden·heads·head_dim");
+      return;
     }
+    const auto a = static_cast<double>(heads);
+    const auto qk = static_cast<double>(qk_nope_head_dim) + static_cast<double>(qk_rope_head_dim);
+    const auto kv_width = static_cast<double>(qk_nope_head_dim) + static_cast<double>(v_head_dim);
+    below_2_53(h * a * qk,
+               qk_nope_head_dim >= qk_rope_head_dim ? "qk_nope_head_dim" : "qk_rope_head_dim",
+               "hidden·heads·(qk_nope_head_dim + qk_rope_head_dim)");
+    below_2_53(h * a * static_cast<double>(v_head_dim), "v_head_dim", "hidden·heads·v_head_dim");
+    below_2_53(static_cast<double>(q_lora_rank) * std::max(h, a * qk), "q_lora_rank",
+               "q_lora_rank·max(hidden, heads·(qk_nope_head_dim + qk_rope_head_dim))");
+    below_2_53(static_cast<double>(kv_lora_rank) * std::max(h, a * kv_width), "kv_lora_rank",
+               "kv_lora_rank·max(hidden, heads·(qk_nope_head_dim + v_head_dim))");
   }
 };
 
