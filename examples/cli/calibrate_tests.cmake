@@ -90,3 +90,13 @@ pipesched_cli_test("calibrate: bad --bins-per-decade" 2
   "error: --bins-per-decade: "
   calibrate --trace=${calib_gpt}.trace.json --shapes ${calib_gpt}.shapes.json --gpu a100-sxm-80gb
   --bins-per-decade 0)
+
+# `calibrate --runs`: a measured run ran, so it is timed even where the memory model puts it
+# above the cluster's usable fraction (76.6 GiB of an 80 GiB A100, 72 usable); one no plan of
+# which fits the whole GPU is the model's answer (exit 1, as plan's "no plan fits"), not exit 2.
+pipesched_cli_test("calibrate --runs: a run above the usable memory is still timed" 0
+  "tight_memory +8.[0-9]+ s +measured +9.000"
+  calibrate --runs ${data}/runs_tight_memory.json --gpu a100-sxm-80gb --compute-only)
+pipesched_cli_test("calibrate --runs: a run beyond the GPU's whole memory is exit 1" 1
+  "error: --runs: .*runs_beyond_memory.json: calibrate: run \"beyond_memory\": no plan of it fits the GPU's memory, even all of it \\(80 GiB\\)"
+  calibrate --runs ${data}/runs_beyond_memory.json --gpu a100-sxm-80gb --compute-only)

@@ -116,6 +116,10 @@ int run_runs(const calibrate_cli& o, const cluster_spec& gpu) {
   runs_calibration c;
   try {
     c = calibrate_runs(runs, gpu, {!o.compute_only});
+  } catch (const run_does_not_fit& e) {
+    // The model's answer about a valid run, as plan's "no plan fits": exit 1.
+    std::fprintf(stderr, "error: --runs: %s: %s\n", o.runs->c_str(), e.what());
+    return 1;
   } catch (const pipesched::invalid_argument& e) {
     usage_error("--runs: " + *o.runs + ": " + e.what());
   }

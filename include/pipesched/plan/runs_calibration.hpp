@@ -89,6 +89,13 @@ struct run_prediction {
   std::string plan;    ///< the plan's label ("TP8 PP8 v3 b1 m64 interleaved-1f1b selective SP")
 };
 
+/// A measured run of which no plan fits its GPU even with all the GPU's memory: the memory
+/// model's answer about a valid run (the CLI's exit 1), not a malformed input.
+class run_does_not_fit : public invalid_argument {
+ public:
+  using invalid_argument::invalid_argument;
+};
+
 namespace detail {
 
 /// The metric a plan entry predicts for `run`.
@@ -136,14 +143,24 @@ inline std::pair<training_job, plan_options> run_job(const reference_run& run,
 }
 
 /// The run's best plan on `cluster` (the choices it fixed fixed, the rest searched), or the plan
-/// of `fixed`. Throws invalid_argument naming the run when no plan of it fits.
+/// of `fixed`. A measured run ran, so its memory fit the GPU: when no plan fits the cluster's
+/// usable memory, the GPU's whole memory is tried before it is timed (only the memory model's
+/// margin is at stake, not the times being fitted). Throws run_does_not_fit naming the run when
+/// none fits even then.
 inline std::pair<run_prediction, plan_choice> predict(const reference_run& run,
                                                       const cluster_spec& cluster,
                                                       const plan_choice* fixed = nullptr) {
-  const auto [job, opts] = run_job(run, cluster, fixed);
+  auto [job, opts] = run_job(run, cluster, fixed);
+  auto fits = [](const plan_result& r) { return !r.plans.empty() && r.plans.front().fits; };
   plan_result res = plan(job, opts);
-  if (res.plans.empty()) {
-    fail("calibrate: run \"", run.id, "\": no plan of it fits");
+  if (!fits(res) && job.cluster.usable_fraction < 1.0) {
+    job.cluster.usable_fraction = 1.0;
+    res = plan(job, opts);
+  }
+  if (!fits(res)) {
+    throw run_does_not_fit(concat("calibrate: run \"", run.id,
+                                  "\": no plan of it fits the GPU's memory, even all of it (",
+                                  job.cluster.memory_bytes / 1073741824.0, " GiB)"));
   }
   const plan_entry& e = res.plans.front();
   run_prediction p;
@@ -258,8 +275,8 @@ inline double mean_abs_error(const std::vector<run_prediction>& v) {
 /// `runs`: the factors that minimise the mean squared log of predicted / measured (the compute
 /// factor by a golden-section search; both by a Nelder-Mead simplex from there). Each run keeps the
 /// plan it gets on `base` while fitting (its searched choices are searched again for `after`).
-/// Throws invalid_argument for no runs, a measurement that is not finite and > 0, or a run with no
-/// plan that fits.
+/// Throws invalid_argument for no runs or a measurement that is not finite and > 0, and
+/// run_does_not_fit for a run with no plan that fits even the GPU's whole memory.
 inline runs_calibration calibrate_runs(const std::vector<reference_run>& runs,
                                        const cluster_spec& base,
                                        const runs_calibration_options& opts = {}) {
