@@ -184,14 +184,11 @@ int cmd_plan(const plan_cli& o) {
   }
   req.gpus = count64(o.gpus, "--gpus");
   if (o.layer_times) {
-    // One layer on TP·CP GPUs: the job's size does not enter its times.
+    // One layer on TP·CP GPUs (--gpus and the batch are refused: its times take neither).
     if (o.format_given && o.format != "json") {
       usage_error("--format: --layer-times prints JSON, not " + o.format);
     }
-    if (!req.gpus) {
-      req.gpus =
-          std::uint64_t{count32(o.tp, "--tp").value_or(1)} * count32(o.cp, "--cp").value_or(1);
-    }
+    req.gpus = std::uint64_t{count32(o.tp, "--tp").value_or(1)} * count32(o.cp, "--cp").value_or(1);
   }
   req.sequence = count64(o.sequence, "--seq").value_or(0);
   req.global_batch = count64(o.global_batch, "--global-batch");
@@ -356,8 +353,9 @@ const registration plan_cmd{
            ->required();
        c->add_option("--gpu", o->gpu, cluster_preset_names() + ", or a cluster JSON file")
            ->required();
-       c->add_option("--gpus", o->gpus,
-                     "GPUs in the job, at most 16777216 (default TP*PP*DP when all are given)");
+       auto* gpus =
+           c->add_option("--gpus", o->gpus,
+                         "GPUs in the job, at most 16777216 (default TP*PP*DP when all are given)");
        c->add_option("--tp", o->tp, "Tensor parallelism (default: searched)");
        c->add_option("--cp", o->cp,
                      "Context parallelism: each sequence over CP ranks (default 1; searched from "
@@ -455,8 +453,8 @@ const registration plan_cmd{
            c->add_option("--threads", o->threads, "Threads evaluating candidates (default: all)");
        // One layer's times take no pipeline, batch split or search: an option that would shape
        // them is refused rather than ignored.
-       for (CLI::Option* x : {pp, dp, chunks, schedule, group, microbatches, sharding, partition,
-                              top, baseline, export_prefix, evaluations, threads}) {
+       for (CLI::Option* x : {gpus, g, k, pp, dp, chunks, schedule, group, microbatches, sharding,
+                              partition, top, baseline, export_prefix, evaluations, threads}) {
          layer_times->excludes(x);
        }
        return [o] { return cmd_plan(*o); };

@@ -170,11 +170,16 @@ pipesched_cli_test("plan: --group-size above the global batch" 2
 # pipeline or a search is refused, not ignored.
 pipesched_cli_test("plan --layer-times needs no --gpus or batch" 0 "\"layout\": {\n *\"cp\": 1,"
   plan --model llama3-8b --gpu h100-sxm-80gb --seq 4096 --tp 2 --layer-times)
+set(layer_8b plan --model llama3-8b --gpu h100-sxm-80gb --seq 4096 --layer-times)
+pipesched_cli_test("plan --layer-times refuses --gpus" 2 "error: --gpus excludes --layer-times"
+  ${layer_8b} --tp 8 --gpus 1)
+pipesched_cli_test("plan --layer-times refuses a batch" 2
+  "error: --global-batch excludes --layer-times" ${layer_8b} --global-batch 3 --micro-batch 4)
 pipesched_cli_test("plan --layer-times refuses --pp" 2 "error: --pp excludes --layer-times"
-  ${layout_8b} --tp 2 --layer-times --pp 4)
+  ${layer_8b} --tp 2 --pp 4)
 pipesched_cli_test("plan --layer-times refuses --export" 2 "error: --export excludes --layer-times"
-  ${layout_8b} --tp 2 --layer-times --export lt)
+  ${layer_8b} --tp 2 --export lt)
 pipesched_cli_test("plan --layer-times refuses --top" 2 "error: --top excludes --layer-times"
-  ${layout_8b} --layer-times --top 3)
+  ${layer_8b} --top 3)
 pipesched_cli_test("plan --layer-times refuses -f svg" 2
-  "error: --format: --layer-times prints JSON, not svg" ${layout_8b} --layer-times -f svg)
+  "error: --format: --layer-times prints JSON, not svg" ${layer_8b} -f svg)
