@@ -86,6 +86,11 @@ def run_setup(run):
         keys["overlap_grad_reduce"] = False
         keys["grad_reduce_dtype"] = "fp32" if fam == "kor" else "bf16"
         keys["partition"] = "even"
+        # Each micro-batch's weight gradients: added inside the weight-gradient GEMM by
+        # Megatron-LM of 2022 (--gradient-accumulation-fusion, on by default since February
+        # 2022); by PyTorch's autograd in a separate add in Megatron-LM of April 2021
+        # (megatron/model/distributed.py then).
+        keys["gradient_accumulation_fusion"] = fam == "kor"
     else:
         # Megatron-Core (2024), as its README's benchmark configuration states: distributed
         # optimizer, gradients reduced during the backward (--overlap-grad-reduce, in bf16 by its
@@ -130,7 +135,9 @@ def setup(run):
             "--p2p", r["p2p"], "--optimizer-sharding", r["optimizer_sharding"],
             "--overlap-grad-reduce", "on" if r["overlap_grad_reduce"] else "off",
             "--grad-reduce-dtype", r["grad_reduce_dtype"],
-            "--tp-comm-overlap", r.get("tp_comm_overlap", "none")]
+            "--tp-comm-overlap", r.get("tp_comm_overlap", "none"),
+            "--gradient-accumulation-fusion",
+            "on" if r.get("gradient_accumulation_fusion", True) else "off"]
     for key, opt in (("v", "-v"), ("micro_batch", "--micro-batch"), ("recompute", "--recompute"),
                      ("partition", "--partition"), ("schedule", "--schedule")):
         if key in r:
@@ -145,17 +152,28 @@ def setup(run):
     return args
 
 
-def schedules_for(run):
-    return [None]
+def variants(run):
+    """The choices the run's framework could have made where its source is silent, each a dict
+    of keys over the run's own; the fastest is the prediction. Narayanan's interleaving ran on
+    Megatron-LM of April 2021, whose arguments.py takes interleaving only for more than 2
+    stages and whose transformer.py gives every chunk of a stage the same number of layers:
+    v over the divisors of the layers per stage, and no interleaving at PP <= 2."""
+    if family(run["id"]) != "nar" or run["pp"] == 1 or "v" in run:
+        return [{}]
+    per_stage = run["model"]["layers"] // run["pp"]
+    out = [{"schedule": "1f1b", "v": 1}]
+    if run["pp"] > 2:
+        out += [{"schedule": "interleaved-1f1b", "v": v} for v in range(2, per_stage + 1)
+                if per_stage % v == 0]
+    return out
 
 
 def plan_json(cli, run, directory):
     best = None
-    for sched in schedules_for(run):
-        cmd = [cli, "plan", "--model", model_file(run, directory)] + setup(run) + ["--json",
-                                                                                   "--top", "1"]
-        if sched:
-            cmd += ["--schedule", sched]
+    for variant in variants(run):
+        r = dict(run, **variant)
+        cmd = [cli, "plan", "--model", model_file(r, directory)] + setup(r) + ["--json", "--top",
+                                                                               "1"]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode not in (0, 1):
             raise RuntimeError(f"{run['id']}: {' '.join(cmd)}\n{out.stderr}")

@@ -62,6 +62,7 @@ struct plan_cli {
   std::string p2p = "overlapped";
   std::string grad_reduce_dtype = "fp32";
   std::string tp_comm_overlap = "none";
+  std::string gradient_accumulation_fusion = "on";
   bool layer_times = false;
 };
 
@@ -230,6 +231,11 @@ int cmd_plan(const plan_cli& o) {
                 "\"");
   }
   req.tp_comm_overlap = *tpo;
+  if (o.gradient_accumulation_fusion != "on" && o.gradient_accumulation_fusion != "off") {
+    usage_error("--gradient-accumulation-fusion: must be on or off, not \"" +
+                o.gradient_accumulation_fusion + "\"");
+  }
+  req.gradient_accumulation_fusion = o.gradient_accumulation_fusion == "on";
   req.vocab_multiple = count32(o.vocab_multiple, "--vocab-multiple");
   plan_options& opts = req.options;
   plan_fixed& f = opts.fixed;
@@ -437,6 +443,10 @@ const registration plan_cmd{
                      "Tensor parallelism's collectives beside GEMMs: none; backward (the input "
                      "gradients' reduces beside the weight gradients, Megatron's default); all "
                      "(every one beside its GEMM, Megatron's --tp-comm-overlap)")
+           ->capture_default_str();
+       c->add_option("--gradient-accumulation-fusion", o->gradient_accumulation_fusion,
+                     "on: each micro-batch's weight gradients are added inside their GEMM "
+                     "(Megatron's default since 2022); off: by an elementwise add after it")
            ->capture_default_str();
        auto* layer_times =
            c->add_flag("--layer-times", o->layer_times,

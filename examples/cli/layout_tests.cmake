@@ -183,3 +183,14 @@ pipesched_cli_test("plan --layer-times refuses --top" 2 "error: --top excludes -
   ${layer_8b} --top 3)
 pipesched_cli_test("plan --layer-times refuses -f svg" 2
   "error: --format: --layer-times prints JSON, not svg" ${layer_8b} -f svg)
+# Each micro-batch's weight gradients added after their GEMM, not inside it: W ends with one pass
+# over the layer's weights on the rank, 2 bytes read fresh and 4 read and 4 written accumulated
+# (fp32 gradients) for llama3-8b's 27.27 M weights a layer at TP 8.
+pipesched_cli_test("plan: --gradient-accumulation-fusion off adds the accumulation to W" 0
+  "\"bytes\": 272711680.0,\n *\"flops\": 0.0,\n *\"kind\": \"memory_bound\",\n *\"name\": \"gradient accumulation\""
+  plan --model llama3-8b --gpu h100-sxm-80gb --seq 4096 --tp 8 --micro-batch 1 --layer-times
+  --gradient-accumulation-fusion off)
+pipesched_cli_test("plan: --gradient-accumulation-fusion must be on or off" 2
+  "error: --gradient-accumulation-fusion: must be on or off, not \"maybe\""
+  plan --model llama3-8b --gpu h100-sxm-80gb --seq 4096 --gpus 8 --global-batch 16
+  --gradient-accumulation-fusion maybe)

@@ -124,6 +124,9 @@ TEST_CASE("megatron_args: context parallelism, blocking transfers and a GPT-3 mo
   CHECK(framework_export_has(megatron_args(job, e), "\n--no-overlap-p2p-communication\n"));
   job.overlap_grad_reduce = false;
   CHECK(!framework_export_has(megatron_args(job, e), "--overlap-grad-reduce"));
+  CHECK(!framework_export_has(megatron_args(job, e), "gradient-accumulation-fusion"));
+  job.gradient_accumulation_fusion = false;
+  CHECK(framework_export_has(megatron_args(job, e), "\n--no-gradient-accumulation-fusion\n"));
   job.model.activation_bytes = 1;  // Transformer Engine's FP8 on a bf16 model
   CHECK(framework_export_has(megatron_args(job, e), "\n--bf16\n--fp8-format hybrid\n"));
   job.model.activation_bytes = 4;

@@ -17,7 +17,7 @@ const char* runs_text = R"({"about": "two runs", "runs": [
    "attention": "materialized", "dropout": true, "seq": 2048, "gpus": 8, "tp": 8, "pp": 1,
    "micro_batch": 1, "global_batch": 4, "sequence_parallel": false, "recompute": "full",
    "p2p": "blocking", "optimizer_sharding": "none", "overlap_grad_reduce": false,
-   "step_time_s": 1.5, "memory_gib": {"activations": 3}},
+   "gradient_accumulation_fusion": false, "step_time_s": 1.5, "memory_gib": {"activations": 3}},
   {"id": "meg-y", "gpu": "h100-sxm-80gb",
    "model": {"layers": 4, "hidden": 1024, "heads": 16, "ffn": 4096, "vocab": 51200},
    "seq": 4096, "gpus": 8, "tp": 1, "pp": 1, "global_batch": 8, "model_tflops_per_gpu": 400}
@@ -48,6 +48,7 @@ TEST_CASE("runs file: the runs of the cluster, set up as they ran", "[io][runs]"
   CHECK(r.request.model.kv() == 16);
   CHECK(r.request.blocking_p2p);
   CHECK_FALSE(r.request.overlap_grad_reduce);
+  CHECK_FALSE(r.request.gradient_accumulation_fusion);
   CHECK(r.request.sharding == optimizer_sharding::none);
   CHECK(*r.request.options.fixed.tp == 8);
   CHECK(*r.request.options.fixed.recompute == recompute_kind::full);
@@ -57,6 +58,7 @@ TEST_CASE("runs file: the runs of the cluster, set up as they ran", "[io][runs]"
   REQUIRE(h100.size() == 1);
   CHECK(h100.front().metric == run_metric::model_tflops);
   CHECK(h100.front().request.model.attention == attention_kind::flash);
+  CHECK(h100.front().request.gradient_accumulation_fusion);  // the default
   CHECK(read_reference_runs(runs_text, cluster_preset("a100-sxm-80gb"), "meg").empty());
 }
 

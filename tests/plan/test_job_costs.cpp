@@ -182,6 +182,43 @@ TEST_CASE("job_costs: each op is the sum of its kernels, each timed by its roofl
   CHECK(compute_seconds(cl, small, 2) / small.flops > compute_seconds(cl, big, 2) / big.flops);
 }
 
+TEST_CASE("job_costs: an unfused gradient accumulation adds one pass over W's gradients",
+          "[plan][job_costs]") {
+  training_job fused = small_job();
+  training_job unfused = fused;
+  unfused.gradient_accumulation_fusion = false;
+  const cluster_spec& cl = fused.cluster;
+  const double rate = cl.hbm_bandwidth * cl.memory_efficiency * cl.achieved_fraction;
+  for (std::uint32_t bytes : {2u, 4u}) {
+    fused.gradient_reduce_bytes = unfused.gradient_reduce_bytes = bytes;
+    for (const plan_layout& l : {layout(1, 4), layout(8, 2)}) {
+      const job_op_times a = op_times_of(fused, l, recompute_kind::full);
+      const job_op_times b = op_times_of(unfused, l, recompute_kind::full);
+      // Only W changes: by reading the fresh bf16 gradient and reading and writing the
+      // accumulated one, for every weight of the layer on the rank (a 1/TP slice, norms whole).
+      CHECK(b.layer.forward == a.layer.forward);
+      CHECK(b.layer.backward_input == a.layer.backward_input);
+      CHECK(b.layer_recompute == a.layer_recompute);
+      const layer_parameters lp = parameters_of_layer(fused.model);
+      const double weights = lp.sharded / l.tp + lp.replicated;
+      CHECK(b.layer.backward_weight - a.layer.backward_weight ==
+            Approx((2.0 + 2.0 * bytes) * weights / rate));
+      CHECK(b.layer_kinds.backward_weight[time_kind::memory_bound] -
+                a.layer_kinds.backward_weight[time_kind::memory_bound] ==
+            Approx((2.0 + 2.0 * bytes) * weights / rate));
+      // The LM head's weight (V × h over TP) likewise.
+      const double table =
+          embedding_parameters(fused.model, padded_vocab(fused.model.vocab, l.tp, 128)) / l.tp;
+      CHECK(b.head.backward_weight.total() - a.head.backward_weight.total() ==
+            Approx((2.0 + 2.0 * bytes) * table / rate));
+      // `plan --layer-times` lists the kernel.
+      const layer_kernel_times kt = layer_kernel_times_of(unfused, l, recompute_kind::full);
+      REQUIRE_FALSE(kt.backward_weight.empty());
+      CHECK(kt.backward_weight.back().k.name == "gradient accumulation");
+    }
+  }
+}
+
 TEST_CASE("job_costs: activation sizes per chunk", "[plan][job_costs]") {
   const training_job job = small_job();
   const plan_layout l = layout(2, 4);

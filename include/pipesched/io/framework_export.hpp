@@ -198,6 +198,9 @@ inline std::string megatron_args(const training_job& job, const plan_entry& e) {
   if (job.overlap_grad_reduce) {
     arg("--overlap-grad-reduce");
   }
+  if (!job.gradient_accumulation_fusion) {
+    arg("--no-gradient-accumulation-fusion");
+  }
   return out;
 }
 

@@ -66,7 +66,8 @@ inline transformer_spec run_model_from_json(const json_reader& run, const std::s
 /// choices it ran with, each optional (searched when left
 /// out): "tp", "cp", "pp", "v", "micro_batch", "sequence_parallel", "recompute", "schedule",
 /// "partition"; and how: "optimizer_sharding", "overlap_grad_reduce", "p2p" ("blocking" or
-/// "overlapped"), "grad_reduce_dtype" ("fp32" or "bf16"), "tp_comm_overlap", "activation_model".
+/// "overlapped"), "grad_reduce_dtype" ("fp32" or "bf16"), "tp_comm_overlap", "activation_model",
+/// "gradient_accumulation_fusion".
 /// Other keys (a source, a note, memory) are ignored. Errors name the JSON pointer.
 inline std::vector<reference_run> read_reference_runs(std::string_view text,
                                                       const cluster_spec& cluster,
@@ -171,6 +172,9 @@ inline std::vector<reference_run> read_reference_runs(std::string_view text,
     }
     if (const auto v = boolean("overlap_grad_reduce")) {
       q.overlap_grad_reduce = *v;
+    }
+    if (const auto v = boolean("gradient_accumulation_fusion")) {
+      q.gradient_accumulation_fusion = *v;
     }
     if (const auto v = text_of("p2p")) {
       if (*v != "blocking" && *v != "overlapped") {

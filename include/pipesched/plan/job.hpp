@@ -414,6 +414,11 @@ struct training_job {
   /// Bytes per gradient the data-parallel reduction moves: 4 (fp32 main gradients, Megatron's
   /// --accumulate-allreduce-grads-in-fp32) or 2 (bf16 / fp16, Megatron-LM's default).
   std::uint32_t gradient_reduce_bytes = 4;
+  /// Each micro-batch's weight gradients are added into the step's gradients inside the
+  /// weight-gradient GEMM (Megatron-LM's --gradient-accumulation-fusion, its default since
+  /// 2022); false: by a separate elementwise add after it (PyTorch's autograd, Megatron-LM
+  /// before 2022), which reads and writes every gradient once per micro-batch.
+  bool gradient_accumulation_fusion = true;
 
   void check(std::string_view who = "plan") const {
     model.check(who);

@@ -376,6 +376,39 @@ struct job_op_times {
   }
 };
 
+/// The weights one rank of `lay` holds of a layer of `kind` (a 1/TP slice of its matrices, its
+/// norms whole).
+inline double layer_weights_on_rank(const transformer_spec& t,
+                                    const plan_layout& lay,
+                                    ffn_kind kind) {
+  const layer_parameters lp = parameters_of_layer(t, kind);
+  return lp.sharded / lay.tp + lp.replicated;
+}
+
+/// `k` as the job runs it: without training_job::gradient_accumulation_fusion, W ends with the
+/// elementwise add of the micro-batch's weight gradients (2 bytes each, as the GEMM wrote them)
+/// into the step's (gradient_reduce_bytes each, read and written), for the `weights` of the
+/// piece on the rank (docs/model.md §10.2).
+inline op_kernels with_gradient_accumulation(const training_job& job,
+                                             op_kernels k,
+                                             double weights) {
+  if (!job.gradient_accumulation_fusion && weights > 0.0) {
+    k.backward_weight.push_back(detail::memory_kernel(
+        "gradient accumulation", (2.0 + 2.0 * job.gradient_reduce_bytes) * weights));
+  }
+  return k;
+}
+
+/// A layer's kernels of `kind` as the job runs them (kernels_of_layer, with_gradient_accumulation).
+inline op_kernels job_layer_kernels(const training_job& job,
+                                    const plan_layout& lay,
+                                    const layer_shard& shard,
+                                    recompute_kind recompute,
+                                    ffn_kind kind) {
+  return with_gradient_accumulation(job, kernels_of_layer(job.model, shard, recompute, kind),
+                                    layer_weights_on_rank(job.model, lay, kind));
+}
+
 /// For a micro-batch of `n` tokens (docs/model.md §10.1: packed sequences of any lengths).
 inline job_op_times op_times_of(const training_job& job,
                                 const plan_layout& lay,
@@ -385,12 +418,18 @@ inline job_op_times op_times_of(const training_job& job,
   const layer_shard shard = shard_of(lay, n);
   const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
   job_op_times out;
-  out.layer_kinds = seconds_of(job, lay, kernels_of_layer(t, shard, recompute));
+  const ffn_kind main_kind = t.is_moe() ? ffn_kind::moe : ffn_kind::dense;
+  out.layer_kinds = seconds_of(job, lay, job_layer_kernels(job, lay, shard, recompute, main_kind));
   out.dense_layer_kinds =
-      t.is_moe() ? seconds_of(job, lay, kernels_of_layer(t, shard, recompute, ffn_kind::dense))
-                 : out.layer_kinds;
-  out.embedding = seconds_of(job, lay, kernels_of_embedding(t, shard));
-  out.head = seconds_of(job, lay, kernels_of_head(t, shard, vocab));
+      t.is_moe()
+          ? seconds_of(job, lay, job_layer_kernels(job, lay, shard, recompute, ffn_kind::dense))
+          : out.layer_kinds;
+  // The embedding table and the LM head's weight: V × h, a 1/TP slice on each rank.
+  const double table = embedding_parameters(t, vocab) / lay.tp;
+  out.embedding =
+      seconds_of(job, lay, with_gradient_accumulation(job, kernels_of_embedding(t, shard), table));
+  out.head = seconds_of(job, lay,
+                        with_gradient_accumulation(job, kernels_of_head(t, shard, vocab), table));
   out.layer.forward = out.layer_kinds.forward.total();
   out.layer.backward_input = out.layer_kinds.backward_input.total();
   out.layer.backward_weight = out.layer_kinds.backward_weight.total();
@@ -420,7 +459,8 @@ inline layer_kernel_times layer_kernel_times_of(const training_job& job,
                                                 const plan_layout& lay,
                                                 recompute_kind recompute) {
   const op_kernels ks =
-      kernels_of_layer(job.model, shard_of(lay, layout_tokens(job, lay)), recompute);
+      job_layer_kernels(job, lay, shard_of(lay, layout_tokens(job, lay)), recompute,
+                        job.model.is_moe() ? ffn_kind::moe : ffn_kind::dense);
   auto timed = [&](const std::vector<kernel>& v) {
     std::vector<timed_kernel> out;
     for (const kernel& k : v) {
@@ -511,12 +551,8 @@ inline job_costs make_job_costs(const training_job& job,
   const double received = la.input;
 
   // Parameters.
-  auto parameters_per_rank = [&](ffn_kind kind) {
-    const layer_parameters lp = parameters_of_layer(t, kind);
-    return lp.sharded / tp + lp.replicated;
-  };
-  const double per_layer = parameters_per_rank(ffn_kind::moe);
-  const double per_dense_layer = parameters_per_rank(ffn_kind::dense);
+  const double per_layer = layer_weights_on_rank(t, lay, ffn_kind::moe);
+  const double per_dense_layer = layer_weights_on_rank(t, lay, ffn_kind::dense);
   const double embedding = embedding_parameters(t, vocab) / tp;
 
   job_costs out;

@@ -33,6 +33,7 @@ struct plan_request {
   bool blocking_p2p = false;                      ///< training_job::blocking_p2p
   std::uint32_t gradient_reduce_bytes = 4;        ///< training_job::gradient_reduce_bytes
   tp_overlap tp_comm_overlap = tp_overlap::none;  ///< training_job::tp_comm_overlap
+  bool gradient_accumulation_fusion = true;       ///< training_job::gradient_accumulation_fusion
   plan_options options;
 };
 
@@ -209,6 +210,7 @@ inline training_job job_of(const plan_request& r) {
   job.blocking_p2p = r.blocking_p2p;
   job.gradient_reduce_bytes = r.gradient_reduce_bytes;
   job.tp_comm_overlap = r.tp_comm_overlap;
+  job.gradient_accumulation_fusion = r.gradient_accumulation_fusion;
   if (r.vocab_multiple) {
     if (*r.vocab_multiple == 0) {
       detail::fail("plan: vocab_multiple must be at least 1");
