@@ -26,7 +26,10 @@ namespace pipesched {
 
 /// Parameters on one rank of a stage, by where they come from.
 struct stage_parameters {
-  double layers = 0.0;     ///< its transformer layers (the 1/TP slice, norms whole)
+  double layers = 0.0;  ///< its transformer layers (the 1/TP slice, norms whole)
+  /// Of `layers`: the routed experts (their 1/(TP·EP) slice), which shard and reduce over the
+  /// expert-data-parallel ranks instead of DP·CP.
+  double experts = 0.0;
   double embedding = 0.0;  ///< the input embedding's 1/TP slice (stage of global chunk 0)
   /// The LM head's 1/TP slice (untied, or a tied copy on another stage than the embedding's, as
   /// Megatron-LM keeps one) and the final norm (stage of the last global chunk).
@@ -105,12 +108,19 @@ struct job_costs {
   std::vector<static_bytes> static_memory;   ///< per stage
   /// Per global chunk: what DP reduces (training_job::gradient_reduce_bytes per parameter).
   std::vector<double> gradient_bytes;
+  /// Per global chunk: the routed experts' part of gradient_bytes, which reduces over the
+  /// expert-data-parallel ranks instead (0 without expert parallelism: every byte over DP·CP).
+  std::vector<double> expert_gradient_bytes;
   /// Data-parallel reduction of one bucket of `bytes`: reduce-scatter with a sharded optimizer,
   /// else all-reduce, over the DP ranks (ring formula, model/data_parallel.hpp), seconds.
   double dp_bandwidth = 0.0;
   double dp_latency = 0.0;
   std::uint64_t dp = 1;
   bool dp_reduce_scatter = false;
+  /// The experts' reduction ring: DP·CP/EP ranks, TP·EP apart.
+  double expert_dp_bandwidth = 0.0;
+  double expert_dp_latency = 0.0;
+  std::uint64_t expert_dp = 1;
   /// Whether a bucket reduces as soon as its gradients are final (Megatron-LM's
   /// --overlap-grad-reduce), or all of a stage's after its last backward op.
   bool dp_overlapped = true;
@@ -129,6 +139,21 @@ struct job_costs {
     const auto d = static_cast<std::uint32_t>(std::min<std::uint64_t>(dp, 0xffffffffu));
     return dp_reduce_scatter ? ring_reduce_scatter_time(d, bytes, dp_bandwidth, dp_latency)
                              : ring_allreduce_time(d, bytes, dp_bandwidth, dp_latency);
+  }
+  /// One of the `buckets` buckets of global chunk g (dp_bucket_count): its share of the
+  /// non-expert gradients over DP·CP, then of the experts' over the expert-data-parallel ranks
+  /// (one communication stream), seconds.
+  double bucket_reduce_time(std::size_t g, std::uint32_t buckets) const noexcept {
+    const double k = buckets == 0 ? 1.0 : buckets;
+    const double experts = g < expert_gradient_bytes.size() ? expert_gradient_bytes[g] : 0.0;
+    double t = dp_reduce_time((gradient_bytes[g] - experts) / k);
+    if (experts > 0.0) {
+      const auto d = static_cast<std::uint32_t>(std::min<std::uint64_t>(expert_dp, 0xffffffffu));
+      t += dp_reduce_scatter
+               ? ring_reduce_scatter_time(d, experts / k, expert_dp_bandwidth, expert_dp_latency)
+               : ring_allreduce_time(d, experts / k, expert_dp_bandwidth, expert_dp_latency);
+    }
+    return t;
   }
   /// All-gather of `bytes` over the DP ranks (ZeRO-3's weight gather), seconds.
   double dp_gather_time(double bytes) const noexcept {
@@ -252,9 +277,35 @@ inline ring_link group_link(const cluster_spec& c, std::uint64_t stride, std::ui
              : ring_link{c.inter_node_bandwidth, c.inter_node_latency};
 }
 
+/// Seconds of one all-to-all of an MoE layer sending `bytes` from each rank (already without
+/// its own share, expert_all_to_all_bytes) to the other EP − 1 ranks of its group, all at once:
+/// over NVLink when the group (EP ranks, TP apart) fits in a node; otherwise the share bound
+/// for the group's ranks in the same node over NVLink while the rest crosses the network, the
+/// slower of the two, plus a latency.
+inline double expert_all_to_all_seconds(const training_job& job,
+                                        const plan_layout& lay,
+                                        double bytes) {
+  const cluster_spec& c = job.cluster;
+  if (lay.ep <= 1) {
+    return 0.0;
+  }
+  if (in_one_node(lay.tp, lay.ep, c.gpus_per_node)) {
+    return bytes / c.intra_node_bandwidth + c.intra_node_latency;
+  }
+  const double peers = static_cast<double>(lay.ep) - 1.0;
+  const double in_node =
+      std::max(0.0, static_cast<double>(c.gpus_per_node / std::max(1u, lay.tp)) - 1.0);
+  const double local = bytes * std::min(in_node, peers) / peers;
+  return std::max(local / c.intra_node_bandwidth, (bytes - local) / c.inter_node_bandwidth) +
+         c.inter_node_latency;
+}
+
 /// Seconds of a communication kernel over its group of `lay` (ring formulas,
-/// model/data_parallel.hpp).
+/// model/data_parallel.hpp; the experts' all-to-all by expert_all_to_all_seconds).
 inline double collective_seconds(const training_job& job, const plan_layout& lay, const kernel& k) {
+  if (k.group == comm_group::expert) {
+    return expert_all_to_all_seconds(job, lay, k.bytes);
+  }
   const bool tensor = k.group == comm_group::tensor;
   const std::uint32_t n = tensor ? lay.tp : lay.cp;
   const ring_link l =
@@ -354,9 +405,12 @@ inline token_counts layout_tokens(const training_job& job, const plan_layout& la
   return token_counts::uniform(job.sequence, lay.micro_batch);
 }
 
-/// The slice of every layer one rank of `lay` computes for a micro-batch of `n` tokens.
-inline layer_shard shard_of(const plan_layout& lay, const token_counts& n) {
-  return layer_shard{n, lay.tp, lay.cp, lay.sequence_parallel};
+/// The slice of every layer one rank of `lay` computes for a micro-batch of `n` tokens (the
+/// busiest expert-parallel rank's, with the job's load imbalance).
+inline layer_shard shard_of(const training_job& job,
+                            const plan_layout& lay,
+                            const token_counts& n) {
+  return layer_shard{n, lay.tp, lay.cp, lay.sequence_parallel, lay.ep, job.moe_imbalance};
 }
 
 /// Seconds of one micro-batch's ops on one rank, each the sum of its kernels
@@ -382,7 +436,7 @@ inline job_op_times op_times_of(const training_job& job,
                                 const token_counts& n,
                                 recompute_kind recompute) {
   const transformer_spec& t = job.model;
-  const layer_shard shard = shard_of(lay, n);
+  const layer_shard shard = shard_of(job, lay, n);
   const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
   job_op_times out;
   out.layer_kinds = seconds_of(job, lay, kernels_of_layer(t, shard, recompute));
@@ -420,7 +474,7 @@ inline layer_kernel_times layer_kernel_times_of(const training_job& job,
                                                 const plan_layout& lay,
                                                 recompute_kind recompute) {
   const op_kernels ks =
-      kernels_of_layer(job.model, shard_of(lay, layout_tokens(job, lay)), recompute);
+      kernels_of_layer(job.model, shard_of(job, lay, layout_tokens(job, lay)), recompute);
   auto timed = [&](const std::vector<kernel>& v) {
     std::vector<timed_kernel> out;
     for (const kernel& k : v) {
@@ -479,7 +533,7 @@ inline job_costs make_job_costs(const training_job& job,
   const double tokens = n_tokens.tokens / cp;  // this rank's: s·b / CP for b sequences of s
   const double h = static_cast<double>(t.hidden);
   const double sbh = tokens * h;
-  const layer_shard shard = shard_of(lay, n_tokens);
+  const layer_shard shard = shard_of(job, lay, n_tokens);
 
   const job_op_times ot = op_times_of(job, lay, n_tokens, recompute);
 
@@ -510,18 +564,22 @@ inline job_costs make_job_costs(const training_job& job,
   const double head_w_bytes = eb.tensor * tokens * (h + static_cast<double>(vocab)) / tp;
   const double received = la.input;
 
-  // Parameters.
+  // Parameters: the routed experts split over TP and EP, the rest as TP holds it.
+  const double ep = lay.ep;
   auto parameters_per_rank = [&](ffn_kind kind) {
     const layer_parameters lp = parameters_of_layer(t, kind);
-    return lp.sharded / tp + lp.replicated;
+    const double routed = routed_expert_parameters(t, kind);
+    return (lp.sharded - routed) / tp + routed / (tp * ep) + lp.replicated;
   };
   const double per_layer = parameters_per_rank(ffn_kind::moe);
   const double per_dense_layer = parameters_per_rank(ffn_kind::dense);
+  const double experts_per_layer = routed_expert_parameters(t, ffn_kind::moe) / (tp * ep);
   const double embedding = embedding_parameters(t, vocab) / tp;
 
   job_costs out;
   out.chunks.resize(n);
   out.gradient_bytes.resize(n);
+  out.expert_gradient_bytes.assign(n, 0.0);
   out.parameters.resize(p);
   out.chunk_seconds.resize(n);
   std::vector<op_costs> chunk_costs(n);
@@ -603,6 +661,10 @@ inline job_costs make_job_costs(const training_job& job,
     stage_parameters& sp = out.parameters[st];
     double chunk_params = ld * per_dense_layer + lm * per_layer;
     sp.layers += chunk_params;
+    sp.experts += lm * experts_per_layer;
+    if (lay.ep > 1) {
+      out.expert_gradient_bytes[g] = job.gradient_reduce_bytes * lm * experts_per_layer;
+    }
     if (cc.embedding) {
       sp.embedding += embedding;
       chunk_params += embedding;
@@ -621,8 +683,10 @@ inline job_costs make_job_costs(const training_job& job,
 
   // Static bytes (the training state's bytes per parameter, plan/job.hpp, sharded as asked) and
   // the optimizer step's time. Context-parallel ranks hold the same parameters and shard the
-  // optimizer like DP ranks: the sharding group is DP·CP.
+  // optimizer like DP ranks: the sharding group is DP·CP; the routed experts' group with expert
+  // parallelism is the DP·CP/EP ranks holding the same experts.
   const double d = static_cast<double>(lay.dp) * cp;
+  const double ed = static_cast<double>(lay.expert_dp());
   const optimizer_sharding sh = job.sharding;
   out.static_memory.resize(p);
   out.optimizer_s.assign(p, 0.0);
@@ -631,24 +695,31 @@ inline job_costs make_job_costs(const training_job& job,
       job.cluster.hbm_bandwidth * job.cluster.memory_efficiency * job.cluster.achieved_fraction;
   for (stage_index st = 0; st < p; ++st) {
     const double params = out.parameters[st].total();
+    const double experts = out.parameters[st].experts;
+    // `bytes` per parameter of the stage, sharded: the experts' over their own group.
+    auto sharded = [&](double bytes) {
+      return lay.ep > 1 ? bytes * ((params - experts) / d + experts / ed) : bytes * params / d;
+    };
     static_bytes& sb = out.static_memory[st];
     const double optimizer = optimizer_bytes_per_parameter * params;
     const double gradients = gradient_bytes_per_parameter * params;
     const double weights = weight_bytes_per_parameter * params;
-    sb.optimizer = sh == optimizer_sharding::none ? optimizer : optimizer / d;
+    sb.optimizer =
+        sh == optimizer_sharding::none ? optimizer : sharded(optimizer_bytes_per_parameter);
     sb.gradients = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights
-                       ? gradients / d
+                       ? sharded(gradient_bytes_per_parameter)
                        : gradients;
     // ZeRO-3 gathers a chunk's weights before using them, the next one prefetched: two chunks'
     // bf16 weights whole.
     const double gathered =
         d > 1.0 ? 2.0 * weight_bytes_per_parameter * out.parameters[st].largest_chunk : 0.0;
-    sb.weights = sh == optimizer_sharding::weights ? weights / d + gathered : weights;
+    sb.weights = sh == optimizer_sharding::weights ? sharded(weight_bytes_per_parameter) + gathered
+                                                   : weights;
     static_total[st] = sb.total();
     if (memory_rate > 0.0) {
-      const double updated = sh == optimizer_sharding::none ? params : params / d;
+      const double updated = sh == optimizer_sharding::none ? params : sharded(1.0);
       const double held = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights
-                              ? params / d
+                              ? sharded(1.0)
                               : params;
       out.optimizer_s[st] =
           (adam_step_bytes_per_parameter * updated + gradient_norm_bytes_per_parameter * held +
@@ -672,6 +743,12 @@ inline job_costs make_job_costs(const training_job& job,
   out.dp_bandwidth = dp_link.bandwidth;
   out.dp_latency = dp_link.latency;
   out.dp_reduce_scatter = job.sharding != optimizer_sharding::none;
+  // The experts' ring: the ranks holding the same experts, TP·EP apart.
+  const ring_link expert_link =
+      group_link(job.cluster, std::uint64_t{lay.tp} * lay.ep, lay.expert_dp());
+  out.expert_dp = lay.expert_dp();
+  out.expert_dp_bandwidth = expert_link.bandwidth;
+  out.expert_dp_latency = expert_link.latency;
   out.dp_overlapped = job.overlap_grad_reduce;
   out.blocking_p2p = job.blocking_p2p;
   out.usable_memory = job.cluster.usable_memory();
@@ -680,7 +757,7 @@ inline job_costs make_job_costs(const training_job& job,
   std::vector<double> reduce_sum(p, 0.0);
   for (global_chunk g = 0; g < n; ++g) {
     if (const std::uint32_t k = dp_bucket_count(out.chunks[g]); k > 0) {
-      reduce_sum[pl.stage_of(g)] += k * out.dp_reduce_time(out.gradient_bytes[g] / k);
+      reduce_sum[pl.stage_of(g)] += k * out.bucket_reduce_time(g, k);
     }
   }
   for (double reduce : reduce_sum) {

@@ -71,7 +71,7 @@ inline std::vector<double> dp_reduce_ends(const schedule& sched,
     }
     struct bucket {
       double ready;
-      double bytes;
+      double seconds;
     };
     // Without overlap every bucket waits for the stage's last gradient op.
     double stage_last = 0.0;
@@ -83,17 +83,17 @@ inline std::vector<double> dp_reduce_ends(const schedule& sched,
       const global_chunk g = pl.global(s, c);
       const chunk_content& cc = jc.chunks[g];
       const std::uint32_t k = dp_bucket_count(cc);
-      const double bytes = jc.gradient_bytes[g] / std::max(1u, k);
+      const double seconds = jc.bucket_reduce_time(g, k);
       const auto [start, end] = last[c];
       for (std::uint32_t j = 1; j <= k; ++j) {
-        buckets.push_back({jc.dp_overlapped ? start + (end - start) * j / k : stage_last, bytes});
+        buckets.push_back({jc.dp_overlapped ? start + (end - start) * j / k : stage_last, seconds});
       }
     }
     std::sort(buckets.begin(), buckets.end(),
               [](const bucket& a, const bucket& b) { return a.ready < b.ready; });
     double t = 0.0;
     for (const bucket& b : buckets) {
-      t = std::max(t, b.ready) + jc.dp_reduce_time(b.bytes);
+      t = std::max(t, b.ready) + b.seconds;
     }
     ends[s] = t;
   }

@@ -117,7 +117,7 @@ inline kind_seconds stage_seconds_by_kind(const schedule& sched,
     }
     out[time_kind::communication] += m * sends;
     if (const std::uint32_t k = dp_bucket_count(jc.chunks[g]); k > 0) {
-      out[time_kind::communication] += k * jc.dp_reduce_time(jc.gradient_bytes[g] / k);
+      out[time_kind::communication] += k * jc.bucket_reduce_time(g, k);
     }
   }
   return out;

@@ -132,6 +132,46 @@ inline std::string context_parallel_refusal(const training_job& job,
   return {};
 }
 
+/// The rule of an expert-parallel degree for a layout of `dp_cp` = DP·CP ranks per stage: EP > 1
+/// needs experts, divides the routed experts (each rank an equal share) and the DP·CP ranks it is
+/// carved out of. Empty when `ep` applies; `dp_cp` 0: not known yet (not checked).
+inline std::string expert_parallel_refusal(const training_job& job,
+                                           std::uint32_t ep,
+                                           std::uint64_t dp_cp) {
+  if (ep <= 1) {
+    return {};
+  }
+  if (!job.model.is_moe()) {
+    return concat("EP ", ep, " needs a model with experts: \"", job.model.name, "\" is dense");
+  }
+  if (job.model.experts % ep != 0) {
+    return concat("EP ", ep, " must divide the routed experts (", job.model.experts,
+                  "): each rank holds an equal share");
+  }
+  if (dp_cp != 0 && dp_cp % ep != 0) {
+    return concat("EP ", ep, " must divide the data-parallel ranks DP·CP (", dp_cp,
+                  "): expert parallelism is carved out of them");
+  }
+  return {};
+}
+
+/// The expert-parallel degrees searched for a stage of `dp_cp` DP·CP ranks: 1 for a dense model;
+/// for an MoE model every degree dividing both the routed experts and DP·CP (at most one of each
+/// power of two below 2^32: a few per layout).
+inline std::vector<std::uint32_t> expert_parallel_degrees(const training_job& job,
+                                                          std::uint64_t dp_cp) {
+  std::vector<std::uint32_t> out;
+  if (!job.model.is_moe()) {
+    return {1};
+  }
+  for (std::uint64_t e : divisors_of(job.model.experts)) {
+    if (dp_cp % e == 0) {
+      out.push_back(static_cast<std::uint32_t>(e));
+    }
+  }
+  return out;
+}
+
 /// Checks the fixed choices against the model, the cluster and the batch (exit 2 in the CLI),
 /// each rule once for the search and for a fixed layout: TP dividing the heads, the KV heads
 /// and a node's GPUs; PP not above the layers; TP, PP and DP (each, and together) dividing the
@@ -169,6 +209,26 @@ inline void check_fixed(const training_job& job,
   }
   if (f.chunks && *f.chunks == 0) {
     fail(who, ": ", names.option("v"), " must be at least 1");
+  }
+  if (f.ep) {
+    if (*f.ep == 0) {
+      fail(who, ": ", names.option("ep"), " must be at least 1");
+    }
+    // DP·CP when the layout fixes it (the rest of the layout's rule is checked below).
+    std::uint64_t dp_cp = 0;
+    if (f.tp && f.pp) {
+      const std::uint64_t per = std::uint64_t{*f.tp} * f.cp.value_or(1) * *f.pp;
+      if (job.gpus % per == 0) {
+        dp_cp = job.gpus / per * f.cp.value_or(1);
+      }
+    }
+    if (const std::string why = expert_parallel_refusal(job, *f.ep, dp_cp); !why.empty()) {
+      fail(who, ": ", names.value("ep", *f.ep), ": ", why);
+    }
+    if (job.gpus % *f.ep != 0) {
+      fail(who, ": ", names.value("ep", *f.ep), ": EP ", *f.ep, " must divide the GPUs (", job.gpus,
+           "): expert parallelism is carved out of the data-parallel ranks");
+    }
   }
   if (f.micro_batch && *f.micro_batch == 0) {
     fail(who, ": ", names.option("micro-batch"), " must be at least 1");
@@ -533,6 +593,26 @@ inline plan_space enumerate_space(const training_job& job,
         } else {
           rcs = {recompute_kind::none, recompute_kind::selective, recompute_kind::full};
         }
+        // Expert parallelism, out of the stage's DP·CP ranks.
+        std::vector<std::uint32_t> eps;
+        if (f.ep) {
+          if (const std::string why = expert_parallel_refusal(job, *f.ep, dp * cp); !why.empty()) {
+            if (layout_fixed) {
+              fail(who, ": ", names.value("ep", *f.ep), ": ", why);
+            }
+            space.refusal.note(2, [&] { return concat(at, ": ", why); });
+            continue;
+          }
+          eps.push_back(*f.ep);
+        } else {
+          eps = expert_parallel_degrees(job, dp * cp);
+        }
+        std::vector<std::pair<recompute_kind, std::uint32_t>> rc_eps;
+        for (recompute_kind rc : rcs) {
+          for (std::uint32_t ep : eps) {
+            rc_eps.emplace_back(rc, ep);
+          }
+        }
         for (const generator_entry* gen : gens) {
           std::vector<std::uint32_t> vs;
           if (f.chunks) {
@@ -587,8 +667,8 @@ inline plan_space enumerate_space(const training_job& job,
                 continue;
               }
               for (bool sp : sps) {
-                for (recompute_kind rc : rcs) {
-                  plan_layout lay{tp, pp, dp, v, b, m, sp, cp};
+                for (const auto& [rc, ep] : rc_eps) {
+                  plan_layout lay{tp, pp, dp, v, b, m, sp, cp, ep};
                   // Groups share costs: same layout, recompute and placement.
                   std::size_t gi = space.groups.size();
                   for (std::size_t i = first_group; i < space.groups.size(); ++i) {

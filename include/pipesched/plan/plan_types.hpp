@@ -135,6 +135,8 @@ struct plan_fixed {
   /// Context parallelism (each sequence over `cp` ranks); unset: 1, or searched for sequences
   /// of at least `cp_search_min_sequence` tokens.
   std::optional<std::uint32_t> cp;
+  /// Expert parallelism (plan_layout::ep); unset: 1 for a dense model, searched for an MoE one.
+  std::optional<std::uint32_t> ep;
 
   /// True when the layout and the schedule are given: plan() evaluates that layout (the
   /// choices left unset are searched and the best kept).
@@ -163,13 +165,17 @@ struct plan_options {
 
 namespace detail {
 
-/// "TP8 PP16 v2 b1 m16 interleaved-1f1b selective SP" ("TP8 CP16 PP16 ..." with CP).
+/// "TP8 PP16 v2 b1 m16 interleaved-1f1b selective SP" ("TP8 CP16 PP16 ..." with CP, "TP1 PP16
+/// EP64 ..." with expert parallelism).
 inline std::string plan_label(const plan_choice& c) {
   std::string out = "TP" + std::to_string(c.layout.tp);
   if (c.layout.cp > 1) {
     out += " CP" + std::to_string(c.layout.cp);
   }
   out += " PP" + std::to_string(c.layout.pp);
+  if (c.layout.ep > 1) {
+    out += " EP" + std::to_string(c.layout.ep);
+  }
   if (c.layout.chunks > 1) {
     out += " v" + std::to_string(c.layout.chunks);
   }

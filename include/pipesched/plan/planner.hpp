@@ -36,6 +36,9 @@ PIPESCHED_INLINE plan_result plan(const training_job& job, const plan_options& o
 PIPESCHED_INLINE plan_result plan(const training_job& job, const plan_options& opts) {
   job.check("plan");
   const generator_registry& registry = opts.registry ? *opts.registry : default_registry();
+  if (opts.baseline) {
+    detail::check_fixed(job, *opts.baseline, detail::choice_names{true});  // before the search
+  }
   plan_result res = detail::run_plan(job, opts.fixed, opts, registry);
   if (opts.baseline) {
     const detail::choice_names names{true};
