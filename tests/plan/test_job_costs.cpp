@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/model/inline_recompute.hpp>
 #include <pipesched/plan/job_costs.hpp>
 
 using namespace pipesched;
@@ -440,4 +441,38 @@ TEST_CASE("job_costs: a load imbalance scales the busiest rank's expert work and
   job.moe_imbalance = 0.5;
   CHECK_THROWS_WITH(job.check(),
                     Catch::Contains("moe_imbalance (0.5) must be finite and at least 1"));
+}
+
+TEST_CASE("job_costs: an overlapped pair hides each op's all-to-alls behind the other's compute",
+          "[plan][job_costs][overlap]") {
+  const training_job job = deepseek_job();
+  const plan_layout l = deepseek_layout(64);
+  const job_costs jc =
+      make_job_costs(job, l, recompute_kind::none, deepseek_layers(), placement::sequential(16));
+  const job_op_times ot = op_times_of(job, l, recompute_kind::none);
+  // A dispatch and a combine in F, their gradients' two in B, each of the bytes above.
+  const double a2a = expert_all_to_all_seconds(job, l, 4096.0 * 8 * 7168 * 2 * 63 / 64);
+  CHECK(ot.layer_exchange_forward == Approx(2 * a2a));
+  CHECK(ot.layer_exchange_backward == Approx(2 * a2a));
+  // Stage 1 holds four MoE layers: the pair lasts overlapped_pair_time of its F and B split.
+  const op_costs c = jc.costs.chunk_costs()[1];
+  REQUIRE(c.overlapped);
+  const double af = 4 * 2 * a2a;
+  const double ab = 4 * 2 * a2a;
+  CHECK(*c.overlapped ==
+        Approx(overlapped_pair_time({c.forward - af, af}, {c.backward_input - ab, ab})));
+  CHECK(*c.overlapped < c.forward + c.backward_input);
+  // Without expert parallelism there is no all-to-all to hide: T_FB unset (T_F + T_B).
+  const job_costs none = make_job_costs(job, deepseek_layout(1), recompute_kind::none,
+                                        deepseek_layers(), placement::sequential(16));
+  CHECK_FALSE(none.costs.chunk_costs()[1].overlapped);
+  // Recomputing inside the backward keeps the gain: T_FB grows by T_R as B does.
+  const job_costs full =
+      make_job_costs(job, l, recompute_kind::full, deepseek_layers(), placement::sequential(16));
+  const cost_model rc = inline_recompute(full.costs, full.memory, 16, 1).first;
+  const op_costs plain = full.costs.chunk_costs()[1];
+  const op_costs inside = rc.chunk_costs()[1];
+  REQUIRE(inside.overlapped);
+  CHECK(inside.forward + inside.backward_input - *inside.overlapped ==
+        Approx(plain.forward + plain.backward_input - *plain.overlapped));
 }

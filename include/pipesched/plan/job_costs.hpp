@@ -424,6 +424,10 @@ struct job_op_times {
   op_kind_seconds dense_layer_kinds;
   op_kind_seconds embedding;  ///< the first end's ops
   op_kind_seconds head;       ///< the last end's ops
+  /// One MoE layer's all-to-all seconds in F (dispatch and combine) and in B (their gradients'):
+  /// what an overlapped F and B pair can hide (overlapped_pair_time); 0 without EP.
+  double layer_exchange_forward = 0.0;
+  double layer_exchange_backward = 0.0;
   /// One micro-batch's F + B + W (+ R) of a layer: what a stage's work adds up.
   double layer_total() const noexcept {
     return layer.forward + layer.backward_input + layer.backward_weight + layer_recompute;
@@ -439,7 +443,19 @@ inline job_op_times op_times_of(const training_job& job,
   const layer_shard shard = shard_of(job, lay, n);
   const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
   job_op_times out;
-  out.layer_kinds = seconds_of(job, lay, kernels_of_layer(t, shard, recompute));
+  const op_kernels layer = kernels_of_layer(t, shard, recompute);
+  out.layer_kinds = seconds_of(job, lay, layer);
+  auto exchange = [&](const std::vector<kernel>& ks) {
+    double sum = 0.0;
+    for (const kernel& k : ks) {
+      if (k.kind == kernel_kind::communication && k.group == comm_group::expert) {
+        sum += collective_seconds(job, lay, k);
+      }
+    }
+    return sum;
+  };
+  out.layer_exchange_forward = exchange(layer.forward);
+  out.layer_exchange_backward = exchange(layer.backward_input);
   out.dense_layer_kinds =
       t.is_moe() ? seconds_of(job, lay, kernels_of_layer(t, shard, recompute, ffn_kind::dense))
                  : out.layer_kinds;
@@ -584,6 +600,7 @@ inline job_costs make_job_costs(const training_job& job,
   out.chunk_seconds.resize(n);
   std::vector<op_costs> chunk_costs(n);
   std::vector<chunk_memory> chunk_mem(n);
+  std::vector<double> chunk_moe_layers(n, 0.0);  // per global chunk
   const stage_index embed_stage = pl.stage_of(0);
   std::uint32_t first_layer = 0;  // of chunk g, in model order
   for (global_chunk g = 0; g < n; ++g) {
@@ -597,6 +614,7 @@ inline job_costs make_job_costs(const training_job& job,
     first_layer += cc.layers;
     const double ld = dense_layers;
     const double lm = moe_layers;
+    chunk_moe_layers[g] = lm;
     op_kind_seconds k;
     auto by_kind = [&](const kind_seconds& dense, const kind_seconds& moe) {
       kind_seconds total = ld * dense;
@@ -809,6 +827,17 @@ inline job_costs make_job_costs(const training_job& job,
                                                job.gradient_reduce_bytes);
       oc.forward = std::max(oc.forward, gather);
       oc.backward_input = std::max(oc.backward_input, gather);
+    }
+  }
+
+  // An overlapped F and B pair of a chunk (DualPipe's, DualPipeV's) hides each op's all-to-alls
+  // behind the other's compute (overlapped_pair_time); schedules without pairs never read it.
+  if (ot.layer_exchange_forward + ot.layer_exchange_backward > 0.0) {
+    for (global_chunk g = 0; g < n; ++g) {
+      op_costs& oc = chunk_costs[std::size_t{pl.stage_of(g)} * v + pl.local_of(g)];
+      const double af = chunk_moe_layers[g] * ot.layer_exchange_forward;
+      const double ab = chunk_moe_layers[g] * ot.layer_exchange_backward;
+      oc.overlapped = overlapped_pair_time({oc.forward - af, af}, {oc.backward_input - ab, ab});
     }
   }
 
