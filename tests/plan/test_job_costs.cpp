@@ -476,3 +476,41 @@ TEST_CASE("job_costs: an overlapped pair hides each op's all-to-alls behind the 
   CHECK(inside.forward + inside.backward_input - *inside.overlapped ==
         Approx(plain.forward + plain.backward_input - *plain.overlapped));
 }
+
+TEST_CASE("job_costs: dualpipe's dual placement holds two stages per rank, each route the model",
+          "[plan][job_costs][dualpipe]") {
+  const training_job job = small_job();
+  plan_layout l = layout(2, 4);
+  const job_costs one =
+      make_job_costs(job, l, recompute_kind::none, even(32, 4), placement::sequential(4));
+  l.chunks = 2;
+  std::vector<std::uint32_t> twice = even(32, 4);
+  twice.insert(twice.end(), twice.begin(), twice.end());
+  const job_costs dual = make_job_costs(job, l, recompute_kind::none, twice, placement::dual(4));
+  // Rank s holds stage s of route 0 and stage 3 - s of route 1: 1F1B's two stages.
+  double one_total = 0.0, dual_total = 0.0;
+  for (stage_index s = 0; s < 4; ++s) {
+    INFO("stage " << s);
+    CHECK(dual.parameters[s].total() ==
+          Approx(one.parameters[s].total() + one.parameters[3 - s].total()));
+    CHECK(dual.static_memory[s].total() ==
+          Approx(one.static_memory[s].total() + one.static_memory[3 - s].total()));
+    one_total += one.parameters[s].total();
+    dual_total += dual.parameters[s].total();
+  }
+  // Parameters 2x (DeepSeek-V3 Table 2); a middle rank's exactly twice 1F1B's.
+  CHECK(dual_total == Approx(2 * one_total));
+  CHECK(dual.parameters[1].layers == Approx(2 * one.parameters[1].layers));
+  // Each route's ends: the embedding on its first chunk, the head on its last.
+  CHECK(dual.chunks[0].embedding);
+  CHECK(dual.chunks[3].head);
+  CHECK(dual.chunks[4].embedding);
+  CHECK(dual.chunks[7].head);
+  CHECK_FALSE(dual.chunks[3].embedding);
+  CHECK_FALSE(dual.chunks[4].head);
+  // Each route must hold the whole model.
+  std::vector<std::uint32_t> short_route = twice;
+  short_route[5] = 7;
+  CHECK_THROWS_WITH(make_job_costs(job, l, recompute_kind::none, short_route, placement::dual(4)),
+                    Catch::Contains("partition gives 31 layers on route 1, the model has 32"));
+}

@@ -186,9 +186,12 @@ inline nlohmann::json plan_to_json(const training_job& job, const plan_result& r
 /// rank = t + TP·(c + CP·(d + DP·s))). Layers are numbered 0 .. L−1 in model order.
 inline nlohmann::json plan_map_to_json(const training_job& job, const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
-  std::vector<std::uint32_t> first(e.choice.partition.size() + 1, 0);
-  for (std::size_t g = 0; g < e.choice.partition.size(); ++g) {
-    first[g + 1] = first[g] + e.choice.partition[g];
+  const placement& pl = e.sched.layout();
+  // Layers in model order along each route (DualPipe's two routes each hold the whole model).
+  std::vector<std::uint32_t> first(e.choice.partition.size(), 0);
+  for (std::size_t g = 1; g < e.choice.partition.size(); ++g) {
+    const global_chunk prev = static_cast<global_chunk>(g - 1);
+    first[g] = pl.is_last(prev) ? 0 : first[g - 1] + e.choice.partition[g - 1];
   }
   nlohmann::json j{{"version", plan_json_version},
                    {"model", job.model.name},
@@ -208,13 +211,13 @@ inline nlohmann::json plan_map_to_json(const training_job& job, const plan_entry
     for (global_chunk g : st.chunks) {
       // A chunk of no layer (an end holding only the embedding or the head) lists none.
       nlohmann::json layers = nlohmann::json::array();
-      if (first[g + 1] > first[g]) {
-        layers = {first[g], first[g + 1] - 1};
+      if (e.choice.partition[g] > 0) {
+        layers = {first[g], first[g] + e.choice.partition[g] - 1};
       }
       chunks.push_back({{"global_chunk", g},
                         {"layers", std::move(layers)},
-                        {"embedding", g == 0},
-                        {"head", g + 1 == e.choice.partition.size()}});
+                        {"embedding", pl.is_first(g)},
+                        {"head", pl.is_last(g)}});
     }
     j["stages"].push_back({{"stage", s},
                            {"ranks", {{"first", s * per_stage}, {"count", per_stage}}},

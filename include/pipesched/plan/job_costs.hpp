@@ -534,12 +534,18 @@ inline job_costs make_job_costs(const training_job& job,
     detail::fail("plan: partition (", layers_per_chunk.size(),
                  " values) must give the layers of each of the p·v = ", n, " chunks");
   }
-  std::uint64_t sum = 0;
-  for (std::uint32_t l : layers_per_chunk) {
-    sum += l;
-  }
-  if (sum != job.model.layers) {
-    detail::fail("plan: partition gives ", sum, " layers, the model has ", job.model.layers);
+  // Every route holds the whole model (DualPipe's two: each rank two copies of a stage).
+  const std::uint32_t route = pl.route_length();
+  for (std::uint32_t r = 0; r < pl.routes(); ++r) {
+    std::uint64_t sum = 0;
+    for (std::uint32_t g = r * route; g < (r + 1) * route; ++g) {
+      sum += layers_per_chunk[g];
+    }
+    if (sum != job.model.layers) {
+      detail::fail("plan: partition gives ", sum, " layers",
+                   pl.routes() > 1 ? detail::concat(" on route ", r) : std::string(),
+                   ", the model has ", job.model.layers);
+    }
   }
   const transformer_spec& t = job.model;
   const double tp = lay.tp;
@@ -601,12 +607,16 @@ inline job_costs make_job_costs(const training_job& job,
   std::vector<op_costs> chunk_costs(n);
   std::vector<chunk_memory> chunk_mem(n);
   std::vector<double> chunk_moe_layers(n, 0.0);  // per global chunk
-  const stage_index embed_stage = pl.stage_of(0);
-  std::uint32_t first_layer = 0;  // of chunk g, in model order
+  std::uint32_t first_layer = 0;                 // of chunk g, in model order
   for (global_chunk g = 0; g < n; ++g) {
     const stage_index st = pl.stage_of(g);
     const chunk_index c = pl.local_of(g);
-    chunk_content cc{layers_per_chunk[g], g == 0, g + 1 == n};
+    // Each route's ends: its first chunk holds the embedding, its last the head.
+    const stage_index embed_stage = pl.stage_of(g / route * route);
+    if (pl.is_first(g)) {
+      first_layer = 0;
+    }
+    chunk_content cc{layers_per_chunk[g], pl.is_first(g), pl.is_last(g)};
     out.chunks[g] = cc;
     const double l = cc.layers;
     // Each layer by its kind: an MoE model's leading dense layers weigh, cost and keep less.
@@ -753,18 +763,29 @@ inline job_costs make_job_costs(const training_job& job,
     return link != 0.0 && link != out.pipeline_transfer_s;
   });
 
-  // Gradients reduce over the DP·CP ranks of a stage: `tp` apart from each other.
-  const std::uint64_t reduce_group = std::uint64_t{lay.dp} * lay.cp;
-  const ring_link dp_link = group_link(job.cluster, lay.tp, reduce_group);
-  const bool dp_in_node = in_one_node(lay.tp, reduce_group, job.cluster.gpus_per_node);
+  // Gradients reduce over the DP·CP ranks of a stage: `tp` apart from each other. With several
+  // routes each model stage is held by one rank per route (DualPipe: ranks s and p − 1 − s), and
+  // the copies' gradients sum in the same ring: routes · DP·CP ranks, inside a node only when
+  // the whole pipeline is.
+  const std::uint64_t copies = pl.routes();
+  const std::uint64_t per_stage_ranks = std::uint64_t{lay.tp} * lay.cp * lay.dp;
+  const bool copies_in_node =
+      copies == 1 || stages_in_one_node(per_stage_ranks, 0, p - 1, job.cluster.gpus_per_node);
+  const ring_link inter_link{job.cluster.inter_node_bandwidth, job.cluster.inter_node_latency};
+  const std::uint64_t reduce_group = std::uint64_t{lay.dp} * lay.cp * copies;
+  const ring_link dp_link =
+      copies_in_node ? group_link(job.cluster, lay.tp, reduce_group) : inter_link;
+  const bool dp_in_node =
+      copies_in_node && in_one_node(lay.tp, reduce_group, job.cluster.gpus_per_node);
   out.dp = reduce_group;
   out.dp_bandwidth = dp_link.bandwidth;
   out.dp_latency = dp_link.latency;
   out.dp_reduce_scatter = job.sharding != optimizer_sharding::none;
   // The experts' ring: the ranks holding the same experts, TP·EP apart.
   const ring_link expert_link =
-      group_link(job.cluster, std::uint64_t{lay.tp} * lay.ep, lay.expert_dp());
-  out.expert_dp = lay.expert_dp();
+      copies_in_node ? group_link(job.cluster, std::uint64_t{lay.tp} * lay.ep, lay.expert_dp())
+                     : inter_link;
+  out.expert_dp = lay.expert_dp() * copies;
   out.expert_dp_bandwidth = expert_link.bandwidth;
   out.expert_dp_latency = expert_link.latency;
   out.dp_overlapped = job.overlap_grad_reduce;
@@ -802,13 +823,13 @@ inline job_costs make_job_costs(const training_job& job,
     const stage_index st = pl.stage_of(g);
     op_costs& oc = chunk_costs[std::size_t{st} * v + pl.local_of(g)];
     kind_seconds& ks = out.chunk_seconds[g];
-    if (g + 1 < n && pl.stage_of(g + 1) != st) {
+    if (!pl.is_last(g) && pl.stage_of(g + 1) != st) {
       const double send = job.blocking_p2p ? links[std::size_t{st} * p + pl.stage_of(g + 1)] : 0.0;
       oc.forward += send;
       oc.backward_input += receive_gather;  // the gradient from the next chunk's stage
       ks[time_kind::communication] += send + receive_gather;
     }
-    if (g > 0 && pl.stage_of(g - 1) != st) {
+    if (!pl.is_first(g) && pl.stage_of(g - 1) != st) {
       const double send = job.blocking_p2p ? links[std::size_t{st} * p + pl.stage_of(g - 1)] : 0.0;
       oc.backward_input += send;
       oc.forward += receive_gather;  // the activation from the previous chunk's stage

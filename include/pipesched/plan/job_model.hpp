@@ -127,9 +127,14 @@ inline schedule_bounds schedule_bounds_of(const job_costs& jc,
   const std::uint32_t n = p * v;
   std::vector<double> reach(n, 0.0);
   for (global_chunk k = 1; k < n; ++k) {
+    if (pl.is_first(k)) {
+      continue;  // another route's entry: its first forward needs nothing
+    }
     const stage_index from = pl.stage_of(k - 1);
     reach[k] = reach[k - 1] + c.at(from, pl.local_of(k - 1)).forward + c.comm(from, pl.stage_of(k));
   }
+  // Each micro-batch goes down one route: a chunk runs the micro-batches of its route.
+  const double per_chunk = static_cast<double>(lay.microbatches) / pl.routes();
   for (stage_index s = 0; s < p; ++s) {
     double start = std::numeric_limits<double>::infinity();
     for (chunk_index k = 0; k < v; ++k) {
@@ -142,10 +147,10 @@ inline schedule_bounds schedule_bounds_of(const job_costs& jc,
       work += t.forward + t.backward_input + t.backward_weight;
       largest = std::max(largest, m.at(s, k).activation);
     }
-    // Every stage runs m micro-batches of its chunks' work, starting when the first forward
-    // reaches it; every chunk's activations are live at least once (from its F, or its R, to
-    // its B).
-    b.time_s = std::max(b.time_s, start + lay.microbatches * work);
+    // Every stage runs its chunks' work for their routes' micro-batches, starting when the first
+    // forward reaches it; every chunk's activations are live at least once (from its F, or its
+    // R, to its B).
+    b.time_s = std::max(b.time_s, start + per_chunk * work);
     b.memory_bytes = std::max(b.memory_bytes, m.static_memory(s) + largest);
   }
   return b;

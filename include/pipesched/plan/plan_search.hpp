@@ -340,6 +340,32 @@ inline std::optional<std::vector<std::uint32_t>> partition_for(
     const placement& pl,
     const partition_spec& spec,
     const std::vector<std::uint32_t>& caps = {}) {
+  // Several routes (DualPipe) each hold the whole model: one route's partition, balanced as a
+  // sequential pipeline's, given to every route.
+  if (pl.routes() > 1) {
+    const std::uint32_t route = pl.route_length();
+    std::optional<std::vector<std::uint32_t>> one;
+    if (spec.kind == partition_kind::given) {
+      check_given_partition(spec.layers, job.model.layers, route);
+      one = spec.layers;
+    } else if (route > max_chunks_for(job.model.layers) ||
+               (route > job.model.layers && lay.pp == 1)) {
+      return std::nullopt;
+    } else if (spec.kind == partition_kind::even) {
+      one = even_partition(job.model.layers, route);
+    } else {
+      one = balanced_partition(job.model.layers, placement::sequential(route),
+                               partition_weights_of(op_times_of(job, lay, recompute), route));
+    }
+    if (!one) {
+      return std::nullopt;
+    }
+    std::vector<std::uint32_t> all;
+    for (std::uint32_t r = 0; r < pl.routes(); ++r) {
+      all.insert(all.end(), one->begin(), one->end());
+    }
+    return all;
+  }
   const std::uint32_t n = lay.pp * lay.chunks;
   if (spec.kind == partition_kind::given) {
     check_given_partition(spec.layers, job.model.layers, n);
@@ -635,16 +661,6 @@ inline plan_space enumerate_space(const training_job& job,
               });
               continue;
             }
-            if (f.partition.kind == partition_kind::given &&
-                std::uint64_t{pp} * v != f.partition.layers.size()) {
-              // A partition fixes PP·v: the layouts of another count are not the one asked for.
-              space.refusal.note(5, [&] {
-                return concat(at, " v", v, ": ", names.option("partition"), " lists ",
-                              f.partition.layers.size(),
-                              " chunks, not PP·v = ", std::uint64_t{pp} * v);
-              });
-              continue;
-            }
             const placed& pd = place(*gen, pp, v);
             if (!pd.pl) {
               space.refusal.note(6, [&] {
@@ -654,6 +670,17 @@ inline plan_space enumerate_space(const training_job& job,
               continue;
             }
             const placement& pl = *pd.pl;
+            if (f.partition.kind == partition_kind::given &&
+                pl.route_length() != f.partition.layers.size()) {
+              // A partition fixes PP·v (one route's chunks with several routes): the layouts of
+              // another count are not the one asked for.
+              space.refusal.note(5, [&] {
+                return concat(at, " v", v, ": ", names.option("partition"), " lists ",
+                              f.partition.layers.size(), " chunks, not ",
+                              pl.routes() > 1 ? "one route's PP = " : "PP·v = ", pl.route_length());
+              });
+              continue;
+            }
             for (const auto& [b, m] : batches) {
               const std::uint64_t ops = std::uint64_t{3} * pp * pl.chunks() * m;
               if (ops > max_plan_schedule_ops) {
