@@ -50,7 +50,7 @@ struct plan_cli {
   std::string format = "text";
   bool format_given = false;  // -f text and --json together contradict each other
   std::string output;
-  std::optional<std::string> baseline;
+  std::vector<std::string> baselines;  // --baseline, repeatable
   std::optional<std::string> export_prefix;
   std::optional<std::string> vocab_multiple;
   std::optional<std::string> achieved_fraction;
@@ -266,9 +266,15 @@ int cmd_plan(const plan_cli& o) {
   }
   f.partition = *part;
   opts.top = parse_count(o.top, "--top", 1000, 1);
-  if (o.baseline) {
-    // "tp=8,pp=16,dp=128,schedule=interleaved-1f1b[,v=..,...]": choices left out are searched.
-    opts.baseline = parse_plan_choices(*o.baseline, "--baseline");
+  // "tp=8,pp=16,dp=128,schedule=interleaved-1f1b[,v=..,...]": choices left out are searched.
+  // The first is the baseline; more compare the same way (e.g. one layout, several schedules).
+  for (const std::string& b : o.baselines) {
+    plan_fixed base = parse_plan_choices(b, "--baseline");
+    if (!opts.baseline) {
+      opts.baseline = std::move(base);
+    } else {
+      opts.other_baselines.push_back(std::move(base));
+    }
   }
   if (o.search_evaluations) {
     opts.search_evaluations = parse_count(*o.search_evaluations, "--search-evaluations", 100000);
@@ -409,10 +415,10 @@ const registration plan_cmd{
            ->each([o](const std::string&) { o->format_given = true; });
        c->add_option("--output,-o", o->output, "Write the report, JSON or picture to FILE");
        c->add_option(
-           "--baseline", o->baseline,
+           "--baseline", o->baselines,
            "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "
            "(also cp, ep, v, micro-batch, recompute, sp=on|off, partition; others searched; "
-           "shown even when it does not fit)");
+           "shown even when it does not fit); repeat it to compare several");
        c->add_option("--export", o->export_prefix,
                      "Write the best plan as PREFIX.csv (PyTorch compute_comms), "
                      "PREFIX.compute.csv, PREFIX.schedule.json, PREFIX.costs.json, "

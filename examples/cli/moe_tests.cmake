@@ -27,3 +27,23 @@ pipesched_cli_test("plan: --moe-imbalance on a dense model" 2
   "error: --moe-imbalance: 2 needs a model with experts; \"llama3-8b\" is dense"
   plan --model llama3-8b --gpu h100-sxm-80gb --gpus 16 --seq 4096 --global-batch 64
   --moe-imbalance 2)
+
+# DualPipe in the planner, and DeepSeek-V3's published layout (PP 16, EP 64, no TP, ZeRO-1 on
+# 2,048 H800) evaluated under dualpipe, dualpipev, 1f1b and zb-1p, one --baseline each, beside
+# the search's best (README, "Mixtures of experts").
+# --recompute full keeps the search to about 3 s (every recomputation: about 70 s, most of it
+# in the searching generators at their memory rungs).
+set(moe_deepseek plan --model deepseek-v3 --gpu h800-sxm-80gb --gpus 2048 --seq 4096
+    --global-batch 15360 --recompute full)
+set(moe_ds_layout tp=1,pp=16,ep=64,micro-batch=1)
+pipesched_cli_test("plan: DeepSeek-V3's layout under four schedules, the best plan fits" 0
+  "\n +1 +1 +[0-9]+ +[0-9]+ +[0-9]+ .*\nbase +1 +16 +128 +64 +2 +1 +120 +dualpipe .*\n +b2 +1 +16 +128 +64 +2 +1 +120 +dualpipev .*\n +b3 +1 +16 +128 +64 +1 +1 +120 +1f1b .*\n +b4 +1 +16 +128 +64 +1 +1 +120 +zb-1p .*plan 1 is [0-9.]+x the baseline's speed.*plan 1 is [0-9.]+x baseline b4's speed"
+  ${moe_deepseek} --top 3
+  --baseline ${moe_ds_layout},schedule=dualpipe --baseline ${moe_ds_layout},schedule=dualpipev
+  --baseline ${moe_ds_layout},schedule=1f1b --baseline ${moe_ds_layout},schedule=zb-1p)
+set_tests_properties("cli: plan: DeepSeek-V3's layout under four schedules, the best plan fits"
+                     PROPERTIES TIMEOUT 300)
+pipesched_cli_test("plan: dualpipe's rank 0 holds the first stage of one route, the last of the other" 0
+  "\"schedule\": \"dualpipe\",.*\"chunks\": \\[\n *0,\n *31\n *\\],"
+  plan --model mixtral-8x7b --gpu h100-sxm-80gb --gpus 32 --seq 4096 --global-batch 64 --tp 2
+  --pp 16 --ep 1 --schedule dualpipe --micro-batch 1 --recompute full --json)

@@ -133,7 +133,17 @@ void bind_planner(py::module_& m) {
         }
         set_plan_choice(f, "partition", partition, "plan");
         req.options.top = top;
-        if (!baseline.is_none()) {
+        if (py::isinstance<py::list>(baseline)) {
+          // Several: the first is the baseline, the others compare the same way.
+          for (const py::handle b : baseline.cast<py::list>()) {
+            plan_fixed f = baseline_arg(py::reinterpret_borrow<py::object>(b));
+            if (!req.options.baseline) {
+              req.options.baseline = std::move(f);
+            } else {
+              req.options.other_baselines.push_back(std::move(f));
+            }
+          }
+        } else if (!baseline.is_none()) {
           req.options.baseline = baseline_arg(baseline);
         }
         if (search_evaluations) {
@@ -177,7 +187,7 @@ cp, pp, dp, ep (expert parallelism), chunks (v), schedule, micro_batch, microbat
 sequence_parallel (True, False, or None: searched), recompute ('none', 'selective', 'full';
 None: searched), optimizer_sharding, partition ('even', 'balanced', or 'L1,L2,...'), top,
 baseline (a dict such as {'tp': 8, 'pp': 16, 'schedule': 'interleaved-1f1b'}, or the CLI's
-text), vocab_multiple, achieved_fraction, usable_fraction, search_evaluations, threads,
+text, or a list of them: the first the baseline, the others in "other_baselines"), vocab_multiple, achieved_fraction, usable_fraction, search_evaluations, threads,
 moe_imbalance (the busiest expert-parallel rank's routed tokens over the mean, >= 1).
 Returns the plan JSON as a dict (format='json'), the CLI's report ('text') or the Pareto
 frontier ('svg'). Nothing fitting is no error: the dict's "plans" is empty and

@@ -190,15 +190,26 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
   // expert parallelism.
   bool cp = r.baseline && r.baseline->choice.layout.cp > 1;
   bool ep = r.baseline && r.baseline->choice.layout.ep > 1;
-  for (const plan_entry& e : r.plans) {
-    cp = cp || e.choice.layout.cp > 1;
-    ep = ep || e.choice.layout.ep > 1;
+  for (const auto* v : {&r.plans, &r.other_baselines}) {
+    for (const plan_entry& e : *v) {
+      cp = cp || e.choice.layout.cp > 1;
+      ep = ep || e.choice.layout.ep > 1;
+    }
   }
+  // The baselines after the first: rows b2, b3, ...
+  auto other_rows = [&] {
+    std::string rows;
+    for (std::size_t i = 0; i < r.other_baselines.size(); ++i) {
+      rows += detail::plan_row_text("b" + std::to_string(i + 2), r.other_baselines[i], cp, ep);
+    }
+    return rows;
+  };
   if (r.plans.empty()) {
     out += plan_misfit_text(job, r) + "\n";
-    if (r.baseline) {  // evaluated all the same: the JSON has it, so does the text
+    if (r.baseline || !r.other_baselines.empty()) {  // evaluated all the same: so is the JSON
       out += "\n" + detail::plan_header_text(cp, ep) +
-             detail::plan_row_text("base", *r.baseline, cp, ep);
+             (r.baseline ? detail::plan_row_text("base", *r.baseline, cp, ep) : std::string()) +
+             other_rows();
     }
     return out;
   }
@@ -208,13 +219,23 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
   }
   const plan_entry& best = r.plans.front();
   if (r.baseline) {
-    const plan_comparison c = compare_plans(best, *r.baseline, job.gpus);
     out += detail::plan_row_text("base", *r.baseline, cp, ep);
+  }
+  out += other_rows();
+  if (r.baseline) {
+    const plan_comparison c = compare_plans(best, *r.baseline, job.gpus);
     out += fmt::format(
         "\nplan 1 is {:.3f}x the baseline's speed: {} of each step, {:.0f} GPUs' worth of "
         "time recovered at {} GPUs{}\n",
         c.speedup, detail::percent(c.time_saved), c.gpus_recovered, job.gpus,
         r.baseline->fits ? "" : " (the baseline does not fit in memory)");
+  }
+  for (std::size_t i = 0; i < r.other_baselines.size(); ++i) {
+    const plan_entry& b = r.other_baselines[i];
+    const plan_comparison c = compare_plans(best, b, job.gpus);
+    out += fmt::format("{}plan 1 is {:.3f}x baseline b{}'s speed: {} of each step{}\n",
+                       r.baseline || i > 0 ? "" : "\n", c.speedup, i + 2,
+                       detail::percent(c.time_saved), b.fits ? "" : " (it does not fit in memory)");
   }
   out += fmt::format(
       "\nplan 1 per stage (per GPU; step {} = pipeline {} + data-parallel reduction {} not "

@@ -110,6 +110,8 @@ struct plan_result {
   /// fixed (plan_options::evaluates_one), the one plan, fitting or not.
   std::vector<plan_entry> plans;
   std::optional<plan_entry> baseline;  ///< plan_options::baseline, evaluated by the same model
+  /// plan_options::other_baselines, in their order, each evaluated as `baseline` is.
+  std::vector<plan_entry> other_baselines;
   std::vector<plan_frontier_point> frontier;  ///< by step time
   plan_search_stats stats;
   /// The smallest per-GPU need found (the lowest largest-stage peak, or its lower bound for a
@@ -148,6 +150,9 @@ struct plan_options {
   /// Another layout to evaluate by the same model and compare against (its unset choices are
   /// searched: it is compared at its best).
   std::optional<plan_fixed> baseline{};
+  /// More layouts evaluated and compared as `baseline` is, each at its best (the CLI's second
+  /// and later --baseline, Python's baseline= list): e.g. one layout under several schedules.
+  std::vector<plan_fixed> other_baselines{};
   std::size_t top = 5;  ///< plans kept
   /// zb-auto / zb-v local search budget per candidate, in candidate orders timed, at the usable
   /// memory and at each memory rung below it. Every candidate is searched with this one budget:
