@@ -735,6 +735,69 @@ inline plan_space enumerate_space(const training_job& job,
   return space;
 }
 
+/// Per stage, the most forwards a generator's order for (p, v, m) holds before their backward
+/// (chunk activations alive at once), from one unit-cost generation; empty when the order
+/// depends on the costs or the memory limit (a searching generator; interleaved 1F1B without a
+/// fixed group size, which the search lowers when it does not fit) or the shape is refused.
+inline std::vector<std::uint32_t> forwards_in_flight(const generator_entry& g,
+                                                     std::uint32_t p,
+                                                     std::uint32_t v,
+                                                     std::uint32_t m,
+                                                     std::uint32_t group_size) {
+  if (g.searches || (g.name == "interleaved-1f1b" && group_size == 0)) {
+    return {};
+  }
+  generator_params gp;
+  gp.stages = p;
+  gp.microbatches = m;
+  gp.chunks = v;
+  gp.group_size = group_size;
+  schedule s;
+  try {
+    s = g.generate_result(gp).sched;
+  } catch (const invalid_argument&) {
+    return {};
+  }
+  std::vector<std::uint32_t> out(p, 0);
+  for (stage_index st = 0; st < p; ++st) {
+    std::uint32_t alive = 0;
+    for (const op& o : s.ops(st)) {
+      if (o.kind == op_kind::forward) {
+        out[st] = std::max(out[st], ++alive);
+      } else if ((o.kind == op_kind::backward_input || o.kind == op_kind::backward_full) &&
+                 alive > 0) {
+        --alive;
+      }
+    }
+  }
+  return out;
+}
+
+/// A candidate's memory bound (docs/model.md §10): the group's, and with `in_flight`
+/// (forwards_in_flight) on each stage its static memory and that many of the smallest
+/// activation its chunks' forwards keep (the input alone when recomputing).
+inline double candidate_memory_bound(const plan_group& g,
+                                     const std::vector<std::uint32_t>& in_flight) {
+  double bound = g.memory_bound;
+  if (in_flight.empty()) {
+    return bound;
+  }
+  const std::uint32_t p = g.layout.pp;
+  const std::uint32_t v = g.layout.chunks;
+  const shaped_memory_model m = g.costs->memory.for_shape(p, v, "plan");
+  for (stage_index s = 0; s < p && s < in_flight.size(); ++s) {
+    double least = std::numeric_limits<double>::infinity();
+    for (chunk_index c = 0; c < v; ++c) {
+      const chunk_memory cm = m.at(s, c);
+      least = std::min(least, g.recompute != recompute_kind::none && cm.input > 0.0
+                                  ? std::min(cm.input, cm.activation)
+                                  : cm.activation);
+    }
+    bound = std::max(bound, m.static_memory(s) + in_flight[s] * least);
+  }
+  return bound;
+}
+
 /// Evaluates one candidate of `space`, re-partitioning a balanced partition that did not fit
 /// within the caps its memory gives (twice at most), searching generators at the memory rungs
 /// too with `rungs` (evaluate_choice). nullopt when the generator refuses, its reason in `why`
@@ -858,14 +921,38 @@ inline plan_result run_plan(const training_job& job,
   std::size_t next = 0;
   const std::size_t n = space.candidates.size();
   std::string first_refusal;
+  // Forwards in flight per (generator, p, v, m): a hand-crafted order's count fixes its
+  // activations whatever the costs, so a candidate whose count cannot fit is never generated.
+  std::map<std::tuple<std::string, std::uint32_t, std::uint32_t, std::uint32_t>,
+           std::vector<std::uint32_t>>
+      in_flight;
+  auto memory_bound_of = [&](std::size_t i) {
+    const auto& [gi, gen] = space.candidates[i];
+    const plan_group& g = space.groups[gi];
+    if (g.memory_bound > usable * (1.0 + 1e-9)) {
+      return g.memory_bound;
+    }
+    const auto key =
+        std::make_tuple(gen->name, g.layout.pp, g.layout.chunks, g.layout.microbatches);
+    auto it = in_flight.find(key);
+    if (it == in_flight.end()) {
+      it = in_flight
+               .emplace(key, forwards_in_flight(*gen, g.layout.pp, g.layout.chunks,
+                                                g.layout.microbatches, f.group_size.value_or(0)))
+               .first;
+    }
+    return candidate_memory_bound(g, it->second);
+  };
   while (next < n) {
     const double limit = threshold();
     std::vector<std::size_t> batch;
     while (next < n && batch.size() < std::max<std::size_t>(threads, 2)) {
       const plan_group& g = space.groups[space.candidates[next].first];
-      if (opts.prune && !keep_misfit && g.memory_bound > usable * (1.0 + 1e-9)) {
+      const double memory_bound =
+          opts.prune && !keep_misfit ? memory_bound_of(next) : g.memory_bound;
+      if (opts.prune && !keep_misfit && memory_bound > usable * (1.0 + 1e-9)) {
         ++res.stats.pruned_memory;
-        smallest_need = std::min(smallest_need, g.memory_bound);
+        smallest_need = std::min(smallest_need, memory_bound);
       } else if (opts.prune && !one && g.time_bound > limit * (1.0 + 1e-12)) {
         ++res.stats.pruned_time;
       } else {
