@@ -34,7 +34,8 @@ namespace {
 struct plan_cli {
   std::string model;
   std::string gpu;
-  std::optional<std::string> gpus, tp, cp, pp, dp, chunks, micro_batch, microbatches;
+  std::optional<std::string> gpus, tp, cp, pp, dp, ep, chunks, micro_batch, microbatches;
+  std::optional<std::string> moe_imbalance;
   std::optional<std::string> schedule;
   std::optional<std::string> group_size;
   std::optional<std::string> sequence;
@@ -49,7 +50,7 @@ struct plan_cli {
   std::string format = "text";
   bool format_given = false;  // -f text and --json together contradict each other
   std::string output;
-  std::optional<std::string> baseline;
+  std::vector<std::string> baselines;  // --baseline, repeatable
   std::optional<std::string> export_prefix;
   std::optional<std::string> vocab_multiple;
   std::optional<std::string> achieved_fraction;
@@ -237,12 +238,25 @@ int cmd_plan(const plan_cli& o) {
   }
   req.gradient_accumulation_fusion = o.gradient_accumulation_fusion == "on";
   req.vocab_multiple = count32(o.vocab_multiple, "--vocab-multiple");
+  if (o.moe_imbalance) {
+    req.moe_imbalance = parse_real(*o.moe_imbalance, "--moe-imbalance");
+    if (!(req.moe_imbalance >= 1.0)) {
+      usage_error("--moe-imbalance: " + *o.moe_imbalance +
+                  " must be at least 1 (the busiest expert-parallel rank's routed tokens over "
+                  "the mean)");
+    }
+    if (req.moe_imbalance != 1.0 && !req.model.is_moe()) {
+      usage_error("--moe-imbalance: " + *o.moe_imbalance + " needs a model with experts; \"" +
+                  req.model.name + "\" is dense");
+    }
+  }
   plan_options& opts = req.options;
   plan_fixed& f = opts.fixed;
   f.tp = count32(o.tp, "--tp");
   f.cp = count32(o.cp, "--cp");
   f.pp = count32(o.pp, "--pp");
   f.dp = count64(o.dp, "--dp");
+  f.ep = count32(o.ep, "--ep");
   f.chunks = count32(o.chunks, "--chunks");
   f.micro_batch = count32(o.micro_batch, "--micro-batch");
   f.microbatches = count32(o.microbatches, "--microbatches");
@@ -274,9 +288,15 @@ int cmd_plan(const plan_cli& o) {
   }
   f.partition = *part;
   opts.top = parse_count(o.top, "--top", 1000, 1);
-  if (o.baseline) {
-    // "tp=8,pp=16,dp=128,schedule=interleaved-1f1b[,v=..,...]": choices left out are searched.
-    opts.baseline = parse_plan_choices(*o.baseline, "--baseline");
+  // "tp=8,pp=16,dp=128,schedule=interleaved-1f1b[,v=..,...]": choices left out are searched.
+  // The first is the baseline; more compare the same way (e.g. one layout, several schedules).
+  for (const std::string& b : o.baselines) {
+    plan_fixed base = parse_plan_choices(b, "--baseline");
+    if (!opts.baseline) {
+      opts.baseline = std::move(base);
+    } else {
+      opts.other_baselines.push_back(std::move(base));
+    }
   }
   if (o.search_evaluations) {
     opts.search_evaluations = parse_count(*o.search_evaluations, "--search-evaluations", 100000);
@@ -301,6 +321,13 @@ int cmd_plan(const plan_cli& o) {
     lay.cp = f.cp.value_or(1);
     lay.micro_batch = f.micro_batch.value_or(1);
     lay.sequence_parallel = f.sequence_parallel.value_or(false) && lay.tp > 1;
+    lay.ep = f.ep.value_or(1);
+    if (lay.ep > 1 && (!job.model.is_moe() || job.model.experts % lay.ep != 0)) {
+      usage_error("--ep: " + std::to_string(lay.ep) +
+                  (job.model.is_moe() ? " must divide the routed experts (" +
+                                            std::to_string(job.model.experts) + ")"
+                                      : " needs a model with experts"));
+    }
     if (!job.model.tp_splits_heads(lay.tp)) {
       usage_error("--tp: " + std::to_string(lay.tp) + " must divide the heads (" +
                   std::to_string(job.model.heads) + ") and the KV heads (" +
@@ -368,6 +395,12 @@ const registration plan_cmd{
                      "32768 tokens per sequence)");
        auto* pp = c->add_option("--pp", o->pp, "Pipeline stages (default: searched)");
        auto* dp = c->add_option("--dp", o->dp, "Data parallelism (default: GPUs / (TP*CP*PP))");
+       c->add_option("--ep", o->ep,
+                     "Expert parallelism, out of the DP*CP ranks: routed experts split over EP "
+                     "ranks (default: searched for a model with experts, else 1)");
+       c->add_option("--moe-imbalance", o->moe_imbalance,
+                     "The busiest expert-parallel rank's routed tokens over the mean, >= 1 "
+                     "(scales its expert GEMMs and their activations; default 1)");
        auto* chunks =
            c->add_option("--chunks,-v", o->chunks, "Model chunks per stage (default: searched)");
        auto* schedule = c->add_option("--schedule,-s", o->schedule,
@@ -411,10 +444,10 @@ const registration plan_cmd{
            ->each([o](const std::string&) { o->format_given = true; });
        c->add_option("--output,-o", o->output, "Write the report, JSON or picture to FILE");
        auto* baseline = c->add_option(
-           "--baseline", o->baseline,
+           "--baseline", o->baselines,
            "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "
-           "(also v, micro-batch, recompute, sp=on|off, partition; others searched; shown even "
-           "when it does not fit)");
+           "(also cp, ep, v, micro-batch, recompute, sp=on|off, partition; others searched; "
+           "shown even when it does not fit); repeat it to compare several");
        auto* export_prefix =
            c->add_option("--export", o->export_prefix,
                          "Write the best plan as PREFIX.csv (PyTorch compute_comms), "

@@ -92,7 +92,8 @@ void bind_planner(py::module_& m) {
          const std::string& partition, std::size_t top, const py::object& baseline,
          std::optional<std::uint32_t> vocab_multiple, std::optional<double> achieved_fraction,
          std::optional<double> usable_fraction, std::optional<std::size_t> search_evaluations,
-         std::optional<unsigned> threads, const std::string& format) -> py::object {
+         std::optional<unsigned> threads, const std::string& format,
+         std::optional<std::uint32_t> ep, std::optional<double> moe_imbalance) -> py::object {
         if (format != "json" && format != "text" && format != "svg") {
           detail::fail("format: must be 'json', 'text' or 'svg', not \"", format, "\"");
         }
@@ -115,11 +116,13 @@ void bind_planner(py::module_& m) {
         req.vocab_multiple = vocab_multiple;
         req.achieved_fraction = achieved_fraction;
         req.usable_fraction = usable_fraction;
+        req.moe_imbalance = moe_imbalance.value_or(1.0);
         plan_fixed& f = req.options.fixed;
         f.tp = tp;
         f.cp = cp;
         f.pp = pp;
         f.dp = dp;
+        f.ep = ep;
         f.chunks = chunks;
         f.schedule = schedule;
         f.micro_batch = micro_batch;
@@ -130,7 +133,17 @@ void bind_planner(py::module_& m) {
         }
         set_plan_choice(f, "partition", partition, "plan");
         req.options.top = top;
-        if (!baseline.is_none()) {
+        if (py::isinstance<py::list>(baseline)) {
+          // Several: the first is the baseline, the others compare the same way.
+          for (const py::handle b : baseline.cast<py::list>()) {
+            plan_fixed f = baseline_arg(py::reinterpret_borrow<py::object>(b));
+            if (!req.options.baseline) {
+              req.options.baseline = std::move(f);
+            } else {
+              req.options.other_baselines.push_back(std::move(f));
+            }
+          }
+        } else if (!baseline.is_none()) {
           req.options.baseline = baseline_arg(baseline);
         }
         if (search_evaluations) {
@@ -164,16 +177,18 @@ void bind_planner(py::module_& m) {
       py::arg("partition") = "balanced", py::arg("top") = 5, py::arg("baseline") = py::none(),
       py::arg("vocab_multiple") = py::none(), py::arg("achieved_fraction") = py::none(),
       py::arg("usable_fraction") = py::none(), py::arg("search_evaluations") = py::none(),
-      py::arg("threads") = py::none(), py::arg("format") = "json",
+      py::arg("threads") = py::none(), py::arg("format") = "json", py::arg("ep") = py::none(),
+      py::arg("moe_imbalance") = py::none(),
       R"(The fastest plans for a model on a cluster (docs/model.md section 10): `pipesched plan`.
 
 model: a preset (model_presets()) or a model JSON file; gpu: a preset (gpu_presets()) or a
 cluster JSON file. Keywords are the CLI's long options: gpus, seq (tokens per sequence), tp,
-cp, pp, dp, chunks (v), schedule, micro_batch, microbatches, global_batch or global_batch_tokens,
+cp, pp, dp, ep (expert parallelism), chunks (v), schedule, micro_batch, microbatches, global_batch or global_batch_tokens,
 sequence_parallel (True, False, or None: searched), recompute ('none', 'selective', 'full';
 None: searched), optimizer_sharding, partition ('even', 'balanced', or 'L1,L2,...'), top,
 baseline (a dict such as {'tp': 8, 'pp': 16, 'schedule': 'interleaved-1f1b'}, or the CLI's
-text), vocab_multiple, achieved_fraction, usable_fraction, search_evaluations, threads.
+text, or a list of them: the first the baseline, the others in "other_baselines"), vocab_multiple, achieved_fraction, usable_fraction, search_evaluations, threads,
+moe_imbalance (the busiest expert-parallel rank's routed tokens over the mean, >= 1).
 Returns the plan JSON as a dict (format='json'), the CLI's report ('text') or the Pareto
 frontier ('svg'). Nothing fitting is no error: the dict's "plans" is empty and
 "smallest_need_bytes" says how much one GPU would need.)");

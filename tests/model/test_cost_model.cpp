@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -143,4 +144,33 @@ TEST_CASE("cost_model: tables must have the schedule's shape", "[sim][cost][unit
   CHECK_NOTHROW(ln.for_shape(2, 1, "simulate"));
   CHECK_THROWS_WITH(ln.for_shape(3, 1, "simulate"),
                     "simulate: cost model links matrix (2 x 2) must be p x p (3 x 3)");
+}
+
+TEST_CASE("overlapped_pair_time: each op's communication hides behind the other's compute",
+          "[sim][cost][overlap]") {
+  // F computes 3 and sends 1, B computes 5 and sends 2: both sends fit under the other's
+  // compute, the pair lasts the two computations, 8 (3 saved of 4 + 7).
+  CHECK(overlapped_pair_time({3, 1}, {5, 2}) == 8.0);
+  // Without communication nothing is hidden: T_F + T_B.
+  CHECK(overlapped_pair_time({3, 0}, {5, 0}) == 8.0);
+  // Communication-bound: the links carry 4 + 4 while the units compute 1 + 2.
+  CHECK(overlapped_pair_time({1, 4}, {2, 4}) == 8.0);
+  // F alone binds: its send waits for its compute, 1 + 6 = 7, against 6.5 of sends and 3 of
+  // compute; with a longer B send the links bind instead, 6 + 1 = 7 against F's 6.5.
+  CHECK(overlapped_pair_time({1, 6}, {2, 0.5}) == 7.0);
+  CHECK(overlapped_pair_time({0.5, 6}, {2, 1}) == 7.0);
+  // F alone 2 + 5 = 7 against compute 2 + 4 = 6 and sends 5 + 0 = 5.
+  CHECK(overlapped_pair_time({2, 5}, {4, 0}) == 7.0);
+  // Never below either op alone, never above the two in turn.
+  for (double cf : {0.0, 1.0, 3.0}) {
+    for (double af : {0.0, 0.5, 4.0}) {
+      for (double cb : {0.0, 2.0, 5.0}) {
+        for (double ab : {0.0, 1.0, 6.0}) {
+          const double t = overlapped_pair_time({cf, af}, {cb, ab});
+          CHECK(t >= std::max(cf + af, cb + ab));
+          CHECK(t <= cf + af + cb + ab);
+        }
+      }
+    }
+  }
 }

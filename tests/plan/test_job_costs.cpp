@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <pipesched/model/inline_recompute.hpp>
 #include <pipesched/plan/job_costs.hpp>
 
 using namespace pipesched;
@@ -347,4 +348,206 @@ TEST_CASE("job_costs: link times that cannot add up to a finite step are refused
   CHECK_THROWS_WITH(
       make_job_costs(job, l, recompute_kind::selective, even(32, 8), placement::sequential(8)),
       Catch::Contains("intra_node_latency (1e+307 s) make a stage's data-parallel"));
+}
+
+namespace {
+
+// DeepSeek-V3 on 2048 H800 at PP 16 (DP 128), as the paper ran it but for `ep`.
+training_job deepseek_job() {
+  training_job job;
+  job.model = model_preset("deepseek-v3");
+  job.cluster = cluster_preset("h800-sxm-80gb");
+  job.gpus = 2048;
+  job.sequence = 4096;
+  job.global_batch = 15360;
+  return job;
+}
+
+plan_layout deepseek_layout(std::uint32_t ep) {
+  plan_layout l;
+  l.pp = 16;
+  l.dp = 128;
+  l.ep = ep;
+  l.microbatches = 120;
+  return l;
+}
+
+std::vector<std::uint32_t> deepseek_layers() {
+  std::vector<std::uint32_t> layers(16, 4);
+  layers.back() = 1;
+  return layers;
+}
+
+}  // namespace
+
+TEST_CASE("job_costs: expert parallelism splits the routed experts and their reduction",
+          "[plan][job_costs][ep]") {
+  const training_job job = deepseek_job();
+  const placement pl = placement::sequential(16);
+  const job_costs one =
+      make_job_costs(job, deepseek_layout(1), recompute_kind::full, deepseek_layers(), pl);
+  const job_costs ep =
+      make_job_costs(job, deepseek_layout(64), recompute_kind::full, deepseek_layers(), pl);
+  const transformer_spec& t = job.model;
+  const double routed = routed_expert_parameters(t, ffn_kind::moe);
+  CHECK(routed == Approx(256.0 * 3 * 2048 * 7168));
+  CHECK(routed_expert_parameters(t, ffn_kind::dense) == 0.0);
+  // Stage 1: four MoE layers, each with 1/64 of its routed experts.
+  CHECK(ep.parameters[1].experts == Approx(4.0 * routed / 64));
+  CHECK(one.parameters[1].layers - ep.parameters[1].layers == Approx(4.0 * routed * 63 / 64));
+  // The dense layers of stage 0 hold no routed experts.
+  CHECK(ep.parameters[0].experts == Approx(routed / 64));
+  // ZeRO-1: the experts' 12 optimizer bytes over the 128·1/64 = 2 ranks holding the same
+  // experts, the rest's over DP·CP = 128.
+  const double p1 = ep.parameters[1].total();
+  const double x1 = ep.parameters[1].experts;
+  CHECK(ep.static_memory[1].optimizer == Approx(12 * (p1 - x1) / 128 + 12 * x1 / 2));
+  CHECK(ep.static_memory[1].weights == Approx(2 * p1));
+  CHECK(ep.static_memory[1].gradients == Approx(4 * p1));
+  // Reduction: the non-expert gradients over DP·CP, the experts' over their own 2 ranks.
+  CHECK(ep.expert_dp == 2);
+  CHECK(ep.expert_gradient_bytes[1] == Approx(4 * x1));
+  CHECK(one.expert_gradient_bytes[1] == 0.0);
+  const std::uint32_t k = dp_bucket_count(ep.chunks[1]);
+  CHECK(ep.bucket_reduce_time(1, k) ==
+        Approx(
+            ep.dp_reduce_time((ep.gradient_bytes[1] - 4 * x1) / k) +
+            ring_reduce_scatter_time(2, 4 * x1 / k, ep.expert_dp_bandwidth, ep.expert_dp_latency)));
+  // EP 64 at TP 1 spans 8 nodes: the experts' group (ranks 64 apart) is on the network.
+  CHECK(ep.expert_dp_bandwidth == job.cluster.inter_node_bandwidth);
+}
+
+TEST_CASE("job_costs: the experts' all-to-all is timed where the EP group is",
+          "[plan][job_costs][ep]") {
+  const training_job job = deepseek_job();
+  const cluster_spec& c = job.cluster;
+  const double bytes = 1e9;
+  plan_layout l = deepseek_layout(8);
+  // 8 ranks, TP 1: one node, NVLink.
+  CHECK(expert_all_to_all_seconds(job, l, bytes) ==
+        Approx(bytes / c.intra_node_bandwidth + c.intra_node_latency));
+  // 64 ranks over 8 nodes: 7 of each rank's 63 peers in its node (NVLink), 56 across the
+  // network; the slower share sets the time.
+  l.ep = 64;
+  CHECK(expert_all_to_all_seconds(job, l, bytes) ==
+        Approx(std::max(bytes * 7 / 63 / c.intra_node_bandwidth,
+                        bytes * 56 / 63 / c.inter_node_bandwidth) +
+               c.inter_node_latency));
+  l.ep = 1;
+  CHECK(expert_all_to_all_seconds(job, l, bytes) == 0.0);
+  // A layer's F and B each carry a dispatch and a combine: tokens · top_k · h · 2 bytes · 63/64.
+  l.ep = 64;
+  const layer_kernel_times kt = layer_kernel_times_of(job, l, recompute_kind::none);
+  const double a2a = 4096.0 * 8 * 7168 * 2 * 63 / 64;
+  int found = 0;
+  for (const auto* op : {&kt.forward, &kt.backward_input}) {
+    for (const timed_kernel& k : *op) {
+      if (k.k.group == comm_group::expert) {
+        ++found;
+        CHECK(k.k.bytes == Approx(a2a));
+        CHECK(k.seconds == Approx(expert_all_to_all_seconds(job, l, a2a)));
+      }
+    }
+  }
+  CHECK(found == 4);
+}
+
+TEST_CASE("job_costs: a load imbalance scales the busiest rank's expert work and what it keeps",
+          "[plan][job_costs][ep]") {
+  training_job job = deepseek_job();
+  const plan_layout l = deepseek_layout(64);
+  const layer_kernel_times even = layer_kernel_times_of(job, l, recompute_kind::none);
+  const layer_activation_bytes even_kept =
+      activation_bytes_of_tensors(job.model, shard_of(job, l, layout_tokens(job, l)));
+  job.moe_imbalance = 1.5;
+  const layer_kernel_times busy = layer_kernel_times_of(job, l, recompute_kind::none);
+  const layer_activation_bytes busy_kept =
+      activation_bytes_of_tensors(job.model, shard_of(job, l, layout_tokens(job, l)));
+  for (std::size_t i = 0; i < even.forward.size(); ++i) {
+    const std::string_view name = even.forward[i].k.name;
+    INFO(name);
+    const bool expert = name == "experts up" || name == "experts down";
+    CHECK(busy.forward[i].k.flops == Approx(even.forward[i].k.flops * (expert ? 1.5 : 1.0)));
+  }
+  CHECK(busy_kept.full > even_kept.full);
+  // A dense model has no experts to weigh: refused, naming the field.
+  training_job dense = small_job();
+  dense.moe_imbalance = 1.5;
+  CHECK_THROWS_WITH(dense.check(),
+                    Catch::Contains("moe_imbalance (1.5) needs a model with experts"));
+  job.moe_imbalance = 0.5;
+  CHECK_THROWS_WITH(job.check(),
+                    Catch::Contains("moe_imbalance (0.5) must be finite and at least 1"));
+}
+
+TEST_CASE("job_costs: an overlapped pair hides each op's all-to-alls behind the other's compute",
+          "[plan][job_costs][overlap]") {
+  const training_job job = deepseek_job();
+  const plan_layout l = deepseek_layout(64);
+  const job_costs jc =
+      make_job_costs(job, l, recompute_kind::none, deepseek_layers(), placement::sequential(16));
+  const job_op_times ot = op_times_of(job, l, recompute_kind::none);
+  // A dispatch and a combine in F, their gradients' two in B, each of the bytes above.
+  const double a2a = expert_all_to_all_seconds(job, l, 4096.0 * 8 * 7168 * 2 * 63 / 64);
+  CHECK(ot.layer_exchange_forward == Approx(2 * a2a));
+  CHECK(ot.layer_exchange_backward == Approx(2 * a2a));
+  // Stage 1 holds four MoE layers: the pair lasts overlapped_pair_time of its F and B split.
+  const op_costs c = jc.costs.chunk_costs()[1];
+  REQUIRE(c.overlapped);
+  const double af = 4 * 2 * a2a;
+  const double ab = 4 * 2 * a2a;
+  CHECK(*c.overlapped ==
+        Approx(overlapped_pair_time({c.forward - af, af}, {c.backward_input - ab, ab})));
+  CHECK(*c.overlapped < c.forward + c.backward_input);
+  // Without expert parallelism there is no all-to-all to hide: T_FB unset (T_F + T_B).
+  const job_costs none = make_job_costs(job, deepseek_layout(1), recompute_kind::none,
+                                        deepseek_layers(), placement::sequential(16));
+  CHECK_FALSE(none.costs.chunk_costs()[1].overlapped);
+  // Recomputing inside the backward keeps the gain: T_FB grows by T_R as B does.
+  const job_costs full =
+      make_job_costs(job, l, recompute_kind::full, deepseek_layers(), placement::sequential(16));
+  const cost_model rc = inline_recompute(full.costs, full.memory, 16, 1).first;
+  const op_costs plain = full.costs.chunk_costs()[1];
+  const op_costs inside = rc.chunk_costs()[1];
+  REQUIRE(inside.overlapped);
+  CHECK(inside.forward + inside.backward_input - *inside.overlapped ==
+        Approx(plain.forward + plain.backward_input - *plain.overlapped));
+}
+
+TEST_CASE("job_costs: dualpipe's dual placement holds two stages per rank, each route the model",
+          "[plan][job_costs][dualpipe]") {
+  const training_job job = small_job();
+  plan_layout l = layout(2, 4);
+  const job_costs one =
+      make_job_costs(job, l, recompute_kind::none, even(32, 4), placement::sequential(4));
+  l.chunks = 2;
+  std::vector<std::uint32_t> twice = even(32, 4);
+  twice.insert(twice.end(), twice.begin(), twice.end());
+  const job_costs dual = make_job_costs(job, l, recompute_kind::none, twice, placement::dual(4));
+  // Rank s holds stage s of route 0 and stage 3 - s of route 1: 1F1B's two stages.
+  double one_total = 0.0, dual_total = 0.0;
+  for (stage_index s = 0; s < 4; ++s) {
+    INFO("stage " << s);
+    CHECK(dual.parameters[s].total() ==
+          Approx(one.parameters[s].total() + one.parameters[3 - s].total()));
+    CHECK(dual.static_memory[s].total() ==
+          Approx(one.static_memory[s].total() + one.static_memory[3 - s].total()));
+    one_total += one.parameters[s].total();
+    dual_total += dual.parameters[s].total();
+  }
+  // Parameters 2x (DeepSeek-V3 Table 2); a middle rank's exactly twice 1F1B's.
+  CHECK(dual_total == Approx(2 * one_total));
+  CHECK(dual.parameters[1].layers == Approx(2 * one.parameters[1].layers));
+  // Each route's ends: the embedding on its first chunk, the head on its last.
+  CHECK(dual.chunks[0].embedding);
+  CHECK(dual.chunks[3].head);
+  CHECK(dual.chunks[4].embedding);
+  CHECK(dual.chunks[7].head);
+  CHECK_FALSE(dual.chunks[3].embedding);
+  CHECK_FALSE(dual.chunks[4].head);
+  // Each route must hold the whole model.
+  std::vector<std::uint32_t> short_route = twice;
+  short_route[5] = 7;
+  CHECK_THROWS_WITH(make_job_costs(job, l, recompute_kind::none, short_route, placement::dual(4)),
+                    Catch::Contains("partition gives 31 layers on route 1, the model has 32"));
 }

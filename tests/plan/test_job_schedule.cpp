@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -39,4 +41,48 @@ TEST_CASE("job schedule: the partition weighs a layer, the embedding and the hea
   CHECK(w.max_stage_layers == std::vector<std::uint32_t>{2, 2, 2, 2});
   const partition_weights one = detail::partition_weights_of(ot, 1);
   CHECK(one.fixed_time == std::vector<double>{3.25});
+}
+
+TEST_CASE("job schedule: dualpipe in the planner: two routes, 2x parameters, PP + 1 activations",
+          "[plan][job_schedule][dualpipe]") {
+  const generator_registry& reg = default_registry();
+  const auto dual = detail::placement_for(reg.at("dualpipe"), 4, 2);
+  REQUIRE(dual);
+  CHECK(*dual == placement::dual(4));
+  training_job job;
+  job.model = model_preset("llama3-8b");
+  job.cluster = cluster_preset("h100-sxm-80gb");
+  job.gpus = 4;
+  job.sequence = 4096;
+  job.global_batch = 16;
+  plan_layout l;
+  l.pp = 4;
+  l.microbatches = 16;
+  const std::vector<std::uint32_t> route = even_partition(32, 4);
+  std::vector<std::uint32_t> twice = route;
+  twice.insert(twice.end(), route.begin(), route.end());
+  const job_costs ones =
+      make_job_costs(job, l, recompute_kind::none, route, placement::sequential(4));
+  const plan_entry f1b = detail::evaluate_choice(
+      job, plan_choice{l, "1f1b", recompute_kind::none, route, 0}, ones, reg, reg.at("1f1b"), 0);
+  l.chunks = 2;
+  const job_costs duals = make_job_costs(job, l, recompute_kind::none, twice, *dual);
+  const plan_entry dp =
+      detail::evaluate_choice(job, plan_choice{l, "dualpipe", recompute_kind::none, twice, 0},
+                              duals, reg, reg.at("dualpipe"), 0);
+  // Parameters: each rank two stages, 2x 1F1B's over the pipeline.
+  double p1 = 0.0, p2 = 0.0;
+  for (stage_index s = 0; s < 4; ++s) {
+    p1 += f1b.stages[s].parameters.total();
+    p2 += dp.stages[s].parameters.total();
+    CHECK(dp.stages[s].chunks.size() == 2);
+  }
+  CHECK(p2 == Approx(2 * p1));
+  // Activations: the middle ranks (chunks of 8 layers each, no end) peak at PP + 1 chunks'.
+  const double chunk = duals.memory.for_shape(4, 2, "test").at(1, 0).activation;
+  const double middle = std::max(dp.stages[1].activations, dp.stages[2].activations);
+  CHECK(middle == Approx(5 * chunk));
+  // Each micro-batch goes down one route: the step's model FLOPs are 1F1B's.
+  CHECK(dp.flops_per_iteration == Approx(f1b.flops_per_iteration));
+  CHECK(dp.makespan_s > 0.0);
 }

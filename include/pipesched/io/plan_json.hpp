@@ -59,6 +59,7 @@ inline nlohmann::json layer_times_to_json(const training_job& job,
           {"layout",
            {{"tp", lay.tp},
             {"cp", lay.cp},
+            {"ep", lay.ep},
             {"micro_batch", lay.micro_batch},
             {"sequence_parallel", lay.sequence_parallel}}},
           {"recompute", std::string(to_string(recompute))},
@@ -88,7 +89,8 @@ inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
                      {"micro_batch", l.micro_batch},
                      {"microbatches", l.microbatches},
                      {"sequence_parallel", l.sequence_parallel},
-                     {"cp", l.cp}}},
+                     {"cp", l.cp},
+                     {"ep", l.ep}}},
                    {"schedule", e.choice.schedule},
                    {"recompute", std::string(to_string(e.choice.recompute))},
                    {"fits", e.fits},
@@ -116,6 +118,7 @@ inline nlohmann::json plan_entry_to_json(const plan_entry& e) {
                            {"optimizer_s", st.optimizer_s},
                            {"parameters",
                             {{"layers", st.parameters.layers},
+                             {"experts", st.parameters.experts},
                              {"embedding", st.parameters.embedding},
                              {"head", st.parameters.head}}},
                            {"memory_bytes",
@@ -162,15 +165,24 @@ inline nlohmann::json plan_to_json(const training_job& job, const plan_result& r
                              {"fits", f.fits},
                              {"label", f.label}});
   }
-  if (r.baseline) {
-    nlohmann::json b = plan_entry_to_json(*r.baseline);
+  auto baseline = [&](const plan_entry& e) {
+    nlohmann::json b = plan_entry_to_json(e);
     if (!r.plans.empty()) {
-      const plan_comparison c = compare_plans(r.plans.front(), *r.baseline, job.gpus);
+      const plan_comparison c = compare_plans(r.plans.front(), e, job.gpus);
       b["speedup"] = c.speedup;
       b["time_saved"] = c.time_saved;
       b["gpus_recovered"] = c.gpus_recovered;
     }
-    j["baseline"] = std::move(b);
+    return b;
+  };
+  if (r.baseline) {
+    j["baseline"] = baseline(*r.baseline);
+  }
+  if (!r.other_baselines.empty()) {
+    j["other_baselines"] = nlohmann::json::array();
+    for (const plan_entry& e : r.other_baselines) {
+      j["other_baselines"].push_back(baseline(e));
+    }
   }
   if (r.smallest_need_bytes > 0.0) {
     j["smallest_need_bytes"] = r.smallest_need_bytes;
@@ -183,9 +195,19 @@ inline nlohmann::json plan_to_json(const training_job& job, const plan_result& r
 /// rank = t + TP·(c + CP·(d + DP·s))). Layers are numbered 0 .. L−1 in model order.
 inline nlohmann::json plan_map_to_json(const training_job& job, const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
-  std::vector<std::uint32_t> first(e.choice.partition.size() + 1, 0);
-  for (std::size_t g = 0; g < e.choice.partition.size(); ++g) {
-    first[g + 1] = first[g] + e.choice.partition[g];
+  // Layers in model order along each route (DualPipe's two routes each hold the whole model).
+  const placement& pl = e.sched.layout();
+  const std::size_t n = e.choice.partition.size();
+  const bool routes = pl.routes() > 1 && pl.total_chunks() == n;
+  auto is_first = [&](std::size_t g) {
+    return routes ? pl.is_first(static_cast<global_chunk>(g)) : g == 0;
+  };
+  auto is_last = [&](std::size_t g) {
+    return routes ? pl.is_last(static_cast<global_chunk>(g)) : g + 1 == n;
+  };
+  std::vector<std::uint32_t> first(n, 0);
+  for (std::size_t g = 1; g < n; ++g) {
+    first[g] = is_last(g - 1) ? 0 : first[g - 1] + e.choice.partition[g - 1];
   }
   nlohmann::json j{{"version", plan_json_version},
                    {"model", job.model.name},
@@ -195,6 +217,7 @@ inline nlohmann::json plan_map_to_json(const training_job& job, const plan_entry
                    {"cp", l.cp},
                    {"pp", l.pp},
                    {"dp", l.dp},
+                   {"ep", l.ep},
                    {"v", l.chunks},
                    {"stages", nlohmann::json::array()}};
   const std::uint64_t per_stage = std::uint64_t{l.tp} * l.cp * l.dp;
@@ -204,13 +227,13 @@ inline nlohmann::json plan_map_to_json(const training_job& job, const plan_entry
     for (global_chunk g : st.chunks) {
       // A chunk of no layer (an end holding only the embedding or the head) lists none.
       nlohmann::json layers = nlohmann::json::array();
-      if (first[g + 1] > first[g]) {
-        layers = {first[g], first[g + 1] - 1};
+      if (e.choice.partition[g] > 0) {
+        layers = {first[g], first[g] + e.choice.partition[g] - 1};
       }
       chunks.push_back({{"global_chunk", g},
                         {"layers", std::move(layers)},
-                        {"embedding", g == 0},
-                        {"head", g + 1 == e.choice.partition.size()}});
+                        {"embedding", is_first(g)},
+                        {"head", is_last(g)}});
     }
     j["stages"].push_back({{"stage", s},
                            {"ranks", {{"first", s * per_stage}, {"count", per_stage}}},

@@ -121,25 +121,30 @@ inline std::string si_count(double v) {
   return fmt::format("{:.3g}{}", v, prefix[i]);
 }
 
-/// One row of the plans table; `cp_column`: the table has a CP column (some plan has CP > 1).
-inline std::string plan_row_text(const std::string& rank, const plan_entry& e, bool cp_column) {
+/// One row of the plans table; `cp_column`: the table has a CP column (some plan has CP > 1);
+/// `ep_column` an EP column (some plan has EP > 1).
+inline std::string plan_row_text(const std::string& rank,
+                                 const plan_entry& e,
+                                 bool cp_column,
+                                 bool ep_column = false) {
   const plan_layout& l = e.choice.layout;
   return fmt::format(
-      "{:>4}  {:>2}{} {:>3} {:>5} {:>2} {:>2} {:>4}  {:<16} {:<9} {:<3} {:>9} {:>11} {:>8} "
+      "{:>4}  {:>2}{} {:>3} {:>5}{} {:>2} {:>2} {:>4}  {:<16} {:<9} {:<3} {:>9} {:>11} {:>8} "
       "{:>8} {:>8} {:>10}{}\n",
-      rank, l.tp, cp_column ? fmt::format(" {:>3}", l.cp) : std::string(), l.pp, l.dp, l.chunks,
-      l.micro_batch, l.microbatches, e.choice.schedule, to_string(e.choice.recompute),
+      rank, l.tp, cp_column ? fmt::format(" {:>3}", l.cp) : std::string(), l.pp, l.dp,
+      ep_column ? fmt::format(" {:>3}", l.ep) : std::string(), l.chunks, l.micro_batch,
+      l.microbatches, e.choice.schedule, to_string(e.choice.recompute),
       l.sequence_parallel ? "on" : "off", seconds(e.step_time_s),
       si_count(e.tokens_per_s) + " tok/s", tflops_cell(e.tflops_per_gpu), percent(e.mfu),
       percent(e.bubble_rate, 1, 1e-12), gib(e.peak_memory_bytes), e.fits ? "" : "  (does not fit)");
 }
 
-inline std::string plan_header_text(bool cp_column) {
+inline std::string plan_header_text(bool cp_column, bool ep_column = false) {
   return fmt::format(
-      "{:>4}  {:>2}{} {:>3} {:>5} {:>2} {:>2} {:>4}  {:<16} {:<9} {:<3} {:>9} {:>11} {:>8} {:>8} "
-      "{:>8} {:>10}\n",
-      "#", "TP", cp_column ? "  CP" : "", "PP", "DP", "v", "b", "m", "schedule", "recompute", "SP",
-      "step", "throughput", "TFLOP/s", "MFU", "bubble", "peak/GPU");
+      "{:>4}  {:>2}{} {:>3} {:>5}{} {:>2} {:>2} {:>4}  {:<16} {:<9} {:<3} {:>9} {:>11} {:>8} "
+      "{:>8} {:>8} {:>10}\n",
+      "#", "TP", cp_column ? "  CP" : "", "PP", "DP", ep_column ? "  EP" : "", "v", "b", "m",
+      "schedule", "recompute", "SP", "step", "throughput", "TFLOP/s", "MFU", "bubble", "peak/GPU");
 }
 
 }  // namespace detail
@@ -181,31 +186,56 @@ inline std::string plan_text(const training_job& job, const plan_result& r) {
       "refused by their generator, in {:.2f} s\n\n",
       r.stats.candidates, r.stats.evaluated, r.stats.pruned_memory, r.stats.pruned_time,
       r.stats.failed, r.stats.seconds);
-  // A CP column only when some row has context parallelism.
+  // A CP column only when some row has context parallelism, an EP column when some has
+  // expert parallelism.
   bool cp = r.baseline && r.baseline->choice.layout.cp > 1;
-  for (const plan_entry& e : r.plans) {
-    cp = cp || e.choice.layout.cp > 1;
+  bool ep = r.baseline && r.baseline->choice.layout.ep > 1;
+  for (const auto* v : {&r.plans, &r.other_baselines}) {
+    for (const plan_entry& e : *v) {
+      cp = cp || e.choice.layout.cp > 1;
+      ep = ep || e.choice.layout.ep > 1;
+    }
   }
+  // The baselines after the first: rows b2, b3, ...
+  auto other_rows = [&] {
+    std::string rows;
+    for (std::size_t i = 0; i < r.other_baselines.size(); ++i) {
+      rows += detail::plan_row_text("b" + std::to_string(i + 2), r.other_baselines[i], cp, ep);
+    }
+    return rows;
+  };
   if (r.plans.empty()) {
     out += plan_misfit_text(job, r) + "\n";
-    if (r.baseline) {  // evaluated all the same: the JSON has it, so does the text
-      out += "\n" + detail::plan_header_text(cp) + detail::plan_row_text("base", *r.baseline, cp);
+    if (r.baseline || !r.other_baselines.empty()) {  // evaluated all the same: so is the JSON
+      out += "\n" + detail::plan_header_text(cp, ep) +
+             (r.baseline ? detail::plan_row_text("base", *r.baseline, cp, ep) : std::string()) +
+             other_rows();
     }
     return out;
   }
-  out += detail::plan_header_text(cp);
+  out += detail::plan_header_text(cp, ep);
   for (std::size_t i = 0; i < r.plans.size(); ++i) {
-    out += detail::plan_row_text(std::to_string(i + 1), r.plans[i], cp);
+    out += detail::plan_row_text(std::to_string(i + 1), r.plans[i], cp, ep);
   }
   const plan_entry& best = r.plans.front();
   if (r.baseline) {
+    out += detail::plan_row_text("base", *r.baseline, cp, ep);
+  }
+  out += other_rows();
+  if (r.baseline) {
     const plan_comparison c = compare_plans(best, *r.baseline, job.gpus);
-    out += detail::plan_row_text("base", *r.baseline, cp);
     out += fmt::format(
         "\nplan 1 is {:.3f}x the baseline's speed: {} of each step, {:.0f} GPUs' worth of "
         "time recovered at {} GPUs{}\n",
         c.speedup, detail::percent(c.time_saved), c.gpus_recovered, job.gpus,
         r.baseline->fits ? "" : " (the baseline does not fit in memory)");
+  }
+  for (std::size_t i = 0; i < r.other_baselines.size(); ++i) {
+    const plan_entry& b = r.other_baselines[i];
+    const plan_comparison c = compare_plans(best, b, job.gpus);
+    out += fmt::format("{}plan 1 is {:.3f}x baseline b{}'s speed: {} of each step{}\n",
+                       r.baseline || i > 0 ? "" : "\n", c.speedup, i + 2,
+                       detail::percent(c.time_saved), b.fits ? "" : " (it does not fit in memory)");
   }
   out += fmt::format(
       "\nplan 1 per stage (per GPU; step {} = pipeline {} + data-parallel reduction {} not "

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +29,28 @@ struct op_costs {
 
   friend bool operator==(const op_costs&, const op_costs&) = default;
 };
+
+/// One op's duration split for the overlap rule (overlapped_pair_time): the part that computes
+/// and the communication inside it that another op's compute can hide (an MoE layer's
+/// dispatch and combine all-to-all).
+struct op_time_split {
+  double compute = 0.0;
+  double communication = 0.0;
+  double total() const noexcept { return compute + communication; }
+};
+
+/// T_FB: how long an F and a B of two other micro-batches last overlapped on one stage
+/// (op_costs::overlapped; docs/model.md §3, "What an overlapped pair hides"; DeepSeek-V3 §3.2.1).
+/// The two computations run one after the other on the compute units, the two communications
+/// one after the other on the links, and each op's communication beside the other's compute;
+/// an op's own communication and compute stay in order (its dispatch before its experts, its
+/// combine after them). So the pair lasts at least each stream's sum and each op alone:
+///   T_FB = max(c_F + c_B, a_F + a_B, c_F + a_F, c_B + a_B),
+/// which cutting each op into pieces and interleaving them (attention, dispatch, MLP, combine)
+/// reaches. Without communication it is T_F + T_B: no gain.
+inline double overlapped_pair_time(const op_time_split& f, const op_time_split& b) noexcept {
+  return std::max({f.compute + b.compute, f.communication + b.communication, f.total(), b.total()});
+}
 
 /// Time model of the zero-bubble paper (docs/model.md §3): compute costs per stage or per
 /// (stage, local chunk), and the latency of a transfer between two different stages.

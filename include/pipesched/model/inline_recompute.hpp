@@ -41,6 +41,10 @@ inline std::pair<cost_model, memory_model> inline_recompute(const cost_model& co
       oc[i] = op_costs{t.forward, c.duration(s, op_kind::recompute, k) + t.backward_input,
                        t.backward_weight};
       oc[i].recompute = 0.0;  // an R op, if the order has them, is the backward's first part
+      if (t.overlapped) {
+        // The recompute is compute in the backward: a pair still hides what it hid.
+        oc[i].overlapped = *t.overlapped + c.duration(s, op_kind::recompute, k);
+      }
       const chunk_memory x = m.at(s, k);
       const double held = std::max(x.input, x.weight_grad_input);
       cm[i] = chunk_memory{held, x.weight_grad_input, x.received, 0.0};

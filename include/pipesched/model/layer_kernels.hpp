@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -92,9 +93,19 @@ struct layer_shard {
   std::uint32_t cp = 1;  ///< context parallelism: the rank holds 1/cp of every sequence
   bool sequence_parallel = false;
   /// Expert parallelism: the routed experts spread over `ep` ranks (1: every expert on the
-  /// rank, no all-to-all; what the planner passes for now).
+  /// rank, no all-to-all).
   std::uint32_t ep = 1;
+  /// The busiest rank's routed token copies over the mean (>= 1; 1: balanced routing): its
+  /// experts compute and keep that many times their even share (expert_token_copies).
+  double expert_imbalance = 1.0;
 };
+
+/// The routed token copies the experts of one rank compute and keep for its `tokens` tokens:
+/// routed_token_copies (with expert parallelism each rank receives as many copies as it sends,
+/// on average), on the busiest rank: times s.expert_imbalance.
+inline double expert_token_copies(const transformer_spec& t, const layer_shard& s, double tokens) {
+  return routed_token_copies(t, tokens) * std::max(1.0, s.expert_imbalance);
+}
 
 namespace detail {
 
@@ -316,6 +327,7 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
   // The MoE block's sizes: R routed token copies (c·T·top_k with a capacity factor c), the
   // experts' widths, and the bytes of all E experts' weights a grouped GEMM reads.
   const double routed_tokens = routed_token_copies(t, T);
+  const double expert_tokens = expert_token_copies(t, s, T);  // what this rank's experts compute
   const double gate = t.mlp == mlp_kind::swiglu ? 2.0 : 1.0;
   const auto experts = static_cast<double>(t.experts);
   const double shared_ffn = static_cast<double>(t.shared_experts) * z.expert_ffn;
@@ -342,10 +354,10 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     F.push_back(
         memory_kernel("permute", e.linear * T * z.h + (e.linear * z.h + 4.0) * routed_tokens));
     all_to_all(F, "EP all-to-all (dispatch)");
-    F.push_back(expert_gemm("experts up", routed_tokens, gate * z.expert_ffn, z.h,
+    F.push_back(expert_gemm("experts up", expert_tokens, gate * z.expert_ffn, z.h,
                             z.h * gate * z.expert_ffn));
-    activation_kernel(F, routed_tokens, z.expert_ffn);
-    F.push_back(expert_gemm("experts down", routed_tokens, z.h, z.expert_ffn, z.expert_ffn * z.h));
+    activation_kernel(F, expert_tokens, z.expert_ffn);
+    F.push_back(expert_gemm("experts down", expert_tokens, z.h, z.expert_ffn, z.expert_ffn * z.h));
     all_to_all(F, "EP all-to-all (combine)");
     // Each token's copies read back, weighted by their router probabilities and summed.
     F.push_back(memory_kernel("unpermute",
@@ -411,9 +423,9 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
                       e.tensor * (T * z.h + 2.0 * routed_tokens * z.h) + 4.0 * routed_tokens));
     all_to_all(B, "EP all-to-all (combine gradient)");
     B.push_back(
-        expert_gemm("experts down dgrad", routed_tokens, z.expert_ffn, z.h, z.expert_ffn * z.h));
-    activation_backward(B, routed_tokens, z.expert_ffn);
-    B.push_back(expert_gemm("experts up dgrad", routed_tokens, z.h, gate * z.expert_ffn,
+        expert_gemm("experts down dgrad", expert_tokens, z.expert_ffn, z.h, z.expert_ffn * z.h));
+    activation_backward(B, expert_tokens, z.expert_ffn);
+    B.push_back(expert_gemm("experts up dgrad", expert_tokens, z.h, gate * z.expert_ffn,
                             z.h * gate * z.expert_ffn));
     all_to_all(B, "EP all-to-all (dispatch gradient)");
     B.push_back(memory_kernel("permute backward", e.tensor * (routed_tokens * z.h + T * z.h)));
@@ -478,8 +490,8 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
   if (moe) {
     // Each expert's weight gradient over the token copies routed to it: one grouped GEMM.
     W.push_back(
-        expert_gemm("experts down wgrad", z.expert_ffn, z.h, routed_tokens, z.expert_ffn * z.h));
-    W.push_back(expert_gemm("experts up wgrad", z.h, gate * z.expert_ffn, routed_tokens,
+        expert_gemm("experts down wgrad", z.expert_ffn, z.h, expert_tokens, z.expert_ffn * z.h));
+    W.push_back(expert_gemm("experts up wgrad", z.h, gate * z.expert_ffn, expert_tokens,
                             z.h * gate * z.expert_ffn));
     if (shared_ffn > 0.0) {
       W.push_back(gemm_kernel("shared experts down wgrad", shared_ffn, z.h, T, e.linear));

@@ -91,10 +91,12 @@ inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t,
     const double routed = routed_token_copies(t, T);
     keep("router probabilities and choices",
          4.0 * T * static_cast<double>(t.experts) + 8.0 * routed);
-    keep("experts' input copies", e.linear * routed * z.h, false, true);
-    keep(activation_input, e.tensor * routed * gate * z.expert_ffn);
-    keep("experts down input", e.linear * routed * z.expert_ffn, false, true);
-    keep("experts' output copies", e.tensor * routed * z.h);
+    // The copies this rank's experts compute (the busiest rank's with an imbalance).
+    const double computed = expert_token_copies(t, s, T);
+    keep("experts' input copies", e.linear * computed * z.h, false, true);
+    keep(activation_input, e.tensor * computed * gate * z.expert_ffn);
+    keep("experts down input", e.linear * computed * z.expert_ffn, false, true);
+    keep("experts' output copies", e.tensor * computed * z.h);
     if (t.shared_experts != 0) {
       const double shared = static_cast<double>(t.shared_experts) * z.expert_ffn;
       keep(activation_input, e.tensor * T * gate * shared);
@@ -140,7 +142,7 @@ inline layer_activation_bytes activation_bytes_of_tensors(const transformer_spec
   double ffn_gradients = T * (z.mlp_in + z.h);
   if (kind == ffn_kind::moe && t.is_moe()) {
     const double gate = t.mlp == mlp_kind::swiglu ? 2.0 : 1.0;
-    const double routed = routed_token_copies(t, T);
+    const double routed = expert_token_copies(t, s, T);
     const double shared = static_cast<double>(t.shared_experts) * z.expert_ffn;
     ffn_gradients = routed * (gate * z.expert_ffn + z.h) +
                     (shared > 0.0 ? T * (gate * shared + z.h) : 0.0) +

@@ -380,6 +380,15 @@ inline layer_parameters parameters_of_layer(const transformer_spec& t) {
   return parameters_of_layer(t, t.is_moe() ? ffn_kind::moe : ffn_kind::dense);
 }
 
+/// The routed experts' share of a layer's parameters (among its `sharded` ones): E MLPs of
+/// `expert_ffn` in an MoE layer, 0 in a dense one. Expert parallelism splits them over its
+/// ranks, and their gradients reduce over the expert-data-parallel ranks (docs/model.md §10.6).
+inline double routed_expert_parameters(const transformer_spec& t, ffn_kind kind) {
+  return kind == ffn_kind::moe && t.is_moe()
+             ? static_cast<double>(t.experts) * detail::mlp_parameters(t, t.expert_ffn)
+             : 0.0;
+}
+
 /// The parameters one token goes through in a layer: all but the routed experts it is not
 /// sent to (top_k of E).
 inline layer_parameters activated_parameters_of_layer(const transformer_spec& t, ffn_kind kind) {

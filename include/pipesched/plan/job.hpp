@@ -419,6 +419,10 @@ struct training_job {
   /// 2022); false: by a separate elementwise add after it (PyTorch's autograd, Megatron-LM
   /// before 2022), which reads and writes every gradient once per micro-batch.
   bool gradient_accumulation_fusion = true;
+  /// Mixture of experts: the busiest expert-parallel rank's routed tokens over the mean (>= 1;
+  /// 1: balanced routing). Its expert GEMMs, and what they keep, scale by it (docs/model.md
+  /// §10.6).
+  double moe_imbalance = 1.0;
 
   void check(std::string_view who = "plan") const {
     model.check(who);
@@ -443,6 +447,17 @@ struct training_job {
     if (gradient_reduce_bytes != 2 && gradient_reduce_bytes != 4) {
       detail::fail(who, ": gradient_reduce_bytes must be 2 (bf16) or 4 (fp32), not ",
                    gradient_reduce_bytes);
+    }
+    if (!(moe_imbalance >= 1.0) || !std::isfinite(moe_imbalance)) {
+      detail::fail(who, ": moe_imbalance (", detail::shortest(moe_imbalance),
+                   ") must be finite and at least 1: the busiest expert-parallel rank's routed "
+                   "tokens over the mean");
+    }
+    if (moe_imbalance != 1.0 && !model.is_moe()) {
+      detail::fail(who, ": moe_imbalance (", detail::shortest(moe_imbalance),
+                   ") needs a model with "
+                   "experts; \"",
+                   model.name, "\" is dense");
     }
     if (model.activation_bytes == 1 && cluster.peak_flops_fp8 <= 0.0) {
       detail::fail(who, ": the model computes in fp8 (activation_bytes 1) but the GPU \"",
@@ -480,7 +495,9 @@ struct training_job {
 };
 
 /// One way to cut a job over its GPUs (docs/model.md §10): TP × CP × PP × DP = GPUs; each of the
-/// DP pipelines runs `microbatches` micro-batches of `micro_batch` sequences per step.
+/// DP pipelines runs `microbatches` micro-batches of `micro_batch` sequences per step. Expert
+/// parallelism is carved out of the DP·CP ranks of a stage (Megatron-LM's and torchtitan's
+/// way): EP divides DP·CP, and each expert's gradients reduce over DP·CP/EP ranks.
 struct plan_layout {
   std::uint32_t tp = 1;            ///< tensor parallelism, inside a node
   std::uint32_t pp = 1;            ///< pipeline stages p
@@ -492,6 +509,12 @@ struct plan_layout {
   /// Context parallelism: each sequence split over `cp` ranks (each two chunks of it, for the
   /// causal mask's balance), K and V passed around their ring.
   std::uint32_t cp = 1;
+  /// Expert parallelism: an MoE layer's routed experts split over `ep` of the stage's DP·CP
+  /// ranks (TP apart), tokens sent to them and back by all-to-alls.
+  std::uint32_t ep = 1;
+
+  /// The expert-data-parallel degree: the ranks holding the same experts, DP·CP/EP.
+  std::uint64_t expert_dp() const noexcept { return dp * cp / (ep == 0 ? 1 : ep); }
 
   friend bool operator==(const plan_layout&, const plan_layout&) = default;
 };

@@ -26,7 +26,10 @@ namespace pipesched {
 
 /// Parameters on one rank of a stage, by where they come from.
 struct stage_parameters {
-  double layers = 0.0;     ///< its transformer layers (the 1/TP slice, norms whole)
+  double layers = 0.0;  ///< its transformer layers (the 1/TP slice, norms whole)
+  /// Of `layers`: the routed experts (their 1/(TP·EP) slice), which shard and reduce over the
+  /// expert-data-parallel ranks instead of DP·CP.
+  double experts = 0.0;
   double embedding = 0.0;  ///< the input embedding's 1/TP slice (stage of global chunk 0)
   /// The LM head's 1/TP slice (untied, or a tied copy on another stage than the embedding's, as
   /// Megatron-LM keeps one) and the final norm (stage of the last global chunk).
@@ -105,12 +108,19 @@ struct job_costs {
   std::vector<static_bytes> static_memory;   ///< per stage
   /// Per global chunk: what DP reduces (training_job::gradient_reduce_bytes per parameter).
   std::vector<double> gradient_bytes;
+  /// Per global chunk: the routed experts' part of gradient_bytes, which reduces over the
+  /// expert-data-parallel ranks instead (0 without expert parallelism: every byte over DP·CP).
+  std::vector<double> expert_gradient_bytes;
   /// Data-parallel reduction of one bucket of `bytes`: reduce-scatter with a sharded optimizer,
   /// else all-reduce, over the DP ranks (ring formula, model/data_parallel.hpp), seconds.
   double dp_bandwidth = 0.0;
   double dp_latency = 0.0;
   std::uint64_t dp = 1;
   bool dp_reduce_scatter = false;
+  /// The experts' reduction ring: DP·CP/EP ranks, TP·EP apart.
+  double expert_dp_bandwidth = 0.0;
+  double expert_dp_latency = 0.0;
+  std::uint64_t expert_dp = 1;
   /// Whether a bucket reduces as soon as its gradients are final (Megatron-LM's
   /// --overlap-grad-reduce), or all of a stage's after its last backward op.
   bool dp_overlapped = true;
@@ -129,6 +139,21 @@ struct job_costs {
     const auto d = static_cast<std::uint32_t>(std::min<std::uint64_t>(dp, 0xffffffffu));
     return dp_reduce_scatter ? ring_reduce_scatter_time(d, bytes, dp_bandwidth, dp_latency)
                              : ring_allreduce_time(d, bytes, dp_bandwidth, dp_latency);
+  }
+  /// One of the `buckets` buckets of global chunk g (dp_bucket_count): its share of the
+  /// non-expert gradients over DP·CP, then of the experts' over the expert-data-parallel ranks
+  /// (one communication stream), seconds.
+  double bucket_reduce_time(std::size_t g, std::uint32_t buckets) const noexcept {
+    const double k = buckets == 0 ? 1.0 : buckets;
+    const double experts = g < expert_gradient_bytes.size() ? expert_gradient_bytes[g] : 0.0;
+    double t = dp_reduce_time((gradient_bytes[g] - experts) / k);
+    if (experts > 0.0) {
+      const auto d = static_cast<std::uint32_t>(std::min<std::uint64_t>(expert_dp, 0xffffffffu));
+      t += dp_reduce_scatter
+               ? ring_reduce_scatter_time(d, experts / k, expert_dp_bandwidth, expert_dp_latency)
+               : ring_allreduce_time(d, experts / k, expert_dp_bandwidth, expert_dp_latency);
+    }
+    return t;
   }
   /// All-gather of `bytes` over the DP ranks (ZeRO-3's weight gather), seconds.
   double dp_gather_time(double bytes) const noexcept {
@@ -252,9 +277,35 @@ inline ring_link group_link(const cluster_spec& c, std::uint64_t stride, std::ui
              : ring_link{c.inter_node_bandwidth, c.inter_node_latency};
 }
 
+/// Seconds of one all-to-all of an MoE layer sending `bytes` from each rank (already without
+/// its own share, expert_all_to_all_bytes) to the other EP − 1 ranks of its group, all at once:
+/// over NVLink when the group (EP ranks, TP apart) fits in a node; otherwise the share bound
+/// for the group's ranks in the same node over NVLink while the rest crosses the network, the
+/// slower of the two, plus a latency.
+inline double expert_all_to_all_seconds(const training_job& job,
+                                        const plan_layout& lay,
+                                        double bytes) {
+  const cluster_spec& c = job.cluster;
+  if (lay.ep <= 1) {
+    return 0.0;
+  }
+  if (in_one_node(lay.tp, lay.ep, c.gpus_per_node)) {
+    return bytes / c.intra_node_bandwidth + c.intra_node_latency;
+  }
+  const double peers = static_cast<double>(lay.ep) - 1.0;
+  const double in_node =
+      std::max(0.0, static_cast<double>(c.gpus_per_node / std::max(1u, lay.tp)) - 1.0);
+  const double local = bytes * std::min(in_node, peers) / peers;
+  return std::max(local / c.intra_node_bandwidth, (bytes - local) / c.inter_node_bandwidth) +
+         c.inter_node_latency;
+}
+
 /// Seconds of a communication kernel over its group of `lay` (ring formulas,
-/// model/data_parallel.hpp).
+/// model/data_parallel.hpp; the experts' all-to-all by expert_all_to_all_seconds).
 inline double collective_seconds(const training_job& job, const plan_layout& lay, const kernel& k) {
+  if (k.group == comm_group::expert) {
+    return expert_all_to_all_seconds(job, lay, k.bytes);
+  }
   const bool tensor = k.group == comm_group::tensor;
   const std::uint32_t n = tensor ? lay.tp : lay.cp;
   const ring_link l =
@@ -354,9 +405,12 @@ inline token_counts layout_tokens(const training_job& job, const plan_layout& la
   return token_counts::uniform(job.sequence, lay.micro_batch);
 }
 
-/// The slice of every layer one rank of `lay` computes for a micro-batch of `n` tokens.
-inline layer_shard shard_of(const plan_layout& lay, const token_counts& n) {
-  return layer_shard{n, lay.tp, lay.cp, lay.sequence_parallel};
+/// The slice of every layer one rank of `lay` computes for a micro-batch of `n` tokens (the
+/// busiest expert-parallel rank's, with the job's load imbalance).
+inline layer_shard shard_of(const training_job& job,
+                            const plan_layout& lay,
+                            const token_counts& n) {
+  return layer_shard{n, lay.tp, lay.cp, lay.sequence_parallel, lay.ep, job.moe_imbalance};
 }
 
 /// Seconds of one micro-batch's ops on one rank, each the sum of its kernels
@@ -370,19 +424,25 @@ struct job_op_times {
   op_kind_seconds dense_layer_kinds;
   op_kind_seconds embedding;  ///< the first end's ops
   op_kind_seconds head;       ///< the last end's ops
+  /// One MoE layer's all-to-all seconds in F (dispatch and combine) and in B (their gradients'):
+  /// what an overlapped F and B pair can hide (overlapped_pair_time); 0 without EP.
+  double layer_exchange_forward = 0.0;
+  double layer_exchange_backward = 0.0;
   /// One micro-batch's F + B + W (+ R) of a layer: what a stage's work adds up.
   double layer_total() const noexcept {
     return layer.forward + layer.backward_input + layer.backward_weight + layer_recompute;
   }
 };
 
-/// The weights one rank of `lay` holds of a layer of `kind` (a 1/TP slice of its matrices, its
-/// norms whole).
+/// The weights one rank of `lay` holds of a layer of `kind`: a 1/TP slice of its matrices, the
+/// routed experts' a 1/(TP·EP) slice, its norms and the router whole.
 inline double layer_weights_on_rank(const transformer_spec& t,
                                     const plan_layout& lay,
                                     ffn_kind kind) {
   const layer_parameters lp = parameters_of_layer(t, kind);
-  return lp.sharded / lay.tp + lp.replicated;
+  const double routed = routed_expert_parameters(t, kind);
+  const double tp = lay.tp;
+  return (lp.sharded - routed) / tp + routed / (tp * lay.ep) + lp.replicated;
 }
 
 /// `k` as the job runs it: without training_job::gradient_accumulation_fusion, W ends with the
@@ -415,11 +475,23 @@ inline job_op_times op_times_of(const training_job& job,
                                 const token_counts& n,
                                 recompute_kind recompute) {
   const transformer_spec& t = job.model;
-  const layer_shard shard = shard_of(lay, n);
+  const layer_shard shard = shard_of(job, lay, n);
   const std::uint64_t vocab = padded_vocab(t.vocab, lay.tp, job.vocab_multiple);
   job_op_times out;
   const ffn_kind main_kind = t.is_moe() ? ffn_kind::moe : ffn_kind::dense;
-  out.layer_kinds = seconds_of(job, lay, job_layer_kernels(job, lay, shard, recompute, main_kind));
+  const op_kernels layer = job_layer_kernels(job, lay, shard, recompute, main_kind);
+  out.layer_kinds = seconds_of(job, lay, layer);
+  auto exchange = [&](const std::vector<kernel>& ks) {
+    double sum = 0.0;
+    for (const kernel& k : ks) {
+      if (k.kind == kernel_kind::communication && k.group == comm_group::expert) {
+        sum += collective_seconds(job, lay, k);
+      }
+    }
+    return sum;
+  };
+  out.layer_exchange_forward = exchange(layer.forward);
+  out.layer_exchange_backward = exchange(layer.backward_input);
   out.dense_layer_kinds =
       t.is_moe()
           ? seconds_of(job, lay, job_layer_kernels(job, lay, shard, recompute, ffn_kind::dense))
@@ -459,7 +531,7 @@ inline layer_kernel_times layer_kernel_times_of(const training_job& job,
                                                 const plan_layout& lay,
                                                 recompute_kind recompute) {
   const op_kernels ks =
-      job_layer_kernels(job, lay, shard_of(lay, layout_tokens(job, lay)), recompute,
+      job_layer_kernels(job, lay, shard_of(job, lay, layout_tokens(job, lay)), recompute,
                         job.model.is_moe() ? ffn_kind::moe : ffn_kind::dense);
   auto timed = [&](const std::vector<kernel>& v) {
     std::vector<timed_kernel> out;
@@ -504,12 +576,18 @@ inline job_costs make_job_costs(const training_job& job,
     detail::fail("plan: partition (", layers_per_chunk.size(),
                  " values) must give the layers of each of the p·v = ", n, " chunks");
   }
-  std::uint64_t sum = 0;
-  for (std::uint32_t l : layers_per_chunk) {
-    sum += l;
-  }
-  if (sum != job.model.layers) {
-    detail::fail("plan: partition gives ", sum, " layers, the model has ", job.model.layers);
+  // Every route holds the whole model (DualPipe's two: each rank two copies of a stage).
+  const std::uint32_t route = pl.route_length();
+  for (std::uint32_t r = 0; r < pl.routes(); ++r) {
+    std::uint64_t sum = 0;
+    for (std::uint32_t g = r * route; g < (r + 1) * route; ++g) {
+      sum += layers_per_chunk[g];
+    }
+    if (sum != job.model.layers) {
+      detail::fail("plan: partition gives ", sum, " layers",
+                   pl.routes() > 1 ? detail::concat(" on route ", r) : std::string(),
+                   ", the model has ", job.model.layers);
+    }
   }
   const transformer_spec& t = job.model;
   const double tp = lay.tp;
@@ -519,7 +597,7 @@ inline job_costs make_job_costs(const training_job& job,
   const double tokens = n_tokens.tokens / cp;  // this rank's: s·b / CP for b sequences of s
   const double h = static_cast<double>(t.hidden);
   const double sbh = tokens * h;
-  const layer_shard shard = shard_of(lay, n_tokens);
+  const layer_shard shard = shard_of(job, lay, n_tokens);
 
   const job_op_times ot = op_times_of(job, lay, n_tokens, recompute);
 
@@ -550,24 +628,32 @@ inline job_costs make_job_costs(const training_job& job,
   const double head_w_bytes = eb.tensor * tokens * (h + static_cast<double>(vocab)) / tp;
   const double received = la.input;
 
-  // Parameters.
+  // Parameters: the routed experts split over TP and EP, the rest as TP holds it.
+  const double ep = lay.ep;
   const double per_layer = layer_weights_on_rank(t, lay, ffn_kind::moe);
   const double per_dense_layer = layer_weights_on_rank(t, lay, ffn_kind::dense);
+  const double experts_per_layer = routed_expert_parameters(t, ffn_kind::moe) / (tp * ep);
   const double embedding = embedding_parameters(t, vocab) / tp;
 
   job_costs out;
   out.chunks.resize(n);
   out.gradient_bytes.resize(n);
+  out.expert_gradient_bytes.assign(n, 0.0);
   out.parameters.resize(p);
   out.chunk_seconds.resize(n);
   std::vector<op_costs> chunk_costs(n);
   std::vector<chunk_memory> chunk_mem(n);
-  const stage_index embed_stage = pl.stage_of(0);
-  std::uint32_t first_layer = 0;  // of chunk g, in model order
+  std::vector<double> chunk_moe_layers(n, 0.0);  // per global chunk
+  std::uint32_t first_layer = 0;                 // of chunk g, in model order
   for (global_chunk g = 0; g < n; ++g) {
     const stage_index st = pl.stage_of(g);
     const chunk_index c = pl.local_of(g);
-    chunk_content cc{layers_per_chunk[g], g == 0, g + 1 == n};
+    // Each route's ends: its first chunk holds the embedding, its last the head.
+    const stage_index embed_stage = pl.stage_of(g / route * route);
+    if (pl.is_first(g)) {
+      first_layer = 0;
+    }
+    chunk_content cc{layers_per_chunk[g], pl.is_first(g), pl.is_last(g)};
     out.chunks[g] = cc;
     const double l = cc.layers;
     // Each layer by its kind: an MoE model's leading dense layers weigh, cost and keep less.
@@ -575,6 +661,7 @@ inline job_costs make_job_costs(const training_job& job,
     first_layer += cc.layers;
     const double ld = dense_layers;
     const double lm = moe_layers;
+    chunk_moe_layers[g] = lm;
     op_kind_seconds k;
     auto by_kind = [&](const kind_seconds& dense, const kind_seconds& moe) {
       kind_seconds total = ld * dense;
@@ -639,6 +726,10 @@ inline job_costs make_job_costs(const training_job& job,
     stage_parameters& sp = out.parameters[st];
     double chunk_params = ld * per_dense_layer + lm * per_layer;
     sp.layers += chunk_params;
+    sp.experts += lm * experts_per_layer;
+    if (lay.ep > 1) {
+      out.expert_gradient_bytes[g] = job.gradient_reduce_bytes * lm * experts_per_layer;
+    }
     if (cc.embedding) {
       sp.embedding += embedding;
       chunk_params += embedding;
@@ -657,8 +748,10 @@ inline job_costs make_job_costs(const training_job& job,
 
   // Static bytes (the training state's bytes per parameter, plan/job.hpp, sharded as asked) and
   // the optimizer step's time. Context-parallel ranks hold the same parameters and shard the
-  // optimizer like DP ranks: the sharding group is DP·CP.
+  // optimizer like DP ranks: the sharding group is DP·CP; the routed experts' group with expert
+  // parallelism is the DP·CP/EP ranks holding the same experts.
   const double d = static_cast<double>(lay.dp) * cp;
+  const double ed = static_cast<double>(lay.expert_dp());
   const optimizer_sharding sh = job.sharding;
   out.static_memory.resize(p);
   out.optimizer_s.assign(p, 0.0);
@@ -667,24 +760,31 @@ inline job_costs make_job_costs(const training_job& job,
       job.cluster.hbm_bandwidth * job.cluster.memory_efficiency * job.cluster.achieved_fraction;
   for (stage_index st = 0; st < p; ++st) {
     const double params = out.parameters[st].total();
+    const double experts = out.parameters[st].experts;
+    // `bytes` per parameter of the stage, sharded: the experts' over their own group.
+    auto sharded = [&](double bytes) {
+      return lay.ep > 1 ? bytes * ((params - experts) / d + experts / ed) : bytes * params / d;
+    };
     static_bytes& sb = out.static_memory[st];
     const double optimizer = optimizer_bytes_per_parameter * params;
     const double gradients = gradient_bytes_per_parameter * params;
     const double weights = weight_bytes_per_parameter * params;
-    sb.optimizer = sh == optimizer_sharding::none ? optimizer : optimizer / d;
+    sb.optimizer =
+        sh == optimizer_sharding::none ? optimizer : sharded(optimizer_bytes_per_parameter);
     sb.gradients = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights
-                       ? gradients / d
+                       ? sharded(gradient_bytes_per_parameter)
                        : gradients;
     // ZeRO-3 gathers a chunk's weights before using them, the next one prefetched: two chunks'
     // bf16 weights whole.
     const double gathered =
         d > 1.0 ? 2.0 * weight_bytes_per_parameter * out.parameters[st].largest_chunk : 0.0;
-    sb.weights = sh == optimizer_sharding::weights ? weights / d + gathered : weights;
+    sb.weights = sh == optimizer_sharding::weights ? sharded(weight_bytes_per_parameter) + gathered
+                                                   : weights;
     static_total[st] = sb.total();
     if (memory_rate > 0.0) {
-      const double updated = sh == optimizer_sharding::none ? params : params / d;
+      const double updated = sh == optimizer_sharding::none ? params : sharded(1.0);
       const double held = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights
-                              ? params / d
+                              ? sharded(1.0)
                               : params;
       out.optimizer_s[st] =
           (adam_step_bytes_per_parameter * updated + gradient_norm_bytes_per_parameter * held +
@@ -700,14 +800,31 @@ inline job_costs make_job_costs(const training_job& job,
     return link != 0.0 && link != out.pipeline_transfer_s;
   });
 
-  // Gradients reduce over the DP·CP ranks of a stage: `tp` apart from each other.
-  const std::uint64_t reduce_group = std::uint64_t{lay.dp} * lay.cp;
-  const ring_link dp_link = group_link(job.cluster, lay.tp, reduce_group);
-  const bool dp_in_node = in_one_node(lay.tp, reduce_group, job.cluster.gpus_per_node);
+  // Gradients reduce over the DP·CP ranks of a stage: `tp` apart from each other. With several
+  // routes each model stage is held by one rank per route (DualPipe: ranks s and p − 1 − s), and
+  // the copies' gradients sum in the same ring: routes · DP·CP ranks, inside a node only when
+  // the whole pipeline is.
+  const std::uint64_t copies = pl.routes();
+  const std::uint64_t per_stage_ranks = std::uint64_t{lay.tp} * lay.cp * lay.dp;
+  const bool copies_in_node =
+      copies == 1 || stages_in_one_node(per_stage_ranks, 0, p - 1, job.cluster.gpus_per_node);
+  const ring_link inter_link{job.cluster.inter_node_bandwidth, job.cluster.inter_node_latency};
+  const std::uint64_t reduce_group = std::uint64_t{lay.dp} * lay.cp * copies;
+  const ring_link dp_link =
+      copies_in_node ? group_link(job.cluster, lay.tp, reduce_group) : inter_link;
+  const bool dp_in_node =
+      copies_in_node && in_one_node(lay.tp, reduce_group, job.cluster.gpus_per_node);
   out.dp = reduce_group;
   out.dp_bandwidth = dp_link.bandwidth;
   out.dp_latency = dp_link.latency;
   out.dp_reduce_scatter = job.sharding != optimizer_sharding::none;
+  // The experts' ring: the ranks holding the same experts, TP·EP apart.
+  const ring_link expert_link =
+      copies_in_node ? group_link(job.cluster, std::uint64_t{lay.tp} * lay.ep, lay.expert_dp())
+                     : inter_link;
+  out.expert_dp = lay.expert_dp() * copies;
+  out.expert_dp_bandwidth = expert_link.bandwidth;
+  out.expert_dp_latency = expert_link.latency;
   out.dp_overlapped = job.overlap_grad_reduce;
   out.blocking_p2p = job.blocking_p2p;
   out.usable_memory = job.cluster.usable_memory();
@@ -716,7 +833,7 @@ inline job_costs make_job_costs(const training_job& job,
   std::vector<double> reduce_sum(p, 0.0);
   for (global_chunk g = 0; g < n; ++g) {
     if (const std::uint32_t k = dp_bucket_count(out.chunks[g]); k > 0) {
-      reduce_sum[pl.stage_of(g)] += k * out.dp_reduce_time(out.gradient_bytes[g] / k);
+      reduce_sum[pl.stage_of(g)] += k * out.bucket_reduce_time(g, k);
     }
   }
   for (double reduce : reduce_sum) {
@@ -743,13 +860,13 @@ inline job_costs make_job_costs(const training_job& job,
     const stage_index st = pl.stage_of(g);
     op_costs& oc = chunk_costs[std::size_t{st} * v + pl.local_of(g)];
     kind_seconds& ks = out.chunk_seconds[g];
-    if (g + 1 < n && pl.stage_of(g + 1) != st) {
+    if (!pl.is_last(g) && pl.stage_of(g + 1) != st) {
       const double send = job.blocking_p2p ? links[std::size_t{st} * p + pl.stage_of(g + 1)] : 0.0;
       oc.forward += send;
       oc.backward_input += receive_gather;  // the gradient from the next chunk's stage
       ks[time_kind::communication] += send + receive_gather;
     }
-    if (g > 0 && pl.stage_of(g - 1) != st) {
+    if (!pl.is_first(g) && pl.stage_of(g - 1) != st) {
       const double send = job.blocking_p2p ? links[std::size_t{st} * p + pl.stage_of(g - 1)] : 0.0;
       oc.backward_input += send;
       oc.forward += receive_gather;  // the activation from the previous chunk's stage
@@ -768,6 +885,17 @@ inline job_costs make_job_costs(const training_job& job,
                                                job.gradient_reduce_bytes);
       oc.forward = std::max(oc.forward, gather);
       oc.backward_input = std::max(oc.backward_input, gather);
+    }
+  }
+
+  // An overlapped F and B pair of a chunk (DualPipe's, DualPipeV's) hides each op's all-to-alls
+  // behind the other's compute (overlapped_pair_time); schedules without pairs never read it.
+  if (ot.layer_exchange_forward + ot.layer_exchange_backward > 0.0) {
+    for (global_chunk g = 0; g < n; ++g) {
+      op_costs& oc = chunk_costs[std::size_t{pl.stage_of(g)} * v + pl.local_of(g)];
+      const double af = chunk_moe_layers[g] * ot.layer_exchange_forward;
+      const double ab = chunk_moe_layers[g] * ot.layer_exchange_backward;
+      oc.overlapped = overlapped_pair_time({oc.forward - af, af}, {oc.backward_input - ab, ab});
     }
   }
 

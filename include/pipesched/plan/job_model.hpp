@@ -71,7 +71,7 @@ inline std::vector<double> dp_reduce_ends(const schedule& sched,
     }
     struct bucket {
       double ready;
-      double bytes;
+      double seconds;
     };
     // Without overlap every bucket waits for the stage's last gradient op.
     double stage_last = 0.0;
@@ -83,17 +83,17 @@ inline std::vector<double> dp_reduce_ends(const schedule& sched,
       const global_chunk g = pl.global(s, c);
       const chunk_content& cc = jc.chunks[g];
       const std::uint32_t k = dp_bucket_count(cc);
-      const double bytes = jc.gradient_bytes[g] / std::max(1u, k);
+      const double seconds = jc.bucket_reduce_time(g, k);
       const auto [start, end] = last[c];
       for (std::uint32_t j = 1; j <= k; ++j) {
-        buckets.push_back({jc.dp_overlapped ? start + (end - start) * j / k : stage_last, bytes});
+        buckets.push_back({jc.dp_overlapped ? start + (end - start) * j / k : stage_last, seconds});
       }
     }
     std::sort(buckets.begin(), buckets.end(),
               [](const bucket& a, const bucket& b) { return a.ready < b.ready; });
     double t = 0.0;
     for (const bucket& b : buckets) {
-      t = std::max(t, b.ready) + jc.dp_reduce_time(b.bytes);
+      t = std::max(t, b.ready) + b.seconds;
     }
     ends[s] = t;
   }
@@ -127,9 +127,14 @@ inline schedule_bounds schedule_bounds_of(const job_costs& jc,
   const std::uint32_t n = p * v;
   std::vector<double> reach(n, 0.0);
   for (global_chunk k = 1; k < n; ++k) {
+    if (pl.is_first(k)) {
+      continue;  // another route's entry: its first forward needs nothing
+    }
     const stage_index from = pl.stage_of(k - 1);
     reach[k] = reach[k - 1] + c.at(from, pl.local_of(k - 1)).forward + c.comm(from, pl.stage_of(k));
   }
+  // Each micro-batch goes down one route: a chunk runs the micro-batches of its route.
+  const double per_chunk = static_cast<double>(lay.microbatches) / pl.routes();
   for (stage_index s = 0; s < p; ++s) {
     double start = std::numeric_limits<double>::infinity();
     for (chunk_index k = 0; k < v; ++k) {
@@ -142,10 +147,10 @@ inline schedule_bounds schedule_bounds_of(const job_costs& jc,
       work += t.forward + t.backward_input + t.backward_weight;
       largest = std::max(largest, m.at(s, k).activation);
     }
-    // Every stage runs m micro-batches of its chunks' work, starting when the first forward
-    // reaches it; every chunk's activations are live at least once (from its F, or its R, to
-    // its B).
-    b.time_s = std::max(b.time_s, start + lay.microbatches * work);
+    // Every stage runs its chunks' work for their routes' micro-batches, starting when the first
+    // forward reaches it; every chunk's activations are live at least once (from its F, or its
+    // R, to its B).
+    b.time_s = std::max(b.time_s, start + per_chunk * work);
     b.memory_bytes = std::max(b.memory_bytes, m.static_memory(s) + largest);
   }
   return b;

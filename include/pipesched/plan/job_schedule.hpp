@@ -60,13 +60,7 @@ inline std::optional<placement> placement_for(const generator_entry& g,
       z.published = false;
       o.search = z;
     }
-    placement pl = g.generate_result(gp, o).sched.layout();
-    if (pl.routes() > 1) {
-      // The job's costs and memory count one copy of each stage's layers: not dualpipe's two.
-      detail::fail(g.name, ": the planner does not model placements with several routes yet (",
-                   to_string(pl.kind()), ": each rank holds two copies of a stage's layers)");
-    }
-    return pl;
+    return g.generate_result(gp, o).sched.layout();
   } catch (const invalid_argument& e) {
     if (why) {
       *why = e.what();
@@ -99,8 +93,8 @@ inline kind_seconds stage_seconds_by_kind(const schedule& sched,
                                           const job_costs& jc,
                                           stage_index s) {
   const placement& pl = sched.layout();
-  const std::size_t n = jc.chunks.size();
-  const double m = static_cast<double>(sched.microbatches());
+  // Each micro-batch goes down one route: a chunk runs the micro-batches of its route.
+  const double m = static_cast<double>(sched.microbatches()) / pl.routes();
   kind_seconds out;
   for (chunk_index c = 0; c < pl.chunks(); ++c) {
     const global_chunk g = pl.global(s, c);
@@ -109,15 +103,15 @@ inline kind_seconds stage_seconds_by_kind(const schedule& sched,
     }
     // Non-blocking sends run beside the compute (blocking ones are in the ops already).
     double sends = 0.0;
-    if (!jc.blocking_p2p && g + 1 < n && pl.stage_of(g + 1) != s) {
+    if (!jc.blocking_p2p && !pl.is_last(g) && pl.stage_of(g + 1) != s) {
       sends += jc.costs.comm(s, pl.stage_of(g + 1));
     }
-    if (!jc.blocking_p2p && g > 0 && pl.stage_of(g - 1) != s) {
+    if (!jc.blocking_p2p && !pl.is_first(g) && pl.stage_of(g - 1) != s) {
       sends += jc.costs.comm(s, pl.stage_of(g - 1));
     }
     out[time_kind::communication] += m * sends;
     if (const std::uint32_t k = dp_bucket_count(jc.chunks[g]); k > 0) {
-      out[time_kind::communication] += k * jc.dp_reduce_time(jc.gradient_bytes[g] / k);
+      out[time_kind::communication] += k * jc.bucket_reduce_time(g, k);
     }
   }
   return out;

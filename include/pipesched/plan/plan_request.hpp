@@ -34,13 +34,14 @@ struct plan_request {
   std::uint32_t gradient_reduce_bytes = 4;        ///< training_job::gradient_reduce_bytes
   tp_overlap tp_comm_overlap = tp_overlap::none;  ///< training_job::tp_comm_overlap
   bool gradient_accumulation_fusion = true;       ///< training_job::gradient_accumulation_fusion
+  double moe_imbalance = 1.0;                     ///< training_job::moe_imbalance
   plan_options options;
 };
 
 /// Sets one choice of `f` by name, from text (the CLI's --baseline items, the keys of
-/// Python's baseline dict): tp, pp, dp, v, micro-batch, microbatches, schedule, recompute,
-/// sp (on / off), partition. Throws invalid_argument naming `who`, the key and the rule, also
-/// for a choice `f` holds already (a key given twice).
+/// Python's baseline dict): tp, cp, pp, ep, dp, v, micro-batch, microbatches, schedule,
+/// recompute, sp (on / off), partition. Throws invalid_argument naming `who`, the key and the rule,
+/// also for a choice `f` holds already (a key given twice).
 inline void set_plan_choice(plan_fixed& f,
                             std::string_view key,
                             std::string_view value,
@@ -86,6 +87,9 @@ inline void set_plan_choice(plan_fixed& f,
   } else if (key == "cp") {
     once(f.cp);
     f.cp = static_cast<std::uint32_t>(count());
+  } else if (key == "ep") {
+    once(f.ep);
+    f.ep = static_cast<std::uint32_t>(count());
   } else if (key == "dp") {
     once(f.dp);
     f.dp = count();
@@ -120,8 +124,8 @@ inline void set_plan_choice(plan_fixed& f,
   } else {
     detail::fail(
         who, ": unknown key \"", key,
-        "\" (known: tp, cp, pp, dp, v, micro-batch, microbatches, schedule, recompute, sp, "
-        "partition)");
+        "\" (known: tp, cp, pp, ep, dp, v, micro-batch, microbatches, schedule, recompute, "
+        "sp, partition)");
   }
 }
 
@@ -211,6 +215,7 @@ inline training_job job_of(const plan_request& r) {
   job.gradient_reduce_bytes = r.gradient_reduce_bytes;
   job.tp_comm_overlap = r.tp_comm_overlap;
   job.gradient_accumulation_fusion = r.gradient_accumulation_fusion;
+  job.moe_imbalance = r.moe_imbalance;
   if (r.vocab_multiple) {
     if (*r.vocab_multiple == 0) {
       detail::fail("plan: vocab_multiple must be at least 1");

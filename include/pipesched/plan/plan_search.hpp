@@ -132,6 +132,46 @@ inline std::string context_parallel_refusal(const training_job& job,
   return {};
 }
 
+/// The rule of an expert-parallel degree for a layout of `dp_cp` = DP·CP ranks per stage: EP > 1
+/// needs experts, divides the routed experts (each rank an equal share) and the DP·CP ranks it is
+/// carved out of. Empty when `ep` applies; `dp_cp` 0: not known yet (not checked).
+inline std::string expert_parallel_refusal(const training_job& job,
+                                           std::uint32_t ep,
+                                           std::uint64_t dp_cp) {
+  if (ep <= 1) {
+    return {};
+  }
+  if (!job.model.is_moe()) {
+    return concat("EP ", ep, " needs a model with experts: \"", job.model.name, "\" is dense");
+  }
+  if (job.model.experts % ep != 0) {
+    return concat("EP ", ep, " must divide the routed experts (", job.model.experts,
+                  "): each rank holds an equal share");
+  }
+  if (dp_cp != 0 && dp_cp % ep != 0) {
+    return concat("EP ", ep, " must divide the data-parallel ranks DP·CP (", dp_cp,
+                  "): expert parallelism is carved out of them");
+  }
+  return {};
+}
+
+/// The expert-parallel degrees searched for a stage of `dp_cp` DP·CP ranks: 1 for a dense model;
+/// for an MoE model every degree dividing both the routed experts and DP·CP (at most one of each
+/// power of two below 2^32: a few per layout).
+inline std::vector<std::uint32_t> expert_parallel_degrees(const training_job& job,
+                                                          std::uint64_t dp_cp) {
+  std::vector<std::uint32_t> out;
+  if (!job.model.is_moe()) {
+    return {1};
+  }
+  for (std::uint64_t e : divisors_of(job.model.experts)) {
+    if (dp_cp % e == 0) {
+      out.push_back(static_cast<std::uint32_t>(e));
+    }
+  }
+  return out;
+}
+
 /// Checks the fixed choices against the model, the cluster and the batch (exit 2 in the CLI),
 /// each rule once for the search and for a fixed layout: TP dividing the heads, the KV heads
 /// and a node's GPUs; PP not above the layers; TP, PP and DP (each, and together) dividing the
@@ -169,6 +209,26 @@ inline void check_fixed(const training_job& job,
   }
   if (f.chunks && *f.chunks == 0) {
     fail(who, ": ", names.option("v"), " must be at least 1");
+  }
+  if (f.ep) {
+    if (*f.ep == 0) {
+      fail(who, ": ", names.option("ep"), " must be at least 1");
+    }
+    // DP·CP when the layout fixes it (the rest of the layout's rule is checked below).
+    std::uint64_t dp_cp = 0;
+    if (f.tp && f.pp) {
+      const std::uint64_t per = std::uint64_t{*f.tp} * f.cp.value_or(1) * *f.pp;
+      if (job.gpus % per == 0) {
+        dp_cp = job.gpus / per * f.cp.value_or(1);
+      }
+    }
+    if (const std::string why = expert_parallel_refusal(job, *f.ep, dp_cp); !why.empty()) {
+      fail(who, ": ", names.value("ep", *f.ep), ": ", why);
+    }
+    if (job.gpus % *f.ep != 0) {
+      fail(who, ": ", names.value("ep", *f.ep), ": EP ", *f.ep, " must divide the GPUs (", job.gpus,
+           "): expert parallelism is carved out of the data-parallel ranks");
+    }
   }
   if (f.micro_batch && *f.micro_batch == 0) {
     fail(who, ": ", names.option("micro-batch"), " must be at least 1");
@@ -280,6 +340,32 @@ inline std::optional<std::vector<std::uint32_t>> partition_for(
     const placement& pl,
     const partition_spec& spec,
     const std::vector<std::uint32_t>& caps = {}) {
+  // Several routes (DualPipe) each hold the whole model: one route's partition, balanced as a
+  // sequential pipeline's, given to every route.
+  if (pl.routes() > 1) {
+    const std::uint32_t route = pl.route_length();
+    std::optional<std::vector<std::uint32_t>> one;
+    if (spec.kind == partition_kind::given) {
+      check_given_partition(spec.layers, job.model.layers, route);
+      one = spec.layers;
+    } else if (route > max_chunks_for(job.model.layers) ||
+               (route > job.model.layers && lay.pp == 1)) {
+      return std::nullopt;
+    } else if (spec.kind == partition_kind::even) {
+      one = even_partition(job.model.layers, route);
+    } else {
+      one = balanced_partition(job.model.layers, placement::sequential(route),
+                               partition_weights_of(op_times_of(job, lay, recompute), route));
+    }
+    if (!one) {
+      return std::nullopt;
+    }
+    std::vector<std::uint32_t> all;
+    for (std::uint32_t r = 0; r < pl.routes(); ++r) {
+      all.insert(all.end(), one->begin(), one->end());
+    }
+    return all;
+  }
   const std::uint32_t n = lay.pp * lay.chunks;
   if (spec.kind == partition_kind::given) {
     check_given_partition(spec.layers, job.model.layers, n);
@@ -533,6 +619,26 @@ inline plan_space enumerate_space(const training_job& job,
         } else {
           rcs = {recompute_kind::none, recompute_kind::selective, recompute_kind::full};
         }
+        // Expert parallelism, out of the stage's DP·CP ranks.
+        std::vector<std::uint32_t> eps;
+        if (f.ep) {
+          if (const std::string why = expert_parallel_refusal(job, *f.ep, dp * cp); !why.empty()) {
+            if (layout_fixed) {
+              fail(who, ": ", names.value("ep", *f.ep), ": ", why);
+            }
+            space.refusal.note(2, [&] { return concat(at, ": ", why); });
+            continue;
+          }
+          eps.push_back(*f.ep);
+        } else {
+          eps = expert_parallel_degrees(job, dp * cp);
+        }
+        std::vector<std::pair<recompute_kind, std::uint32_t>> rc_eps;
+        for (recompute_kind rc : rcs) {
+          for (std::uint32_t ep : eps) {
+            rc_eps.emplace_back(rc, ep);
+          }
+        }
         for (const generator_entry* gen : gens) {
           std::vector<std::uint32_t> vs;
           if (f.chunks) {
@@ -555,16 +661,6 @@ inline plan_space enumerate_space(const training_job& job,
               });
               continue;
             }
-            if (f.partition.kind == partition_kind::given &&
-                std::uint64_t{pp} * v != f.partition.layers.size()) {
-              // A partition fixes PP·v: the layouts of another count are not the one asked for.
-              space.refusal.note(5, [&] {
-                return concat(at, " v", v, ": ", names.option("partition"), " lists ",
-                              f.partition.layers.size(),
-                              " chunks, not PP·v = ", std::uint64_t{pp} * v);
-              });
-              continue;
-            }
             const placed& pd = place(*gen, pp, v);
             if (!pd.pl) {
               space.refusal.note(6, [&] {
@@ -574,6 +670,17 @@ inline plan_space enumerate_space(const training_job& job,
               continue;
             }
             const placement& pl = *pd.pl;
+            if (f.partition.kind == partition_kind::given &&
+                pl.route_length() != f.partition.layers.size()) {
+              // A partition fixes PP·v (one route's chunks with several routes): the layouts of
+              // another count are not the one asked for.
+              space.refusal.note(5, [&] {
+                return concat(at, " v", v, ": ", names.option("partition"), " lists ",
+                              f.partition.layers.size(), " chunks, not ",
+                              pl.routes() > 1 ? "one route's PP = " : "PP·v = ", pl.route_length());
+              });
+              continue;
+            }
             for (const auto& [b, m] : batches) {
               const std::uint64_t ops = std::uint64_t{3} * pp * pl.chunks() * m;
               if (ops > max_plan_schedule_ops) {
@@ -587,8 +694,8 @@ inline plan_space enumerate_space(const training_job& job,
                 continue;
               }
               for (bool sp : sps) {
-                for (recompute_kind rc : rcs) {
-                  plan_layout lay{tp, pp, dp, v, b, m, sp, cp};
+                for (const auto& [rc, ep] : rc_eps) {
+                  plan_layout lay{tp, pp, dp, v, b, m, sp, cp, ep};
                   // Groups share costs: same layout, recompute and placement.
                   std::size_t gi = space.groups.size();
                   for (std::size_t i = first_group; i < space.groups.size(); ++i) {
@@ -626,6 +733,69 @@ inline plan_space enumerate_space(const training_job& job,
                      return space.groups[a.first].time_bound < space.groups[b.first].time_bound;
                    });
   return space;
+}
+
+/// Per stage, the most forwards a generator's order for (p, v, m) holds before their backward
+/// (chunk activations alive at once), from one unit-cost generation; empty when the order
+/// depends on the costs or the memory limit (a searching generator; interleaved 1F1B without a
+/// fixed group size, which the search lowers when it does not fit) or the shape is refused.
+inline std::vector<std::uint32_t> forwards_in_flight(const generator_entry& g,
+                                                     std::uint32_t p,
+                                                     std::uint32_t v,
+                                                     std::uint32_t m,
+                                                     std::uint32_t group_size) {
+  if (g.searches || (g.name == "interleaved-1f1b" && group_size == 0)) {
+    return {};
+  }
+  generator_params gp;
+  gp.stages = p;
+  gp.microbatches = m;
+  gp.chunks = v;
+  gp.group_size = group_size;
+  schedule s;
+  try {
+    s = g.generate_result(gp).sched;
+  } catch (const invalid_argument&) {
+    return {};
+  }
+  std::vector<std::uint32_t> out(p, 0);
+  for (stage_index st = 0; st < p; ++st) {
+    std::uint32_t alive = 0;
+    for (const op& o : s.ops(st)) {
+      if (o.kind == op_kind::forward) {
+        out[st] = std::max(out[st], ++alive);
+      } else if ((o.kind == op_kind::backward_input || o.kind == op_kind::backward_full) &&
+                 alive > 0) {
+        --alive;
+      }
+    }
+  }
+  return out;
+}
+
+/// A candidate's memory bound (docs/model.md §10): the group's, and with `in_flight`
+/// (forwards_in_flight) on each stage its static memory and that many of the smallest
+/// activation its chunks' forwards keep (the input alone when recomputing).
+inline double candidate_memory_bound(const plan_group& g,
+                                     const std::vector<std::uint32_t>& in_flight) {
+  double bound = g.memory_bound;
+  if (in_flight.empty()) {
+    return bound;
+  }
+  const std::uint32_t p = g.layout.pp;
+  const std::uint32_t v = g.layout.chunks;
+  const shaped_memory_model m = g.costs->memory.for_shape(p, v, "plan");
+  for (stage_index s = 0; s < p && s < in_flight.size(); ++s) {
+    double least = std::numeric_limits<double>::infinity();
+    for (chunk_index c = 0; c < v; ++c) {
+      const chunk_memory cm = m.at(s, c);
+      least = std::min(least, g.recompute != recompute_kind::none && cm.input > 0.0
+                                  ? std::min(cm.input, cm.activation)
+                                  : cm.activation);
+    }
+    bound = std::max(bound, m.static_memory(s) + in_flight[s] * least);
+  }
+  return bound;
 }
 
 /// Evaluates one candidate of `space`, re-partitioning a balanced partition that did not fit
@@ -751,14 +921,38 @@ inline plan_result run_plan(const training_job& job,
   std::size_t next = 0;
   const std::size_t n = space.candidates.size();
   std::string first_refusal;
+  // Forwards in flight per (generator, p, v, m): a hand-crafted order's count fixes its
+  // activations whatever the costs, so a candidate whose count cannot fit is never generated.
+  std::map<std::tuple<std::string, std::uint32_t, std::uint32_t, std::uint32_t>,
+           std::vector<std::uint32_t>>
+      in_flight;
+  auto memory_bound_of = [&](std::size_t i) {
+    const auto& [gi, gen] = space.candidates[i];
+    const plan_group& g = space.groups[gi];
+    if (g.memory_bound > usable * (1.0 + 1e-9)) {
+      return g.memory_bound;
+    }
+    const auto key =
+        std::make_tuple(gen->name, g.layout.pp, g.layout.chunks, g.layout.microbatches);
+    auto it = in_flight.find(key);
+    if (it == in_flight.end()) {
+      it = in_flight
+               .emplace(key, forwards_in_flight(*gen, g.layout.pp, g.layout.chunks,
+                                                g.layout.microbatches, f.group_size.value_or(0)))
+               .first;
+    }
+    return candidate_memory_bound(g, it->second);
+  };
   while (next < n) {
     const double limit = threshold();
     std::vector<std::size_t> batch;
     while (next < n && batch.size() < std::max<std::size_t>(threads, 2)) {
       const plan_group& g = space.groups[space.candidates[next].first];
-      if (opts.prune && !keep_misfit && g.memory_bound > usable * (1.0 + 1e-9)) {
+      const double memory_bound =
+          opts.prune && !keep_misfit ? memory_bound_of(next) : g.memory_bound;
+      if (opts.prune && !keep_misfit && memory_bound > usable * (1.0 + 1e-9)) {
         ++res.stats.pruned_memory;
-        smallest_need = std::min(smallest_need, g.memory_bound);
+        smallest_need = std::min(smallest_need, memory_bound);
       } else if (opts.prune && !one && g.time_bound > limit * (1.0 + 1e-12)) {
         ++res.stats.pruned_time;
       } else {

@@ -110,6 +110,8 @@ struct plan_result {
   /// fixed (plan_options::evaluates_one), the one plan, fitting or not.
   std::vector<plan_entry> plans;
   std::optional<plan_entry> baseline;  ///< plan_options::baseline, evaluated by the same model
+  /// plan_options::other_baselines, in their order, each evaluated as `baseline` is.
+  std::vector<plan_entry> other_baselines;
   std::vector<plan_frontier_point> frontier;  ///< by step time
   plan_search_stats stats;
   /// The smallest per-GPU need found (the lowest largest-stage peak, or its lower bound for a
@@ -135,6 +137,8 @@ struct plan_fixed {
   /// Context parallelism (each sequence over `cp` ranks); unset: 1, or searched for sequences
   /// of at least `cp_search_min_sequence` tokens.
   std::optional<std::uint32_t> cp;
+  /// Expert parallelism (plan_layout::ep); unset: 1 for a dense model, searched for an MoE one.
+  std::optional<std::uint32_t> ep;
 
   /// True when the layout and the schedule are given: plan() evaluates that layout (the
   /// choices left unset are searched and the best kept).
@@ -146,6 +150,9 @@ struct plan_options {
   /// Another layout to evaluate by the same model and compare against (its unset choices are
   /// searched: it is compared at its best).
   std::optional<plan_fixed> baseline{};
+  /// More layouts evaluated and compared as `baseline` is, each at its best (the CLI's second
+  /// and later --baseline, Python's baseline= list): e.g. one layout under several schedules.
+  std::vector<plan_fixed> other_baselines{};
   std::size_t top = 5;  ///< plans kept
   /// zb-auto / zb-v local search budget per candidate, in candidate orders timed, at the usable
   /// memory and at each memory rung below it. Every candidate is searched with this one budget:
@@ -163,13 +170,17 @@ struct plan_options {
 
 namespace detail {
 
-/// "TP8 PP16 v2 b1 m16 interleaved-1f1b selective SP" ("TP8 CP16 PP16 ..." with CP).
+/// "TP8 PP16 v2 b1 m16 interleaved-1f1b selective SP" ("TP8 CP16 PP16 ..." with CP, "TP1 PP16
+/// EP64 ..." with expert parallelism).
 inline std::string plan_label(const plan_choice& c) {
   std::string out = "TP" + std::to_string(c.layout.tp);
   if (c.layout.cp > 1) {
     out += " CP" + std::to_string(c.layout.cp);
   }
   out += " PP" + std::to_string(c.layout.pp);
+  if (c.layout.ep > 1) {
+    out += " EP" + std::to_string(c.layout.ep);
+  }
   if (c.layout.chunks > 1) {
     out += " v" + std::to_string(c.layout.chunks);
   }

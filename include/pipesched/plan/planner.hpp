@@ -36,15 +36,28 @@ PIPESCHED_INLINE plan_result plan(const training_job& job, const plan_options& o
 PIPESCHED_INLINE plan_result plan(const training_job& job, const plan_options& opts) {
   job.check("plan");
   const generator_registry& registry = opts.registry ? *opts.registry : default_registry();
-  plan_result res = detail::run_plan(job, opts.fixed, opts, registry);
+  const detail::choice_names names{true};
+  // Every baseline's fixed choices checked before the search, which can take a while.
   if (opts.baseline) {
-    const detail::choice_names names{true};
-    plan_result base = detail::run_plan(job, *opts.baseline, opts, registry, names);
+    detail::check_fixed(job, *opts.baseline, names);
+  }
+  for (const plan_fixed& f : opts.other_baselines) {
+    detail::check_fixed(job, f, names);
+  }
+  plan_result res = detail::run_plan(job, opts.fixed, opts, registry);
+  auto evaluate = [&](const plan_fixed& f) {
+    plan_result base = detail::run_plan(job, f, opts, registry, names);
     if (base.plans.empty()) {
       // Nothing of the baseline fits: its plan nearest to fitting, shown as not fitting.
-      base = detail::run_plan(job, *opts.baseline, opts, registry, names, true);
+      base = detail::run_plan(job, f, opts, registry, names, true);
     }
-    res.baseline = std::move(base.plans.front());
+    return std::move(base.plans.front());
+  };
+  if (opts.baseline) {
+    res.baseline = evaluate(*opts.baseline);
+  }
+  for (const plan_fixed& f : opts.other_baselines) {
+    res.other_baselines.push_back(evaluate(f));
   }
   return res;
 }
