@@ -31,7 +31,7 @@ pipesched_cli_test("plan: --moe-imbalance on a dense model" 2
 # DualPipe in the planner, and DeepSeek-V3's published layout (PP 16, EP 64, no TP, ZeRO-1 on
 # 2,048 H800) evaluated under dualpipe, dualpipev, 1f1b and zb-1p, one --baseline each, beside
 # the search's best (README, "Mixtures of experts").
-# --recompute full keeps the search to about 3 s (every recomputation: about 70 s, most of it
+# --recompute full keeps the search to about 3 s (every recomputation: about 50 s, most of it
 # in the searching generators at their memory rungs).
 set(moe_deepseek plan --model deepseek-v3 --gpu h800-sxm-80gb --gpus 2048 --seq 4096
     --global-batch 15360 --recompute full)
