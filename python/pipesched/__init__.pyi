@@ -318,16 +318,17 @@ def read_schedule(path: str, *, input_format: Optional[str] = None) -> Schedule:
 def model_presets() -> List[str]: ...
 def gpu_presets() -> List[str]: ...
 def plan(model: str, gpu: str, *, gpus: Optional[int] = None, seq: Optional[int] = None,
-         tp: Optional[int] = None, pp: Optional[int] = None, dp: Optional[int] = None,
-         chunks: Optional[int] = None, schedule: Optional[str] = None,
+         tp: Optional[int] = None, cp: Optional[int] = None, pp: Optional[int] = None,
+         dp: Optional[int] = None, chunks: Optional[int] = None, schedule: Optional[str] = None,
          micro_batch: Optional[int] = None, microbatches: Optional[int] = None,
          global_batch: Optional[int] = None, global_batch_tokens: Optional[int] = None,
          sequence_parallel: Optional[bool] = None, recompute: Optional[str] = None,
          optimizer_sharding: str = "optimizer", partition: str = "balanced", top: int = 5,
-         baseline: Union[None, str, Dict[str, Any]] = None,
+         baseline: Union[None, str, Dict[str, Any], List[Union[str, Dict[str, Any]]]] = None,
          vocab_multiple: Optional[int] = None, achieved_fraction: Optional[float] = None,
          usable_fraction: Optional[float] = None, search_evaluations: Optional[int] = None,
-         threads: Optional[int] = None, format: str = "json") -> Any: ...
+         threads: Optional[int] = None, format: str = "json", ep: Optional[int] = None,
+         moe_imbalance: Optional[float] = None) -> Any: ...
 
 def pack(model: str, lengths: Union[str, Sequence[int]], *, gpu: str = "h100-sxm-80gb",
          tokens_per_microbatch: Optional[int] = None, microbatches: Optional[int] = None,

@@ -136,11 +136,11 @@ void bind_planner(py::module_& m) {
         if (py::isinstance<py::list>(baseline)) {
           // Several: the first is the baseline, the others compare the same way.
           for (const py::handle b : baseline.cast<py::list>()) {
-            plan_fixed f = baseline_arg(py::reinterpret_borrow<py::object>(b));
+            plan_fixed base = baseline_arg(py::reinterpret_borrow<py::object>(b));
             if (!req.options.baseline) {
-              req.options.baseline = std::move(f);
+              req.options.baseline = std::move(base);
             } else {
-              req.options.other_baselines.push_back(std::move(f));
+              req.options.other_baselines.push_back(std::move(base));
             }
           }
         } else if (!baseline.is_none()) {

@@ -118,3 +118,26 @@ def test_exported_compute_comms_csv_times_close_to_the_plan(tmp_path):
     posted = json.loads(sim.stdout)["makespan"]
     # Receives posted after their sends delay the data (NCCL needs both sides): a little.
     assert predicted <= posted <= predicted * 1.001
+
+
+def test_plan_expert_parallelism_and_several_baselines():
+    moe = dict(gpus=32, seq=4096, global_batch=64, tp=2, pp=4, schedule="1f1b", micro_batch=1,
+               recompute="full")
+    r = ps.plan("mixtral-8x7b", "h100-sxm-80gb", ep=4, **moe,
+                baseline=[{"tp": 2, "pp": 4, "ep": 2, "schedule": "1f1b"},
+                          "tp=2,pp=4,ep=1,schedule=dualpipe"])
+    assert r["plans"][0]["layout"]["ep"] == 4
+    assert r["baseline"]["layout"]["ep"] == 2
+    assert [(b["layout"]["ep"], b["schedule"]) for b in r["other_baselines"]] == [(1, "dualpipe")]
+    args = ["plan", "--model", "mixtral-8x7b", "--gpu", "h100-sxm-80gb", "--gpus", "32", "--seq",
+            "4096", "--global-batch", "64", "--tp", "2", "--pp", "4", "--schedule", "1f1b",
+            "--micro-batch", "1", "--recompute", "full", "--ep", "4", "--json"]
+    cli = json.loads(subprocess.run([CLI] + args, capture_output=True, text=True,
+                                    check=True).stdout)
+    assert without_timing(cli)["plans"] == without_timing(
+        ps.plan("mixtral-8x7b", "h100-sxm-80gb", ep=4, **moe))["plans"]
+    with pytest.raises(ValueError, match="EP 3 must divide the routed experts"):
+        ps.plan("mixtral-8x7b", "h100-sxm-80gb", ep=3, **moe)
+    with pytest.raises(ValueError, match="moe_imbalance"):
+        ps.plan("llama3-8b", "h100-sxm-80gb", gpus=16, seq=4096, global_batch=64,
+                moe_imbalance=2.0)

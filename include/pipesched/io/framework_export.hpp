@@ -54,12 +54,32 @@ inline std::uint64_t global_batch_of(const plan_entry& e) {
 /// code path with other memory; its interleaved schedule takes p ≤ N ≤ m micro-batches per group
 /// with m mod N either 0 or at least p, and p > 1 (p > 2 with blocking transfers); context
 /// parallelism splits the sequence into 2·CP pieces.
+namespace detail {
+
+/// Why `framework`'s export would not run the planned model: its mixture of experts and MLA
+/// (expert parallelism, the routed experts, the latent projections) are not among the
+/// arguments written yet, and a dense model's would silently train another model. Empty for a
+/// dense model without MLA.
+inline std::string moe_export_refusal(const training_job& job, std::string_view framework) {
+  if (job.model.is_moe() || job.model.mla) {
+    return std::string("the model has ") + (job.model.is_moe() ? "experts" : "MLA attention") +
+           ", whose " + std::string(framework) +
+           " arguments (experts, top-k, expert parallelism, MLA ranks) are not written yet";
+  }
+  return {};
+}
+
+}  // namespace detail
+
 inline std::string megatron_unsupported(const training_job& job, const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
   const std::string& s = e.choice.schedule;
   using std::to_string;
   if (s != "1f1b" && s != "interleaved-1f1b") {
     return "Megatron-LM runs 1f1b and interleaved-1f1b, not " + s;
+  }
+  if (const std::string why = detail::moe_export_refusal(job, "Megatron-LM"); !why.empty()) {
+    return why;
   }
   if (job.sharding == optimizer_sharding::gradients ||
       job.sharding == optimizer_sharding::weights) {
@@ -232,6 +252,9 @@ inline std::string torchtitan_unsupported(const training_job& job, const plan_en
   const plan_layout& l = e.choice.layout;
   using std::to_string;
   const placement_kind k = e.sched.layout().kind();
+  if (const std::string why = detail::moe_export_refusal(job, "torchtitan"); !why.empty()) {
+    return why;
+  }
   if (k == placement_kind::dual) {
     return "torchtitan runs one route through the stages; " + e.choice.schedule +
            " has two (DualPipe's, entering at both ends)";

@@ -662,6 +662,18 @@ inline plan_space enumerate_space(const training_job& job,
               continue;
             }
             const placed& pd = place(*gen, pp, v);
+            // A partition fixes PP·v (one route's chunks with several routes): the layouts of
+            // another count are not the one asked for.
+            const std::uint64_t listed = pd.pl ? pd.pl->route_length() : std::uint64_t{pp} * v;
+            if (f.partition.kind == partition_kind::given && listed != f.partition.layers.size()) {
+              space.refusal.note(5, [&] {
+                return concat(
+                    at, " v", v, ": ", names.option("partition"), " lists ",
+                    f.partition.layers.size(), " chunks, not ",
+                    pd.pl && pd.pl->routes() > 1 ? "one route's PP = " : "PP·v = ", listed);
+              });
+              continue;
+            }
             if (!pd.pl) {
               space.refusal.note(6, [&] {
                 return concat(names.value("schedule", gen->name), " does not take ",
@@ -670,17 +682,6 @@ inline plan_space enumerate_space(const training_job& job,
               continue;
             }
             const placement& pl = *pd.pl;
-            if (f.partition.kind == partition_kind::given &&
-                pl.route_length() != f.partition.layers.size()) {
-              // A partition fixes PP·v (one route's chunks with several routes): the layouts of
-              // another count are not the one asked for.
-              space.refusal.note(5, [&] {
-                return concat(at, " v", v, ": ", names.option("partition"), " lists ",
-                              f.partition.layers.size(), " chunks, not ",
-                              pl.routes() > 1 ? "one route's PP = " : "PP·v = ", pl.route_length());
-              });
-              continue;
-            }
             for (const auto& [b, m] : batches) {
               const std::uint64_t ops = std::uint64_t{3} * pp * pl.chunks() * m;
               if (ops > max_plan_schedule_ops) {
