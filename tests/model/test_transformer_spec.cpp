@@ -300,6 +300,21 @@ TEST_CASE("transformer_spec: model FLOPs count the router and the activated expe
   CHECK(layers_forward_flops(d, n) == 126.0 * flops_of_layer(d, n).forward());
 }
 
+namespace {
+
+/// `t` with DeepSeek-V3's MLA sizes (its ranks and head dims).
+transformer_spec with_deepseek_mla(transformer_spec t) {
+  t.mla = true;
+  t.q_lora_rank = 1536;
+  t.kv_lora_rank = 512;
+  t.qk_nope_head_dim = 128;
+  t.qk_rope_head_dim = 64;
+  t.v_head_dim = 128;
+  return t;
+}
+
+}  // namespace
+
 TEST_CASE("transformer_spec: MLA's projections and core widths", "[model][transformer_spec]") {
   transformer_spec t;
   t.layers = 1;
@@ -309,12 +324,7 @@ TEST_CASE("transformer_spec: MLA's projections and core widths", "[model][transf
   t.vocab = 129280;
   t.mlp = mlp_kind::swiglu;
   t.norm = norm_kind::rmsnorm;
-  t.mla = true;
-  t.q_lora_rank = 1536;
-  t.kv_lora_rank = 512;
-  t.qk_nope_head_dim = 128;
-  t.qk_rope_head_dim = 64;
-  t.v_head_dim = 128;
+  t = with_deepseek_mla(t);
   REQUIRE_NOTHROW(t.check());
   CHECK(t.query_size() == 128.0 * 192);
   CHECK(t.value_size() == 128.0 * 128);
@@ -391,16 +401,11 @@ TEST_CASE("transformer_spec: a size too large to count exactly is named by its o
   t.hidden = 16384;
   t.heads = 128;
   t.kv_heads = 128;
-  t.mla = true;
-  t.q_lora_rank = 1536;
-  t.kv_lora_rank = 128;
-  t.qk_nope_head_dim = 128;
-  t.qk_rope_head_dim = 64;
-  t.v_head_dim = 128;
+  t = with_deepseek_mla(t);
   CHECK(field_of(t).empty());
   t.kv_lora_rank = 1'000'000'000'000;
   CHECK(field_of(t) == "kv_lora_rank");
-  t.kv_lora_rank = 128;
+  t.kv_lora_rank = 512;
   t.qk_nope_head_dim = 1'000'000'000'000;
   CHECK(field_of(t) == "qk_nope_head_dim");
 }

@@ -7,6 +7,8 @@
 #include <pipesched/gen/builtin_registry.hpp>
 #include <pipesched/plan/job_schedule.hpp>
 
+#include "support/plan_fixture.hpp"
+
 using namespace pipesched;
 
 TEST_CASE("job schedule: each generator's placement, or its refusal", "[plan][job_schedule]") {
@@ -49,12 +51,7 @@ TEST_CASE("job schedule: dualpipe in the planner: two routes, 2x parameters, PP 
   const auto dual = detail::placement_for(reg.at("dualpipe"), 4, 2);
   REQUIRE(dual);
   CHECK(*dual == placement::dual(4));
-  training_job job;
-  job.model = model_preset("llama3-8b");
-  job.cluster = cluster_preset("h100-sxm-80gb");
-  job.gpus = 4;
-  job.sequence = 4096;
-  job.global_batch = 16;
+  training_job job = test_plan::llama3_8b_job(4, 4096, 16);
   plan_layout l;
   l.pp = 4;
   l.microbatches = 16;

@@ -80,12 +80,7 @@ TEST_CASE("plan search: a stage over the limit gives up the layers its excess is
 
 TEST_CASE("plan search: the re-partition keeps each stage within the caps its memory gives",
           "[plan][search]") {
-  training_job job;
-  job.model = model_preset("llama3-8b");
-  job.cluster = cluster_preset("h100-sxm-80gb");
-  job.gpus = 4;
-  job.sequence = 4096;
-  job.global_batch = 16;
+  const training_job job = test_plan::llama3_8b_job(4, 4096, 16);
   const plan_layout lay{1, 4, 1, 1, 1, 16, false};
   const generator_entry& gen = default_registry().at("1f1b");
   const auto pl = detail::placement_for(gen, 4, 1);

@@ -12,16 +12,21 @@
 
 namespace test_plan {
 
+/// Llama 3 8B on H100s: the job most plan tests start from.
+inline pipesched::training_job llama3_8b_job(std::uint64_t gpus,
+                                             std::uint64_t sequence,
+                                             std::uint64_t global_batch) {
+  pipesched::training_job j;
+  j.model = pipesched::model_preset("llama3-8b");
+  j.cluster = pipesched::cluster_preset("h100-sxm-80gb");
+  j.gpus = gpus;
+  j.sequence = sequence;
+  j.global_batch = global_batch;
+  return j;
+}
+
 inline const pipesched::training_job& small_job() {
-  static const pipesched::training_job job = [] {
-    pipesched::training_job j;
-    j.model = pipesched::model_preset("llama3-8b");
-    j.cluster = pipesched::cluster_preset("h100-sxm-80gb");
-    j.gpus = 64;
-    j.sequence = 8192;
-    j.global_batch = 64;
-    return j;
-  }();
+  static const pipesched::training_job job = llama3_8b_job(64, 8192, 64);
   return job;
 }
 
