@@ -83,7 +83,8 @@ std::optional<std::uint64_t> count64(const std::optional<std::string>& text, con
   return parse_count(*text, option, std::uint64_t{1} << 62, 1);
 }
 
-/// A fraction option: the range is the option's, named as the user typed it.
+/// A fraction option: job_of's (0, 1] rule, checked here first so that the message names the
+/// option the user typed rather than the library's field.
 double fraction_option(const std::string& text, const char* option) {
   const double v = parse_real(text, option);
   if (!(v > 0.0 && v <= 1.0)) {
