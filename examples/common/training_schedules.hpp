@@ -1,9 +1,12 @@
 #pragma once
 
 // What the training examples (mlp_pipeline, torch_pipeline) share: the schedules a --schedule
-// option names, each generated for the shape they train.
+// option names, each generated for the shape they train, and the verdict over them.
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -29,9 +32,8 @@ inline std::vector<const pipesched::generator_entry*> named(const std::string& n
 }
 
 /// `entry`'s schedule for p stages and m micro-batches at its default chunks, named as the
-/// entry. Throws invalid_argument for a shape the generator refuses, and for a schedule of two
-/// routes: each rank builds one copy of its stages' layers, so a micro-batch's route through a
-/// second copy (dualpipe) is not trained here yet.
+/// entry. Throws invalid_argument for a shape the generator refuses. A schedule of several
+/// routes (dualpipe) trains a copy of the model per route (route_copies.hpp).
 inline pipesched::schedule generate(const pipesched::generator_entry& entry,
                                     std::uint32_t p,
                                     std::uint32_t m) {
@@ -40,13 +42,42 @@ inline pipesched::schedule generate(const pipesched::generator_entry& entry,
   params.microbatches = m;
   params.chunks = entry.default_chunks;
   pipesched::schedule sched = entry.generate(params);
-  if (sched.layout().routes() > 1) {
-    throw pipesched::invalid_argument(entry.name + ": has " +
-                                      std::to_string(sched.layout().routes()) +
-                                      " routes; this example trains schedules of one route");
-  }
   sched.set_name(entry.name);
   return sched;
 }
+
+/// The tally of a run over named() schedules.
+struct tally {
+  double worst = 0.0;  ///< the largest gradient difference seen
+  int trained = 0;
+  int failed = 0;
+
+  /// A schedule's training threw: says so (on every process: each reports its own).
+  void threw(const std::string& name, const std::exception& e) {
+    std::printf("  FAIL: %s: %s\n", name.c_str(), e.what());
+    worst = HUGE_VAL;
+    ++failed;
+  }
+
+  /// The closing lines, printed when `print`: the verdict (`matched` says against what), then
+  /// max_grad_rel_diff=<worst>. True when every schedule passed.
+  bool report(bool print, std::uint32_t p, std::uint32_t m, const char* matched) {
+    if (trained == 0) {
+      failed = 1;
+    }
+    if (!print) {
+      return failed == 0;
+    }
+    if (trained == 0) {
+      std::printf("FAIL: no schedule could be built for p=%u m=%u\n", p, m);
+    } else if (failed == 0) {
+      std::printf("ok: %d schedule(s) trained, gradients match %s\n", trained, matched);
+    } else {
+      std::printf("FAIL: %d of %d schedule(s)\n", failed, trained);
+    }
+    std::printf("max_grad_rel_diff=%.3g\n", worst);
+    return failed == 0;
+  }
+};
 
 }  // namespace training_schedules

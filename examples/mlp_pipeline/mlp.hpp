@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -104,6 +105,15 @@ struct layer {
   }
 };
 
+/// What the MLP examples train: the SGD rate, the layers' width, the samples per micro-batch and
+/// the layers per chunk.
+struct settings {
+  double lr = 0.2;
+  std::size_t width = 8;
+  std::size_t batch = 4;
+  std::size_t layers_per_chunk = 2;
+};
+
 /// The problem: m micro-batches of `batch` samples, inputs and regression targets.
 struct dataset {
   std::vector<matrix> inputs;
@@ -131,14 +141,14 @@ inline dataset make_dataset(std::uint32_t microbatches, std::size_t batch, std::
   return d;
 }
 
-/// Layers in model order, `layers_per_chunk` per global chunk.
-inline std::vector<layer> make_layers(std::uint32_t total_chunks,
+/// The model's layers, `layers_per_chunk` for each of its `chunks` (a route's global chunks).
+inline std::vector<layer> make_layers(std::uint32_t chunks,
                                       std::size_t layers_per_chunk,
                                       std::size_t width) {
   std::mt19937_64 rng(42);
   const double a = 1.5 / std::sqrt(static_cast<double>(width));
   std::uniform_real_distribution<double> u(-a, a);
-  std::vector<layer> layers(std::size_t{total_chunks} * layers_per_chunk);
+  std::vector<layer> layers(std::size_t{chunks} * layers_per_chunk);
   for (std::size_t l = 0; l < layers.size(); ++l) {
     layers[l].w = matrix(width, width);
     for (double& e : layers[l].w.v) {
@@ -152,6 +162,29 @@ inline std::vector<layer> make_layers(std::uint32_t total_chunks,
     layers[l].zero_grad();
   }
   return layers;
+}
+
+/// The layers a schedule of `routes` routes holds: the model once per route, in global chunk
+/// order, so that global chunk g holds a copy of the model's chunk g % route_length
+/// (route_copies.hpp).
+inline std::vector<layer> replicate(const std::vector<layer>& model, std::uint32_t routes) {
+  std::vector<layer> out;
+  out.reserve(model.size() * routes);
+  for (std::uint32_t r = 0; r < routes; ++r) {
+    out.insert(out.end(), model.begin(), model.end());
+  }
+  return out;
+}
+
+/// The first of the `routes` copies replicate() made (the others equal it): the model.
+inline std::span<const layer> one_copy(const std::vector<layer>& layers, std::uint32_t routes) {
+  return std::span<const layer>(layers).first(layers.size() / routes);
+}
+
+/// The SGD step size for `lr` on `pl`: a deeper model (more chunks per stage along a route)
+/// needs a smaller step to descend reliably.
+inline double step_size(double lr, const pipesched::placement& pl) {
+  return lr / static_cast<double>(pl.route_length() / pl.stages());
 }
 
 /// Zeroes every layer's accumulated gradient (the start of a training step).
@@ -175,7 +208,7 @@ inline void sgd_step(std::vector<layer>& layers, double lr) {
 
 /// Every gradient in one flat vector, layer by layer (gw row-major, then gb): what a
 /// distributed run reduces across ranks.
-inline std::vector<double> flatten_gradients(const std::vector<layer>& layers) {
+inline std::vector<double> flatten_gradients(std::span<const layer> layers) {
   std::vector<double> flat;
   for (const auto& l : layers) {
     flat.insert(flat.end(), l.gw.v.begin(), l.gw.v.end());
@@ -185,7 +218,7 @@ inline std::vector<double> flatten_gradients(const std::vector<layer>& layers) {
 }
 
 /// The inverse of flatten_gradients() (same layer shapes); throws on a size mismatch.
-inline void assign_gradients(std::vector<layer>& layers, const std::vector<double>& flat) {
+inline void assign_gradients(std::span<layer> layers, std::span<const double> flat) {
   std::size_t at = 0;
   for (auto& l : layers) {
     if (flat.size() - at < l.gw.v.size() + l.gb.size()) {
@@ -215,9 +248,10 @@ inline matrix loss_grad(const matrix& y, const matrix& t, double scale, double& 
 
 /// The unpipelined reference: for each micro-batch in order, a plain forward through every
 /// layer and a textbook fused backward. Written independently of the chunked executor.
-inline std::vector<layer> reference_gradients(std::vector<layer> layers,
+inline std::vector<layer> reference_gradients(std::span<const layer> model,
                                               const dataset& data,
                                               double& loss) {
+  std::vector<layer> layers(model.begin(), model.end());
   for (auto& l : layers) {
     l.zero_grad();
   }
@@ -239,11 +273,12 @@ inline std::vector<layer> reference_gradients(std::vector<layer> layers,
 }
 
 /// The pipelined model: a pipesched executor. Chunk g holds layers
-/// [g·layers_per_chunk, (g+1)·layers_per_chunk); each stage touches only its own chunks, so
+/// [g·layers_per_chunk, (g+1)·layers_per_chunk) (of replicate()'s copies, with several
+/// routes); each stage touches only its own chunks, so
 /// run() is safe to call concurrently for different stages. It takes the context form of run():
 /// the op_context names the op's global chunk and whether it is the first (reads the data) or
 /// the last (computes the loss), so the model needs no copy of the schedule or its placement.
-/// Overlapped pairs (ctx.overlaps_next: DualPipeV's F of one micro-batch with the backward of
+/// Overlapped pairs (ctx.overlaps_next: DualPipe(V)'s F of one micro-batch with the backward of
 /// another) run one op after the other, as the executor concept allows: the two never need each
 /// other's results, so the gradients are the same; a GPU executor would start the first op on its
 /// own stream and return, to run the second alongside it (exec/executor.hpp).
@@ -300,9 +335,27 @@ class pipelined_mlp {
     }
   }
 
-  /// Loss summed over the micro-batches since the last reset (kept by the last chunk).
-  double loss() const { return chunks_.back().loss; }
-  void reset_loss() { chunks_.back().loss = 0.0; }
+  /// Loss summed over the micro-batches since the last reset (kept by each route's last chunk).
+  double loss() const {
+    double sum = 0.0;
+    for (const auto& c : chunks_) {
+      sum += c.loss;
+    }
+    return sum;
+  }
+  void reset_loss() {
+    for (auto& c : chunks_) {
+      c.loss = 0.0;
+    }
+  }
+  /// Global chunk g's accumulated gradients, flattened (flatten_gradients), and put back: what
+  /// route_copies sums over a block's copies.
+  std::vector<double> flat_gradients(pipesched::global_chunk g) const {
+    return flatten_gradients(chunk_layers(g));
+  }
+  void assign_flat_gradients(pipesched::global_chunk g, std::span<const double> flat) {
+    assign_gradients(chunk_layers(g), flat);
+  }
   /// Tensors still held for a B or W that never ran (0 after a complete iteration).
   std::size_t stashed() const {
     std::size_t n = 0;
@@ -321,7 +374,10 @@ class pipelined_mlp {
     double loss = 0.0;
   };
 
-  layer& at(pipesched::global_chunk g, std::size_t k) { return (*layers_)[g * per_chunk_ + k]; }
+  std::span<layer> chunk_layers(pipesched::global_chunk g) const {
+    return std::span<layer>(*layers_).subspan(g * per_chunk_, per_chunk_);
+  }
+  layer& at(pipesched::global_chunk g, std::size_t k) { return chunk_layers(g)[k]; }
 
   message forward(pipesched::global_chunk g, chunk_state& c, std::uint32_t mb, matrix x) {
     std::vector<matrix> acts{std::move(x)};
@@ -385,7 +441,8 @@ class pipelined_mlp {
 
 static_assert(pipesched::executor<pipelined_mlp>);
 
-/// max over tensors of max|a − b| / max|b| (normwise relative difference).
+/// max over tensors of max|a − b| / max|b| (normwise relative difference). `got` may hold the
+/// model several times (replicate()): every copy is compared with `ref`.
 inline double max_rel_diff(const std::vector<layer>& got, const std::vector<layer>& ref) {
   double worst = 0.0;
   auto tensor = [&](const std::vector<double>& a, const std::vector<double>& b) {
@@ -399,8 +456,8 @@ inline double max_rel_diff(const std::vector<layer>& got, const std::vector<laye
     worst = std::max(worst, norm > 0.0 ? diff / norm : diff);
   };
   for (std::size_t l = 0; l < got.size(); ++l) {
-    tensor(got[l].gw.v, ref[l].gw.v);
-    tensor(got[l].gb, ref[l].gb);
+    tensor(got[l].gw.v, ref[l % ref.size()].gw.v);
+    tensor(got[l].gb, ref[l % ref.size()].gb);
   }
   return worst;
 }

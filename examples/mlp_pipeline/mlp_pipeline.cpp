@@ -20,6 +20,7 @@
 #include <pipesched/transform/recompute.hpp>
 
 #include "mlp.hpp"
+#include "route_copies.hpp"
 #include "training_schedules.hpp"
 
 namespace {
@@ -31,10 +32,7 @@ struct options {
   std::uint32_t stages = 4;
   std::uint32_t microbatches = 8;
   int steps = 5;
-  double lr = 0.2;
-  std::size_t width = 8;
-  std::size_t batch = 4;
-  std::size_t layers_per_chunk = 2;
+  mlp::settings model;
   bool serial = false;
   std::string recompute;  // "", "all" or global chunks "0,2"
   std::string recompute_policy = "before-backward";
@@ -47,26 +45,33 @@ struct outcome {
 
 outcome train(const pipesched::schedule& sched, const options& opt) {
   const auto& pl = sched.layout();
-  const mlp::dataset data = mlp::make_dataset(sched.microbatches(), opt.batch, opt.width);
-  std::vector<mlp::layer> layers =
-      mlp::make_layers(pl.total_chunks(), opt.layers_per_chunk, opt.width);
+  const mlp::settings& ms = opt.model;
+  const mlp::dataset data = mlp::make_dataset(sched.microbatches(), ms.batch, ms.width);
+  std::vector<mlp::layer> layers = mlp::replicate(
+      mlp::make_layers(pl.route_length(), ms.layers_per_chunk, ms.width), pl.routes());
   std::printf("%s: p=%u m=%u chunks/stage=%u, %zu layers of %zux%zu, batch %zu per micro-batch\n",
               sched.name().c_str(), sched.stages(), sched.microbatches(), sched.chunks(),
-              layers.size(), opt.width, opt.width, opt.batch);
+              layers.size(), ms.width, ms.width, ms.batch);
+  if (pl.routes() > 1) {
+    std::printf(
+        "  %u routes, each through its own copy of the model's %zu layers; each copy "
+        "applies a block's gradient summed over the copies\n",
+        pl.routes(), layers.size() / pl.routes());
+  }
   outcome out;
   std::vector<double> losses;
-  // Deeper models (several chunks per stage) need a smaller step to descend reliably.
-  const double lr = opt.lr / static_cast<double>(sched.chunks());
+  const double lr = mlp::step_size(ms.lr, pl);
   for (int step = 0; step < opt.steps; ++step) {
     mlp::zero_grads(layers);
-    mlp::pipelined_mlp model(layers, opt.layers_per_chunk, data);
+    mlp::pipelined_mlp model(layers, ms.layers_per_chunk, data);
     if (opt.serial) {
       pipesched::run_serial(model, sched);
     } else {
       pipesched::run_threaded(model, sched);
     }
+    route_copies::sum_all_copies(pl, model);
     double ref_loss = 0.0;
-    const auto ref = mlp::reference_gradients(layers, data, ref_loss);
+    const auto ref = mlp::reference_gradients(mlp::one_copy(layers, pl.routes()), data, ref_loss);
     const double diff = mlp::max_rel_diff(layers, ref);
     out.max_diff = std::max(out.max_diff, diff);
     losses.push_back(model.loss());
@@ -100,7 +105,7 @@ int main(int argc, char** argv) {
   app.add_option("--microbatches,-m", opt.microbatches, "micro-batches")
       ->check(CLI::Range(1u, 4096u));
   app.add_option("--steps", opt.steps, "optimizer steps")->check(CLI::Range(1, 1000));
-  app.add_option("--lr", opt.lr, "SGD learning rate")->check(CLI::Range(0.0, 10.0));
+  app.add_option("--lr", opt.model.lr, "SGD learning rate")->check(CLI::Range(0.0, 10.0));
   app.add_flag("--serial", opt.serial, "single-threaded driver instead of one thread per stage");
   app.add_option("--recompute", opt.recompute,
                  "activation recomputation: all, or global chunks G1,G2,... (with_recompute)");
@@ -116,9 +121,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  double worst = 0.0;
-  int trained = 0;
-  int failed = 0;
+  training_schedules::tally t;
   for (const auto* entry : entries) {
     pipesched::schedule sched;
     try {
@@ -153,23 +156,12 @@ int main(int argc, char** argv) {
         sched.set_name(entry->name + " +recompute " + opt.recompute_policy);
       }
       const outcome o = train(sched, opt);
-      worst = std::max(worst, o.max_diff);
-      failed += o.ok ? 0 : 1;
+      t.worst = std::max(t.worst, o.max_diff);
+      t.failed += o.ok ? 0 : 1;
     } catch (const std::exception& e) {
-      std::printf("  FAIL: %s: %s\n", entry->name.c_str(), e.what());
-      worst = HUGE_VAL;
-      ++failed;
+      t.threw(entry->name, e);
     }
-    ++trained;
+    ++t.trained;
   }
-  if (trained == 0) {
-    std::printf("FAIL: no schedule could be built for p=%u m=%u\n", opt.stages, opt.microbatches);
-    failed = 1;
-  } else if (failed == 0) {
-    std::printf("ok: %d schedule(s) trained, gradients match the reference\n", trained);
-  } else {
-    std::printf("FAIL: %d of %d schedule(s)\n", failed, trained);
-  }
-  std::printf("max_grad_rel_diff=%.3g\n", worst);
-  return failed == 0 ? 0 : 1;
+  return t.report(true, opt.stages, opt.microbatches, "the reference") ? 0 : 1;
 }

@@ -40,6 +40,7 @@
 #include <pipesched/transform/recompute.hpp>
 
 #include "mlp.hpp"
+#include "route_copies_mpi.hpp"
 
 /// An activation or gradient crosses ranks as doubles: [rows, cols, values...].
 template <>
@@ -73,10 +74,7 @@ struct options {
   std::string schedule;
   std::uint32_t microbatches = 8;
   int steps = 3;
-  double lr = 0.2;
-  std::size_t width = 8;
-  std::size_t batch = 4;
-  std::size_t layers_per_chunk = 2;
+  mlp::settings model;
   std::string recv = "eager";
   std::string trace;
   std::string trace_sim;
@@ -197,22 +195,31 @@ bool check_dynamic_order(const pipesched::schedule& ran, const options& opt) {
 /// All ranks: trains for opt.steps steps. Returns rank 0's verdict (broadcast to every rank).
 bool train(const pipesched::schedule& lowered, const options& opt, int rank, double& worst) {
   const auto& pl = lowered.layout();
-  const mlp::dataset data = mlp::make_dataset(lowered.microbatches(), opt.batch, opt.width);
-  std::vector<mlp::layer> layers =
-      mlp::make_layers(pl.total_chunks(), opt.layers_per_chunk, opt.width);
+  const mlp::settings& ms = opt.model;
+  const mlp::dataset data = mlp::make_dataset(lowered.microbatches(), ms.batch, ms.width);
+  // One copy of the model per route (route_copies.hpp), all equal at the start.
+  std::vector<mlp::layer> layers = mlp::replicate(
+      mlp::make_layers(pl.route_length(), ms.layers_per_chunk, ms.width), pl.routes());
   if (rank == 0 && opt.dynamic) {
     std::printf(
         "%s placement, dynamic order: %u ranks, m=%u chunks/rank=%u, %zu layers of %zux%zu, "
         "batch %zu per micro-batch, memory limit %s\n",
         lowered.name().c_str(), lowered.stages(), lowered.microbatches(), lowered.chunks(),
-        layers.size(), opt.width, opt.width, opt.batch,
+        layers.size(), ms.width, ms.width, ms.batch,
         opt.memory_limit ? fmt_number(*opt.memory_limit).c_str() : "none");
   } else if (rank == 0) {
     std::printf(
         "%s: %u ranks, m=%u chunks/rank=%u, %zu layers of %zux%zu, batch %zu per micro-batch, "
         "%zu ops after lowering (%s receives)\n",
         lowered.name().c_str(), lowered.stages(), lowered.microbatches(), lowered.chunks(),
-        layers.size(), opt.width, opt.width, opt.batch, lowered.size(), opt.recv.c_str());
+        layers.size(), ms.width, ms.width, ms.batch, lowered.size(), opt.recv.c_str());
+  }
+  if (rank == 0 && pl.routes() > 1) {
+    std::printf(
+        "  %u routes, each through its own copy of the model's %zu layers; the ranks "
+        "holding a block's copies sum their gradients (MPI_Allreduce), each applies "
+        "the sum\n",
+        pl.routes(), layers.size() / pl.routes());
   }
   failing_mlp wrapper;
   if (!opt.inject_failure.empty()) {
@@ -223,12 +230,11 @@ bool train(const pipesched::schedule& lowered, const options& opt, int rank, dou
   std::vector<double> losses;
   worst = 0.0;
   bool dynamic_ok = true;
-  // As in mlp_pipeline: deeper models (several chunks per stage) need a smaller step.
-  const double lr = opt.lr / static_cast<double>(lowered.chunks());
+  const double lr = mlp::step_size(ms.lr, pl);
   pipesched::mpi_run_result last;
   for (int step = 0; step < opt.steps; ++step) {
     mlp::zero_grads(layers);
-    mlp::pipelined_mlp model(layers, opt.layers_per_chunk, data);
+    mlp::pipelined_mlp model(layers, ms.layers_per_chunk, data);
     wrapper.inner = &model;
     if (opt.dynamic) {
       pipesched::dynamic_run_options dyn;
@@ -243,6 +249,7 @@ bool train(const pipesched::schedule& lowered, const options& opt, int rank, dou
     if (step == 0) {
       wrapper.fail_stage = -1;
     }
+    route_copies::sum_copies_mpi(pl, static_cast<pipesched::stage_index>(rank), model);
     // Each rank holds the gradients of its own chunks (zeros elsewhere): the sum is exact.
     std::vector<double> grads = mlp::flatten_gradients(layers);
     MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_DOUBLE, MPI_SUM,
@@ -253,7 +260,7 @@ bool train(const pipesched::schedule& lowered, const options& opt, int rank, dou
     MPI_Allreduce(local, total, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
       double ref_loss = 0.0;
-      const auto ref = mlp::reference_gradients(layers, data, ref_loss);
+      const auto ref = mlp::reference_gradients(mlp::one_copy(layers, pl.routes()), data, ref_loss);
       const double diff = total[1] == 0.0 ? mlp::max_rel_diff(layers, ref) : HUGE_VAL;
       worst = std::max(worst, diff);
       losses.push_back(total[0]);
@@ -287,8 +294,9 @@ int run(int argc, char** argv, int rank, int size) {
   app.add_option("--microbatches,-m", opt.microbatches, "micro-batches")
       ->check(CLI::Range(1u, 4096u));
   app.add_option("--steps", opt.steps, "optimizer steps")->check(CLI::Range(1, 1000));
-  app.add_option("--lr", opt.lr, "SGD learning rate")->check(CLI::Range(0.0, 10.0));
-  app.add_option("--width", opt.width, "layer width (bigger: compute dominates the transfers)")
+  app.add_option("--lr", opt.model.lr, "SGD learning rate")->check(CLI::Range(0.0, 10.0));
+  app.add_option("--width", opt.model.width,
+                 "layer width (bigger: compute dominates the transfers)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
   app.add_option("--recv", opt.recv, "receive placement of the lowering")
       ->check([](const std::string& v) {
@@ -344,6 +352,12 @@ int run(int argc, char** argv, int rank, int size) {
     params.chunks = entry.default_chunks;
     pipesched::schedule sched = entry.generate(params);
     sched.set_name(entry.name);
+    if (opt.dynamic && sched.layout().routes() > 1) {
+      throw pipesched::invalid_argument(
+          "--dynamic: " + entry.name + " has " + std::to_string(sched.layout().routes()) +
+          " routes; the dynamic policy (run_mpi_dynamic) runs every micro-batch through every "
+          "chunk, so it takes placements of one route");
+    }
     if (opt.recompute) {
       sched = pipesched::with_recompute(sched, pipesched::all_chunks(sched));
     }

@@ -20,6 +20,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <torch/torch.h>
@@ -289,22 +290,31 @@ inline chunk_flops flops_of(const chunk& ch, const config& c) {
   return f;
 }
 
-/// The whole model: `total_chunks` chunks in model (global chunk) order, built in that order
-/// from `c.seed`, so the same config always gives the same weights; double precision.
+/// The whole model: `route_length` chunks in model order, built in that order from `c.seed`, so
+/// the same config always gives the same weights; double precision. A schedule of several
+/// `routes` holds it once per route (route_copies.hpp), in global chunk order, each copy built
+/// from the seed again: the copies start equal.
 struct model {
-  model(const config& c, std::uint32_t total_chunks) : cfg(c) {
-    torch::manual_seed(c.seed);
-    const torch::Tensor mask = torch::ones({c.seq, c.seq}, torch::kBool).triu(1);
-    for (std::uint32_t g = 0; g < total_chunks; ++g) {
-      auto ch = std::make_shared<chunk>(c, g == 0, g + 1 == total_chunks, mask);
-      ch->to(torch::kDouble);
-      chunks.push_back(std::move(ch));
+  model(const config& c, std::uint32_t route_length, std::uint32_t route_count = 1)
+      : cfg(c), routes(route_count) {
+    for (std::uint32_t r = 0; r < routes; ++r) {
+      torch::manual_seed(c.seed);
+      const torch::Tensor mask = torch::ones({c.seq, c.seq}, torch::kBool).triu(1);
+      for (std::uint32_t g = 0; g < route_length; ++g) {
+        auto ch = std::make_shared<chunk>(c, g == 0, g + 1 == route_length, mask);
+        ch->to(torch::kDouble);
+        chunks.push_back(std::move(ch));
+      }
     }
   }
-  std::size_t blocks() const { return chunks.size() * cfg.blocks_per_chunk; }
+  /// The first copy's chunks (the others equal it): the model.
+  std::span<const std::shared_ptr<chunk>> one_copy() const {
+    return std::span<const std::shared_ptr<chunk>>(chunks).first(chunks.size() / routes);
+  }
+  std::size_t blocks() const { return one_copy().size() * cfg.blocks_per_chunk; }
   std::int64_t parameter_count() const {
     std::int64_t n = 0;
-    for (const auto& ch : chunks) {
+    for (const auto& ch : one_copy()) {
       for (const auto& t : ch->parameters()) {
         n += t.numel();
       }
@@ -313,7 +323,8 @@ struct model {
   }
 
   config cfg;
-  std::vector<std::shared_ptr<chunk>> chunks;
+  std::uint32_t routes;
+  std::vector<std::shared_ptr<chunk>> chunks;  ///< every copy's, in global chunk order
 };
 
 /// Loss of one micro-batch's logits: cross-entropy summed over its tokens, times `scale`.

@@ -120,13 +120,50 @@ class pipelined_gpt {
     }
   }
   split_mode mode() const { return mode_; }
-  /// Loss summed over the micro-batches since zero_grad() (kept by the last chunk).
-  double loss() const { return chunks_.back().loss; }
+  /// Loss summed over the micro-batches since zero_grad() (kept by each route's last chunk).
+  double loss() const {
+    double sum = 0.0;
+    for (const auto& c : chunks_) {
+      sum += c.loss;
+    }
+    return sum;
+  }
+  /// Global chunks, every route's copy of the model.
+  std::size_t chunks() const { return chunks_.size(); }
   /// Accumulated weight gradients of global chunk g, in chunk->parameters() order.
   const std::vector<torch::Tensor>& grads(pipesched::global_chunk g) const {
     return chunks_.at(g).grads;
   }
   std::vector<torch::Tensor>& grads(pipesched::global_chunk g) { return chunks_.at(g).grads; }
+  /// Global chunk g's accumulated gradients flattened, and put back: what route_copies sums
+  /// over a block's copies.
+  std::vector<double> flat_gradients(pipesched::global_chunk g) const {
+    std::vector<double> flat;
+    for (const torch::Tensor& t : chunks_.at(g).grads) {
+      const torch::Tensor c = t.contiguous();
+      flat.insert(flat.end(), c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+    }
+    return flat;
+  }
+  void assign_flat_gradients(pipesched::global_chunk g, std::span<const double> flat) {
+    torch::NoGradGuard no_grad;
+    std::size_t at = 0;
+    for (torch::Tensor& t : chunks_.at(g).grads) {
+      const auto n = static_cast<std::size_t>(t.numel());
+      if (flat.size() - at < n) {
+        throw std::length_error("assign_flat_gradients: chunk " + std::to_string(g) +
+                                " has more gradient values than " + std::to_string(flat.size()));
+      }
+      // from_blob only reads here: copy_ copies out of it.
+      t.copy_(torch::from_blob(const_cast<double*>(flat.data() + at), t.sizes(), torch::kDouble));
+      at += n;
+    }
+    if (at != flat.size()) {
+      throw std::length_error("assign_flat_gradients: chunk " + std::to_string(g) + " has " +
+                              std::to_string(at) + " gradient values, not " +
+                              std::to_string(flat.size()));
+    }
+  }
   /// Graphs or stores still held for a B or W that never ran (0 after a complete iteration).
   std::size_t stashed() const {
     std::size_t n = 0;
@@ -392,12 +429,13 @@ class pipelined_gpt {
 static_assert(pipesched::executor<pipelined_gpt>);
 
 /// The unpipelined step: for each micro-batch in order, the whole model's forward, the loss and
-/// one autograd::grad over every parameter, accumulated. Per global chunk, parameters() order.
+/// one autograd::grad over every parameter, accumulated. Per chunk of the model (its first
+/// copy), parameters() order.
 inline std::vector<std::vector<torch::Tensor>> reference_gradients(model& m,
                                                                    const dataset& data,
                                                                    double& total_loss) {
   std::vector<torch::Tensor> params;
-  for (const auto& ch : m.chunks) {
+  for (const auto& ch : m.one_copy()) {
     const auto ps = ch->parameters();
     params.insert(params.end(), ps.begin(), ps.end());
   }
@@ -410,7 +448,7 @@ inline std::vector<std::vector<torch::Tensor>> reference_gradients(model& m,
   total_loss = 0.0;
   for (std::size_t j = 0; j < data.inputs.size(); ++j) {
     torch::Tensor x = data.inputs[j];
-    for (const auto& ch : m.chunks) {
+    for (const auto& ch : m.one_copy()) {
       x = ch->forward(x);
     }
     const torch::Tensor l = gpt::loss(x, data.targets[j], scale);
@@ -423,7 +461,7 @@ inline std::vector<std::vector<torch::Tensor>> reference_gradients(model& m,
   }
   std::vector<std::vector<torch::Tensor>> out;
   std::size_t at = 0;
-  for (const auto& ch : m.chunks) {
+  for (const auto& ch : m.one_copy()) {
     const std::size_t n = ch->parameters().size();
     out.emplace_back(acc.begin() + static_cast<std::ptrdiff_t>(at),
                      acc.begin() + static_cast<std::ptrdiff_t>(at + n));
@@ -433,15 +471,16 @@ inline std::vector<std::vector<torch::Tensor>> reference_gradients(model& m,
 }
 
 /// max over parameter tensors of max|a − b| / max|b| (normwise relative difference); a NaN or
-/// an infinity anywhere gives +inf.
+/// an infinity anywhere gives +inf. Every copy of the model `got` holds is compared with `ref`.
 inline double max_rel_diff(const pipelined_gpt& got,
                            const std::vector<std::vector<torch::Tensor>>& ref) {
   double worst = 0.0;
-  for (std::size_t g = 0; g < ref.size(); ++g) {
+  for (std::size_t g = 0; g < got.chunks(); ++g) {
     const auto& a = got.grads(static_cast<pipesched::global_chunk>(g));
-    for (std::size_t i = 0; i < ref[g].size(); ++i) {
-      const double diff = (a[i] - ref[g][i]).abs().max().item<double>();
-      const double norm = ref[g][i].abs().max().item<double>();
+    const auto& r = ref[g % ref.size()];
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const double diff = (a[i] - r[i]).abs().max().item<double>();
+      const double norm = r[i].abs().max().item<double>();
       if (!std::isfinite(diff)) {
         return HUGE_VAL;
       }

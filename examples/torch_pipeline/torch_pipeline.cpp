@@ -85,15 +85,19 @@ struct options {
   double perturb = 0.0;  ///< the pipelined loss is scaled by 1 + perturb (checks the check)
 };
 
-/// The model for `sched`: --layers split evenly over its p·v chunks, or --blocks-per-chunk each.
+/// The model for `sched`: --layers split evenly over its p·v chunks (one route's, with several),
+/// or --blocks-per-chunk each.
 gpt::config config_for(const pipesched::schedule& sched, const options& opt) {
   gpt::config c = opt.cfg;
-  const std::size_t total = sched.layout().total_chunks();
+  // Each route holds a copy of the whole model (route_copies.hpp).
+  const pipesched::placement& pl = sched.layout();
+  const std::size_t total = pl.route_length();
   if (opt.layers != 0) {
     if (opt.layers % total != 0) {
-      throw pipesched::invalid_argument("--layers (" + std::to_string(opt.layers) +
-                                        ") must be a multiple of the schedule's p*v chunks (" +
-                                        std::to_string(total) + ")");
+      throw pipesched::invalid_argument(
+          "--layers (" + std::to_string(opt.layers) + ") must be a multiple of the schedule's " +
+          (pl.routes() > 1 ? "chunks along a route (" : "p*v chunks (") + std::to_string(total) +
+          ")");
     }
     c.blocks_per_chunk = opt.layers / total;
   }
@@ -139,7 +143,7 @@ bool check_store_bytes(const pipelined_gpt& exec, const gpt::model& m) {
   bool ok = true;
   std::string line = "  W store of one micro-batch, bytes (M_W: transformer_costs at 8 bytes):";
   for (std::size_t g = 0; g < got.size(); ++g) {
-    const bool last = g + 1 == got.size();
+    const bool last = m.chunks[g]->head != nullptr;  // each route's last chunk
     const double want = m_w + (last ? head : 0.0);
     ok = ok && got[g] == want;
     char buf[160];
@@ -163,7 +167,8 @@ struct outcome {
 /// Trains `opt.steps` steps of `sched` (gradients checked every step) with a model built for it.
 outcome train(const pipesched::schedule& sched, const options& opt, split_mode split) {
   const gpt::config cfg = config_for(sched, opt);
-  gpt::model m(cfg, sched.layout().total_chunks());
+  const pipesched::placement& pl = sched.layout();
+  gpt::model m(cfg, pl.route_length(), pl.routes());
   const gpt::dataset data = gpt::make_dataset(cfg, sched.microbatches());
   say("%s%s: p=%u m=%u v=%u, %zu blocks (d_model %lld, %lld heads, seq %lld, vocab %lld), "
       "%lld parameters, micro-batch %lld, --split %s\n",
@@ -172,6 +177,11 @@ outcome train(const pipesched::schedule& sched, const options& opt, split_mode s
       static_cast<long long>(cfg.heads), static_cast<long long>(cfg.seq),
       static_cast<long long>(cfg.vocab), static_cast<long long>(m.parameter_count()),
       static_cast<long long>(cfg.batch), gpt::to_string(split));
+  if (pl.routes() > 1) {
+    say("  %u routes, each through its own copy of the model; each copy applies a block's "
+        "gradient summed over the copies\n",
+        pl.routes());
+  }
   outcome out;
   bool store_ok = true;
   std::vector<double> losses;
@@ -180,7 +190,7 @@ outcome train(const pipesched::schedule& sched, const options& opt, split_mode s
     execute(exec, sched, /*validate=*/true);
     double loss = 0.0;
     double stashed = 0.0;
-    combine(exec, m.chunks.size(), loss, stashed);
+    combine(exec, pl, loss, stashed);
     double ref_loss = 0.0;
     const double diff = check_gradients(m, data, exec, ref_loss);
     out.max_diff = std::max(out.max_diff, stashed == 0.0 ? diff : HUGE_VAL);
@@ -226,7 +236,7 @@ class timer {
       : sched_(&sched),
         label_(std::move(label)),
         cfg_(config_for(sched, opt)),
-        model_(cfg_, sched.layout().total_chunks()),
+        model_(cfg_, sched.layout().route_length(), sched.layout().routes()),
         data_(gpt::make_dataset(cfg_, sched.microbatches())),
         exec_(model_, data_, split, opt.perturb),
         samples_(sched.stages(), sched.chunks()) {
@@ -249,7 +259,7 @@ class timer {
     makespans_ms_.clear();
     double loss = 0.0;
     double stashed = 0.0;
-    combine(exec_, model_.chunks.size(), loss, stashed);
+    combine(exec_, sched_->layout(), loss, stashed);
     double ref_loss = 0.0;
     out.grad_diff = check_gradients(model_, data_, exec_, ref_loss);
     if (stashed != 0.0) {
@@ -559,9 +569,7 @@ int run(int argc, char** argv) {
     return refuse(e.what());
   }
 
-  double worst = 0.0;
-  int trained = 0;
-  int failed = 0;
+  training_schedules::tally t;
   for (const auto* entry : entries) {
     pipesched::schedule sched;
     try {
@@ -577,34 +585,24 @@ int run(int argc, char** argv) {
     }
     try {
       const outcome o = train(sched, opt, opt.split);
-      worst = std::max(worst, o.max_diff);
-      failed += o.ok ? 0 : 1;
+      t.worst = std::max(t.worst, o.max_diff);
+      t.failed += o.ok ? 0 : 1;
       if (!opt.profile.empty()) {
         bool ok = true;
         const double d = profile_and_replan(sched, opt, ok);
-        worst = std::max(worst, d);
+        t.worst = std::max(t.worst, d);
         if (!ok || d > tolerance) {
           say("  FAIL: profile / replan: gradients differ by %.3g\n", d);
-          ++failed;
+          ++t.failed;
         }
       }
     } catch (const std::exception& e) {
-      std::printf("  FAIL: %s: %s\n", entry->name.c_str(), e.what());
-      worst = HUGE_VAL;
-      ++failed;
+      t.threw(entry->name, e);
     }
-    ++trained;
+    ++t.trained;
   }
-  if (trained == 0) {
-    say("FAIL: no schedule could be built for p=%u m=%u\n", opt.stages, opt.microbatches);
-    failed = 1;
-  } else if (failed == 0) {
-    say("ok: %d schedule(s) trained, gradients match the unpipelined step\n", trained);
-  } else {
-    say("FAIL: %d of %d schedule(s)\n", failed, trained);
-  }
-  say("max_grad_rel_diff=%.3g\n", worst);
-  return failed == 0 && worst <= tolerance ? 0 : 1;
+  const bool ok = t.report(root(), opt.stages, opt.microbatches, "the unpipelined step");
+  return ok && t.worst <= tolerance ? 0 : 1;
 }
 
 }  // namespace torch_pipeline

@@ -37,9 +37,14 @@ double execute(gpt::pipelined_gpt& exec,
 /// Every stage's measured costs (ms), known to every rank.
 std::vector<pipesched::op_costs> stage_costs(const gpt::cost_samples& samples);
 
-/// Under MPI each rank holds the gradients, loss and stores of its own chunks (zeros
+/// First each copy of a block takes the sum of the block's gradients over its copies (several
+/// routes: route_copies.hpp; under MPI the ranks holding them exchange theirs). Then, under
+/// MPI, where each rank holds the gradients, loss and stores of its own chunks (zeros
 /// elsewhere): summed, every rank holds them all, exactly (x + 0 = x).
-void combine(gpt::pipelined_gpt& exec, std::size_t chunks, double& loss, double& stashed);
+void combine(gpt::pipelined_gpt& exec,
+             const pipesched::placement& pl,
+             double& loss,
+             double& stashed);
 
 /// Rank 0's verdict, on every rank.
 double shared_value(double x);

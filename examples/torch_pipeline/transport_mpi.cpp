@@ -17,6 +17,7 @@
 #include <pipesched/exec/mpi.hpp>
 
 #include "pipelined_gpt.hpp"
+#include "route_copies_mpi.hpp"
 #include "transport.hpp"
 
 /// A message crosses ranks as [ndim, sizes...] (int64) then the values (double); an empty
@@ -120,11 +121,15 @@ std::vector<pipesched::op_costs> stage_costs(const gpt::cost_samples& samples) {
   return out;
 }
 
-void combine(gpt::pipelined_gpt& exec, std::size_t chunks, double& loss, double& stashed) {
+void combine(gpt::pipelined_gpt& exec,
+             const pipesched::placement& pl,
+             double& loss,
+             double& stashed) {
+  route_copies::sum_copies_mpi(pl, static_cast<pipesched::stage_index>(world_rank), exec);
   loss = exec.loss();
   stashed = static_cast<double>(exec.stashed());
-  for (std::size_t g = 0; g < chunks; ++g) {
-    for (torch::Tensor& t : exec.grads(static_cast<pipesched::global_chunk>(g))) {
+  for (pipesched::global_chunk g = 0; g < pl.total_chunks(); ++g) {
+    for (torch::Tensor& t : exec.grads(g)) {
       MPI_Allreduce(MPI_IN_PLACE, t.data_ptr<double>(), static_cast<int>(t.numel()), MPI_DOUBLE,
                     MPI_SUM, MPI_COMM_WORLD);
     }

@@ -10,6 +10,7 @@
 #include <pipesched/exec/thread_driver.hpp>
 
 #include "pipelined_gpt.hpp"
+#include "route_copies.hpp"
 #include "transport.hpp"
 
 namespace torch_pipeline {
@@ -51,7 +52,11 @@ std::vector<pipesched::op_costs> stage_costs(const gpt::cost_samples& samples) {
   return out;
 }
 
-void combine(gpt::pipelined_gpt& exec, std::size_t /*chunks*/, double& loss, double& stashed) {
+void combine(gpt::pipelined_gpt& exec,
+             const pipesched::placement& pl,
+             double& loss,
+             double& stashed) {
+  route_copies::sum_all_copies(pl, exec);
   loss = exec.loss();
   stashed = static_cast<double>(exec.stashed());
 }
