@@ -16,11 +16,8 @@ set(args calibrate --trace ${TRACE} --gpu ${GPU})
 if(SHAPES)
   list(APPEND args --shapes ${SHAPES})
 endif()
-execute_process(COMMAND ${CLI} ${args} -o ${cluster} --json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "calibrate failed (${rc}): ${err}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/run_cli.cmake)
+pipesched_run(json ${args} -o ${cluster} --json)
 
 string(JSON measured GET "${json}" gemms measured)
 if(measured LESS MIN_GEMMS)

@@ -23,25 +23,19 @@ if(NOT calib_a100)
   endforeach()
 endif()
 
-add_test(NAME "cli: calibrate: the real A100 Kineto trace (GEMMs by shape, the curve, plan reads it)"
-         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli> -DWORK=${calib_work}/a100
-                 -DTRACE=${calib_a100} -DGPU=${data}/cluster_a100_40gb.json
-                 -DMODEL=${data}/model_small.json -DMIN_GEMMS=1000 "-DPRECISIONS=tf32;fp32"
-                 -DMEMORY=ON -DSKIP_IF_ABSENT=ON
-                 "-DTEXT_REGEX=kineto format, GPU kernels timed.*communication +[0-9.]+ ms.*peaks used: tf32 156 TFLOP/s \\([0-9]+ GEMMs\\), fp32 19.5 TFLOP/s"
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/calibrate_check.cmake)
-set_tests_properties("cli: calibrate: the real A100 Kineto trace (GEMMs by shape, the curve, plan reads it)"
-  PROPERTIES LABELS cli TIMEOUT 300 PASS_REGULAR_EXPRESSION "calibrate check ok"
-             SKIP_REGULAR_EXPRESSION "skipped: ")
-add_test(NAME "cli: calibrate: the committed CPU trace of a small GPT (legacy format + shapes file)"
-         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli> -DWORK=${calib_work}/gpt_cpu
-                 -DTRACE=${calib_gpt}.trace.json -DSHAPES=${calib_gpt}.shapes.json
-                 -DGPU=a100-sxm-80gb -DMODEL=${data}/model_small.json -DMIN_GEMMS=57
-                 -DPRECISIONS=fp32
-                 "-DTEXT_REGEX=legacy format, a CPU-only run: op times, shapes from .*GEMMs measured: 57 in [0-9]+ shapes, 57 in the fit; peaks used: fp32 19.5 TFLOP/s \\(57 GEMMs\\).*note: a CPU-only run"
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/calibrate_check.cmake)
-set_tests_properties("cli: calibrate: the committed CPU trace of a small GPT (legacy format + shapes file)"
-  PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "calibrate check ok")
+set(calib_a100_test "calibrate: the real A100 Kineto trace (GEMMs by shape, the curve, plan reads it)")
+pipesched_cli_check("${calib_a100_test}" calibrate_check.cmake 300 "calibrate check ok"
+  -DWORK=${calib_work}/a100 -DTRACE=${calib_a100} -DGPU=${data}/cluster_a100_40gb.json
+  -DMODEL=${data}/model_small.json -DMIN_GEMMS=1000 "-DPRECISIONS=tf32;fp32"
+  -DMEMORY=ON -DSKIP_IF_ABSENT=ON
+  "-DTEXT_REGEX=kineto format, GPU kernels timed.*communication +[0-9.]+ ms.*peaks used: tf32 156 TFLOP/s \\([0-9]+ GEMMs\\), fp32 19.5 TFLOP/s")
+set_tests_properties("cli: ${calib_a100_test}" PROPERTIES SKIP_REGULAR_EXPRESSION "skipped: ")
+pipesched_cli_check(
+  "calibrate: the committed CPU trace of a small GPT (legacy format + shapes file)"
+  calibrate_check.cmake 120 "calibrate check ok"
+  -DWORK=${calib_work}/gpt_cpu -DTRACE=${calib_gpt}.trace.json -DSHAPES=${calib_gpt}.shapes.json
+  -DGPU=a100-sxm-80gb -DMODEL=${data}/model_small.json -DMIN_GEMMS=57 -DPRECISIONS=fp32
+  "-DTEXT_REGEX=legacy format, a CPU-only run: op times, shapes from .*GEMMs measured: 57 in [0-9]+ shapes, 57 in the fit; peaks used: fp32 19.5 TFLOP/s \\(57 GEMMs\\).*note: a CPU-only run")
 
 pipesched_cli_test("calibrate: the cluster on stdout, the report on stderr" 0
   "^\\{\n  \"achieved_fraction\": 1.0,.*\"name\": \"a100-sxm-80gb-calibrated\".*\\}\ncalibrate: .*gpt_cpu.trace.json"
@@ -60,24 +54,23 @@ pipesched_cli_test("calibrate: unknown --gpu" 2
 pipesched_cli_test("calibrate: --shapes without --trace" 2
   "error: calibrate: an input is needed"
   calibrate --shapes ${calib_gpt}.shapes.json --gpu a100-sxm-80gb)
-pipesched_cli_test("calibrate: not JSON" 2
-  "error: --trace: .*profile_not_json.json: profiler trace: malformed JSON: "
-  calibrate --trace=${calib_errors}/profile_not_json.json --gpu a100-sxm-80gb)
-pipesched_cli_test("calibrate: no traceEvents" 2
-  "error: --trace: .*profile_no_events.json: /: no \"traceEvents\": not a Chrome trace of torch.profiler"
-  calibrate --trace=${calib_errors}/profile_no_events.json --gpu a100-sxm-80gb)
-pipesched_cli_test("calibrate: an event without a duration" 2
-  "error: --trace: .*profile_no_dur.json: /traceEvents/0/dur: missing: the complete event \"aten::mm\" \\(ph \"X\"\\) needs a duration"
-  calibrate --trace=${calib_errors}/profile_no_dur.json --gpu a100-sxm-80gb)
-pipesched_cli_test("calibrate: shapes that do not multiply" 2
-  "error: --trace: .*profile_bad_shapes.json: /traceEvents/0: aten::mm: the shapes do not multiply: \\[4, 8\\] by \\[16, 2\\]"
-  calibrate --trace=${calib_errors}/profile_bad_shapes.json --gpu a100-sxm-80gb)
-pipesched_cli_test("calibrate: a trace without GEMMs" 2
-  "error: --trace: .*profile_no_gemm.json: calibrate: the trace has no GEMM"
-  calibrate --trace=${calib_errors}/profile_no_gemm.json --gpu a100-sxm-80gb)
-pipesched_cli_test("calibrate: a legacy trace without its shapes" 2
-  "error: --trace: .*profile_legacy.json: calibrate: none of the trace's GEMMs has shapes \\(1 GEMM op\\): record with record_shapes=True"
-  calibrate --trace=${calib_errors}/profile_legacy.json --gpu a100-sxm-80gb)
+# A bad trace: exit 2, naming --trace, the file and the rule.
+function(calibrate_bad_trace name file rule)
+  pipesched_cli_test("calibrate: ${name}" 2 "error: --trace: .*${file}: ${rule}"
+    calibrate --trace=${calib_errors}/${file} --gpu a100-sxm-80gb)
+endfunction()
+calibrate_bad_trace("not JSON" profile_not_json.json
+  "profiler trace: malformed JSON: ")
+calibrate_bad_trace("no traceEvents" profile_no_events.json
+  "/: no \"traceEvents\": not a Chrome trace of torch.profiler")
+calibrate_bad_trace("an event without a duration" profile_no_dur.json
+  "/traceEvents/0/dur: missing: the complete event \"aten::mm\" \\(ph \"X\"\\) needs a duration")
+calibrate_bad_trace("shapes that do not multiply" profile_bad_shapes.json
+  "/traceEvents/0: aten::mm: the shapes do not multiply: \\[4, 8\\] by \\[16, 2\\]")
+calibrate_bad_trace("a trace without GEMMs" profile_no_gemm.json
+  "calibrate: the trace has no GEMM")
+calibrate_bad_trace("a legacy trace without its shapes" profile_legacy.json
+  "calibrate: none of the trace's GEMMs has shapes \\(1 GEMM op\\): record with record_shapes=True")
 pipesched_cli_test("calibrate: a shapes file of another trace" 2
   "error: --shapes: .*profile_legacy_wrong.shapes.json: /ops/0: no event \"aten::addmm\" on thread 1 at ts 21 in the trace: the shapes file is not this trace's"
   calibrate --trace=${calib_errors}/profile_legacy.json

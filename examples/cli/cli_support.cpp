@@ -332,10 +332,31 @@ void write_output(const std::string& path, const std::string& text) {
   write_output_with(path, [&](std::ostream& os) { os << text; });
 }
 
-void check_json_and_format(bool json, bool format_given, const std::string& format) {
+void report_output_cli::add(CLI::App* cmd,
+                            const std::string& json_help,
+                            const std::string& format_help,
+                            const std::string& output_help) {
+  cmd->add_flag("--json", json, json_help);
+  cmd->add_option("--format,-f", format, format_help)
+      ->capture_default_str()
+      ->each([this](const std::string&) { format_given = true; });
+  cmd->add_option("--output,-o", output, output_help);
+}
+
+std::string report_output_cli::chosen(const std::string& command,
+                                      const std::vector<std::string>& known) const {
+  if (std::find(known.begin(), known.end(), format) == known.end()) {
+    std::string names;
+    for (const std::string& k : known) {
+      names += (names.empty() ? "" : ", ") + k;
+    }
+    usage_error("--format: unknown format \"" + format + "\" (" + command + " knows: " + names +
+                ")");
+  }
   if (json && format_given && format != "json") {
     usage_error("--json: conflicts with --format " + format + " (use one)");
   }
+  return json ? "json" : format;
 }
 
 void export_prefix_or_exit(const std::string& prefix) {

@@ -5,13 +5,15 @@
 // memory options, output files, the progress line, and the subcommand registry.
 //
 // Adding a subcommand: write examples/cli/cmd_NAME.cpp (CMake picks up every cmd_*.cpp) with
-//   namespace { const pipesched::cli::registration reg{{"NAME", ORDER, [](CLI::App& app) {
-//     auto o = std::make_shared<my_options>();          // lives as long as the action
-//     CLI::App* c = app.add_subcommand("NAME", "What it does");
-//     pipesched::cli::add_schedule_source(c, o->src, true);  // if it takes a schedule
+//   namespace {
+//   int run_my_command(const my_options& o) { ... }     // exit code; throw for exit 2
+//   void declare_my_command(CLI::App* c, my_options& o) {
+//     pipesched::cli::add_schedule_source(c, o.src, true);  // if it takes a schedule
 //     ...                                                 // its own options
-//     return [o] { return run_my_command(*o); };          // exit code; throw for exit 2
-//   }}};}
+//   }
+//   const pipesched::cli::registration reg = pipesched::cli::command<my_options>(
+//       "NAME", ORDER, "What it does", declare_my_command, run_my_command);
+//   }
 // ORDER places it in `pipesched --help` (list 10, generate 20, validate 30, simulate 40, whatif
 // 50, analyze 60). Nothing else changes: main.cpp parses and dispatches every registered one.
 
@@ -59,6 +61,22 @@ std::vector<subcommand>& subcommands();
 struct registration {
   explicit registration(subcommand c);
 };
+
+/// The registration of a subcommand with options: an `Options`, made when the command line is
+/// parsed and kept as long as the action; `declare` adds them to the subcommand `name`, `run`
+/// is the action.
+template <class Options>
+registration command(const std::string& name,
+                     int order,
+                     const std::string& description,
+                     void (*declare)(CLI::App*, Options&),
+                     int (*run)(const Options&)) {
+  return registration{{name, order, [=](CLI::App& app) -> std::function<int()> {
+                         auto o = std::make_shared<Options>();
+                         declare(app.add_subcommand(name, description), *o);
+                         return [o, run] { return run(*o); };
+                       }}};
+}
 
 // ---- errors and numbers ----------------------------------------------------------------------
 
@@ -173,8 +191,22 @@ void remember_arguments(int argc, const char* const* argv);
 void write_output_with(const std::string& path, const std::function<void(std::ostream&)>& write);
 void write_output(const std::string& path, const std::string& text);
 
-/// --json with a --format given other than json: exit 2 naming both (one output, said once).
-void check_json_and_format(bool json, bool format_given, const std::string& format);
+/// --json, --format,-f and --output,-o of plan, pack and whatif: one report, which --json and
+/// -f json both ask for as JSON.
+struct report_output_cli {
+  bool json = false;
+  std::string format = "text";
+  bool format_given = false;  // -f text and --json together contradict each other
+  std::string output;
+
+  void add(CLI::App* cmd,
+           const std::string& json_help,
+           const std::string& format_help,
+           const std::string& output_help);
+  /// The format to write: one `command` knows (`known`, in the words of its error), "json" for
+  /// --json. Exit 2 for another, or for --json with a --format other than json.
+  std::string chosen(const std::string& command, const std::vector<std::string>& known) const;
+};
 
 /// --export PREFIX of plan and pack: exit 2 naming the option when the prefix names no file
 /// (check_export_prefix, io/schedule_export.hpp).

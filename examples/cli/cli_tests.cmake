@@ -11,6 +11,18 @@ function(pipesched_cli_test name expected_exit regex)
   set_tests_properties("cli: ${name}" PROPERTIES LABELS cli TIMEOUT 60 PASS_REGULAR_EXPRESSION "${regex}.*exit code ${expected_exit} as expected")
 endfunction()
 
+# A check script that runs `pipesched` itself: `cmake -DCLI=pipesched DEFINITIONS... -P SCRIPT
+# RUN...` (the -D definitions are the arguments before RUN; RUN, a command for the scripts
+# that take one after -P), passing on the script's OK line within TIMEOUT seconds.
+function(pipesched_cli_check name script timeout ok)
+  cmake_parse_arguments(PARSE_ARGV 4 check "" "" "RUN")
+  add_test(NAME "cli: ${name}"
+           COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli> ${check_UNPARSED_ARGUMENTS}
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/${script} ${check_RUN})
+  set_tests_properties("cli: ${name}" PROPERTIES LABELS cli TIMEOUT ${timeout}
+                       PASS_REGULAR_EXPRESSION "${ok}")
+endfunction()
+
 pipesched_cli_test("list" 0 "zb-h1 +ZB-H1" list)
 pipesched_cli_test("list: the V-shape schedules" 0
   "v-half +V-Half[^\n]*\nv-min +V-Min[^\n]*\ndualpipev +DualPipeV \\(PyTorch ScheduleDualPipeV\\)" list)

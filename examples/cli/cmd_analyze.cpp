@@ -100,38 +100,38 @@ int cmd_analyze(const analyze_options_cli& o) {
   return 0;
 }
 
-const registration analyze_cmd{
-    {"analyze", 60, [](CLI::App& app) -> std::function<int()> {
-       auto an = std::make_shared<analyze_options_cli>();
-       auto* a = app.add_subcommand(
-           "analyze", "Measured timings in: per-stage costs, stragglers, re-plan and its gain");
-       a->add_option(
-            "trace", an->trace,
-            "A pipesched Chrome trace, or a CSV stage,kind,mb,chunk,start,end (- for stdin)")
-           ->required();
-       a->add_option("--abs-threshold", an->absolute,
-                     "Straggler: this much slower per micro-batch than its peers (trace units)")
-           ->capture_default_str();
-       a->add_option("--rel-threshold", an->relative, "Straggler: and this fraction slower")
-           ->capture_default_str();
-       a->add_option("--comm", an->comm, "Transfer latency for the re-plan (trace units)")
-           ->capture_default_str();
-       a->add_option("--replan", an->replan_with, "Generators to re-plan with")
-           ->delimiter(',')
-           ->capture_default_str();
-       a->add_option("--memory-limit", an->memory_limit,
-                     "Per-stage limit for the re-plan (M_B units)");
-       a->add_flag("--allow-overlap", an->allow_overlap,
-                   "Accept ops of one stage that overlap in time (each a warning on stderr)");
-       a->add_option("--planned-costs", an->planned_costs,
-                     "The plan's op times (pipesched plan --export PREFIX: PREFIX.costs.json, "
-                     "seconds): estimate the achieved fraction of peak the run shows");
-       a->add_option("--planned-fraction", an->planned_fraction,
-                     "With --planned-costs: the achieved fraction the plan assumed");
-       a->add_option("--seconds-per-unit", an->seconds_per_unit,
-                     "With --planned-costs: the trace's time unit in seconds (1e-6: microseconds)");
-       a->add_flag("--json", an->json, "Print one JSON object");
-       return [an] { return cmd_analyze(*an); };
-     }}};
+void declare_analyze(CLI::App* a, analyze_options_cli& an) {
+  a->add_option("trace", an.trace,
+                "A pipesched Chrome trace, or a CSV stage,kind,mb,chunk,start,end (- for stdin)")
+      ->required();
+  a->add_option("--abs-threshold", an.absolute,
+                "Straggler: this much slower per micro-batch than its peers (trace units)")
+      ->capture_default_str();
+  a->add_option("--rel-threshold", an.relative, "Straggler: and this fraction slower")
+      ->capture_default_str();
+  a->add_option("--comm", an.comm, "Transfer latency for the re-plan (trace units)")
+      ->capture_default_str();
+  a->add_option("--replan", an.replan_with, "Generators to re-plan with")
+      ->delimiter(',')
+      ->capture_default_str();
+  a->add_option("--memory-limit", an.memory_limit, "Per-stage limit for the re-plan (M_B units)");
+  a->add_flag("--allow-overlap", an.allow_overlap,
+              "Accept ops of one stage that overlap in time (each a warning on stderr)");
+  a->add_option("--planned-costs", an.planned_costs,
+                "The plan's op times (pipesched plan --export PREFIX: PREFIX.costs.json, "
+                "seconds): estimate the achieved fraction of peak the run shows");
+  a->add_option("--planned-fraction", an.planned_fraction,
+                "With --planned-costs: the achieved fraction the plan assumed");
+  a->add_option("--seconds-per-unit", an.seconds_per_unit,
+                "With --planned-costs: the trace's time unit in seconds (1e-6: microseconds)");
+  a->add_flag("--json", an.json, "Print one JSON object");
+}
+
+const registration analyze_cmd = command<analyze_options_cli>(
+    "analyze",
+    60,
+    "Measured timings in: per-stage costs, stragglers, re-plan and its gain",
+    declare_analyze,
+    cmd_analyze);
 
 }  // namespace

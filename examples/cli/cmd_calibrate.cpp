@@ -203,35 +203,35 @@ int cmd_calibrate(const calibrate_cli& o) {
   return mode->run(o, gpu);
 }
 
-const registration calibrate_cmd{
-    {"calibrate", 72, [](CLI::App& app) -> std::function<int()> {
-       auto o = std::make_shared<calibrate_cli>();
-       CLI::App* c = app.add_subcommand(
-           "calibrate",
-           "Measurements in: the cluster description (--gpu) with efficiencies fitted to them");
-       c->add_option(
-           "--runs", o->runs,
-           "Measured runs (docs/formats.md, the format of tests/data/measured_runs.json): "
-           "fit the compute kernels' rate and the network's bandwidth to them");
-       c->add_option("--only", o->only, "With --runs: only the runs whose id starts with this");
-       c->add_flag("--compute-only", o->compute_only,
-                   "With --runs: fit the compute kernels' rate alone, not the network's");
-       c->add_option("--trace", o->trace,
-                     "A torch.profiler trace (Kineto's Chrome JSON, .json.gz too, or the legacy "
-                     "format with --shapes): fit the GEMM efficiency curve to its GEMMs");
-       c->add_option("--shapes", o->shapes,
-                     "With a legacy-format trace: the op shapes file scripts/record_trace.py "
-                     "writes beside it (docs/formats.md)");
-       c->add_option("--gpu", o->gpu,
-                     "The GPU the measurements ran on: " + cluster_preset_names() +
-                         ", or a cluster JSON file (its peaks and HBM bandwidth)");
-       c->add_option("--output,-o", o->output,
-                     "Write the calibrated cluster JSON to FILE (plan --gpu FILE reads it)");
-       c->add_flag("--json", o->json, "Print the calibration report as JSON (docs/formats.md)");
-       c->add_option("--bins-per-decade", o->bins_per_decade,
-                     "GEMM size bins per factor of 10 in FLOPs (default 4)");
-       return [o] { return cmd_calibrate(*o); };
-     }}};
+void declare_calibrate(CLI::App* c, calibrate_cli& o) {
+  c->add_option("--runs", o.runs,
+                "Measured runs (docs/formats.md, the format of tests/data/measured_runs.json): "
+                "fit the compute kernels' rate and the network's bandwidth to them");
+  c->add_option("--only", o.only, "With --runs: only the runs whose id starts with this");
+  c->add_flag("--compute-only", o.compute_only,
+              "With --runs: fit the compute kernels' rate alone, not the network's");
+  c->add_option("--trace", o.trace,
+                "A torch.profiler trace (Kineto's Chrome JSON, .json.gz too, or the legacy "
+                "format with --shapes): fit the GEMM efficiency curve to its GEMMs");
+  c->add_option("--shapes", o.shapes,
+                "With a legacy-format trace: the op shapes file scripts/record_trace.py "
+                "writes beside it (docs/formats.md)");
+  c->add_option("--gpu", o.gpu,
+                "The GPU the measurements ran on: " + cluster_preset_names() +
+                    ", or a cluster JSON file (its peaks and HBM bandwidth)");
+  c->add_option("--output,-o", o.output,
+                "Write the calibrated cluster JSON to FILE (plan --gpu FILE reads it)");
+  c->add_flag("--json", o.json, "Print the calibration report as JSON (docs/formats.md)");
+  c->add_option("--bins-per-decade", o.bins_per_decade,
+                "GEMM size bins per factor of 10 in FLOPs (default 4)");
+}
+
+const registration calibrate_cmd = command<calibrate_cli>(
+    "calibrate",
+    72,
+    "Measurements in: the cluster description (--gpu) with efficiencies fitted to them",
+    declare_calibrate,
+    cmd_calibrate);
 
 }  // namespace
 

@@ -41,10 +41,7 @@ struct pack_cli {
   std::string recompute = "selective";
   std::optional<std::string> memory_limit;
   std::optional<std::string> search_evaluations, search_budget;
-  bool json = false;
-  std::string format = "text";
-  bool format_given = false;  // -f text and --json together contradict each other
-  std::string output;
+  report_output_cli out;
   std::optional<std::string> export_prefix;
 };
 
@@ -63,11 +60,7 @@ const std::vector<std::pair<std::string, std::string>> pack_options = {
 };
 
 int cmd_pack(const pack_cli& o) {
-  if (o.format != "text" && o.format != "json") {
-    usage_error("--format: unknown format \"" + o.format + "\" (pack knows: text, json)");
-  }
-  check_json_and_format(o.json, o.format_given, o.format);
-  const bool json = o.json || o.format == "json";
+  const bool json = o.out.chosen("pack", {"text", "json"}) == "json";
   if (o.export_prefix) {
     export_prefix_or_exit(*o.export_prefix);  // before the search, which can take a while
   }
@@ -131,7 +124,7 @@ int cmd_pack(const pack_cli& o) {
                         {{o.lengths, "--lengths"},
                          {o.model, "--model"},
                          {o.gpu, "--gpu"},
-                         {is_stdout(o.output) ? std::string() : o.output, "--output"}})) {
+                         {is_stdout(o.out.output) ? std::string() : o.out.output, "--output"}})) {
         std::fprintf(stderr, "wrote %s\n", file.c_str());
       }
     } catch (const field_error& e) {
@@ -139,9 +132,9 @@ int cmd_pack(const pack_cli& o) {
     }
   }
   if (json) {
-    write_output(o.output, pack_to_json(req, r).dump(2) + "\n");
+    write_output(o.out.output, pack_to_json(req, r).dump(2) + "\n");
   } else {
-    write_output(o.output, pack_text(req, r));
+    write_output(o.out.output, pack_text(req, r));
   }
   if (!r.chosen.fits) {
     constexpr double gib = 1024.0 * 1024.0 * 1024.0;
@@ -157,52 +150,48 @@ int cmd_pack(const pack_cli& o) {
   return 0;
 }
 
-const registration pack_cmd{
-    {"pack", 75, [](CLI::App& app) -> std::function<int()> {
-       auto o = std::make_shared<pack_cli>();
-       CLI::App* c = app.add_subcommand(
-           "pack",
-           "Sequence lengths in: the packing into micro-batches and their order that simulate "
-           "fastest within memory");
-       c->add_option("--model", o->model, model_preset_names() + ", or a model JSON file")
-           ->required();
-       c->add_option("--gpu", o->gpu, cluster_preset_names() + ", or a cluster JSON file")
-           ->capture_default_str();
-       c->add_option("--lengths", o->lengths,
-                     "File of sequence lengths, one whole number of tokens per line (blank "
-                     "lines and lines starting with # are skipped)")
-           ->required();
-       auto* t = c->add_option("--tokens-per-microbatch", o->tokens_per_microbatch,
-                               "Token budget per micro-batch");
-       auto* m = c->add_option("--microbatches,-m", o->microbatches, "Micro-batches m");
-       t->excludes(m);
-       c->add_option("--stages,-p", o->stages, "Pipeline stages p")->required();
-       c->add_option("--schedule,-s", o->schedule, "A schedule of `pipesched list`")
-           ->capture_default_str();
-       c->add_option("--chunks,-v", o->chunks, "Model chunks per stage (default: the schedule's)");
-       c->add_option("--tp", o->tp, "Tensor parallelism (default 1)");
-       c->add_flag("--sequence-parallel", o->sequence_parallel,
-                   "Sequence parallelism (with --tp > 1)");
-       c->add_option("--recompute", o->recompute,
-                     "none, selective (the attention core, as flash attention) or full")
-           ->capture_default_str();
-       c->add_option("--memory-limit", o->memory_limit,
-                     "Bytes per GPU, e.g. 72GiB (default: the GPU's usable memory)");
-       c->add_option("--search-evaluations", o->search_evaluations,
-                     "Packings and orders the local search simulates (default: sized from the "
-                     "problem; 0: heuristics only)");
-       c->add_option("--search-budget", o->search_budget,
-                     "Wall-clock cap on the local search in ms (0: none)");
-       c->add_flag("--json", o->json, "Print the packing JSON (docs/formats.md)");
-       c->add_option("--format,-f", o->format, "text or json")
-           ->capture_default_str()
-           ->each([o](const std::string&) { o->format_given = true; });
-       c->add_option("--output,-o", o->output, "Write the report or JSON to FILE");
-       c->add_option("--export", o->export_prefix,
-                     "Write the chosen schedule as PREFIX.csv, PREFIX.compute.csv, "
-                     "PREFIX.schedule.json, PREFIX.costs.json and PREFIX.memory.json");
-       return [o] { return cmd_pack(*o); };
-     }}};
+void declare_pack(CLI::App* c, pack_cli& o) {
+  c->add_option("--model", o.model, model_preset_names() + ", or a model JSON file")->required();
+  c->add_option("--gpu", o.gpu, cluster_preset_names() + ", or a cluster JSON file")
+      ->capture_default_str();
+  c->add_option("--lengths", o.lengths,
+                "File of sequence lengths, one whole number of tokens per line (blank "
+                "lines and lines starting with # are skipped)")
+      ->required();
+  auto* t = c->add_option("--tokens-per-microbatch", o.tokens_per_microbatch,
+                          "Token budget per micro-batch");
+  auto* m = c->add_option("--microbatches,-m", o.microbatches, "Micro-batches m");
+  t->excludes(m);
+  c->add_option("--stages,-p", o.stages, "Pipeline stages p")->required();
+  c->add_option("--schedule,-s", o.schedule, "A schedule of `pipesched list`")
+      ->capture_default_str();
+  c->add_option("--chunks,-v", o.chunks, "Model chunks per stage (default: the schedule's)");
+  c->add_option("--tp", o.tp, "Tensor parallelism (default 1)");
+  c->add_flag("--sequence-parallel", o.sequence_parallel, "Sequence parallelism (with --tp > 1)");
+  c->add_option("--recompute", o.recompute,
+                "none, selective (the attention core, as flash attention) or full")
+      ->capture_default_str();
+  c->add_option("--memory-limit", o.memory_limit,
+                "Bytes per GPU, e.g. 72GiB (default: the GPU's usable memory)");
+  c->add_option("--search-evaluations", o.search_evaluations,
+                "Packings and orders the local search simulates (default: sized from the "
+                "problem; 0: heuristics only)");
+  c->add_option("--search-budget", o.search_budget,
+                "Wall-clock cap on the local search in ms (0: none)");
+  o.out.add(c, "Print the packing JSON (docs/formats.md)", "text or json",
+            "Write the report or JSON to FILE");
+  c->add_option("--export", o.export_prefix,
+                "Write the chosen schedule as PREFIX.csv, PREFIX.compute.csv, "
+                "PREFIX.schedule.json, PREFIX.costs.json and PREFIX.memory.json");
+}
+
+const registration pack_cmd = command<pack_cli>(
+    "pack",
+    75,
+    "Sequence lengths in: the packing into micro-batches and their order that simulate "
+    "fastest within memory",
+    declare_pack,
+    cmd_pack);
 
 }  // namespace
 

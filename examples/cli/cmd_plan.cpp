@@ -46,10 +46,7 @@ struct plan_cli {
   std::string optimizer_sharding = "optimizer";
   std::string partition = "balanced";
   std::string top = "5";
-  bool json = false;
-  std::string format = "text";
-  bool format_given = false;  // -f text and --json together contradict each other
-  std::string output;
+  report_output_cli out;
   std::vector<std::string> baselines;  // --baseline, repeatable
   std::optional<std::string> export_prefix;
   std::optional<std::string> vocab_multiple;
@@ -161,7 +158,7 @@ std::vector<std::string> export_plan(const plan_cli& o,
   std::vector<std::string> written =
       write_export(files, {{o.model, "--model"},
                            {o.gpu, "--gpu"},
-                           {is_stdout(o.output) ? std::string() : o.output, "--output"}});
+                           {is_stdout(o.out.output) ? std::string() : o.out.output, "--output"}});
   for (const std::string& note : notes) {
     std::fprintf(stderr, "note: %s\n", note.c_str());
   }
@@ -169,11 +166,8 @@ std::vector<std::string> export_plan(const plan_cli& o,
 }
 
 int cmd_plan(const plan_cli& o) {
-  if (o.format != "text" && o.format != "json" && o.format != "svg") {
-    usage_error("--format: unknown format \"" + o.format + "\" (plan knows: text, json, svg)");
-  }
-  check_json_and_format(o.json, o.format_given, o.format);
-  const bool json = o.json || o.format == "json";
+  const std::string format = o.out.chosen("plan", {"text", "json", "svg"});
+  const bool json = format == "json";
   if (o.export_prefix) {
     export_prefix_or_exit(*o.export_prefix);  // before the search, which can take a while
   }
@@ -188,8 +182,8 @@ int cmd_plan(const plan_cli& o) {
   req.gpus = count64(o.gpus, "--gpus");
   if (o.layer_times) {
     // One layer on TP·CP GPUs (--gpus and the batch are refused: its times take neither).
-    if (o.format_given && o.format != "json") {
-      usage_error("--format: --layer-times prints JSON, not " + o.format);
+    if (o.out.format_given && o.out.format != "json") {
+      usage_error("--format: --layer-times prints JSON, not " + o.out.format);
     }
     req.gpus = std::uint64_t{count32(o.tp, "--tp").value_or(1)} * count32(o.cp, "--cp").value_or(1);
   }
@@ -341,7 +335,7 @@ int cmd_plan(const plan_cli& o) {
                   std::to_string(job.sequence) + " tokens)");
     }
     write_output(
-        o.output,
+        o.out.output,
         layer_times_to_json(job, lay, f.recompute.value_or(recompute_kind::none)).dump(2) + "\n");
     return 0;
   }
@@ -359,11 +353,11 @@ int cmd_plan(const plan_cli& o) {
     }
   }
   if (json) {
-    write_output(o.output, plan_to_json(job, r).dump(2) + "\n");
-  } else if (o.format == "svg") {
-    write_output(o.output, plan_frontier_svg(job, r));
+    write_output(o.out.output, plan_to_json(job, r).dump(2) + "\n");
+  } else if (format == "svg") {
+    write_output(o.out.output, plan_frontier_svg(job, r));
   } else {
-    write_output(o.output, plan_text(job, r));
+    write_output(o.out.output, plan_text(job, r));
   }
   if (!fits) {
     // The reason on stderr too, so a script reading the JSON on stdout still sees it.
@@ -376,133 +370,126 @@ int cmd_plan(const plan_cli& o) {
   return 0;
 }
 
-const registration plan_cmd{
-    {"plan", 70, [](CLI::App& app) -> std::function<int()> {
-       auto o = std::make_shared<plan_cli>();
-       CLI::App* c = app.add_subcommand(
-           "plan",
-           "Model + cluster + batch in: the fastest layout and schedule that fit in memory");
-       c->add_option("--model", o->model,
-                     model_preset_names() + ", or a model JSON file (docs/formats.md)")
-           ->required();
-       c->add_option("--gpu", o->gpu, cluster_preset_names() + ", or a cluster JSON file")
-           ->required();
-       auto* gpus =
-           c->add_option("--gpus", o->gpus,
-                         "GPUs in the job, at most 16777216 (default TP*PP*DP when all are given)");
-       c->add_option("--tp", o->tp, "Tensor parallelism (default: searched)");
-       c->add_option("--cp", o->cp,
-                     "Context parallelism: each sequence over CP ranks (default 1; searched from "
-                     "32768 tokens per sequence)");
-       auto* pp = c->add_option("--pp", o->pp, "Pipeline stages (default: searched)");
-       auto* dp = c->add_option("--dp", o->dp, "Data parallelism (default: GPUs / (TP*CP*PP))");
-       c->add_option("--ep", o->ep,
-                     "Expert parallelism, out of the DP*CP ranks: routed experts split over EP "
-                     "ranks (default: searched for a model with experts, else 1)");
-       c->add_option("--moe-imbalance", o->moe_imbalance,
-                     "The busiest expert-parallel rank's routed tokens over the mean, >= 1 "
-                     "(scales its expert GEMMs and their activations; default 1)");
-       auto* chunks =
-           c->add_option("--chunks,-v", o->chunks, "Model chunks per stage (default: searched)");
-       auto* schedule = c->add_option("--schedule,-s", o->schedule,
-                                      "A schedule of `pipesched list` (default: all)");
-       auto* group =
-           c->add_option("--group-size", o->group_size,
-                         "With --schedule interleaved-1f1b: micro-batches per round of the virtual "
-                         "stages, at most the micro-batches (default --pp; below it when --pp does "
-                         "not fit)");
-       c->add_option("--seq", o->sequence, "Tokens per sequence")->required();
-       c->add_option("--micro-batch", o->micro_batch,
-                     "Sequences per micro-batch (default: searched)");
-       auto* microbatches =
-           c->add_option("--microbatches,-m", o->microbatches,
-                         "Micro-batches per pipeline (with --tp --pp --micro-batch)");
-       auto* g = c->add_option("--global-batch", o->global_batch,
-                               "Sequences per optimizer step (at most 2^32 tokens, 65536 "
-                               "sequences per pipeline: docs/errors.md, Limits)");
-       auto* k = c->add_option("--global-batch-tokens", o->global_batch_tokens,
-                               "Tokens per optimizer step (a multiple of --seq)");
-       g->excludes(k);
-       auto* sp = c->add_flag("--sequence-parallel", o->sequence_parallel,
-                              "Sequence parallelism on (default: searched when TP > 1)");
-       auto* nsp = c->add_flag("--no-sequence-parallel", o->no_sequence_parallel,
-                               "Sequence parallelism off");
-       sp->excludes(nsp);
-       c->add_option("--recompute", o->recompute, "none, selective or full (default: searched)");
-       auto* sharding =
-           c->add_option("--optimizer-sharding", o->optimizer_sharding,
-                         "none (18 bytes/parameter), optimizer (Megatron's distributed optimizer), "
-                         "gradients (ZeRO-2), weights (ZeRO-3 / FSDP)")
-               ->capture_default_str();
-       auto* partition =
-           c->add_option("--partition", o->partition,
-                         "Layers to chunks: even, balanced, or L1,L2,... per global chunk")
-               ->capture_default_str();
-       auto* top = c->add_option("--top", o->top, "Plans shown")->capture_default_str();
-       c->add_flag("--json", o->json, "Print the plan JSON (docs/formats.md)");
-       c->add_option("--format,-f", o->format, "text, json, or svg (the Pareto frontier)")
-           ->capture_default_str()
-           ->each([o](const std::string&) { o->format_given = true; });
-       c->add_option("--output,-o", o->output, "Write the report, JSON or picture to FILE");
-       auto* baseline = c->add_option(
-           "--baseline", o->baselines,
-           "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "
-           "(also cp, ep, v, micro-batch, recompute, sp=on|off, partition; others searched; "
-           "shown even when it does not fit); repeat it to compare several");
-       auto* export_prefix =
-           c->add_option("--export", o->export_prefix,
-                         "Write the best plan as PREFIX.csv (PyTorch compute_comms), "
-                         "PREFIX.compute.csv, PREFIX.schedule.json, PREFIX.costs.json, "
-                         "PREFIX.memory.json, PREFIX.map.json (stage -> ranks, layers) and "
-                         "PREFIX.megatron.args (Megatron-LM's arguments, when it runs the plan)");
-       c->add_option("--vocab-multiple", o->vocab_multiple,
-                     "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP "
-                     "only)");
-       c->add_option("--attention", o->attention,
-                     "flash or materialized (default: the model's; flash in a model file)");
-       c->add_option("--activation-model", o->activation_model,
-                     "tensors (each tensor a layer keeps) or megatron (Megatron-LM's estimator)")
-           ->capture_default_str();
-       c->add_option("--overlap-grad-reduce", o->overlap_grad_reduce,
-                     "on: gradients reduce bucket by bucket during the backward; off: after it")
-           ->capture_default_str();
-       c->add_option("--p2p", o->p2p,
-                     "Pipeline sends: overlapped (beside the compute) or blocking (the sending op "
-                     "waits for them, Megatron-LM's default)")
-           ->capture_default_str();
-       c->add_option("--grad-reduce-dtype", o->grad_reduce_dtype,
-                     "The data-parallel reduction's precision: fp32 or bf16")
-           ->capture_default_str();
-       c->add_option("--tp-comm-overlap", o->tp_comm_overlap,
-                     "Tensor parallelism's collectives beside GEMMs: none; backward (the input "
-                     "gradients' reduces beside the weight gradients, Megatron's default); all "
-                     "(every one beside its GEMM, Megatron's --tp-comm-overlap)")
-           ->capture_default_str();
-       c->add_option("--gradient-accumulation-fusion", o->gradient_accumulation_fusion,
-                     "on: each micro-batch's weight gradients are added inside their GEMM "
-                     "(Megatron's default since 2022); off: by an elementwise add after it")
-           ->capture_default_str();
-       auto* layer_times =
-           c->add_flag("--layer-times", o->layer_times,
-                       "Print one layer's op times and kernels for --tp, --micro-batch, "
-                       "--sequence-parallel and --recompute as JSON, instead of planning");
-       c->add_option("--achieved-fraction", o->achieved_fraction,
-                     "Share of the GPU's peak the layers achieve (default the --gpu's)");
-       c->add_option("--usable-fraction", o->usable_fraction,
-                     "Share of GPU memory a job can fill (default the --gpu's)");
-       auto* evaluations = c->add_option(
-           "--search-evaluations", o->search_evaluations,
-           "zb-auto / zb-v local search budget per candidate (candidate orders timed)");
-       auto* threads =
-           c->add_option("--threads", o->threads, "Threads evaluating candidates (default: all)");
-       // One layer's times take no pipeline, batch split or search: an option that would shape
-       // them is refused rather than ignored.
-       for (CLI::Option* x : {gpus, g, k, pp, dp, chunks, schedule, group, microbatches, sharding,
-                              partition, top, baseline, export_prefix, evaluations, threads}) {
-         layer_times->excludes(x);
-       }
-       return [o] { return cmd_plan(*o); };
-     }}};
+void declare_plan(CLI::App* c, plan_cli& o) {
+  c->add_option("--model", o.model,
+                model_preset_names() + ", or a model JSON file (docs/formats.md)")
+      ->required();
+  c->add_option("--gpu", o.gpu, cluster_preset_names() + ", or a cluster JSON file")->required();
+  auto* gpus = c->add_option(
+      "--gpus", o.gpus, "GPUs in the job, at most 16777216 (default TP*PP*DP when all are given)");
+  c->add_option("--tp", o.tp, "Tensor parallelism (default: searched)");
+  c->add_option("--cp", o.cp,
+                "Context parallelism: each sequence over CP ranks (default 1; searched from "
+                "32768 tokens per sequence)");
+  auto* pp = c->add_option("--pp", o.pp, "Pipeline stages (default: searched)");
+  auto* dp = c->add_option("--dp", o.dp, "Data parallelism (default: GPUs / (TP*CP*PP))");
+  c->add_option("--ep", o.ep,
+                "Expert parallelism, out of the DP*CP ranks: routed experts split over EP "
+                "ranks (default: searched for a model with experts, else 1)");
+  c->add_option("--moe-imbalance", o.moe_imbalance,
+                "The busiest expert-parallel rank's routed tokens over the mean, >= 1 "
+                "(scales its expert GEMMs and their activations; default 1)");
+  auto* chunks =
+      c->add_option("--chunks,-v", o.chunks, "Model chunks per stage (default: searched)");
+  auto* schedule =
+      c->add_option("--schedule,-s", o.schedule, "A schedule of `pipesched list` (default: all)");
+  auto* group =
+      c->add_option("--group-size", o.group_size,
+                    "With --schedule interleaved-1f1b: micro-batches per round of the virtual "
+                    "stages, at most the micro-batches (default --pp; below it when --pp does "
+                    "not fit)");
+  c->add_option("--seq", o.sequence, "Tokens per sequence")->required();
+  c->add_option("--micro-batch", o.micro_batch, "Sequences per micro-batch (default: searched)");
+  auto* microbatches = c->add_option("--microbatches,-m", o.microbatches,
+                                     "Micro-batches per pipeline (with --tp --pp --micro-batch)");
+  auto* g = c->add_option("--global-batch", o.global_batch,
+                          "Sequences per optimizer step (at most 2^32 tokens, 65536 "
+                          "sequences per pipeline: docs/errors.md, Limits)");
+  auto* k = c->add_option("--global-batch-tokens", o.global_batch_tokens,
+                          "Tokens per optimizer step (a multiple of --seq)");
+  g->excludes(k);
+  auto* sp = c->add_flag("--sequence-parallel", o.sequence_parallel,
+                         "Sequence parallelism on (default: searched when TP > 1)");
+  auto* nsp =
+      c->add_flag("--no-sequence-parallel", o.no_sequence_parallel, "Sequence parallelism off");
+  sp->excludes(nsp);
+  c->add_option("--recompute", o.recompute, "none, selective or full (default: searched)");
+  auto* sharding =
+      c->add_option("--optimizer-sharding", o.optimizer_sharding,
+                    "none (18 bytes/parameter), optimizer (Megatron's distributed optimizer), "
+                    "gradients (ZeRO-2), weights (ZeRO-3 / FSDP)")
+          ->capture_default_str();
+  auto* partition = c->add_option("--partition", o.partition,
+                                  "Layers to chunks: even, balanced, or L1,L2,... per global chunk")
+                        ->capture_default_str();
+  auto* top = c->add_option("--top", o.top, "Plans shown")->capture_default_str();
+  o.out.add(c, "Print the plan JSON (docs/formats.md)", "text, json, or svg (the Pareto frontier)",
+            "Write the report, JSON or picture to FILE");
+  auto* baseline = c->add_option(
+      "--baseline", o.baselines,
+      "A layout to compare with, e.g. tp=8,pp=16,dp=128,schedule=interleaved-1f1b "
+      "(also cp, ep, v, micro-batch, recompute, sp=on|off, partition; others searched; "
+      "shown even when it does not fit); repeat it to compare several");
+  auto* export_prefix =
+      c->add_option("--export", o.export_prefix,
+                    "Write the best plan as PREFIX.csv (PyTorch compute_comms), "
+                    "PREFIX.compute.csv, PREFIX.schedule.json, PREFIX.costs.json, "
+                    "PREFIX.memory.json, PREFIX.map.json (stage -> ranks, layers) and "
+                    "PREFIX.megatron.args (Megatron-LM's arguments, when it runs the plan)");
+  c->add_option("--vocab-multiple", o.vocab_multiple,
+                "Pad the vocabulary to a multiple of this times TP (Megatron's 128; 1: TP "
+                "only)");
+  c->add_option("--attention", o.attention,
+                "flash or materialized (default: the model's; flash in a model file)");
+  c->add_option("--activation-model", o.activation_model,
+                "tensors (each tensor a layer keeps) or megatron (Megatron-LM's estimator)")
+      ->capture_default_str();
+  c->add_option("--overlap-grad-reduce", o.overlap_grad_reduce,
+                "on: gradients reduce bucket by bucket during the backward; off: after it")
+      ->capture_default_str();
+  c->add_option("--p2p", o.p2p,
+                "Pipeline sends: overlapped (beside the compute) or blocking (the sending op "
+                "waits for them, Megatron-LM's default)")
+      ->capture_default_str();
+  c->add_option("--grad-reduce-dtype", o.grad_reduce_dtype,
+                "The data-parallel reduction's precision: fp32 or bf16")
+      ->capture_default_str();
+  c->add_option("--tp-comm-overlap", o.tp_comm_overlap,
+                "Tensor parallelism's collectives beside GEMMs: none; backward (the input "
+                "gradients' reduces beside the weight gradients, Megatron's default); all "
+                "(every one beside its GEMM, Megatron's --tp-comm-overlap)")
+      ->capture_default_str();
+  c->add_option("--gradient-accumulation-fusion", o.gradient_accumulation_fusion,
+                "on: each micro-batch's weight gradients are added inside their GEMM "
+                "(Megatron's default since 2022); off: by an elementwise add after it")
+      ->capture_default_str();
+  auto* layer_times =
+      c->add_flag("--layer-times", o.layer_times,
+                  "Print one layer's op times and kernels for --tp, --micro-batch, "
+                  "--sequence-parallel and --recompute as JSON, instead of planning");
+  c->add_option("--achieved-fraction", o.achieved_fraction,
+                "Share of the GPU's peak the layers achieve (default the --gpu's)");
+  c->add_option("--usable-fraction", o.usable_fraction,
+                "Share of GPU memory a job can fill (default the --gpu's)");
+  auto* evaluations =
+      c->add_option("--search-evaluations", o.search_evaluations,
+                    "zb-auto / zb-v local search budget per candidate (candidate orders timed)");
+  auto* threads =
+      c->add_option("--threads", o.threads, "Threads evaluating candidates (default: all)");
+  // One layer's times take no pipeline, batch split or search: an option that would shape
+  // them is refused rather than ignored.
+  for (CLI::Option* x : {gpus, g, k, pp, dp, chunks, schedule, group, microbatches, sharding,
+                         partition, top, baseline, export_prefix, evaluations, threads}) {
+    layer_times->excludes(x);
+  }
+}
+
+const registration plan_cmd = command<plan_cli>(
+    "plan",
+    70,
+    "Model + cluster + batch in: the fastest layout and schedule that fit in memory",
+    declare_plan,
+    cmd_plan);
 
 }  // namespace
 

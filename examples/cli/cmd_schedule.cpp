@@ -203,49 +203,54 @@ const registration list_cmd{{"list", 10, [](CLI::App& app) -> std::function<int(
                                return [] { return cmd_list(); };
                              }}};
 
-const registration generate_cmd{
-    {"generate", 20, [](CLI::App& app) -> std::function<int()> {
-       auto gen = std::make_shared<generate_options>();
-       auto* g = app.add_subcommand("generate", "Generate a schedule and print or save it");
-       add_schedule_source(g, gen->src, false);
-       add_model_options(g, gen->model);
-       g->add_option("--format,-f", gen->format,
-                     "Output: text (listing + timeline timed with --cost), json, torch-csv, chrome "
-                     "(trace), svg")
-           ->capture_default_str();
-       g->add_option("--output,-o", gen->output, "Write to FILE instead of stdout");
-       add_torch_csv_options(g, gen->csv);
-       return [gen] { return cmd_generate(*gen); };
-     }}};
+void declare_generate(CLI::App* g, generate_options& gen) {
+  add_schedule_source(g, gen.src, false);
+  add_model_options(g, gen.model);
+  g->add_option("--format,-f", gen.format,
+                "Output: text (listing + timeline timed with --cost), json, torch-csv, chrome "
+                "(trace), svg")
+      ->capture_default_str();
+  g->add_option("--output,-o", gen.output, "Write to FILE instead of stdout");
+  add_torch_csv_options(g, gen.csv);
+}
 
-const registration validate_cmd{
-    {"validate", 30, [](CLI::App& app) -> std::function<int()> {
-       auto val = std::make_shared<validate_options_cli>();
-       auto* v = app.add_subcommand("validate", "Check a schedule; exit 1 listing every violation");
-       add_schedule_source(v, val->src, true);
-       add_model_options(v, val->model);
-       return [val] { return cmd_validate(*val); };
-     }}};
+const registration generate_cmd = command<generate_options>(
+    "generate", 20, "Generate a schedule and print or save it", declare_generate, cmd_generate);
 
-const registration simulate_cmd{
-    {"simulate", 40, [](CLI::App& app) -> std::function<int()> {
-       auto sim = std::make_shared<simulate_options_cli>();
-       auto* sc = app.add_subcommand("simulate", "Simulate a schedule: makespan, bubble, memory");
-       add_schedule_source(sc, sim->src, true);
-       add_model_options(sc, sim->model);
-       sc->add_option("--transfers", sim->transfers,
-                      "SEND / RECV of a lowered schedule: blocking (a rendezvous both stages wait "
-                      "in, as MPI_Send / MPI_Recv) or posted (isend / irecv, as PyTorch's runtime: "
-                      "only the op consuming the data waits for it)")
-           ->capture_default_str();
-       sc->add_flag("--json", sim->json, "Print one JSON object instead of the readable report");
-       sc->add_option("--format,-f", sim->format,
-                      "Output: text (report + timeline), json, chrome (trace), svg, torch-csv")
-           ->capture_default_str();
-       sc->add_option("--output,-o", sim->output, "Write the report, JSON or picture to FILE");
-       sim->links.add(sc);
-       add_torch_csv_options(sc, sim->csv);
-       return [sim] { return cmd_simulate(*sim); };
-     }}};
+void declare_validate(CLI::App* v, validate_options_cli& val) {
+  add_schedule_source(v, val.src, true);
+  add_model_options(v, val.model);
+}
+
+const registration validate_cmd =
+    command<validate_options_cli>("validate",
+                                  30,
+                                  "Check a schedule; exit 1 listing every violation",
+                                  declare_validate,
+                                  cmd_validate);
+
+void declare_simulate(CLI::App* sc, simulate_options_cli& sim) {
+  add_schedule_source(sc, sim.src, true);
+  add_model_options(sc, sim.model);
+  sc->add_option("--transfers", sim.transfers,
+                 "SEND / RECV of a lowered schedule: blocking (a rendezvous both stages wait "
+                 "in, as MPI_Send / MPI_Recv) or posted (isend / irecv, as PyTorch's runtime: "
+                 "only the op consuming the data waits for it)")
+      ->capture_default_str();
+  sc->add_flag("--json", sim.json, "Print one JSON object instead of the readable report");
+  sc->add_option("--format,-f", sim.format,
+                 "Output: text (report + timeline), json, chrome (trace), svg, torch-csv")
+      ->capture_default_str();
+  sc->add_option("--output,-o", sim.output, "Write the report, JSON or picture to FILE");
+  sim.links.add(sc);
+  add_torch_csv_options(sc, sim.csv);
+}
+
+const registration simulate_cmd =
+    command<simulate_options_cli>("simulate",
+                                  40,
+                                  "Simulate a schedule: makespan, bubble, memory",
+                                  declare_simulate,
+                                  cmd_simulate);
 
 }  // namespace

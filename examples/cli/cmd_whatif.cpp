@@ -39,10 +39,7 @@ struct whatif_options_cli {
   bool dynamic = false;
   links_cli links;                       // --replicas, --gradient-bytes, the links
   std::optional<std::string> bandwidth;  // the separate ring's bytes per time unit
-  bool json = false;
-  std::string format = "text";  // text, json, svg
-  bool format_given = false;    // -f text and --json together contradict each other
-  std::string output;
+  report_output_cli out;
 };
 
 /// "A:B" as two finite numbers; errors name the option and its shape.
@@ -71,12 +68,9 @@ void write_distribution(const std::string& path,
 
 // No noise option: every sample equals simulate's makespan.
 int cmd_whatif(const whatif_options_cli& o) {
-  if (o.format != "text" && o.format != "json" && o.format != "svg") {
-    usage_error("--format: unknown format \"" + o.format + "\" (whatif knows: text, json, svg)");
-  }
-  check_json_and_format(o.json, o.format_given, o.format);
-  const bool json = o.json || o.format == "json";
-  const bool svg = o.format == "svg";
+  const std::string format = o.out.chosen("whatif", {"text", "json", "svg"});
+  const bool json = format == "json";
+  const bool svg = format == "svg";
   const generator_params params = o.model.params();
   const schedule s = load_schedule(o.src, params).sched;
   whatif_request req;
@@ -124,46 +118,43 @@ int cmd_whatif(const whatif_options_cli& o) {
     const std::string name =
         r.data_parallel ? fmt::format("{}, D={} replicas", r.name, r.replicas) : r.name;
     std::vector<double> samples = r.samples();
-    write_distribution(o.output, name, std::move(samples), r.seed);
+    write_distribution(o.out.output, name, std::move(samples), r.seed);
     return 0;
   }
-  write_output(o.output, json ? whatif_to_json(r).dump(2) + "\n" : whatif_text(r));
+  write_output(o.out.output, json ? whatif_to_json(r).dump(2) + "\n" : whatif_text(r));
   return 0;
 }
 
-const registration whatif_cmd{
-    {"whatif", 50, [](CLI::App& app) -> std::function<int()> {
-       auto wi = std::make_shared<whatif_options_cli>();
-       auto* w = app.add_subcommand(
-           "whatif", "Iteration-time distribution under sampled noise and stragglers");
-       add_schedule_source(w, wi->src, true);
-       add_model_options(w, wi->model);
-       w->add_option("--cv", wi->cv,
-                     "Per-op log-normal noise, coefficient of variation (0 .. 10; default 0)");
-       w->add_option("--link-cv", wi->link_cv, "Noise of every cross-stage latency (cv, 0 .. 10)");
-       w->add_option("--straggler", wi->stragglers,
-                     "Stage K runs FACTOR (> 0) times slower: K:FACTOR (each stage once)");
-       w->add_option("--stalls", wi->stalls,
-                     "Each op stalls with probability P (0 .. 1) for D (>= 0, --cost units): P:D");
-       w->add_option("--samples,-n", wi->samples, "Sampled iterations (>= 1)")
-           ->capture_default_str();
-       w->add_option("--seed", wi->seed,
-                     "Noise seed (0 .. 2^64-1; default 1), with --cv, --link-cv or --stalls");
-       w->add_flag("--sensitivity", wi->sensitivity,
-                   "Also each stage's sensitivity to a 1% slowdown");
-       w->add_flag("--dynamic", wi->dynamic,
-                   "The dynamic policy (B, else F within --memory-limit, else W) on the schedule's "
-                   "placement instead of its order");
-       wi->links.add(w);
-       w->add_option("--bandwidth", wi->bandwidth,
-                     "With --replicas: ring link bytes per --cost time unit (> 0; default 1)");
-       w->add_flag("--json", wi->json, "Print one JSON object");
-       w->add_option("--format,-f", wi->format,
-                     "Output: text, json, svg (histogram and CDF of the sampled iteration times)")
-           ->capture_default_str()
-           ->each([wi](const std::string&) { wi->format_given = true; });
-       w->add_option("--output,-o", wi->output, "Write the report, JSON or picture to FILE");
-       return [wi] { return cmd_whatif(*wi); };
-     }}};
+void declare_whatif(CLI::App* w, whatif_options_cli& wi) {
+  add_schedule_source(w, wi.src, true);
+  add_model_options(w, wi.model);
+  w->add_option("--cv", wi.cv,
+                "Per-op log-normal noise, coefficient of variation (0 .. 10; default 0)");
+  w->add_option("--link-cv", wi.link_cv, "Noise of every cross-stage latency (cv, 0 .. 10)");
+  w->add_option("--straggler", wi.stragglers,
+                "Stage K runs FACTOR (> 0) times slower: K:FACTOR (each stage once)");
+  w->add_option("--stalls", wi.stalls,
+                "Each op stalls with probability P (0 .. 1) for D (>= 0, --cost units): P:D");
+  w->add_option("--samples,-n", wi.samples, "Sampled iterations (>= 1)")->capture_default_str();
+  w->add_option("--seed", wi.seed,
+                "Noise seed (0 .. 2^64-1; default 1), with --cv, --link-cv or --stalls");
+  w->add_flag("--sensitivity", wi.sensitivity, "Also each stage's sensitivity to a 1% slowdown");
+  w->add_flag("--dynamic", wi.dynamic,
+              "The dynamic policy (B, else F within --memory-limit, else W) on the schedule's "
+              "placement instead of its order");
+  wi.links.add(w);
+  w->add_option("--bandwidth", wi.bandwidth,
+                "With --replicas: ring link bytes per --cost time unit (> 0; default 1)");
+  wi.out.add(w, "Print one JSON object",
+             "Output: text, json, svg (histogram and CDF of the sampled iteration times)",
+             "Write the report, JSON or picture to FILE");
+}
+
+const registration whatif_cmd =
+    command<whatif_options_cli>("whatif",
+                                50,
+                                "Iteration-time distribution under sampled noise and stragglers",
+                                declare_whatif,
+                                cmd_whatif);
 
 }  // namespace

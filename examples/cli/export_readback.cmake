@@ -1,11 +1,8 @@
+include(${CMAKE_CURRENT_LIST_DIR}/run_cli.cmake)
 # Simulates INPUT (with the options after WHO) and checks that its makespan is PREDICTED (a
 # variable name); leaves the simulation's JSON in `sim`.
 macro(pipesched_check_export_makespan input predicted who)
-  execute_process(COMMAND ${CLI} simulate -i ${input} ${ARGN} --json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE sim ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "simulate ${input}: ${err}")
-  endif()
+  pipesched_run(sim simulate -i ${input} ${ARGN} --json)
   string(JSON simulated GET "${sim}" makespan)
   if(NOT simulated STREQUAL ${predicted})
     message(FATAL_ERROR "${input}: simulated makespan ${simulated} != ${who} ${${predicted}}")
@@ -24,11 +21,7 @@ macro(pipesched_check_export prefix predicted who extra)
     endif()
   endforeach()
   foreach(input ${prefix}.compute.csv ${prefix}.csv ${prefix}.schedule.json)
-    execute_process(COMMAND ${CLI} validate -i ${input} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                    ERROR_VARIABLE err)
-    if(NOT rc EQUAL 0)
-      message(FATAL_ERROR "validate ${input}: ${out}${err}")
-    endif()
+    pipesched_run(out validate -i ${input})
   endforeach()
   pipesched_check_export_makespan(${prefix}.compute.csv ${predicted} "${who}"
                                   --costs ${prefix}.costs.json)

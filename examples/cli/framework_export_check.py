@@ -12,8 +12,8 @@ usage: framework_export_check.py CLI SPEC WORK [--expect dest=value,...] [--abse
 import argparse
 import json
 import os
-import subprocess
-import sys
+
+from plan_export_run import check, expected_values, fail, read_plan_export, run_plan_export
 
 
 def megatron_parser(spec):
@@ -30,16 +30,6 @@ def megatron_parser(spec):
     return parser
 
 
-def fail(message):
-    print("FAIL: " + message)
-    sys.exit(1)
-
-
-def check(cond, message):
-    if not cond:
-        fail(message)
-
-
 def layout_stages(layout):
     # core/transformer/pipeline_parallel_layer_layout.py parse_str_to_list: "|" splits stages
     # (we never write the "(...)*n" or "x*n" shorthands or commas).
@@ -47,38 +37,16 @@ def layout_stages(layout):
 
 
 def main():
-    argv = sys.argv[1:]
-    if "--" not in argv:
-        fail("usage: framework_export_check.py CLI SPEC WORK [options] -- plan args")
-    split = argv.index("--")
-    head, plan_args = argv[:split], argv[split + 1:]
-    opts = argparse.ArgumentParser()
-    opts.add_argument("cli")
-    opts.add_argument("spec")
-    opts.add_argument("work")
-    opts.add_argument("--expect", default="")
-    opts.add_argument("--absent", action="store_true")
-    o = opts.parse_args(head)
-    os.makedirs(o.work, exist_ok=True)
-    prefix = os.path.join(o.work, "best")
+    o, prefix, run = run_plan_export("framework_export_check.py", [".megatron.args"])
     args_file = prefix + ".megatron.args"
-    if os.path.exists(args_file):
-        os.remove(args_file)
-    run = subprocess.run([o.cli, "plan", *plan_args, "--json", "--export", prefix],
-                         capture_output=True, text=True)
-    check(run.returncode == 0, f"plan exited {run.returncode}: {run.stderr}")
     if o.absent:
         check(not os.path.exists(args_file), "PREFIX.megatron.args written for a plan Megatron cannot run")
         check(".megatron.args not written: " in run.stderr, "no note on stderr: " + run.stderr)
         print("megatron args export ok: not written (" + run.stderr.strip().splitlines()[0] + ")")
         return
-    doc = json.loads(run.stdout)
-    plan = doc["plans"][0]
+    doc, plan, spec, lines = read_plan_export(o, run, args_file)
     layout = plan["layout"]
-    with open(o.spec) as f:
-        spec = json.load(f)
-    with open(args_file) as f:
-        lines = f.read().splitlines()
+    expect = expected_values(o)
     tokens = []
     for line in lines:
         words = line.split()
@@ -188,7 +156,7 @@ def main():
                                   doc["optimizer_sharding"] == "optimizer"),
         "context parallel": (cp, layout["cp"]),
     }
-    if vpp > 1 and "microbatch_group_size_per_vp_stage" not in o.expect:
+    if vpp > 1 and "microbatch_group_size_per_vp_stage" not in dict(expect):
         want["group size"] = (a.microbatch_group_size_per_vp_stage, pp)  # the default, p
     for key, (got, expected) in want.items():
         check(got == expected, f"{key}: Megatron reads {got!r}, the plan says {expected!r}")
@@ -202,8 +170,7 @@ def main():
         expected = min(2 * (pp - 1) + (vpp - 1) * n + 1, num_microbatches * vpp)
         check(first_backward == expected,
               f"stage 0 runs {first_backward} forwards before a backward, not {expected}")
-    for pair in filter(None, o.expect.split(",")):
-        dest, value = pair.split("=")
+    for dest, value in expect:
         check(str(getattr(a, dest)) == value, f"{dest}: {getattr(a, dest)!r}, expected {value}")
     print(f"megatron args export ok: {plan['schedule']} tp {tp} pp {pp} v {vpp} dp {dp}, "
           f"{len(lines)} arguments")

@@ -4,116 +4,113 @@
 # plan's JSON; torchtitan_export_check.py does the same for PREFIX.torchtitan.args with a parser
 # built from tests/data/torchtitan_config_spec.json (torchtitan's dataclass fields as tyro reads
 # them), checks the exported CSV's placement, and reads PREFIX.torchtitan.py's assignments.
+# Both checkers share plan_export_run.py (their command line and the plan run).
 find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND)
-  set(framework_export_check ${Python3_EXECUTABLE}
-      ${CMAKE_CURRENT_SOURCE_DIR}/framework_export_check.py $<TARGET_FILE:pipesched_cli>
-      ${PROJECT_SOURCE_DIR}/tests/data/megatron_args_spec.json)
-  function(pipesched_megatron_export_test name work)
+  # CHECKER reads what `plan ARGS --export` wrote to WORK with SPEC (tests/data) and prints OK;
+  # ${megatron_export} and ${torchtitan_export} are the first three arguments of a framework.
+  function(pipesched_export_test checker spec ok name work)
     add_test(NAME "cli: plan: export: ${name}"
-             COMMAND ${framework_export_check} ${CMAKE_CURRENT_BINARY_DIR}/${work} ${ARGN})
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/${checker}
+                     $<TARGET_FILE:pipesched_cli> ${PROJECT_SOURCE_DIR}/tests/data/${spec}
+                     ${CMAKE_CURRENT_BINARY_DIR}/${work} ${ARGN})
     set_tests_properties("cli: plan: export: ${name}" PROPERTIES
-      LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "megatron args export ok")
+      LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "${ok}"
+      ENVIRONMENT PYTHONDONTWRITEBYTECODE=1)
   endfunction()
+  set(megatron_export framework_export_check.py megatron_args_spec.json "megatron args export ok")
+  set(torchtitan_export
+      torchtitan_export_check.py torchtitan_config_spec.json "torchtitan export ok")
   # Llama 3 70B's structure as Megatron builds it (GQA, SwiGLU, RMSNorm, rope, untied, no
   # dropout or biases, flash attention, bf16) and the gradient reduction's overlap.
   set(megatron_llama3_70b
       hidden_size=8192,ffn_hidden_size=28672,num_attention_heads=64,group_query_attention=True,num_query_groups=8,kv_channels=None,swiglu=True,normalization=RMSNorm,position_embedding_type=rope,max_position_embeddings=8192,add_bias_linear=False,untie_embeddings_and_output_weights=True,attention_dropout=0.0,hidden_dropout=0.0,attention_backend=flash,bf16=True,fp8=None,make_vocab_size_divisible_by=128,overlap_grad_reduce=True)
-  pipesched_megatron_export_test(
+  pipesched_export_test(${megatron_export}
     "Megatron reads interleaved 1F1B with even chunks as planned" megatron_even
     --expect ${megatron_llama3_70b} --
     --model llama3-70b --gpu h100-sxm-80gb --gpus 512 --seq 8192 --global-batch 256 --tp 8
     --pp 4 -v 2 --schedule interleaved-1f1b --micro-batch 1 --recompute selective)
-  pipesched_megatron_export_test(
+  pipesched_export_test(${megatron_export}
     "Megatron reads the group size given" megatron_group
     --expect microbatch_group_size_per_vp_stage=8 --
     --model llama3-70b --gpu h100-sxm-80gb --gpus 512 --seq 8192 --global-batch 256 --tp 8
     --pp 4 -v 2 --schedule interleaved-1f1b --micro-batch 1 --recompute selective
     --group-size 8)
-  pipesched_megatron_export_test(
+  pipesched_export_test(${megatron_export}
     "Megatron reads uneven chunks as its layout and full recompute" megatron_layout --
     --model llama3-70b --gpu h100-sxm-80gb --gpus 512 --seq 8192 --global-batch 256 --tp 8
     --pp 4 -v 2 --schedule interleaved-1f1b --micro-batch 1 --recompute full
     --partition 9,10,10,11,10,10,10,10)
-  pipesched_megatron_export_test(
+  pipesched_export_test(${megatron_export}
     "Megatron reads 1F1B without a distributed optimizer" megatron_1f1b
     --expect overlap_grad_reduce=False,overlap_p2p_comm=True --
     --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 4096 --global-batch 128 --tp 2
     --pp 4 --schedule 1f1b --micro-batch 1 --optimizer-sharding none --recompute selective
     --overlap-grad-reduce off)
-  pipesched_megatron_export_test(
+  pipesched_export_test(${megatron_export}
     "Megatron reads blocking transfers of the interleaved schedule" megatron_blocking
     --expect overlap_p2p_comm=False --
     --model llama3-70b --gpu h100-sxm-80gb --gpus 512 --seq 8192 --global-batch 256 --tp 8
     --pp 4 -v 2 --schedule interleaved-1f1b --micro-batch 1 --recompute selective
     --p2p blocking)
-  pipesched_megatron_export_test(
+  pipesched_export_test(${megatron_export}
     "Megatron reads GPT-3's structure" megatron_gpt3
     --expect swiglu=False,normalization=LayerNorm,position_embedding_type=learned_absolute,add_bias_linear=True,untie_embeddings_and_output_weights=False,attention_dropout=0.1,attention_backend=unfused,group_query_attention=False --
     --model gpt3-175b --gpu a100-sxm-80gb --gpus 1024 --seq 2048 --global-batch 1536 --tp 8
     --pp 16 --schedule 1f1b --micro-batch 1 --recompute full)
-  pipesched_megatron_export_test(
+  pipesched_export_test(${megatron_export}
     "Megatron reads the README's 405B job on 16384 GPUs, interleaved" megatron_405b --
     --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192
     --global-batch-tokens 16777216 --tp 8 --pp 16 --schedule interleaved-1f1b)
-  pipesched_megatron_export_test(
+  pipesched_export_test(${megatron_export}
     "no Megatron arguments for a schedule Megatron does not run" megatron_absent --absent --
     --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 4096 --global-batch 128 --tp 2
     --pp 4 --schedule zb-h1 --micro-batch 2)
 
-  set(torchtitan_export_check ${Python3_EXECUTABLE}
-      ${CMAKE_CURRENT_SOURCE_DIR}/torchtitan_export_check.py $<TARGET_FILE:pipesched_cli>
-      ${PROJECT_SOURCE_DIR}/tests/data/torchtitan_config_spec.json)
-  function(pipesched_torchtitan_export_test name work)
-    add_test(NAME "cli: plan: export: ${name}"
-             COMMAND ${torchtitan_export_check} ${CMAKE_CURRENT_BINARY_DIR}/${work} ${ARGN})
-    set_tests_properties("cli: plan: export: ${name}" PROPERTIES
-      LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "torchtitan export ok")
-  endfunction()
-  pipesched_torchtitan_export_test(
+  pipesched_export_test(${torchtitan_export}
     "torchtitan reads interleaved 1F1B with FSDP as planned" torchtitan_interleaved
     --expect parallelism.pipeline_parallel_schedule=Interleaved1F1B,parallelism.pipeline_parallel_schedule_csv= --
     --model llama3-70b --gpu h100-sxm-80gb --gpus 512 --seq 8192 --global-batch 256 --tp 8
     --pp 4 -v 2 --schedule interleaved-1f1b --micro-batch 1 --recompute full
     --optimizer-sharding gradients)
-  pipesched_torchtitan_export_test(
+  pipesched_export_test(${torchtitan_export}
     "torchtitan runs the exported order for a group size PyTorch's class does not take"
     torchtitan_group --expect group_size=8,parallelism.fsdp_reshard_after_forward=always --
     --model llama3-70b --gpu h100-sxm-80gb --gpus 512 --seq 8192 --global-batch 256 --tp 8
     --pp 4 -v 2 --schedule interleaved-1f1b --micro-batch 1 --recompute full
     --optimizer-sharding weights --group-size 8 --partition 9,10,10,11,10,10,10,10)
-  pipesched_torchtitan_export_test(
+  pipesched_export_test(${torchtitan_export}
     "torchtitan runs a zero-bubble order from the exported CSV" torchtitan_zb
     --expect parallelism.pipeline_parallel_schedule=PipelineScheduleMulti --
     --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 4096 --global-batch 128 --tp 2
     --pp 4 --schedule zb-h1 --micro-batch 2 --optimizer-sharding gradients)
-  pipesched_torchtitan_export_test(
+  pipesched_export_test(${torchtitan_export}
     "torchtitan places ZB-V's chunks in a V" torchtitan_zbv
     --expect parallelism.pipeline_parallel_schedule=ZBVZeroBubble --
     --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 4096 --global-batch 128 --tp 2
     --pp 4 --schedule zb-v --micro-batch 2 --optimizer-sharding gradients)
-  pipesched_torchtitan_export_test(
+  pipesched_export_test(${torchtitan_export}
     "torchtitan reads replicated data parallelism and 1F1B" torchtitan_ddp
     --expect parallelism.pipeline_parallel_schedule=1F1B,parallelism.data_parallel_shard_degree=1 --
     --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 4096 --global-batch 128 --tp 2
     --pp 4 --schedule 1f1b --micro-batch 1 --optimizer-sharding none --recompute selective
     --no-sequence-parallel)
-  pipesched_torchtitan_export_test(
+  pipesched_export_test(${torchtitan_export}
     "torchtitan arguments but no config function for a model torchtitan has no config of"
     torchtitan_gpt3 --no-py --
     --model gpt3-175b --gpu a100-sxm-80gb --gpus 1024 --seq 2048 --global-batch 1536 --tp 8
     --pp 16 --schedule 1f1b --micro-batch 1 --recompute full --attention flash
     --optimizer-sharding gradients)
-  pipesched_torchtitan_export_test(
+  pipesched_export_test(${torchtitan_export}
     "torchtitan reads the README's 405B job on 16384 GPUs with FSDP" torchtitan_405b --
     --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192
     --global-batch-tokens 16777216 --tp 8 --pp 16 --optimizer-sharding gradients)
-  pipesched_torchtitan_export_test(
+  pipesched_export_test(${torchtitan_export}
     "no torchtitan files for optimizer-only sharding, with the reason" torchtitan_absent
     --absent --
     --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 4096 --global-batch 128 --tp 2
     --pp 4 --schedule 1f1b --micro-batch 1)
-  pipesched_torchtitan_export_test(
+  pipesched_export_test(${torchtitan_export}
     "no torchtitan files for materialized attention, with the reason" torchtitan_materialized
     --absent --
     --model gpt3-175b --gpu a100-sxm-80gb --gpus 1024 --seq 2048 --global-batch 1536 --tp 8

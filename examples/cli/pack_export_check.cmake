@@ -4,14 +4,10 @@
 # compute_comms CSV validates. -DCLI=pipesched -DWORK=dir -DARGS="pack options" (a ;-list).
 file(MAKE_DIRECTORY ${WORK})
 set(prefix ${WORK}/chosen)
-execute_process(COMMAND ${CLI} pack ${ARGS} --json --export ${prefix}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE packed ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "pack failed (${rc}): ${err}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/export_readback.cmake)
+pipesched_run(packed pack ${ARGS} --json --export ${prefix})
 string(JSON predicted GET "${packed}" step_time)
 string(JSON stages LENGTH "${packed}" peak_memory)
-include(${CMAKE_CURRENT_LIST_DIR}/export_readback.cmake)
 pipesched_check_export(${prefix} predicted "pack's step time" "")
 math(EXPR last "${stages} - 1")
 foreach(s RANGE ${last})

@@ -6,13 +6,10 @@ file(MAKE_DIRECTORY ${WORK})
 foreach(bw 450e9 1e12)
   file(WRITE ${WORK}/bw_${bw}.json "{\"version\": 1, \"name\": \"c\", \"memory_bytes\": 85899345920, \"peak_flops_bf16\": 989.4e12, \"intra_node_bandwidth\": ${bw}, \"inter_node_bandwidth\": 50e9}")
 endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/run_cli.cmake)
 function(step out)
-  execute_process(COMMAND ${CLI} pack --model llama3-8b --lengths ${LENGTHS} --stages 4 -m 8
-                          -s zb-v --json ${ARGN}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "pack ${ARGN} failed (${rc}): ${err}")
-  endif()
+  pipesched_run(json pack --model llama3-8b --lengths ${LENGTHS} --stages 4 -m 8 -s zb-v --json
+                ${ARGN})
   string(JSON t GET "${json}" step_time)
   set(${out} ${t} PARENT_SCOPE)
 endfunction()

@@ -16,18 +16,19 @@ pipesched_cli_test("pack: a memory limit nothing meets" 1
   pack --model llama3-8b --lengths ${pack_lengths} -m 8 --stages 4 --memory-limit 20GB
   --search-evaluations 4 --json)
 # Bad input: exit 2 naming the value.
-pipesched_cli_test("pack: a negative length" 2
-  "error: --lengths: .*lengths_negative.txt line 3: -5 tokens: a sequence length must be at least 1"
-  pack --model llama3-8b --lengths ${data}/lengths_negative.txt -m 2 --stages 4)
-pipesched_cli_test("pack: a zero length" 2
-  "error: --lengths: .*lengths_zero.txt line 2: 0 tokens: a sequence length must be at least 1"
-  pack --model llama3-8b --lengths ${data}/lengths_zero.txt -m 2 --stages 4)
-pipesched_cli_test("pack: a fractional length" 2
-  "error: --lengths: .*lengths_fraction.txt line 2: \"1536.5\" is not a whole number of tokens \\(one length per line\\)"
-  pack --model llama3-8b --lengths ${data}/lengths_fraction.txt -m 2 --stages 4)
-pipesched_cli_test("pack: no lengths" 2
-  "error: --lengths: .*lengths_empty.txt: no sequence lengths \\(one whole number of tokens per line\\)"
-  pack --model llama3-8b --lengths ${data}/lengths_empty.txt -m 2 --stages 4)
+# A bad lengths file: exit 2, naming --lengths, the file and (after it) what is wrong.
+function(pack_bad_lengths name file after_file)
+  pipesched_cli_test("pack: ${name}" 2 "error: --lengths: .*${file}${after_file}"
+    pack --model llama3-8b --lengths ${data}/${file} -m 2 --stages 4)
+endfunction()
+pack_bad_lengths("a negative length" lengths_negative.txt
+  " line 3: -5 tokens: a sequence length must be at least 1")
+pack_bad_lengths("a zero length" lengths_zero.txt
+  " line 2: 0 tokens: a sequence length must be at least 1")
+pack_bad_lengths("a fractional length" lengths_fraction.txt
+  " line 2: \"1536.5\" is not a whole number of tokens \\(one length per line\\)")
+pack_bad_lengths("no lengths" lengths_empty.txt
+  ": no sequence lengths \\(one whole number of tokens per line\\)")
 pipesched_cli_test("pack: a sequence longer than the token budget" 2
   "error: pack: --tokens-per-microbatch: sequence 2 \\(line 3\\) has 9000 tokens, more than the budget of 8192 tokens per micro-batch"
   pack --model llama3-8b --lengths ${data}/lengths_long_one.txt --tokens-per-microbatch 8192 --stages 4)
@@ -43,21 +44,13 @@ pipesched_cli_test("pack: a bad memory limit" 2
 pipesched_cli_test("pack: no such lengths file" 2
   "error: --lengths: .*does_not_exist.txt: cannot open file"
   pack --model llama3-8b --lengths ${data}/does_not_exist.txt -m 2 --stages 4)
-add_test(NAME "cli: pack: the exported schedule reads back and reproduces its step time and peaks"
-         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
-                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pack_export
-                 "-DARGS=--model;llama3-8b;--lengths;${pack_lengths};-m;8;--stages;4;--schedule;zb-h1"
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/pack_export_check.cmake)
-set_tests_properties("cli: pack: the exported schedule reads back and reproduces its step time and peaks"
-  PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "pack export ok")
+pipesched_cli_check("pack: the exported schedule reads back and reproduces its step time and peaks"
+  pack_export_check.cmake 120 "pack export ok" -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pack_export
+  "-DARGS=--model;llama3-8b;--lengths;${pack_lengths};-m;8;--stages;4;--schedule;zb-h1")
 # Per-micro-batch factors from a cost model file: micro-batch 1 twice as long.
 pipesched_cli_test("simulate: per-micro-batch cost factors from the costs file" 0
   "makespan 16 cost units,"
   simulate -s 1f1b -p 2 -m 3 --costs ${data}/costs_microbatches.json)
-add_test(NAME "cli: pack: more memory or a faster link never gives a slower result"
-         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
-                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pack_monotone
-                 -DLENGTHS=${CMAKE_CURRENT_SOURCE_DIR}/testdata/lengths_long_tail.txt
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/pack_monotone_check.cmake)
-set_tests_properties("cli: pack: more memory or a faster link never gives a slower result"
-  PROPERTIES LABELS cli TIMEOUT 300 PASS_REGULAR_EXPRESSION "pack monotone ok")
+pipesched_cli_check("pack: more memory or a faster link never gives a slower result"
+  pack_monotone_check.cmake 300 "pack monotone ok" -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pack_monotone
+  -DLENGTHS=${CMAKE_CURRENT_SOURCE_DIR}/testdata/lengths_long_tail.txt)

@@ -7,29 +7,18 @@
 # -DCLI=pipesched -DWORK=dir
 file(MAKE_DIRECTORY ${WORK})
 set(prefix ${WORK}/plan)
-execute_process(COMMAND ${CLI} plan --model llama3-8b --gpu h100-sxm-80gb --gpus 16 --tp 2 --pp 4
-                        --dp 2 --schedule 1f1b --micro-batch 1 --microbatches 8 --seq 4096
-                        --recompute none --export ${prefix}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "plan failed (${rc}): ${err}")
-endif()
-execute_process(COMMAND ${CLI} simulate -i ${prefix}.compute.csv --costs ${prefix}.costs.json
-                        -f chrome -o ${prefix}.trace.json
-                RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "simulate failed (${rc}): ${err}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/run_cli.cmake)
+pipesched_run(out plan --model llama3-8b --gpu h100-sxm-80gb --gpus 16 --tp 2 --pp 4 --dp 2
+              --schedule 1f1b --micro-batch 1 --microbatches 8 --seq 4096 --recompute none
+              --export ${prefix})
+pipesched_run(out simulate -i ${prefix}.compute.csv --costs ${prefix}.costs.json
+              -f chrome -o ${prefix}.trace.json)
 foreach(case "1e-3;1;0.5" "1.25e-3;1.25;0.4")
   list(GET case 0 unit)
   list(GET case 1 want_ratio)
   list(GET case 2 want_fraction)
-  execute_process(COMMAND ${CLI} analyze ${prefix}.trace.json --planned-costs ${prefix}.costs.json
-                          --planned-fraction 0.5 --seconds-per-unit ${unit} --json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "analyze (unit ${unit}) failed (${rc}): ${err}")
-  endif()
+  pipesched_run(json analyze ${prefix}.trace.json --planned-costs ${prefix}.costs.json
+                --planned-fraction 0.5 --seconds-per-unit ${unit} --json)
   string(JSON ratio GET "${json}" calibration ratio)
   string(JSON fraction GET "${json}" calibration achieved_fraction)
   # CMake has no floating point: compare |x - want| < 1e-3 with integer micro-units.

@@ -4,24 +4,16 @@
 # -DCLI=pipesched -DWORK=dir -DARGS="plan options" (a ;-list).
 file(MAKE_DIRECTORY ${WORK})
 set(prefix ${WORK}/best)
-execute_process(COMMAND ${CLI} plan ${ARGS} --json --export ${prefix}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE plan ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "plan failed (${rc}): ${err}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/export_readback.cmake)
+pipesched_run(plan plan ${ARGS} --json --export ${prefix})
 string(JSON predicted GET "${plan}" plans 0 makespan_s)
 string(JSON schedule GET "${plan}" plans 0 schedule)
 string(JSON stages LENGTH "${plan}" plans 0 stages)
-include(${CMAKE_CURRENT_LIST_DIR}/export_readback.cmake)
 pipesched_check_export(${prefix} predicted "the plan's" map.json)
 # The compute_comms CSV timed as PyTorch runs it (posted isend / irecv) is never earlier than
 # the plan (tests/python/test_plan.py checks how close it is).
-execute_process(COMMAND ${CLI} simulate -i ${prefix}.csv --costs ${prefix}.costs.json
-                        --transfers posted --json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE sim_comms ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "simulate --transfers posted (csv): ${err}")
-endif()
+pipesched_run(sim_comms simulate -i ${prefix}.csv --costs ${prefix}.costs.json
+              --transfers posted --json)
 string(JSON posted GET "${sim_comms}" makespan)
 if(posted LESS predicted)
   message(FATAL_ERROR "the compute_comms CSV times to ${posted}, before the plan's ${predicted}")

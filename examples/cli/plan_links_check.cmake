@@ -13,12 +13,9 @@ file(WRITE ${overflow} "{\"version\":1,\"name\":\"overflow\",\"memory_bytes\":85
 set(common --model llama3-8b --gpus 16 --dp 1 --seq 4096 --global-batch 64 --schedule 1f1b
            --micro-batch 1 --recompute selective --json)
 
+include(${CMAKE_CURRENT_LIST_DIR}/run_cli.cmake)
 function(step_time gpu layout out)
-  execute_process(COMMAND ${CLI} plan ${common} --gpu ${gpu} ${layout}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "plan --gpu ${gpu} ${layout} failed (${rc}): ${err}")
-  endif()
+  pipesched_run(json plan ${common} --gpu ${gpu} ${layout})
   string(JSON t GET "${json}" plans 0 step_time_s)
   set(${out} ${t} PARENT_SCOPE)
 endfunction()

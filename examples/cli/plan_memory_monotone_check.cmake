@@ -2,15 +2,12 @@
 # (19.422 s and 19.446 s before the searching generators were also run at the memory rungs
 # below the usable memory: the same makespan, the gradient reduction exposed longer).
 # -DCLI=pipesched
+include(${CMAKE_CURRENT_LIST_DIR}/run_cli.cmake)
 set(times)
 foreach(u 0.9 1.0)
-  execute_process(COMMAND ${CLI} plan --model gpt3-175b --gpu h100-sxm-80gb --gpus 128 --seq 2048
-                          --global-batch 512 --tp 4 --pp 8 -v 2 --schedule zb-v --micro-batch 1
-                          --recompute selective --sequence-parallel --usable-fraction ${u} --json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "plan --usable-fraction ${u} failed (${rc}): ${err}")
-  endif()
+  pipesched_run(json plan --model gpt3-175b --gpu h100-sxm-80gb --gpus 128 --seq 2048
+                --global-batch 512 --tp 4 --pp 8 -v 2 --schedule zb-v --micro-batch 1
+                --recompute selective --sequence-parallel --usable-fraction ${u} --json)
   string(JSON t GET "${json}" plans 0 step_time_s)
   list(APPEND times ${t})
 endforeach()

@@ -3,13 +3,10 @@
 # --usable-fraction, on a 5 % rung or between two (Llama 3 70B on 64 GPUs: --top 1 once gave
 # 9.156 s, --top 2 9.044 s, and 0.94 a faster plan than 0.96). -DCLI=pipesched
 set(job plan --model llama3-70b --gpu h100-sxm-80gb --gpus 64 --seq 8192 --global-batch 64 --json)
+include(${CMAKE_CURRENT_LIST_DIR}/run_cli.cmake)
 
 function(best_plan out_step out_label)
-  execute_process(COMMAND ${CLI} ${job} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE json
-                  ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "plan ${ARGN} failed (${rc}): ${err}")
-  endif()
+  pipesched_run(json ${job} ${ARGN})
   string(JSON step GET "${json}" plans 0 step_time_s)
   string(JSON layout GET "${json}" plans 0 layout)
   string(JSON schedule GET "${json}" plans 0 schedule)

@@ -55,13 +55,9 @@ pipesched_cli_test("plan: bad partition" 2
 pipesched_cli_test("plan: bad baseline" 2
   "error: --baseline: unknown key \"tensor\""
   plan --model llama3-8b --gpu h100-sxm-80gb --gpus 8 --seq 8192 --global-batch 8 --baseline tensor=8)
-add_test(NAME "cli: plan: the exported plan reads back and reproduces its makespan and peaks"
-         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
-                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/plan_export
-                 "-DARGS=--model;llama3-70b;--gpu;h100-sxm-80gb;--gpus;1024;--seq;8192;--global-batch-tokens;4194304;--pp;4"
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_export_check.cmake)
-set_tests_properties("cli: plan: the exported plan reads back and reproduces its makespan and peaks"
-  PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan export ok")
+pipesched_cli_check("plan: the exported plan reads back and reproduces its makespan and peaks"
+  plan_export_check.cmake 120 "plan export ok" -DWORK=${CMAKE_CURRENT_BINARY_DIR}/plan_export
+  "-DARGS=--model;llama3-70b;--gpu;h100-sxm-80gb;--gpus;1024;--seq;8192;--global-batch-tokens;4194304;--pp;4")
 add_test(NAME "docs: README plan example is current"
          COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli> -DREADME=${PROJECT_SOURCE_DIR}/README.md
                  "-DARGS=--model;llama3-405b;--gpu;h100-sxm-80gb;--gpus;16384;--seq;8192;--global-batch-tokens;16777216;--optimizer-sharding;gradients;--baseline;tp=8,pp=16,dp=128,schedule=interleaved-1f1b,recompute=none"
@@ -69,28 +65,16 @@ add_test(NAME "docs: README plan example is current"
 set_tests_properties("docs: README plan example is current" PROPERTIES
   LABELS "cli;docs" TIMEOUT 120 PASS_REGULAR_EXPRESSION "readme plan example ok")
 # The achieved fraction a measured run shows, against the plan it ran (analyze --planned-costs).
-add_test(NAME "cli: plan: analyze calibrates the achieved fraction against an exported plan"
-         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
-                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/plan_calibrate
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_calibrate_check.cmake)
-set_tests_properties("cli: plan: analyze calibrates the achieved fraction against an exported plan"
-  PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan calibration ok")
+pipesched_cli_check("plan: analyze calibrates the achieved fraction against an exported plan"
+  plan_calibrate_check.cmake 120 "plan calibration ok"
+  -DWORK=${CMAKE_CURRENT_BINARY_DIR}/plan_calibrate)
 pipesched_cli_test("analyze: calibration options only together" 2
   "error: --planned-costs, --planned-fraction and --seconds-per-unit: only meaningful together"
   analyze ${PROJECT_SOURCE_DIR}/examples/robustness/straggler_run.csv --planned-fraction 0.5)
-add_test(NAME "cli: plan: each pipeline link is timed by where its stages are"
-         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
-                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/plan_links
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_links_check.cmake)
-set_tests_properties("cli: plan: each pipeline link is timed by where its stages are"
-  PROPERTIES LABELS cli TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan links ok")
-add_test(NAME "cli: plan: more usable memory never gives a slower plan"
-         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_memory_monotone_check.cmake)
-set_tests_properties("cli: plan: more usable memory never gives a slower plan"
-  PROPERTIES LABELS cli TIMEOUT 300 PASS_REGULAR_EXPRESSION "memory monotone ok")
-add_test(NAME "cli: plan: the best plan depends on neither --top nor --baseline and never falls with memory"
-         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_search_consistency_check.cmake)
-set_tests_properties("cli: plan: the best plan depends on neither --top nor --baseline and never falls with memory"
-  PROPERTIES LABELS cli TIMEOUT 300 PASS_REGULAR_EXPRESSION "search consistency ok")
+pipesched_cli_check("plan: each pipeline link is timed by where its stages are"
+  plan_links_check.cmake 120 "plan links ok" -DWORK=${CMAKE_CURRENT_BINARY_DIR}/plan_links)
+pipesched_cli_check("plan: more usable memory never gives a slower plan"
+  plan_memory_monotone_check.cmake 300 "memory monotone ok")
+pipesched_cli_check(
+  "plan: the best plan depends on neither --top nor --baseline and never falls with memory"
+  plan_search_consistency_check.cmake 300 "search consistency ok")

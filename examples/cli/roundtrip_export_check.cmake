@@ -6,11 +6,8 @@
 # are not stragglers). -DCLI=pipesched -DWORK=dir -DCMD=plan|pack -DARGS="options" (a ;-list).
 file(MAKE_DIRECTORY ${WORK})
 set(prefix ${WORK}/export)
-execute_process(COMMAND ${CLI} ${CMD} ${ARGS} --json --export ${prefix}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "${CMD} failed (${rc}): ${err}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/export_readback.cmake)
+pipesched_run(out ${CMD} ${ARGS} --json --export ${prefix})
 if(CMD STREQUAL "plan")
   string(JSON predicted GET "${out}" plans 0 makespan_s)
   set(extra map.json)
@@ -18,23 +15,13 @@ else()
   string(JSON predicted GET "${out}" step_time)
   set(extra "")
 endif()
-include(${CMAKE_CURRENT_LIST_DIR}/export_readback.cmake)
 pipesched_check_export(${prefix} predicted "${CMD}'s" "${extra}")
 foreach(input compute.csv schedule.json)
   # A time unit of the trace is 1 ms (simulate's default scale): its microsecond is 1e-3 s.
-  execute_process(COMMAND ${CLI} simulate -i ${prefix}.${input} --costs ${prefix}.costs.json
-                          -f chrome -o ${prefix}.${input}.trace.json
-                  RESULT_VARIABLE rc ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "simulate -f chrome ${input} failed (${rc}): ${err}")
-  endif()
-  execute_process(COMMAND ${CLI} analyze ${prefix}.${input}.trace.json
-                          --planned-costs ${prefix}.costs.json --planned-fraction 0.5
-                          --seconds-per-unit 1e-3
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "analyze the trace of ${input} failed (${rc}): ${err}")
-  endif()
+  pipesched_run(trace_note simulate -i ${prefix}.${input} --costs ${prefix}.costs.json
+                -f chrome -o ${prefix}.${input}.trace.json)
+  pipesched_run(text analyze ${prefix}.${input}.trace.json --planned-costs ${prefix}.costs.json
+                --planned-fraction 0.5 --seconds-per-unit 1e-3)
   if(NOT text MATCHES "planned [0-9.e+-]+ s \\(1\\.000x\\); achieved fraction of peak 0\\.500 ")
     message(FATAL_ERROR "${input}: not exactly the plan's speed:\n${text}")
   endif()
@@ -42,10 +29,6 @@ foreach(input compute.csv schedule.json)
     message(FATAL_ERROR "${input}: a run that is exactly the plan has stragglers:\n${text}")
   endif()
   # Without the plan the trace still reads back (the R ops' F marked recompute).
-  execute_process(COMMAND ${CLI} analyze ${prefix}.${input}.trace.json --json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "analyze (no plan) the trace of ${input} failed (${rc}): ${err}")
-  endif()
+  pipesched_run(json analyze ${prefix}.${input}.trace.json --json)
 endforeach()
 message("export round trip ok: ${CMD}, makespan ${predicted} s, 1.000x, fraction 0.500")

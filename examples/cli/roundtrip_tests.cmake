@@ -28,12 +28,9 @@ foreach(case
   math(EXPR from "${last} + 1")
   string(SUBSTRING "${case}" ${from} -1 args)
   string(REPLACE " " "_" dir "${cmd}_${label}")
-  set(name "cli: ${cmd} --export ${label}: reads back through validate, simulate and analyze at 1.000x")
-  add_test(NAME "${name}"
-           COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli>
-                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/roundtrip/${dir} -DCMD=${cmd}
-                   "-DARGS=${pipesched_roundtrip_${cmd}};${args}"
-                   -P ${CMAKE_CURRENT_SOURCE_DIR}/roundtrip_export_check.cmake)
-  set_tests_properties("${name}" PROPERTIES LABELS cli TIMEOUT 120
-                       PASS_REGULAR_EXPRESSION "export round trip ok")
+  pipesched_cli_check(
+    "${cmd} --export ${label}: reads back through validate, simulate and analyze at 1.000x"
+    roundtrip_export_check.cmake 120 "export round trip ok"
+    -DWORK=${CMAKE_CURRENT_BINARY_DIR}/roundtrip/${dir} -DCMD=${cmd}
+    "-DARGS=${pipesched_roundtrip_${cmd}};${args}")
 endforeach()

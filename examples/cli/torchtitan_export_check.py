@@ -15,21 +15,10 @@ usage: torchtitan_export_check.py CLI SPEC WORK [--expect field=value,...] [--ab
 import argparse
 import ast
 import csv
-import json
 import os
 import re
-import subprocess
-import sys
 
-
-def fail(message):
-    print("FAIL: " + message)
-    sys.exit(1)
-
-
-def check(cond, message):
-    if not cond:
-        fail(message)
+from plan_export_run import check, expected_values, fail, read_plan_export, run_plan_export
 
 
 def tyro_name(token):
@@ -89,28 +78,9 @@ def canonical(name, spec):
 
 
 def main():
-    argv = sys.argv[1:]
-    if "--" not in argv:
-        fail("usage: torchtitan_export_check.py CLI SPEC WORK [options] -- plan args")
-    split = argv.index("--")
-    head, plan_args = argv[:split], argv[split + 1:]
-    opts = argparse.ArgumentParser()
-    opts.add_argument("cli")
-    opts.add_argument("spec")
-    opts.add_argument("work")
-    opts.add_argument("--expect", default="")
-    opts.add_argument("--absent", action="store_true")
-    opts.add_argument("--no-py", action="store_true")
-    o = opts.parse_args(head)
-    os.makedirs(o.work, exist_ok=True)
-    prefix = os.path.join(o.work, "best")
+    o, prefix, run = run_plan_export("torchtitan_export_check.py",
+                                     [".torchtitan.args", ".torchtitan.py"], ["--no-py"])
     args_file, py_file = prefix + ".torchtitan.args", prefix + ".torchtitan.py"
-    for f in (args_file, py_file):
-        if os.path.exists(f):
-            os.remove(f)
-    run = subprocess.run([o.cli, "plan", *plan_args, "--json", "--export", prefix],
-                         capture_output=True, text=True)
-    check(run.returncode == 0, f"plan exited {run.returncode}: {run.stderr}")
     if o.absent:
         check(not os.path.exists(args_file) and not os.path.exists(py_file),
               "torchtitan files written for a plan torchtitan cannot run")
@@ -119,13 +89,9 @@ def main():
         check(os.path.exists(prefix + ".csv"), "the other files were not written")
         print("torchtitan export ok: not written (" + note + ")")
         return
-    doc = json.loads(run.stdout)
-    plan = doc["plans"][0]
+    doc, plan, spec, lines = read_plan_export(o, run, args_file)
     layout = plan["layout"]
-    with open(o.spec) as f:
-        spec = json.load(f)
-    with open(args_file) as f:
-        lines = f.read().splitlines()
+    expect = expected_values(o)
     check(lines and lines[-1].startswith("activation-checkpoint:"),
           "the activation-checkpoint subcommand is not the last line")
     tokens = []
@@ -248,8 +214,7 @@ def main():
                 # ScheduleInterleaved1F1B: rounds of m / max(1, m // pp) micro-batches.
                 rounds = max(1, m // pp)
                 check(m % rounds == 0, "Interleaved1F1B refuses m not a multiple of its rounds")
-                group = int(dict(p.split("=") for p in filter(None, o.expect.split(",")))
-                            .get("group_size", pp))
+                group = int(dict(expect).get("group_size", pp))
                 check(m // rounds == group,
                       f"PyTorch's rounds of {m // rounds} are not the plan's groups of {group}")
                 check(plan["schedule"] == "interleaved-1f1b", "not an interleaved plan")
@@ -257,8 +222,7 @@ def main():
                 fail(f"{sched} without the exported order")
     for key, (got, expected) in want.items():
         check(got == expected, f"{key}: torchtitan reads {got!r}, the plan says {expected!r}")
-    for pair in filter(None, o.expect.split(",")):
-        key, text = pair.split("=")
+    for key, text in expect:
         if key in ("group_size",):
             continue
         section, field = key.split(".")

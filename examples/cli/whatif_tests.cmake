@@ -26,39 +26,25 @@ add_test(NAME "cli: whatif --dynamic --format svg"
 set_tests_properties("cli: whatif --dynamic --format svg" PROPERTIES LABELS cli
   PASS_REGULAR_EXPRESSION "dynamic policy on zb-h1's placement: mean [0-9.]+, p50")
 
-add_test(NAME "cli: whatif --json conflicts with --format svg"
-         COMMAND ${CMAKE_COMMAND} -DEXPECT=2 -P ${PROJECT_SOURCE_DIR}/cmake/expect_exit.cmake
-                 ${pipesched_cli_bin} whatif -s 1f1b -p 2 -m 2 --json --format svg)
-set_tests_properties("cli: whatif --json conflicts with --format svg" PROPERTIES LABELS cli
-  PASS_REGULAR_EXPRESSION "--json: conflicts with --format svg")
+pipesched_cli_test("whatif --json conflicts with --format svg" 2 "--json: conflicts with --format svg"
+  whatif -s 1f1b -p 2 -m 2 --json --format svg)
 
 # 20000 samples take a few seconds: the progress line shows on stderr, stdout is the JSON
 # pinned since the statistics are exact (stats_of: the mean as the smallest sample plus
 # the compensated mean deviation; the progress observer changes no number).
-add_test(NAME "cli: whatif --json with progress on stderr"
-         COMMAND ${CMAKE_COMMAND}
-                 -DEXPECT_STDOUT=${CMAKE_CURRENT_SOURCE_DIR}/testdata/whatif_zb-h1_seed7.json
-                 "-DSTDERR_LINE=^whatif: [0-9]+/20000 samples \\([0-9]+ %\\), [0-9]+ s$"
-                 -DPROGRESS_AFTER=3
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/stdout_stderr_check.cmake
-                 ${pipesched_cli_bin} whatif ${whatif_noise} --seed 7 --samples 20000 --json)
-set_tests_properties("cli: whatif --json with progress on stderr" PROPERTIES LABELS cli
-  TIMEOUT 120 PASS_REGULAR_EXPRESSION "stdout/stderr ok")
-add_test(NAME "cli: whatif --dynamic --json unchanged by progress"
-         COMMAND ${CMAKE_COMMAND}
-                 -DEXPECT_STDOUT=${CMAKE_CURRENT_SOURCE_DIR}/testdata/whatif_dynamic_seed3.json
-                 "-DSTDERR_LINE=^whatif: [0-9]+/2000 samples \\([0-9]+ %\\), [0-9]+ s$"
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/stdout_stderr_check.cmake
-                 ${pipesched_cli_bin} whatif -s zb-h1 -p 4 -m 8 --cv 0.1 --seed 3 --samples 2000
-                 --dynamic --memory-limit 4 --json)
-set_tests_properties("cli: whatif --dynamic --json unchanged by progress" PROPERTIES LABELS cli
-  TIMEOUT 60 PASS_REGULAR_EXPRESSION "stdout/stderr ok")
-add_test(NAME "cli: analyze --json unchanged, nothing but progress on stderr"
-         COMMAND ${CMAKE_COMMAND}
-                 -DEXPECT_STDOUT=${CMAKE_CURRENT_SOURCE_DIR}/testdata/analyze_straggler_run.json
-                 "-DSTDERR_LINE=^analyze: [^\n]*, [0-9]+ s$"
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/stdout_stderr_check.cmake
-                 ${pipesched_cli_bin} analyze
-                 ${PROJECT_SOURCE_DIR}/examples/robustness/straggler_run.csv --json)
-set_tests_properties("cli: analyze --json unchanged, nothing but progress on stderr" PROPERTIES
-  LABELS cli TIMEOUT 60 PASS_REGULAR_EXPRESSION "stdout/stderr ok")
+pipesched_cli_check("whatif --json with progress on stderr"
+  stdout_stderr_check.cmake 120 "stdout/stderr ok"
+  -DEXPECT_STDOUT=${CMAKE_CURRENT_SOURCE_DIR}/testdata/whatif_zb-h1_seed7.json
+  "-DSTDERR_LINE=^whatif: [0-9]+/20000 samples \\([0-9]+ %\\), [0-9]+ s$" -DPROGRESS_AFTER=3
+  RUN ${pipesched_cli_bin} whatif ${whatif_noise} --seed 7 --samples 20000 --json)
+pipesched_cli_check("whatif --dynamic --json unchanged by progress"
+  stdout_stderr_check.cmake 60 "stdout/stderr ok"
+  -DEXPECT_STDOUT=${CMAKE_CURRENT_SOURCE_DIR}/testdata/whatif_dynamic_seed3.json
+  "-DSTDERR_LINE=^whatif: [0-9]+/2000 samples \\([0-9]+ %\\), [0-9]+ s$"
+  RUN ${pipesched_cli_bin} whatif -s zb-h1 -p 4 -m 8 --cv 0.1 --seed 3 --samples 2000
+  --dynamic --memory-limit 4 --json)
+pipesched_cli_check("analyze --json unchanged, nothing but progress on stderr"
+  stdout_stderr_check.cmake 60 "stdout/stderr ok"
+  -DEXPECT_STDOUT=${CMAKE_CURRENT_SOURCE_DIR}/testdata/analyze_straggler_run.json
+  "-DSTDERR_LINE=^analyze: [^\n]*, [0-9]+ s$"
+  RUN ${pipesched_cli_bin} analyze ${PROJECT_SOURCE_DIR}/examples/robustness/straggler_run.csv --json)

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,28 @@ transformer_profile layer_profile() {
   d.microbatch = 1;
   d.layers = 1;
   return transformer_costs(d, transformer_units::per_layer);
+}
+
+/// A row's generator parameters: costs and memory per stage (cost_model splits them over the v
+/// chunks), the layers of one stage whatever the schedule. `with_input`: M_in too, the stage
+/// slice's input activation (one tensor, not per layer), which only recomputation keeps.
+generator_params row_params(const setting& st, std::uint32_t v, bool with_input) {
+  if (st.layers % (st.p * v) != 0) {
+    throw std::invalid_argument("layers not divisible by p*v");
+  }
+  const transformer_profile layer = layer_profile();
+  const double per_stage = static_cast<double>(st.layers / st.p);
+  generator_params gp;
+  gp.stages = st.p;
+  gp.microbatches = st.m;
+  const op_costs c{layer.costs.forward * per_stage, layer.costs.backward_input * per_stage,
+                   layer.costs.backward_weight * per_stage};
+  const chunk_memory mem{layer.memory.activation * per_stage,
+                         layer.memory.weight_grad_input * per_stage, 0.0,
+                         with_input ? layer.memory.input : 0.0};
+  gp.costs = cost_model::uniform(c.forward, c.backward_input, c.backward_weight, st.comm);
+  gp.memory = memory_model(mem);
+  return gp;
 }
 
 /// Makespan lower bound of the module comment, for the schedule's placement.
@@ -104,25 +127,8 @@ row evaluate(const generator_entry& e, const setting& st) {
   row r;
   r.name = e.name;
   r.v = e.default_chunks;
-  const transformer_profile layer = layer_profile();
-  const std::uint32_t chunks_total = st.p * r.v;
-  if (st.layers % chunks_total != 0) {
-    r.error = "layers not divisible by p*v";
-    return r;
-  }
-  // Costs and memory are per stage (cost_model splits them over the v chunks): the layers of
-  // one stage, whatever the schedule.
-  const double per_stage = static_cast<double>(st.layers / st.p);
-  const op_costs c{layer.costs.forward * per_stage, layer.costs.backward_input * per_stage,
-                   layer.costs.backward_weight * per_stage};
-  const chunk_memory mem{layer.memory.activation * per_stage,
-                         layer.memory.weight_grad_input * per_stage, 0.0};
-  generator_params gp;
-  gp.stages = st.p;
-  gp.microbatches = st.m;
-  gp.costs = cost_model(c, st.comm);
-  gp.memory = memory_model(mem);
   try {
+    const generator_params gp = row_params(st, r.v, false);
     const schedule s = e.generate(gp);
     r.v = s.chunks();
     const simulation_result sim = simulate(s, gp.costs);
@@ -165,26 +171,10 @@ recompute_row evaluate_recompute(const generator_entry& e, const setting& st) {
   recompute_row r;
   r.name = e.name;
   r.v = e.default_chunks;
-  const transformer_profile layer = layer_profile();
-  if (st.layers % (st.p * r.v) != 0) {
-    r.error = "layers not divisible by p*v";
-    return r;
-  }
-  const double per_stage = static_cast<double>(st.layers / st.p);
-  generator_params gp;
-  gp.stages = st.p;
-  gp.microbatches = st.m;
-  gp.costs =
-      cost_model(op_costs{layer.costs.forward * per_stage, layer.costs.backward_input * per_stage,
-                          layer.costs.backward_weight * per_stage},
-                 st.comm);
-  // M_in: the stage slice's input activation (one tensor, not per layer).
-  gp.memory = memory_model(chunk_memory{layer.memory.activation * per_stage,
-                                        layer.memory.weight_grad_input * per_stage, 0.0,
-                                        layer.memory.input});
   memory_options mo;
   mo.record_curve = false;
   try {
+    const generator_params gp = row_params(st, r.v, true);
     const schedule s = e.generate(gp);
     r.v = s.chunks();
     r.plain_makespan = simulate(s, gp.costs, {false, false}).makespan;

@@ -5,6 +5,8 @@
 // every rule (value ranges, table shapes) stays in the library, which throws
 // pipesched::invalid_argument, seen in Python as pipesched.InvalidArgument (a ValueError).
 
+#include <algorithm>
+#include <initializer_list>
 #include <optional>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -156,5 +158,30 @@ inline memory_model memory_arg(const py::object& memory,
 
 /// A list of numbers: a numpy array when numpy is importable, else a Python list.
 py::object number_list(const std::vector<double>& v);
+
+/// `format=` of the front ends: one of `known`, else "format: must be 'json' or 'text', not ...".
+inline const std::string& format_arg(const std::string& format,
+                                     std::initializer_list<std::string> known) {
+  if (std::find(known.begin(), known.end(), format) == known.end()) {
+    std::string names;
+    std::size_t i = 0;
+    for (const std::string& k : known) {
+      names += (i == 0 ? "" : i + 1 == known.size() ? " or " : ", ") + ("'" + k + "'");
+      ++i;
+    }
+    detail::fail("format: must be ", names, ", not \"", format, "\"");
+  }
+  return format;
+}
+
+/// `format=` 'json' (the CLI's --json) or 'text': true for JSON.
+inline bool json_format(const std::string& format) {
+  return format_arg(format, {"json", "text"}) == "json";
+}
+
+/// A JSON document as Python objects, as json.loads reads its text (an object is a dict).
+inline py::object python_json(const nlohmann::json& j) {
+  return py::module_::import("json").attr("loads")(j.dump());
+}
 
 }  // namespace pipesched::python

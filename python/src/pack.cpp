@@ -27,9 +27,7 @@ void bind_pack(py::module_& m) {
          std::optional<std::uint32_t> tp, bool sequence_parallel, const std::string& recompute,
          const py::object& memory_limit, std::optional<std::size_t> search_evaluations,
          std::optional<double> search_budget, const std::string& format) -> py::object {
-        if (format != "json" && format != "text") {
-          detail::fail("format: must be 'json' or 'text', not \"", format, "\"");
-        }
+        const bool json = json_format(format);
         if (!stages) {
           detail::fail("stages: the pipeline stages must be given");
         }
@@ -88,10 +86,10 @@ void bind_pack(py::module_& m) {
           py::gil_scoped_release unlocked;  // a search can take seconds; other threads may run
           r = pack(req);
         }
-        if (format == "text") {
-          return py::str(pack_text(req, r));
+        if (json) {
+          return python_json(pack_to_json(req, r));
         }
-        return py::module_::import("json").attr("loads")(pack_to_json(req, r).dump());
+        return py::str(pack_text(req, r));
       },
       py::arg("model"), py::arg("lengths"), py::kw_only(), py::arg("gpu") = "h100-sxm-80gb",
       py::arg("tokens_per_microbatch") = py::none(), py::arg("microbatches") = py::none(),

@@ -45,14 +45,6 @@ std::string keyword_of(const std::string& field) {
   return field;
 }
 
-/// The text a front end prints: format 'json' (as --json) or 'text'.
-bool json_format(const std::string& format) {
-  if (format != "json" && format != "text") {
-    detail::fail("format: must be 'json' or 'text', not \"", format, "\"");
-  }
-  return format == "json";
-}
-
 }  // namespace
 
 void bind_plan(py::module_& m) {

@@ -17,19 +17,6 @@ namespace pipesched::python {
 
 namespace {
 
-struct plan_args {
-  std::optional<std::uint64_t> gpus, dp, global_batch, global_batch_tokens, sequence;
-  std::optional<std::uint32_t> tp, pp, chunks, micro_batch, microbatches, vocab_multiple;
-  std::optional<std::string> schedule, recompute;
-  std::optional<bool> sequence_parallel;
-  std::string optimizer_sharding, partition;
-  std::size_t top = 5;
-  py::object baseline;
-  std::optional<double> achieved_fraction, usable_fraction;
-  std::optional<std::size_t> search_evaluations;
-  std::optional<unsigned> threads;
-};
-
 /// baseline=: a dict of choices (tp, pp, dp, v, micro_batch, schedule, recompute, sp,
 /// partition) or the CLI's "tp=8,pp=16,..." text.
 plan_fixed baseline_arg(const py::object& b) {
@@ -94,9 +81,7 @@ void bind_planner(py::module_& m) {
          std::optional<double> usable_fraction, std::optional<std::size_t> search_evaluations,
          std::optional<unsigned> threads, const std::string& format,
          std::optional<std::uint32_t> ep, std::optional<double> moe_imbalance) -> py::object {
-        if (format != "json" && format != "text" && format != "svg") {
-          detail::fail("format: must be 'json', 'text' or 'svg', not \"", format, "\"");
-        }
+        format_arg(format, {"json", "text", "svg"});
         if (!seq) {
           detail::fail("seq: tokens per sequence must be given");
         }
@@ -165,7 +150,7 @@ void bind_planner(py::module_& m) {
         if (format == "svg") {
           return py::str(plan_frontier_svg(job, r));
         }
-        return py::module_::import("json").attr("loads")(plan_to_json(job, r).dump());
+        return python_json(plan_to_json(job, r));
       },
       py::arg("model"), py::arg("gpu"), py::kw_only(), py::arg("gpus") = py::none(),
       py::arg("seq") = py::none(), py::arg("tp") = py::none(), py::arg("cp") = py::none(),
