@@ -251,7 +251,7 @@ TEST_CASE("dynamic_stage: the drivers' pick by message keys makes simulate_dynam
   for (const shape& sh :
        {shape{placement::sequential(4), 4.0}, shape{placement::sequential(3), 1.0},
         shape{placement::v_shape(3), 1.5}, shape{placement::loop(3, 2), 2.0},
-        shape{placement::custom(2, 2, {2, 0, 1, 3}), 1.0}}) {
+        shape{placement::custom(2, 2, {2, 0, 1, 3}), 1.0}, shape{placement::dual(4), 2.0}}) {
     INFO("p " << sh.pl.stages() << " v " << sh.pl.chunks() << " limit " << sh.limit);
     const std::uint32_t m = 6;
     dynamic_policy_options o;
@@ -265,7 +265,7 @@ TEST_CASE("dynamic_stage: the drivers' pick by message keys makes simulate_dynam
         if (t.o.kind == op_kind::forward && !sh.pl.is_last(g)) {
           arrival[message_key{g + 1, t.o.mb, direction::forward}] =
               t.end + costs.comm(s, sh.pl.stage_of(g + 1));
-        } else if (t.o.kind == op_kind::backward_input && g > 0) {
+        } else if (t.o.kind == op_kind::backward_input && !sh.pl.is_first(g)) {
           arrival[message_key{g - 1, t.o.mb, direction::backward}] =
               t.end + costs.comm(s, sh.pl.stage_of(g - 1));
         }
