@@ -352,12 +352,6 @@ int run(int argc, char** argv, int rank, int size) {
     params.chunks = entry.default_chunks;
     pipesched::schedule sched = entry.generate(params);
     sched.set_name(entry.name);
-    if (opt.dynamic && sched.layout().routes() > 1) {
-      throw pipesched::invalid_argument(
-          "--dynamic: " + entry.name + " has " + std::to_string(sched.layout().routes()) +
-          " routes; the dynamic policy (run_mpi_dynamic) runs every micro-batch through every "
-          "chunk, so it takes placements of one route");
-    }
     if (opt.recompute) {
       sched = pipesched::with_recompute(sched, pipesched::all_chunks(sched));
     }

@@ -44,7 +44,9 @@ std::vector<policy_shape> policy_shapes() {
           {"v-shape", placement::v_shape(4), 4.0},
           {"v-shape tight", placement::v_shape(4), 1.0},
           {"loop v=2", placement::loop(4, 2), 3.0},
-          {"one stage", placement::sequential(1), 1.0}};
+          {"one stage", placement::sequential(1), 1.0},
+          {"dual", placement::dual(4), 4.0},
+          {"dual tight", placement::dual(4), 2.0}};
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -16,6 +19,8 @@
 #include <pipesched/analysis/validate.hpp>
 #include <pipesched/exec/dynamic_driver.hpp>
 #include <pipesched/exec/sleep_executor.hpp>
+#include <pipesched/exec/thread_driver.hpp>
+#include <pipesched/gen/dualpipe.hpp>
 
 using namespace pipesched;
 
@@ -47,6 +52,77 @@ struct dynamic_checking_executor {
                    std::to_string(c.o.mb)};
   }
 };
+
+// A scalar network, one weight per global chunk: F computes tanh(w x) (the first chunk of a
+// route reads the micro-batch's data, the last adds 0.5 y^2 to the loss), B the input
+// gradient, W the weight gradient. Results are kept per (chunk, micro-batch), so any order
+// that runs the same ops on the same messages gives bit-equal numbers. Thread-safe.
+class route_numeric_executor {
+ public:
+  using message = double;
+
+  message run(const op_context& c, message&& in) {
+    const double w = 0.5 + 0.125 * c.chunk;
+    const auto key = std::pair{c.chunk, c.o.mb};
+    std::lock_guard lock(mu_);
+    switch (c.o.kind) {
+      case op_kind::forward: {
+        const double x = c.first_chunk ? 1.0 + 0.25 * c.o.mb : in;
+        const double y = std::tanh(w * x);
+        input_[key] = x;
+        if (c.last_chunk) {
+          loss_[c.o.mb] = 0.5 * y * y;
+        }
+        return y;
+      }
+      case op_kind::backward_input:
+      case op_kind::backward_full: {
+        const double y = std::tanh(w * input_.at(key));
+        const double dy = c.last_chunk ? y : in;
+        const double dpre = dy * (1.0 - y * y);
+        if (c.o.kind == op_kind::backward_full) {
+          grad_[key] = input_.at(key) * dpre;
+        } else {
+          pending_[key] = dpre;
+        }
+        return w * dpre;
+      }
+      case op_kind::backward_weight:
+        grad_[key] = input_.at(key) * pending_.at(key);
+        return 0.0;
+      default:
+        return 0.0;
+    }
+  }
+
+  /// The loss of each micro-batch and the weight gradient of each (chunk, micro-batch).
+  std::map<microbatch_index, double> loss() const { return loss_; }
+  std::map<std::pair<global_chunk, microbatch_index>, double> grad() const { return grad_; }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<global_chunk, microbatch_index>, double> input_, pending_, grad_;
+  std::map<microbatch_index, double> loss_;
+};
+
+// `sched`'s ops as a sorted list of (stage, kind, micro-batch, chunk), a fused BW as its B and
+// W: the dynamic policy splits every backward.
+std::vector<std::tuple<stage_index, op_kind, microbatch_index, chunk_index>> split_ops_of(
+    const schedule& sched) {
+  std::vector<std::tuple<stage_index, op_kind, microbatch_index, chunk_index>> out;
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    for (const op& o : sched.ops(s)) {
+      if (o.kind == op_kind::backward_full) {
+        out.emplace_back(s, op_kind::backward_input, o.mb, o.chunk);
+        out.emplace_back(s, op_kind::backward_weight, o.mb, o.chunk);
+      } else {
+        out.emplace_back(s, o.kind, o.mb, o.chunk);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 }  // namespace
 
@@ -175,7 +251,7 @@ TEST_CASE("dynamic_stage: the drivers' pick by message keys makes simulate_dynam
   for (const shape& sh :
        {shape{placement::sequential(4), 4.0}, shape{placement::sequential(3), 1.0},
         shape{placement::v_shape(3), 1.5}, shape{placement::loop(3, 2), 2.0},
-        shape{placement::custom(2, 2, {2, 0, 1, 3}), 1.0}}) {
+        shape{placement::custom(2, 2, {2, 0, 1, 3}), 1.0}, shape{placement::dual(4), 2.0}}) {
     INFO("p " << sh.pl.stages() << " v " << sh.pl.chunks() << " limit " << sh.limit);
     const std::uint32_t m = 6;
     dynamic_policy_options o;
@@ -189,7 +265,7 @@ TEST_CASE("dynamic_stage: the drivers' pick by message keys makes simulate_dynam
         if (t.o.kind == op_kind::forward && !sh.pl.is_last(g)) {
           arrival[message_key{g + 1, t.o.mb, direction::forward}] =
               t.end + costs.comm(s, sh.pl.stage_of(g + 1));
-        } else if (t.o.kind == op_kind::backward_input && g > 0) {
+        } else if (t.o.kind == op_kind::backward_input && !sh.pl.is_first(g)) {
           arrival[message_key{g - 1, t.o.mb, direction::backward}] =
               t.end + costs.comm(s, sh.pl.stage_of(g - 1));
         }
@@ -225,4 +301,79 @@ TEST_CASE("run_threaded_dynamic: no block at the minimum limit with any placemen
   CHECK(e.errors.empty());
   CHECK(validate(ran).ok());
   CHECK(check_memory(ran, o.memory, memory_options::with_limit(1.0)).within_budget());
+}
+
+TEST_CASE("dynamic_stage: on the dual placement each chunk runs its route's micro-batches",
+          "[exec][dynamic_driver]") {
+  // dual(4), m = 8: local chunk 0 is route 0 (micro-batches 0..3, global chunks 0..3 on stages
+  // 0..3), local chunk 1 route 1 (4..7, global chunks 4..7 on stages 3..0).
+  const placement pl = placement::dual(4);
+  const shaped_memory_model mem = memory_model{}.for_shape(4, 2, "test");
+  auto none = [](const message_key&) { return false; };
+  auto all = [](const message_key&) { return true; };
+
+  detail::dynamic_stage first(pl, 0, 8, mem, std::nullopt);
+  CHECK(first.total() == 2 * 4 * 3);
+  CHECK(first.pick(none) == op{op_kind::forward, 0, 0});  // route 0 enters here
+  // Route 1 ends here: its F waits for global chunk 6 (stage 1) and computes the loss.
+  const op f4{op_kind::forward, 4, 1};
+  CHECK(first.input_of(f4) == message_key{7, 4, direction::forward});
+  CHECK(first.producer_of(message_key{7, 4, direction::forward}) == 1);
+  CHECK_FALSE(first.output_of(f4).has_value());
+  CHECK(first.context(f4, 0).last_chunk);
+  CHECK(first.output_of(op{op_kind::backward_input, 4, 1}) ==
+        std::pair{stage_index{1}, message_key{6, 4, direction::backward}});
+  for (int i = 0; i < 4; ++i) {
+    const std::optional<op> x = first.pick(none);
+    REQUIRE(x.has_value());
+    CHECK(*x == op{op_kind::forward, static_cast<microbatch_index>(i), 0});
+    first.commit(*x);
+  }
+  // Chunk 0's micro-batches are done forward; chunk 1 starts at micro-batch 4.
+  CHECK(first.pick(none) == std::nullopt);
+  CHECK(first.pick([](const message_key& k) { return k.chunk == 7; }) == f4);
+
+  detail::dynamic_stage last(pl, 3, 8, mem, std::nullopt);
+  // Route 1 enters here (global chunk 4), its activation going to stage 2.
+  CHECK(last.pick(none) == op{op_kind::forward, 4, 1});
+  CHECK(last.context(op{op_kind::forward, 4, 1}, 0).first_chunk);
+  CHECK(last.output_of(op{op_kind::forward, 4, 1}) ==
+        std::pair{stage_index{2}, message_key{5, 4, direction::forward}});
+  last.commit(op{op_kind::forward, 4, 1});
+  // Both chunks' next F may run: global chunk 4 comes later in the model than 3.
+  auto activations = [](const message_key& k) { return k.dir == direction::forward; };
+  CHECK(last.pick(activations) == op{op_kind::forward, 5, 1});
+  CHECK(last.pick(all) == op{op_kind::backward_input, 4, 1});
+}
+
+TEST_CASE("run_threaded_dynamic: dualpipe's routes, its static ops and its numbers",
+          "[exec][dynamic_driver]") {
+  // Each micro-batch runs only along its route: the dynamic order holds the ops of the static
+  // dualpipe schedule (BW split), validates, and computes what run_threaded computes with it.
+  for (const auto& [p, m] : {std::pair{4u, 8u}, std::pair{6u, 12u}}) {
+    generator_params gp;
+    gp.stages = p;
+    gp.microbatches = m;
+    const schedule fixed = dualpipe{}.generate(gp);
+    route_numeric_executor want;
+    run_threaded(want, fixed);
+    for (const double limit : {0.0, 2.0, 4.0}) {  // 0: none; 2: the minimum
+      INFO("p " << p << " m " << m << " limit " << limit);
+      dynamic_run_options o;
+      if (limit > 0.0) {
+        o.memory_limit = limit;
+      }
+      route_numeric_executor got;
+      const schedule ran = run_threaded_dynamic(got, fixed.layout(), m, o);
+      CHECK(ran.size() == std::size_t{p} * m * 3);
+      CHECK(validate(ran).ok());
+      CHECK(split_ops_of(ran) == split_ops_of(fixed));
+      if (limit > 0.0) {
+        CHECK(check_memory(ran, o.memory, memory_options::with_limit(limit)).within_budget());
+      }
+      CHECK(got.loss().size() == m);
+      CHECK(got.loss() == want.loss());
+      CHECK(got.grad() == want.grad());
+    }
+  }
 }

@@ -156,11 +156,16 @@ inline dynamic_result simulate_dynamic(const schedule& shape,
   };
 
   dynamic_result out;
-  // Every stage runs F, B and W of each of its chunks' micro-batches: v·m·3 ops, written in
-  // place at (stage, position).
-  out.decided.reset(std::vector<std::size_t>(p, std::size_t{v} * m * 3));
+  // Every stage runs F, B and W of each of its chunks' micro-batches (those of the chunk's
+  // route), written in place at (stage, position).
+  std::vector<std::size_t> per_stage(p);
+  std::size_t remaining = 0;
+  for (stage_index s = 0; s < p; ++s) {
+    per_stage[s] = st[s].total();
+    remaining += per_stage[s];
+  }
+  out.decided.reset(per_stage);
   std::vector<std::uint32_t> decided_count(p, 0);
-  std::size_t remaining = std::size_t{p} * v * m * 3;
   std::vector<std::optional<choice>> next(p);
   while (remaining > 0) {
     // The stage that acts first (ties: the lowest stage) goes; every other stage's choice is

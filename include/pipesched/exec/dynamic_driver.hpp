@@ -96,7 +96,8 @@ class dynamic_stage : public dynamic_policy_stage {
 /// admits (the rule of simulate_dynamic, detail::dynamic_policy_stage: live memory + its
 /// activation + one activation of each chunk of the stage later in the model, within the
 /// limit up to the memory engine's tolerance), else its oldest pending W; otherwise it waits for a
-/// message. Split backward only (F, B, W ops).
+/// message. Split backward only (F, B, W ops). Each micro-batch runs through the chunks of its
+/// route only (placement: routes; with `dual` route 1 enters at stage p-1 and runs backwards).
 ///
 /// Returns the order the stages actually ran (name "dynamic"): it validates and fits the limit
 /// (check_memory). Failure: the first exception of any op stops every stage; all threads are
@@ -202,7 +203,8 @@ schedule run_threaded_dynamic(E& e,
           fail_all(ex);
           break;
         }
-        // Route the output: an activation to chunk g+1, a gradient to chunk g-1.
+        // The output goes along the micro-batch's route: an activation to the next chunk, a
+        // gradient to the previous one.
         if (const auto to = ds.output_of(*x)) {
           stage_state& dst = st[to->first];
           dst.inbox.emplace(to->second, std::move(out));

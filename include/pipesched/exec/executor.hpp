@@ -21,8 +21,8 @@ struct op_context {
   std::size_t index = 0;  ///< position in the stage's list
   op o{};
   global_chunk chunk = 0;          ///< the op's global chunk: placement::global(stage, o.chunk)
-  bool first_chunk = false;        ///< chunk == 0: an F's input is the mini-batch data
-  bool last_chunk = false;         ///< chunk == total_chunks - 1: the F computes the loss
+  bool first_chunk = false;        ///< first chunk of its route (is_first): an F reads the data
+  bool last_chunk = false;         ///< last chunk of its route (is_last): the F computes the loss
   std::uint32_t microbatches = 0;  ///< m of the schedule
   /// The op is marked to run overlapped with the next op of its stage (overlaps_next, an F
   /// with a B or BW: docs/model.md §1): the next run() on this stage is the pair's second op.

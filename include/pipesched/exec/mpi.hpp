@@ -538,7 +538,8 @@ mpi_run_result run_mpi(E& e, const schedule& sched, const mpi_options& opts = {}
 /// of placement `pl` with `microbatches` micro-batches and, whenever it is free, picks among
 /// the ops whose input message has arrived (MPI_Iprobe of the producer's rank and mpi_tag) by
 /// the rule of run_threaded_dynamic (detail::dynamic_stage, the same code: a B, else an F that
-/// memory admits within dyn.memory_limit, else the oldest pending W). Outputs leave with
+/// memory admits within dyn.memory_limit, else the oldest pending W; each micro-batch along its
+/// route only, its messages to the ranks of the route's neighbouring chunks). Outputs leave with
 /// buffered sends (MPI_Isend), so a rank never waits for a peer to receive; a rank with
 /// nothing to run polls and sleeps opts.idle_poll_seconds in between instead of spinning. Split
 /// backward only (F, B, W). A collective call like run_mpi; of mpi_options it uses comm,

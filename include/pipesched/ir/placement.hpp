@@ -110,6 +110,13 @@ class placement {
   std::uint32_t route_length() const noexcept { return route_length_; }
   /// The route global chunk g belongs to.
   std::uint32_t route_of_chunk(global_chunk g) const noexcept { return g / route_length_; }
+  /// The route micro-batch mb of `microbatches` (a multiple of routes()) runs along: the
+  /// micro-batches split into routes() equal consecutive groups, the first group on route 0
+  /// (schedule::route_of, for a schedule's m).
+  std::uint32_t route_of_microbatch(microbatch_index mb,
+                                    std::uint32_t microbatches) const noexcept {
+    return mb / (microbatches / routes());
+  }
 
   /// The first chunk of its route: a forward there has no input to wait for.
   bool is_first(global_chunk g) const noexcept { return g % route_length_ == 0; }

@@ -48,11 +48,10 @@ class schedule {
   std::uint32_t chunks() const noexcept { return placement_.chunks(); }
   const placement& layout() const noexcept { return placement_; }
 
-  /// The route micro-batch mb runs along (placement: routes): the micro-batches split into
-  /// routes() equal consecutive groups, the first group on route 0. One route unless the
-  /// placement is `dual`; there mb < m/2 enters at stage 0 and the others at stage p-1.
+  /// The route micro-batch mb runs along (placement::route_of_microbatch for this m). One route
+  /// unless the placement is `dual`; there mb < m/2 enters at stage 0 and the others at p-1.
   std::uint32_t route_of(microbatch_index mb) const noexcept {
-    return mb / (microbatches_ / placement_.routes());
+    return placement_.route_of_microbatch(mb, microbatches_);
   }
   /// True when global chunk g lies on micro-batch mb's route, so mb has ops there.
   bool on_route(microbatch_index mb, global_chunk g) const noexcept {

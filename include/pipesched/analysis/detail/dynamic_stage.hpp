@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipesched/analysis/memory_events.hpp"
+#include "pipesched/ir/error.hpp"
 #include "pipesched/ir/op.hpp"
 #include "pipesched/ir/placement.hpp"
 #include "pipesched/model/memory_model.hpp"
@@ -49,7 +50,8 @@ inline std::optional<double> stage_cap(const std::vector<double>& caps, stage_in
 }
 
 /// One stage under the dynamic policy: its progress (next F and B of each local chunk, the W
-/// whose B ran, live memory) and its pick. Whenever the stage is free it runs, among the ops
+/// whose B ran, live memory) and its pick. Each chunk runs the micro-batches of its route only
+/// (placement: routes), in micro-batch order. Whenever the stage is free it runs, among the ops
 /// whose input is here: a B (lowest micro-batch, then the chunk later in the model, whose
 /// gradient goes further), else an F that memory admits (the memory engine's admits_forward:
 /// live memory + its activation + later_chunk_reserve within the cap; the chunk later in the
@@ -57,7 +59,8 @@ inline std::optional<double> stage_cap(const std::vector<double>& caps, stage_in
 /// only (F, B, W).
 class dynamic_policy_stage {
  public:
-  /// `mem` is read for the shape; `cap` is dynamic_cap's (none: every F is admitted).
+  /// `mem` is read for the shape; `cap` is dynamic_cap's (none: every F is admitted);
+  /// `microbatches` is a multiple of the routes (schedule::on checks it).
   dynamic_policy_stage(const placement& pl,
                        stage_index s,
                        std::uint32_t microbatches,
@@ -85,6 +88,14 @@ class dynamic_policy_stage {
     }
     for (chunk_index c = 0; c < pl.chunks(); ++c) {
       reserve_[c] = later_chunk_reserve(pl, mem, s, c);
+    }
+    PIPESCHED_ASSERT(microbatches % pl.routes() == 0,
+                     "dynamic_policy_stage: the micro-batches split evenly over the routes");
+    for (chunk_index c = 0; c < pl.chunks(); ++c) {
+      next_f_[c] = next_b_[c] = next_on_route(c, 0);
+      for (microbatch_index j = next_f_[c]; j < m_; j = next_on_route(c, j + 1)) {
+        total_ += 3;
+      }
     }
   }
 
@@ -132,10 +143,10 @@ class dynamic_policy_stage {
     live_ += memory_delta(x.kind, sizes_[at(x.chunk, x.mb)]);
     switch (x.kind) {
       case op_kind::forward:
-        ++next_f_[x.chunk];
+        next_f_[x.chunk] = next_on_route(x.chunk, x.mb + 1);
         break;
       case op_kind::backward_input:
-        ++next_b_[x.chunk];
+        next_b_[x.chunk] = next_on_route(x.chunk, x.mb + 1);
         pending_w_.push_back(op{op_kind::backward_weight, x.mb, x.chunk});
         break;
       default:
@@ -144,8 +155,8 @@ class dynamic_policy_stage {
     }
   }
 
-  /// The ops the stage runs in all: F, B and W of each chunk and micro-batch.
-  std::size_t total() const noexcept { return std::size_t{pl_->chunks()} * m_ * 3; }
+  /// The ops the stage runs in all: F, B and W of each chunk and each micro-batch of its route.
+  std::size_t total() const noexcept { return total_; }
 
  protected:
   const placement* pl_;
@@ -168,12 +179,22 @@ class dynamic_policy_stage {
 
   std::size_t at(chunk_index c, microbatch_index j) const noexcept { return j * mb_stride_ + c; }
 
+  // The first micro-batch from j on whose route holds local chunk c, or m_.
+  microbatch_index next_on_route(chunk_index c, microbatch_index j) const noexcept {
+    const std::uint32_t route = pl_->route_of_chunk(pl_->global(s_, c));
+    while (j < m_ && pl_->route_of_microbatch(j, m_) != route) {
+      ++j;
+    }
+    return j;
+  }
+
   std::optional<double> cap_;
   std::vector<microbatch_index> next_f_, next_b_;
   std::vector<double> reserve_;
   std::vector<double> delta_f_;      // by at(c, mb)
   std::vector<chunk_memory> sizes_;  // by at(c, mb)
   std::size_t mb_stride_ = 0;        // 0: every micro-batch the same sizes
+  std::size_t total_ = 0;
   std::deque<op> pending_w_;
   double live_;
 };
