@@ -194,6 +194,51 @@ inline double norm_stat_bytes(const transformer_spec& t) {
   return t.norm == norm_kind::layernorm ? 8.0 : 4.0;
 }
 
+/// What one rank's kernels for one micro-batch are sized by, and the kernels the layer, the
+/// embedding and the head have in common.
+struct shard_kernels {
+  element_bytes e;
+  shard_sizes z;
+  double T;      ///< this rank's tokens
+  double Th;     ///< elements of an h-wide elementwise tensor
+  double stats;  ///< bytes of a norm's statistics
+  bool tp_comm;  ///< tp > 1
+  bool sp;       ///< sequence parallelism (with tp > 1)
+
+  shard_kernels(const transformer_spec& t, const layer_shard& s)
+      : e(t),
+        z(t, s),
+        T(z.tokens),
+        Th(z.h_tokens * z.h),
+        stats(norm_stat_bytes(t) * z.h_tokens),
+        tp_comm(s.tp > 1),
+        sp(s.sequence_parallel && tp_comm) {}
+
+  /// A norm reads the residual stream and writes the linear layer's input.
+  kernel norm(std::string_view name) const {
+    return memory_kernel(name, (e.tensor + e.linear) * Th + stats);
+  }
+  kernel norm_backward(std::string_view name) const {
+    return memory_kernel(name, 3.0 * e.tensor * Th + stats);
+  }
+  /// With SP, a column-parallel GEMM's input is all-gathered first.
+  void gather_for_gemm(std::vector<kernel>& ops, std::string_view name) const {
+    if (sp) {
+      ops.push_back(collective(name, collective_kind::all_gather, e.linear * T * z.h));
+    }
+  }
+  /// A row-parallel GEMM's output is summed over the TP ranks: an all-reduce, or with SP a
+  /// reduce-scatter. The backward of a column-parallel GEMM's input (identity forward, or SP
+  /// all-gather) is the same.
+  void reduce_after_gemm(std::vector<kernel>& ops, std::string_view name) const {
+    if (sp) {
+      ops.push_back(collective(name, collective_kind::reduce_scatter, e.tensor * T * z.h));
+    } else if (tp_comm) {
+      ops.push_back(collective(name, collective_kind::all_reduce, e.tensor * T * z.h));
+    }
+  }
+};
+
 }  // namespace detail
 
 /// The kernels of one transformer layer (docs/model.md §10.2, with the rules of each kernel's
@@ -221,35 +266,18 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
   using detail::collective;
   using detail::gemm_kernel;
   using detail::memory_kernel;
-  const detail::element_bytes e(t);
-  const detail::shard_sizes z(t, s);
-  const double T = z.tokens;
-  const double Th = z.h_tokens * z.h;  // elements of an h-wide elementwise tensor
-  const double stats = detail::norm_stat_bytes(t) * z.h_tokens;
-  const bool tp_comm = s.tp > 1;
-  const bool sp = s.sequence_parallel && tp_comm;
+  const detail::shard_kernels shard(t, s);
+  const detail::element_bytes& e = shard.e;
+  const detail::shard_sizes& z = shard.z;
+  const double T = shard.T;
+  const double Th = shard.Th;
+  const bool sp = shard.sp;
   const double mask = t.dropout ? e.mask : 0.0;
   // Score elements of the materialized core on this rank: every sequence's full square (the
   // causal mask is applied to it, not skipped).
   const double scores = z.heads * z.squares;
   op_kernels out;
 
-  auto gather_for_gemm = [&](std::vector<kernel>& ops, std::string_view name) {
-    if (sp) {
-      ops.push_back(collective(name, collective_kind::all_gather, e.linear * T * z.h));
-    }
-  };
-  auto reduce_after_gemm = [&](std::vector<kernel>& ops, std::string_view name) {
-    if (sp) {
-      ops.push_back(collective(name, collective_kind::reduce_scatter, e.tensor * T * z.h));
-    } else if (tp_comm) {
-      ops.push_back(collective(name, collective_kind::all_reduce, e.tensor * T * z.h));
-    }
-  };
-  // Forward: the norm reads the residual stream and writes the linear layer's input.
-  auto norm_forward = [&](std::vector<kernel>& ops) {
-    ops.push_back(memory_kernel("norm", (e.tensor + e.linear) * Th + stats));
-  };
   // Output + residual (+ bias) read, sum written, the dropout mask written.
   auto residual_forward = [&](std::vector<kernel>& ops) {
     ops.push_back(memory_kernel(t.dropout ? "bias-dropout-add" : "residual add",
@@ -294,8 +322,8 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
 
   // Forward.
   std::vector<kernel>& F = out.forward;
-  norm_forward(F);
-  gather_for_gemm(F, "SP all-gather (attention)");
+  F.push_back(shard.norm("norm"));
+  shard.gather_for_gemm(F, "SP all-gather (attention)");
   // MLA's sizes: the two latents (whole on each rank) and the keys' and values' up projection.
   const auto q_rank = static_cast<double>(t.q_lora_rank);
   const double kv_latent = static_cast<double>(t.kv_lora_rank + t.qk_rope_head_dim);
@@ -319,10 +347,10 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
   }
   core_forward(F);
   F.push_back(gemm_kernel("attention output", T, z.h, z.v, e.linear));
-  reduce_after_gemm(F, "TP reduce (attention)");
+  shard.reduce_after_gemm(F, "TP reduce (attention)");
   residual_forward(F);
-  norm_forward(F);
-  gather_for_gemm(F, "SP all-gather (MLP)");
+  F.push_back(shard.norm("norm"));
+  shard.gather_for_gemm(F, "SP all-gather (MLP)");
   const bool moe = kind == ffn_kind::moe && t.is_moe();
   // The MoE block's sizes: R routed token copies (c·T·top_k with a capacity factor c), the
   // experts' widths, and the bytes of all E experts' weights a grouped GEMM reads.
@@ -346,6 +374,22 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     ops.push_back(memory_kernel(t.mlp == mlp_kind::swiglu ? "SwiGLU" : "GELU",
                                 (gate * e.tensor + e.linear) * tokens * width));
   };
+  // A tensor-parallel MLP of `width` over the T tokens, the dense one or the shared experts':
+  // the up GEMM (gate·width wide), the activation, the down GEMM. Its kernels' names, static
+  // text as kernel::name views:
+  struct mlp_names {
+    std::string_view up, down, down_dgrad, up_dgrad, down_wgrad, up_wgrad;
+  };
+  static constexpr mlp_names dense_mlp{"MLP up",       "MLP down",       "MLP down dgrad",
+                                       "MLP up dgrad", "MLP down wgrad", "MLP up wgrad"};
+  static constexpr mlp_names shared_mlp{"shared experts up",         "shared experts down",
+                                        "shared experts down dgrad", "shared experts up dgrad",
+                                        "shared experts down wgrad", "shared experts up wgrad"};
+  auto mlp_forward = [&](const mlp_names& name, double width) {
+    F.push_back(gemm_kernel(name.up, T, gate * width, z.h, e.linear));
+    activation_kernel(F, T, width);
+    F.push_back(gemm_kernel(name.down, T, z.h, width, e.linear));
+  };
   if (moe) {
     F.push_back(gemm_kernel("router", T, experts, z.h, e.linear));
     // The router's scores in fp32, their softmax (or sigmoid) and the top-k choice.
@@ -363,16 +407,12 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     F.push_back(memory_kernel("unpermute",
                               e.tensor * (routed_tokens * z.h + T * z.h) + 4.0 * routed_tokens));
     if (shared_ffn > 0.0) {
-      F.push_back(gemm_kernel("shared experts up", T, gate * shared_ffn, z.h, e.linear));
-      activation_kernel(F, T, shared_ffn);
-      F.push_back(gemm_kernel("shared experts down", T, z.h, shared_ffn, e.linear));
+      mlp_forward(shared_mlp, shared_ffn);
     }
   } else {
-    F.push_back(gemm_kernel("MLP up", T, z.mlp_in, z.h, e.linear));
-    activation_kernel(F, T, z.ffn);
-    F.push_back(gemm_kernel("MLP down", T, z.h, z.ffn, e.linear));
+    mlp_forward(dense_mlp, z.ffn);
   }
-  reduce_after_gemm(F, "TP reduce (MLP)");
+  shard.reduce_after_gemm(F, "TP reduce (MLP)");
   residual_forward(F);
 
   // Input gradients, in backward order.
@@ -385,19 +425,8 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     // write one.
     ops.push_back(memory_kernel("residual gradient", 3.0 * e.tensor * Th));
   };
-  auto norm_backward = [&](std::vector<kernel>& ops) {
-    ops.push_back(memory_kernel("norm backward", 3.0 * e.tensor * Th + stats));
-  };
-  // The backward of a column-parallel GEMM's input (identity forward, or SP all-gather) is an
-  // all-reduce (or a reduce-scatter); that of a row-parallel one (all-reduce, or SP
-  // reduce-scatter) nothing (or an all-gather).
-  auto column_input_backward = [&](std::vector<kernel>& ops, std::string_view name) {
-    if (sp) {
-      ops.push_back(collective(name, collective_kind::reduce_scatter, e.tensor * T * z.h));
-    } else if (tp_comm) {
-      ops.push_back(collective(name, collective_kind::all_reduce, e.tensor * T * z.h));
-    }
-  };
+  // The backward of a column-parallel GEMM's input is reduce_after_gemm's collective; that of a
+  // row-parallel one's output (all-reduce, or SP reduce-scatter) nothing (or an all-gather).
   auto row_output_backward = [&](std::vector<kernel>& ops, std::string_view name) {
     if (sp) {
       ops.push_back(collective(name, collective_kind::all_gather, e.tensor * T * z.h));
@@ -408,13 +437,16 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
         memory_kernel(t.mlp == mlp_kind::swiglu ? "SwiGLU backward" : "GELU backward",
                       (t.mlp == mlp_kind::swiglu ? 5.0 : 3.0) * e.tensor * tokens * width));
   };
+  auto mlp_backward = [&](const mlp_names& name, double width) {
+    B.push_back(gemm_kernel(name.down_dgrad, T, width, z.h, e.linear));
+    activation_backward(B, T, width);
+    B.push_back(gemm_kernel(name.up_dgrad, T, z.h, gate * width, e.linear));
+  };
   residual_backward(B);
   row_output_backward(B, "SP all-gather (MLP gradient)");
   if (moe) {
     if (shared_ffn > 0.0) {
-      B.push_back(gemm_kernel("shared experts down dgrad", T, shared_ffn, z.h, e.linear));
-      activation_backward(B, T, shared_ffn);
-      B.push_back(gemm_kernel("shared experts up dgrad", T, z.h, gate * shared_ffn, e.linear));
+      mlp_backward(shared_mlp, shared_ffn);
     }
     // The combine's backward: the gradient copied to each token's top_k copies, and the
     // router probabilities' gradient (a dot product per copy).
@@ -432,12 +464,10 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     B.push_back(memory_kernel("router top-k backward", (4.0 * 2.0 + e.tensor) * T * experts));
     B.push_back(gemm_kernel("router dgrad", T, z.h, experts, e.linear));
   } else {
-    B.push_back(gemm_kernel("MLP down dgrad", T, z.ffn, z.h, e.linear));
-    activation_backward(B, T, z.ffn);
-    B.push_back(gemm_kernel("MLP up dgrad", T, z.h, z.mlp_in, e.linear));
+    mlp_backward(dense_mlp, z.ffn);
   }
-  column_input_backward(B, "TP reduce (MLP input gradient)");
-  norm_backward(B);
+  shard.reduce_after_gemm(B, "TP reduce (MLP input gradient)");
+  B.push_back(shard.norm_backward("norm backward"));
   residual_backward(B);
   row_output_backward(B, "SP all-gather (attention gradient)");
   B.push_back(gemm_kernel("attention output dgrad", T, z.v, z.h, e.linear));
@@ -481,12 +511,16 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
   } else {
     B.push_back(gemm_kernel("QKV dgrad", T, z.h, z.q + 2.0 * z.kv, e.linear));
   }
-  column_input_backward(B, "TP reduce (attention input gradient)");
-  norm_backward(B);
+  shard.reduce_after_gemm(B, "TP reduce (attention input gradient)");
+  B.push_back(shard.norm_backward("norm backward"));
 
   // Weight gradients.
   std::vector<kernel>& W = out.backward_weight;
-  gather_for_gemm(W, "SP all-gather (MLP up input, again)");
+  auto mlp_weight = [&](const mlp_names& name, double width) {
+    W.push_back(gemm_kernel(name.down_wgrad, width, z.h, T, e.linear));
+    W.push_back(gemm_kernel(name.up_wgrad, z.h, gate * width, T, e.linear));
+  };
+  shard.gather_for_gemm(W, "SP all-gather (MLP up input, again)");
   if (moe) {
     // Each expert's weight gradient over the token copies routed to it: one grouped GEMM.
     W.push_back(
@@ -494,15 +528,13 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     W.push_back(expert_gemm("experts up wgrad", z.h, gate * z.expert_ffn, expert_tokens,
                             z.h * gate * z.expert_ffn));
     if (shared_ffn > 0.0) {
-      W.push_back(gemm_kernel("shared experts down wgrad", shared_ffn, z.h, T, e.linear));
-      W.push_back(gemm_kernel("shared experts up wgrad", z.h, gate * shared_ffn, T, e.linear));
+      mlp_weight(shared_mlp, shared_ffn);
     }
     W.push_back(gemm_kernel("router wgrad", z.h, experts, T, e.linear));
   } else {
-    W.push_back(gemm_kernel("MLP down wgrad", z.ffn, z.h, T, e.linear));
-    W.push_back(gemm_kernel("MLP up wgrad", z.h, z.mlp_in, T, e.linear));
+    mlp_weight(dense_mlp, z.ffn);
   }
-  gather_for_gemm(W, "SP all-gather (QKV input, again)");
+  shard.gather_for_gemm(W, "SP all-gather (QKV input, again)");
   W.push_back(gemm_kernel("attention output wgrad", z.v, z.h, T, e.linear));
   if (t.mla) {
     W.push_back(gemm_kernel("MLA kv up wgrad", kv_rank, kv_up, T, e.linear));
@@ -547,20 +579,15 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
 /// reduce-scatter with SP), the learned position table added, dropout; W: the embedding's
 /// gradient scattered into its fp32 main gradient.
 inline op_kernels kernels_of_embedding(const transformer_spec& t, const layer_shard& s) {
-  using detail::collective;
   using detail::memory_kernel;
-  const detail::element_bytes e(t);
-  const detail::shard_sizes z(t, s);
-  const double T = z.tokens;
-  const double Th = z.h_tokens * z.h;
+  const detail::shard_kernels shard(t, s);
+  const detail::element_bytes& e = shard.e;
+  const detail::shard_sizes& z = shard.z;
+  const double T = shard.T;
+  const double Th = shard.Th;
   op_kernels out;
   out.forward.push_back(memory_kernel("embedding lookup", 2.0 * e.tensor * T * z.h));
-  if (s.tp > 1) {
-    out.forward.push_back(collective(
-        "TP reduce (embedding)",
-        s.sequence_parallel ? collective_kind::reduce_scatter : collective_kind::all_reduce,
-        e.tensor * T * z.h));
-  }
+  shard.reduce_after_gemm(out.forward, "TP reduce (embedding)");
   if (t.position == position_kind::learned) {
     out.forward.push_back(memory_kernel("position embedding", 3.0 * e.tensor * Th));
   }
@@ -586,20 +613,15 @@ inline op_kernels kernels_of_head(const transformer_spec& t,
   using detail::collective;
   using detail::gemm_kernel;
   using detail::memory_kernel;
-  const detail::element_bytes e(t);
-  const detail::shard_sizes z(t, s);
-  const double T = z.tokens;
-  const double Th = z.h_tokens * z.h;
+  const detail::shard_kernels shard(t, s);
+  const detail::element_bytes& e = shard.e;
+  const detail::shard_sizes& z = shard.z;
+  const double T = shard.T;
   const double v = static_cast<double>(vocab) / z.tp;
-  const double stats = detail::norm_stat_bytes(t) * z.h_tokens;
-  const bool sp = s.sequence_parallel && s.tp > 1;
   op_kernels out;
   std::vector<kernel>& F = out.forward;
-  F.push_back(memory_kernel("final norm", (e.tensor + e.linear) * Th + stats));
-  if (sp) {
-    F.push_back(
-        collective("SP all-gather (head)", collective_kind::all_gather, e.linear * T * z.h));
-  }
+  F.push_back(shard.norm("final norm"));
+  shard.gather_for_gemm(F, "SP all-gather (head)");
   F.push_back(gemm_kernel("LM head", T, v, z.h, e.linear));
   // Cast to fp32 (read e, write 4), maximum (read 4), exponentials of the shifted logits (read
   // 4, write 4) and their sum (read 4).
@@ -610,21 +632,12 @@ inline op_kernels kernels_of_head(const transformer_spec& t,
   std::vector<kernel>& B = out.backward_input;
   B.push_back(memory_kernel("cross-entropy backward", (4.0 + e.tensor) * T * v));
   B.push_back(gemm_kernel("LM head dgrad", T, z.h, v, e.linear));
-  if (sp) {
-    B.push_back(collective("SP reduce (head gradient)", collective_kind::reduce_scatter,
-                           e.tensor * T * z.h));
-  } else if (s.tp > 1) {
-    B.push_back(
-        collective("TP reduce (head gradient)", collective_kind::all_reduce, e.tensor * T * z.h));
-  }
-  B.push_back(memory_kernel("final norm backward", 3.0 * e.tensor * Th + stats));
+  shard.reduce_after_gemm(B, shard.sp ? "SP reduce (head gradient)" : "TP reduce (head gradient)");
+  B.push_back(shard.norm_backward("final norm backward"));
   std::vector<kernel>& W = out.backward_weight;
-  if (sp) {
-    W.push_back(collective("SP all-gather (head input, again)", collective_kind::all_gather,
-                           e.linear * T * z.h));
-  }
+  shard.gather_for_gemm(W, "SP all-gather (head input, again)");
   W.push_back(gemm_kernel("LM head wgrad", z.h, v, T, e.linear));
-  W.push_back(memory_kernel("final norm weight gradient", 2.0 * e.tensor * Th));
+  W.push_back(memory_kernel("final norm weight gradient", 2.0 * e.tensor * shard.Th));
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pipesched/ir/error.hpp"
@@ -239,38 +240,35 @@ struct cluster_spec {
 inline std::span<const cluster_spec> cluster_presets() {
   static const std::array<cluster_spec, 3> presets = [] {
     std::array<cluster_spec, 3> p{};
-    cluster_spec h100;
-    h100.name = "h100-sxm-80gb";
-    h100.memory_bytes = 80.0 * 1024 * 1024 * 1024;
-    h100.peak_flops_bf16 = 989.4e12;
-    h100.peak_flops_fp8 = 1978.9e12;
-    // What Megatron-Core's runs on H100 reach of the microbenchmark rates (docs/model.md §10.2).
-    h100.achieved_fraction = 0.64;
-    h100.hbm_bandwidth = 3.35e12;
-    h100.gemm_efficiency = {{{1e9, 0.506}, {16e9, 0.759}, {128e9, 0.801}}};
-    h100.attention_efficiency = {{{1e9, 0.35}, {1e11, 0.55}}};
-    h100.memory_efficiency = 0.8;
-    h100.intra_node_bandwidth = 370e9;
-    h100.intra_node_latency = 3e-6;
-    h100.inter_node_bandwidth = 45e9;
-    h100.inter_node_latency = 10e-6;
+    // What the SXM parts share, set once: 80 GiB, the memory-bound share, the NVLink and
+    // network latencies. `achieved`: what Megatron-Core's runs on H100 and Megatron-LM's on
+    // A100 reach of the microbenchmark rates (docs/model.md §10.2).
+    auto sxm_80gb = [](std::string name, double bf16, double fp8, double achieved, double hbm,
+                       efficiency_curve gemm, efficiency_curve attention, double intra,
+                       double inter) {
+      cluster_spec c;
+      c.name = std::move(name);
+      c.memory_bytes = 80.0 * 1024 * 1024 * 1024;
+      c.peak_flops_bf16 = bf16;
+      c.peak_flops_fp8 = fp8;
+      c.achieved_fraction = achieved;
+      c.hbm_bandwidth = hbm;
+      c.gemm_efficiency = std::move(gemm);
+      c.attention_efficiency = std::move(attention);
+      c.memory_efficiency = 0.8;
+      c.intra_node_bandwidth = intra;
+      c.intra_node_latency = 3e-6;
+      c.inter_node_bandwidth = inter;
+      c.inter_node_latency = 10e-6;
+      return c;
+    };
+    const cluster_spec h100 = sxm_80gb("h100-sxm-80gb", 989.4e12, 1978.9e12, 0.64, 3.35e12,
+                                       {{{1e9, 0.506}, {16e9, 0.759}, {128e9, 0.801}}},
+                                       {{{1e9, 0.35}, {1e11, 0.55}}}, 370e9, 45e9);
     p[0] = h100;
-    cluster_spec a100;
-    a100.name = "a100-sxm-80gb";
-    a100.memory_bytes = 80.0 * 1024 * 1024 * 1024;
-    a100.peak_flops_bf16 = 312e12;
-    a100.peak_flops_fp8 = 0.0;
-    // What Megatron-LM's runs on A100 reach of the microbenchmark rates (docs/model.md §10.2).
-    a100.achieved_fraction = 0.892;
-    a100.hbm_bandwidth = 2.039e12;
-    a100.gemm_efficiency = {{{1e9, 0.543}, {16e9, 0.814}, {128e9, 0.859}}};
-    a100.attention_efficiency = {{{1e9, 0.35}, {1e11, 0.6}}};
-    a100.memory_efficiency = 0.8;
-    a100.intra_node_bandwidth = 200e9;
-    a100.intra_node_latency = 3e-6;
-    a100.inter_node_bandwidth = 22.5e9;
-    a100.inter_node_latency = 10e-6;
-    p[1] = a100;
+    p[1] = sxm_80gb("a100-sxm-80gb", 312e12, 0.0, 0.892, 2.039e12,
+                    {{{1e9, 0.543}, {16e9, 0.814}, {128e9, 0.859}}}, {{{1e9, 0.35}, {1e11, 0.6}}},
+                    200e9, 22.5e9);
     cluster_spec h800 = h100;
     h800.name = "h800-sxm-80gb";
     h800.intra_node_bandwidth = 160e9;

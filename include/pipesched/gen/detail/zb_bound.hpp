@@ -81,6 +81,37 @@ inline chunk_range chunks_of(const placement& pl, stage_index s) {
   return r;
 }
 
+/// What both bounds below share: per stage s, `stage_bound(s, budget, d_head)` gives its span
+/// bound from the most memory an order may hold there (avail[s] + memory_tolerance) and the
+/// head window (chain.head over its chunks); the makespan bound adds the forward chain to the
+/// stage's lowest chunk, which its first op waits for.
+template <class StageBound>
+search_bounds bounds_by_stage(const placement& pl,
+                              const chunk_chain& chain,
+                              const shaped_memory_model& memory,
+                              const std::vector<double>& avail,
+                              StageBound stage_bound) {
+  const double meps = memory_tolerance(pl, memory, avail);
+  search_bounds out;
+  for (stage_index s = 0; s < pl.stages(); ++s) {
+    const chunk_range own = chunks_of(pl, s);
+    const double best = stage_bound(s, avail[s] + meps, chain.head(own.lo, own.hi));
+    out.span = std::max(out.span, best);
+    out.makespan = std::max(out.makespan, chain.forward_to(own.lo) + best);
+  }
+  return out;
+}
+
+/// The throughput bound (one chunk per stage): each micro-batch holds `activation` from its F's
+/// start to its B's end, at least `hold` (F + the round trip below + B); at most k = budget /
+/// activation fit at once, so some k-th of the m run back to back; then at least one W (`w`)
+/// follows the last B.
+inline double throughput_bound(
+    std::uint32_t m, double budget, double activation, double hold, double w) {
+  const double k = std::max(1.0, std::floor(budget / activation));
+  return std::ceil(double(m) / k - 1e-9) * hold + w;
+}
+
 /// Lower bounds on the longest stage span and on the makespan of any compute schedule (split
 /// B/W) for this placement, costs and per-stage activation budget (`avail[s]` = limit − static
 /// memory).
@@ -121,7 +152,6 @@ inline search_bounds lower_bounds(const placement& pl,
   const chunk_chain chain(pl, costs, [&](stage_index s, chunk_index c) {
     return std::pair{costs.at(s, c).forward, costs.at(s, c).backward_input};
   });
-  const double meps = memory_tolerance(pl, memory, avail);
   // Drain chain (one chunk per stage): chain.between(s, j) + m·(F_j + B_j) = reach[j] −
   // chain.at(s) with reach[j] = chain.at(j) + m·(F_j + B_j), so the best j > s is a suffix
   // maximum of reach: O(p) in all, not O(p²). (Grouped differently from
@@ -135,17 +165,13 @@ inline search_bounds lower_bounds(const placement& pl,
       reach_after[j - 1] = j + 1 < p ? std::max(reach_after[j], reach) : reach;
     }
   }
-  search_bounds out;
-  for (stage_index s = 0; s < p; ++s) {
-    double best = 0.0;                      // stage s's span bound
-    const double budget = avail[s] + meps;  // the most memory an order may hold
+  auto stage_bound = [&](stage_index s, double budget, double d_head) {
+    double best = 0.0;  // stage s's span bound
     double busy = 0.0;
     for (chunk_index c = 0; c < v; ++c) {
       const op_costs& t = costs.at(s, c);
       busy += double(m) * (t.forward + t.backward_input + t.backward_weight);
     }
-    const chunk_range own = chunks_of(pl, s);
-    const double d_head = chain.head(own.lo, own.hi);
     // Fractional knapsack: most forward time per unit of activation memory first.
     std::vector<chunk_index> order(v);
     for (chunk_index c = 0; c < v; ++c) {
@@ -199,18 +225,14 @@ inline search_bounds lower_bounds(const placement& pl,
       best = std::max(best, reach_after[s] - at_s + costs.at(s, 0).backward_weight);
     }
     if (v == 1 && memory.at(s, 0).activation > 0.0) {
-      // Throughput: each micro-batch holds M_B from its F's start to its B's end, at least
-      // F + the round trip below + B; at most k fit in the budget at once, so some k-th of
-      // them run back to back; then at least one W follows the last B.
       const op_costs& t = costs.at(s, 0);
-      const double k = std::max(1.0, std::floor(budget / memory.at(s, 0).activation));
-      const double hold = t.forward + t.backward_input + chain.below(s);
-      best = std::max(best, std::ceil(double(m) / k - 1e-9) * hold + t.backward_weight);
+      best = std::max(
+          best, throughput_bound(m, budget, memory.at(s, 0).activation,
+                                 t.forward + t.backward_input + chain.below(s), t.backward_weight));
     }
-    out.span = std::max(out.span, best);
-    out.makespan = std::max(out.makespan, chain.forward_to(own.lo) + best);
-  }
-  return out;
+    return best;
+  };
+  return bounds_by_stage(pl, chain, memory, avail, stage_bound);
 }
 
 /// lower_bounds when micro-batches differ (per-micro-batch factors, docs/model.md §3.1, §5.1):
@@ -240,7 +262,6 @@ inline search_bounds lower_bounds_per_microbatch(const placement& pl,
     }
     return std::pair{f, b};
   });
-  const double meps = memory_tolerance(pl, memory, avail);
   std::vector<double> fb_work(p, 0.0);  // Σ_j Σ_c (F + B)(j) per stage
   std::vector<double> busy(p, 0.0);
   for (stage_index s = 0; s < p; ++s) {
@@ -252,11 +273,7 @@ inline search_bounds lower_bounds_per_microbatch(const placement& pl,
       }
     }
   }
-  search_bounds out;
-  for (stage_index s = 0; s < p; ++s) {
-    const double budget = avail[s] + meps;
-    const chunk_range own = chunks_of(pl, s);
-    const double d_head = chain.head(own.lo, own.hi);
+  auto stage_bound = [&](stage_index s, double budget, double d_head) {
     // The most forward work that fits before the first B: most work per unit of memory first.
     struct item {
       double work, size;
@@ -294,16 +311,13 @@ inline search_bounds lower_bounds_per_microbatch(const placement& pl,
       for (stage_index j = s + 1; j < p; ++j) {  // drain chain
         best = std::max(best, chain.between(s, j) + fb_work[j] + w_min);
       }
-      if (smallest > 0.0) {  // throughput
-        const double k = std::max(1.0, std::floor(budget / smallest));
-        const double below = chain.below(s);
-        best = std::max(best, std::ceil(double(m) / k - 1e-9) * (hold + below) + w_min);
+      if (smallest > 0.0) {
+        best = std::max(best, throughput_bound(m, budget, smallest, hold + chain.below(s), w_min));
       }
     }
-    out.span = std::max(out.span, best);
-    out.makespan = std::max(out.makespan, chain.forward_to(own.lo) + best);
-  }
-  return out;
+    return best;
+  };
+  return bounds_by_stage(pl, chain, memory, avail, stage_bound);
 }
 
 /// lower_bounds(...).span: no order within the budgets has a shorter longest stage span.

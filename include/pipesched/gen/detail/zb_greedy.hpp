@@ -375,71 +375,39 @@ class greedy_scheduler {
     return std::max(now, t_[x]) + d;
   }
 
-  // When the F of micro-batch j on flat index i gets its input: exact when the previous
-  // chunk's F(j) is placed (`known`), else a lower bound.
-  template <bool Var>
-  double f_input(std::size_t i, std::uint32_t j, double now, bool& known) const {
-    const std::size_t pc = prev_cell_[i];
-    known = true;
-    if (pc == greedy_problem::npos) {
-      return 0.0;  // the first chunk: its input is the data
-    }
-    known = nf_[prev_[i]] > j;
-    return input_arrival(
-        known ? f_end_[pc + j] : producer_bound(prev_stage_[i], now, tf_[at<Var>(prev_[i], j)]),
-        fcomm_[i]);
+  // F and B share one code path, Fwd choosing the pass's tables: an F of flat index i takes
+  // its input from the previous chunk's F and feeds the next chunk's; a B the other way round.
+
+  // How many ops of the pass flat index i has placed.
+  template <bool Fwd>
+  std::uint32_t placed(std::size_t i) const noexcept {
+    return Fwd ? nf_[i] : nb_[i];
   }
 
-  // Likewise for B of micro-batch j: the next chunk's B(j), or the own F(j) for the last
-  // chunk (always placed before its B is considered).
-  template <bool Var>
-  double b_input(std::size_t i, std::uint32_t j, double now, bool& known) const {
-    const std::size_t nc = next_cell_[i];
-    known = true;
-    if (nc == greedy_problem::npos) {
-      return f_end_[own_cell_[i] + j];
-    }
-    known = nb_[next_[i]] > j;
-    return input_arrival(
-        known ? b_end_[nc + j] : producer_bound(next_stage_[i], now, tb_[at<Var>(next_[i], j)]),
-        bcomm_[i]);
+  // Whether flat index i has an op of the pass left: an F until all m are placed, a B only
+  // behind its own F.
+  template <bool Fwd>
+  bool pending(std::size_t i) const noexcept {
+    return Fwd ? nf_[i] < m_ : nb_[i] < nf_[i];
   }
 
-  template <bool One, bool Var>
-  cand next_b(stage_index s, double now) const {
-    if constexpr (One) {
-      // One chunk: no comparison, and the result built in one go (a piecewise-built struct
-      // read back whole stalls store forwarding in this hot path).
-      const std::size_t i = s;
-      const std::uint32_t j = nb_[i];
-      if (j >= nf_[i]) {
-        return cand{};
-      }
-      bool known = true;
-      const double ready = b_input<Var>(i, j, now, known);
-      return cand{true, known, ready, 0};
+  // When the pass's op of micro-batch j on flat index i gets its input: exact when the
+  // producing chunk's op of j is placed (`known`), else a lower bound. At the chain's ends the
+  // first chunk's F reads the data, and the last chunk's B its own F(j) (always placed before
+  // its B is considered).
+  template <bool Fwd, bool Var>
+  double input(std::size_t i, std::uint32_t j, double now, bool& known) const {
+    const std::size_t cell = Fwd ? prev_cell_[i] : next_cell_[i];
+    known = true;
+    if (cell == greedy_problem::npos) {
+      return Fwd ? 0.0 : f_end_[own_cell_[i] + j];
     }
-    // Scalars, not a cand built field by field and copied: see the single-chunk path.
-    bool b_exists = false;
-    bool b_known = false;
-    double b_ready = never;
-    chunk_index b_c = 0;
-    for (chunk_index c = 0; c < chunks<One>(); ++c) {
-      const std::size_t i = idx<One>(s, c);
-      if (nb_[i] >= nf_[i]) {
-        continue;
-      }
-      const std::uint32_t j = nb_[i];
-      bool known = true;
-      const double ready = b_input<Var>(i, j, now, known);
-      if (!b_exists || (known && !b_known) || (known == b_known && ready < b_ready - eps_)) {
-        b_exists = true;
-        b_known = known;
-        b_ready = ready;
-        b_c = c;
-      }
-    }
-    return cand{b_exists, b_known, b_ready, b_c};
+    const std::size_t x = Fwd ? prev_[i] : next_[i];
+    known = placed<Fwd>(x) > j;
+    return input_arrival(known ? (Fwd ? f_end_ : b_end_)[cell + j]
+                               : producer_bound(Fwd ? prev_stage_[i] : next_stage_[i], now,
+                                                (Fwd ? tf_ : tb_)[at<Var>(x, j)]),
+                         (Fwd ? fcomm_ : bcomm_)[i]);
   }
 
   // Whether the next F of flat index i (its micro-batch nf_[i]) fits stage s's budget, room
@@ -449,53 +417,60 @@ class greedy_scheduler {
     return admits_forward(mem_[s], df_[at<Var>(i, nf_[i])], reserve_[i], cap_[s]);
   }
 
-  // Next admissible F; `blocked` reports an F held back only by the memory budget.
-  template <bool One, bool Var>
-  cand next_f(stage_index s, double now, bool& blocked, double& blocked_ready) {
-    blocked = false;
-    blocked_ready = never;
+  // The pass's next op on stage s: of its chunks', one whose input is known first, then the
+  // earliest ready. An F is admitted only if it fits (f_fits): `blocked` reports an F held
+  // back only by the memory budget (a B leaves `blocked` and `blocked_ready` alone), and of
+  // two F both ready now the chunk preference decides.
+  template <bool Fwd, bool One, bool Var>
+  cand next_op(stage_index s, double now, bool& blocked, double& blocked_ready) {
+    if constexpr (Fwd) {
+      blocked = false;
+      blocked_ready = never;
+    }
     if constexpr (One) {
+      // One chunk: no comparison, and the result built in one go (a piecewise-built struct
+      // read back whole stalls store forwarding in this hot path).
       const std::size_t i = s;
-      const std::uint32_t j = nf_[i];
-      if (j >= m_) {
+      if (!pending<Fwd>(i)) {
         return cand{};
       }
       bool known = true;
-      const double ready = f_input<Var>(i, j, now, known);
-      if (!f_fits<Var>(s, i)) {
-        blocked = true;
-        blocked_ready = known ? ready : never;
-        return cand{};
+      const double ready = input<Fwd, Var>(i, placed<Fwd>(i), now, known);
+      if constexpr (Fwd) {
+        if (!f_fits<Var>(s, i)) {
+          blocked = true;
+          blocked_ready = known ? ready : never;
+          return cand{};
+        }
       }
       return cand{true, known, ready, 0};
     }
+    // Scalars, not a cand built field by field and copied: see the single-chunk path.
     bool b_exists = false;
     bool b_known = false;
     double b_ready = never;
     chunk_index b_c = 0;
     for (chunk_index c = 0; c < chunks<One>(); ++c) {
       const std::size_t i = idx<One>(s, c);
-      if (nf_[i] >= m_) {
+      if (!pending<Fwd>(i)) {
         continue;
       }
-      const std::uint32_t j = nf_[i];
       bool known = true;
-      const double ready = f_input<Var>(i, j, now, known);
-      if (!f_fits<Var>(s, i)) {
-        blocked = true;
-        if (known) {
-          blocked_ready = std::min(blocked_ready, ready);
+      const double ready = input<Fwd, Var>(i, placed<Fwd>(i), now, known);
+      if constexpr (Fwd) {
+        if (!f_fits<Var>(s, i)) {
+          blocked = true;
+          if (known) {
+            blocked_ready = std::min(blocked_ready, ready);
+          }
+          continue;
         }
-        continue;
       }
-      bool better = !b_exists || (known && !b_known);
-      if (!better && known == b_known) {
-        if (ready < b_ready - eps_) {
-          better = !known || ready > now + eps_ || b_ready > now + eps_;
-        }
+      bool better =
+          !b_exists || (known && !b_known) || (known == b_known && ready < b_ready - eps_);
+      if constexpr (Fwd) {
         // Both ready now: the chunk preference decides.
-        const bool both_now = known && ready <= now + eps_ && b_ready <= now + eps_;
-        if (both_now) {
+        if (b_exists && known && b_known && ready <= now + eps_ && b_ready <= now + eps_) {
           used_ |= 16u;
           const global_chunk g = gl_[i];
           const global_chunk h = gl_[idx<One>(s, b_c)];
@@ -509,24 +484,26 @@ class greedy_scheduler {
         b_c = c;
       }
     }
-    if (fl_.later_chunk_first && b_exists && b_known && b_ready <= now + eps_) {
-      // A later chunk's F that arrives before the chosen one could end: waiting for it keeps
-      // the chunk order a small transfer latency would otherwise flip (only meaningful when
-      // later chunks are preferred: otherwise the flag is unused, and its runs are copies).
-      const std::size_t bi = idx<One>(s, b_c);
-      const double end = std::max(t_[s], b_ready) + tf_[at<Var>(bi, nf_[bi])];
-      const global_chunk h = gl_[bi];
-      for (chunk_index c = 0; c < chunks<One>(); ++c) {
-        const std::size_t i = idx<One>(s, c);
-        if (nf_[i] >= m_ || gl_[i] <= h || !f_fits<Var>(s, i)) {
-          continue;
-        }
-        bool known = true;
-        const double ready = f_input<Var>(i, nf_[i], now, known);
-        if (known && ready > now + eps_ && ready < end - eps_) {
-          used_ |= 32u;
-          if (fl_.wait_for_later_chunk) {
-            return cand{true, true, ready, c};
+    if constexpr (Fwd) {
+      if (fl_.later_chunk_first && b_exists && b_known && b_ready <= now + eps_) {
+        // A later chunk's F that arrives before the chosen one could end: waiting for it keeps
+        // the chunk order a small transfer latency would otherwise flip (only meaningful when
+        // later chunks are preferred: otherwise the flag is unused, and its runs are copies).
+        const std::size_t bi = idx<One>(s, b_c);
+        const double end = std::max(t_[s], b_ready) + tf_[at<Var>(bi, nf_[bi])];
+        const global_chunk h = gl_[bi];
+        for (chunk_index c = 0; c < chunks<One>(); ++c) {
+          const std::size_t i = idx<One>(s, c);
+          if (!pending<true>(i) || gl_[i] <= h || !f_fits<Var>(s, i)) {
+            continue;
+          }
+          bool known = true;
+          const double ready = input<true, Var>(i, nf_[i], now, known);
+          if (known && ready > now + eps_ && ready < end - eps_) {
+            used_ |= 32u;
+            if (fl_.wait_for_later_chunk) {
+              return cand{true, true, ready, c};
+            }
           }
         }
       }
@@ -589,7 +566,7 @@ class greedy_scheduler {
       if (nf_[i] == m_) {
         e = f_end_[last];
       } else {
-        e = t_[s] + f_rest<Var>(g, i);
+        e = t_[s] + rest<true, Var>(g, i);
         if (g > 0) {
           e = std::max(e, lf_[g - 1] + fcomm_[i] + tf_[at<Var>(i, last_mb)]);
         }
@@ -604,7 +581,7 @@ class greedy_scheduler {
       if (nb_[i] == m_) {
         e = b_end_[last];
       } else {
-        e = t_[s] + f_rest<Var>(g, i) + b_rest<Var>(g, i);
+        e = t_[s] + rest<true, Var>(g, i) + rest<false, Var>(g, i);
         e = std::max(e, (g + 1 == G ? lf_[g] : lb_[g + 1] + bcomm_[i]) + tb_[at<Var>(i, last_mb)]);
       }
       lb_[g] = e;
@@ -625,20 +602,12 @@ class greedy_scheduler {
   }
 
   // The F (B) work of global chunk g (flat index i) still to place.
-  template <bool Var>
-  double f_rest(std::size_t g, std::size_t i) const noexcept {
+  template <bool Fwd, bool Var>
+  double rest(std::size_t g, std::size_t i) const noexcept {
     if constexpr (Var) {
-      return f_rest_[g * (m_ + 1) + nf_[i]];
+      return (Fwd ? f_rest_ : b_rest_)[g * (m_ + 1) + placed<Fwd>(i)];
     } else {
-      return double(m_ - nf_[i]) * tf_[i];
-    }
-  }
-  template <bool Var>
-  double b_rest(std::size_t g, std::size_t i) const noexcept {
-    if constexpr (Var) {
-      return b_rest_[g * (m_ + 1) + nb_[i]];
-    } else {
-      return double(m_ - nb_[i]) * tb_[i];
+      return double(m_ - placed<Fwd>(i)) * (Fwd ? tf_ : tb_)[i];
     }
   }
 
@@ -658,36 +627,26 @@ class greedy_scheduler {
     mem_[s] += dw_[a];
   }
 
-  template <bool One, bool Var>
-  void do_f(stage_index s, chunk_index c, double ready) {
+  // Places the pass's next op of chunk c on stage s and wakes the stage of its consumer (the
+  // next chunk's F, the previous chunk's B); a B also queues its W.
+  template <bool Fwd, bool One, bool Var>
+  void run_op(stage_index s, chunk_index c, double ready) {
     const std::size_t i = idx<One>(s, c);
-    const std::uint32_t j = nf_[i]++;
+    const std::uint32_t j = (Fwd ? nf_ : nb_)[i]++;
     const std::size_t a = at<Var>(i, j);
     const double start = std::max(t_[s], ready);
-    place(s, make_op(op_kind::forward, j, c), start, tf_[a]);
-    t_[s] = start + tf_[a];
-    mem_[s] += df_[a];
-    f_end_[own_cell_[i] + j] = t_[s];
-    const std::size_t nx = next_[i];
-    if (nx != greedy_problem::npos && next_stage_[i] != s) {
-      wake(next_stage_[i], input_arrival(t_[s], fcomm_[nx]));
+    const double dur = (Fwd ? tf_ : tb_)[a];
+    place(s, make_op(Fwd ? op_kind::forward : op_kind::backward_input, j, c), start, dur);
+    t_[s] = start + dur;
+    mem_[s] += (Fwd ? df_ : db_)[a];
+    if constexpr (!Fwd) {
+      wq_[s].push_back(make_op(op_kind::backward_weight, j, c));
     }
-  }
-
-  template <bool One, bool Var>
-  void do_b(stage_index s, chunk_index c, double ready) {
-    const std::size_t i = idx<One>(s, c);
-    const std::uint32_t j = nb_[i]++;
-    const std::size_t a = at<Var>(i, j);
-    const double start = std::max(t_[s], ready);
-    place(s, make_op(op_kind::backward_input, j, c), start, tb_[a]);
-    t_[s] = start + tb_[a];
-    mem_[s] += db_[a];
-    wq_[s].push_back(make_op(op_kind::backward_weight, j, c));
-    b_end_[own_cell_[i] + j] = t_[s];
-    const std::size_t pv = prev_[i];
-    if (pv != greedy_problem::npos && prev_stage_[i] != s) {
-      wake(prev_stage_[i], input_arrival(t_[s], bcomm_[pv]));
+    (Fwd ? f_end_ : b_end_)[own_cell_[i] + j] = t_[s];
+    const std::size_t x = Fwd ? next_[i] : prev_[i];
+    const stage_index xs = Fwd ? next_stage_[i] : prev_stage_[i];
+    if (x != greedy_problem::npos && xs != s) {
+      wake(xs, input_arrival(t_[s], (Fwd ? fcomm_ : bcomm_)[x]));
     }
   }
 
@@ -719,8 +678,8 @@ class greedy_scheduler {
     for (;;) {
       bool f_blocked = false;
       double f_blocked_ready = never;
-      const cand b = next_b<One, Var>(s, now);
-      const cand f = next_f<One, Var>(s, now, f_blocked, f_blocked_ready);
+      const cand b = next_op<false, One, Var>(s, now, f_blocked, f_blocked_ready);
+      const cand f = next_op<true, One, Var>(s, now, f_blocked, f_blocked_ready);
       if (!b.exists && !f.exists && !f_blocked) {
         while (w_pending(s)) {  // all F and B placed: flush the W
           do_w<One, Var>(s);
@@ -756,9 +715,9 @@ class greedy_scheduler {
           continue;
         }
         if (pick == 1) {
-          do_b<One, Var>(s, b.c, b.ready);
+          run_op<false, One, Var>(s, b.c, b.ready);
         } else {
-          do_f<One, Var>(s, f.c, f.ready);
+          run_op<true, One, Var>(s, f.c, f.ready);
         }
         push(s, std::max(t_[s], now));
         return;
