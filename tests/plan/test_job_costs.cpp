@@ -244,6 +244,22 @@ TEST_CASE("job_costs: activation sizes per chunk", "[plan][job_costs]") {
       make_job_costs(job, l, recompute_kind::full, even(32, 4), pl).memory.for_shape(4, 1, "t");
   CHECK(full.at(1).input == Approx(8 * la.input));
   CHECK(full.at(1).activation == Approx(8 * la.input + la.without_core + 8 * la.weight_grad));
+  // A BW order frees each layer's W operands with its backward: the inputs and one layer's
+  // activations (the last stage also the head's operands), below selective's; no other
+  // recompute choice differs.
+  const job_costs full_costs = make_job_costs(job, l, recompute_kind::full, even(32, 4), pl);
+  const shaped_memory_model fused = full_costs.fused_memory.for_shape(4, 1, "t");
+  CHECK(fused.at(1).input == Approx(8 * la.input));
+  CHECK(fused.at(1).activation == Approx(8 * la.input + la.without_core));
+  CHECK(fused.at(1).activation < sel.at(1).activation);
+  const double head_operands = 2 * s * b * (h + static_cast<double>(padded_vocab(128256, 2))) / 2;
+  CHECK(fused.at(3).activation == Approx(8 * la.input + head + la.without_core + head_operands));
+  CHECK(fused.at(1).weight_grad_input <= fused.at(1).activation);
+  CHECK(fused.static_memory(1) == full.static_memory(1));
+  for (recompute_kind r : {recompute_kind::none, recompute_kind::selective}) {
+    const job_costs jc = make_job_costs(job, l, r, even(32, 4), pl);
+    CHECK(jc.fused_memory.for_shape(4, 1, "t").at(1) == jc.memory.for_shape(4, 1, "t").at(1));
+  }
   // Megatron-LM's estimator when asked for: its formula, and its embedding terms.
   training_job meg = job;
   meg.activations = activation_model::megatron;

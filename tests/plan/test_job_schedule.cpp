@@ -83,3 +83,45 @@ TEST_CASE("job schedule: dualpipe in the planner: two routes, 2x parameters, PP 
   CHECK(dp.flops_per_iteration == Approx(f1b.flops_per_iteration));
   CHECK(dp.makespan_s > 0.0);
 }
+
+// With full recompute a 1F1B order (BW ops) is checked with the fused sizes, the inputs and
+// one layer rebuilt at a time, and a zero-bubble order (W ops of its own) with every layer's
+// W operands kept until its W.
+TEST_CASE("job schedule: full recompute's memory follows whether the order runs W on its own",
+          "[plan][job_schedule]") {
+  training_job job;
+  job.model = model_preset("llama3-8b");
+  job.cluster = cluster_preset("h100-sxm-80gb");
+  job.gpus = 8;
+  job.sequence = 4096;
+  job.global_batch = 16;
+  auto one = [&](const char* schedule, recompute_kind r) {
+    plan_options o;
+    o.fixed.tp = 4;
+    o.fixed.pp = 2;
+    o.fixed.schedule = schedule;
+    o.fixed.micro_batch = 1;
+    o.fixed.recompute = r;
+    o.threads = 1;
+    const plan_result res = plan(job, o);
+    REQUIRE(res.plans.size() == 1);
+    return res.plans.front();
+  };
+  const plan_entry bw = one("1f1b", recompute_kind::full);
+  const plan_entry w = one("zb-h1", recompute_kind::full);
+  const plan_entry sel = one("1f1b", recompute_kind::selective);
+  CHECK_FALSE(detail::runs_separate_w(bw.sched));
+  CHECK(detail::runs_separate_w(w.sched));
+  const job_costs jc = make_job_costs(job, bw.choice.layout, recompute_kind::full,
+                                      bw.choice.partition, bw.sched.layout());
+  CHECK(&detail::memory_for(jc, bw.sched) == &jc.fused_memory);
+  CHECK(&detail::memory_for(jc, w.sched) == &jc.memory);
+  const memory_report fused = check_memory(bw.sched, jc.fused_memory);
+  const memory_report split = check_memory(bw.sched, jc.memory);
+  for (stage_index s = 0; s < 2; ++s) {
+    CHECK(bw.stages[s].total == Approx(fused.peak_memory(s)));
+    CHECK(fused.peak_memory(s) < split.peak_memory(s));
+    // Full recompute keeps less than selective on the same order.
+    CHECK(bw.stages[s].activations < sel.stages[s].activations);
+  }
+}

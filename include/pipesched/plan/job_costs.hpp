@@ -101,8 +101,13 @@ inline std::uint32_t dp_bucket_count(const chunk_content& cc) noexcept {
 
 /// The schedulers' inputs for one job, layout, recompute choice, partition and placement.
 struct job_costs {
-  cost_model costs;                          ///< per chunk, seconds; T_comm the pipeline transfer
-  memory_model memory;                       ///< per chunk, bytes; static bytes per stage
+  cost_model costs;     ///< per chunk, seconds; T_comm the pipeline transfer
+  memory_model memory;  ///< per chunk, bytes; static bytes per stage
+  /// `memory` for an order whose backwards are all BW ops (B and W fused, as 1F1B, interleaved
+  /// 1F1B and GPipe run them; memory_for picks it): with full recompute each layer's backward
+  /// rebuilds and frees its own weight-gradient operands, where a W run later needs every
+  /// layer's kept until then. Otherwise the same sizes as `memory`.
+  memory_model fused_memory;
   std::vector<chunk_content> chunks;         ///< per global chunk
   std::vector<stage_parameters> parameters;  ///< per stage
   std::vector<static_bytes> static_memory;   ///< per stage
@@ -643,6 +648,7 @@ inline job_costs make_job_costs(const training_job& job,
   out.chunk_seconds.resize(n);
   std::vector<op_costs> chunk_costs(n);
   std::vector<chunk_memory> chunk_mem(n);
+  std::vector<chunk_memory> fused_mem(n);
   std::vector<double> chunk_moe_layers(n, 0.0);  // per global chunk
   std::uint32_t first_layer = 0;                 // of chunk g, in model order
   for (global_chunk g = 0; g < n; ++g) {
@@ -692,6 +698,7 @@ inline job_costs make_job_costs(const training_job& job,
       oc.recompute = k.recompute.total();
     }
     chunk_memory cm;
+    chunk_memory fused;  // cm for a BW order (job_costs::fused_memory)
     const double ends = (cc.embedding ? embed_bytes : 0.0) + (cc.head ? head_bytes : 0.0);
     const double w_bytes =
         ld * la_dense.weight_grad + lm * la.weight_grad + (cc.head ? head_w_bytes : 0.0);
@@ -708,20 +715,28 @@ inline job_costs make_job_costs(const training_job& job,
         cm.activation = kept + ends;
         cm.input = cm.activation;
         break;
-      case recompute_kind::full:
-        // The F keeps each layer's input; the backward then recomputes one layer at a time,
-        // so the R..B transient is every input, one layer's activations and the W operands.
+      case recompute_kind::full: {
+        // The F keeps each layer's input; the backward then recomputes one layer at a time.
+        // Before a separate W the R..B transient is every input, one layer's activations and
+        // every layer's W operands (a W needs them all); a BW frees each layer's operands with
+        // that layer's backward, so its transient is every input, one layer's activations and
+        // the head's operands (its backward comes first and is not recomputed).
         cm.input = l * la.input + ends;
-        cm.activation = cm.input +
-                        (lm > 0.0  ? la.without_core
-                         : l > 0.0 ? la_dense.without_core
-                                   : 0.0) +
-                        w_bytes;
+        const double one_layer = lm > 0.0 ? la.without_core : l > 0.0 ? la_dense.without_core : 0.0;
+        cm.activation = cm.input + one_layer + w_bytes;
+        fused = cm;
+        fused.activation = cm.input + one_layer + (cc.head ? head_w_bytes : 0.0);
+        fused.weight_grad_input = std::min(w_bytes, fused.activation);
         break;
+      }
     }
     cm.activation = std::max(cm.activation, cm.weight_grad_input);
+    if (recompute != recompute_kind::full) {
+      fused = cm;
+    }
     chunk_costs[std::size_t{st} * v + c] = oc;
     chunk_mem[std::size_t{st} * v + c] = cm;
+    fused_mem[std::size_t{st} * v + c] = fused;
 
     stage_parameters& sp = out.parameters[st];
     double chunk_params = ld * per_dense_layer + lm * per_layer;
@@ -911,6 +926,8 @@ inline job_costs make_job_costs(const training_job& job,
   }
   out.memory.set_chunk_memory(v, chunk_mem);
   out.memory.set_static_memory(static_total);
+  out.fused_memory.set_chunk_memory(v, fused_mem);
+  out.fused_memory.set_static_memory(static_total);
   return out;
 }
 

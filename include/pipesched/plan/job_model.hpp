@@ -119,6 +119,8 @@ inline schedule_bounds schedule_bounds_of(const job_costs& jc,
   const std::uint32_t v = lay.chunks;
   shaped_cost_model c = jc.costs.for_shape(p, v, "plan");
   const shaped_memory_model m = jc.memory.for_shape(p, v, "plan");
+  // A BW order may need less (job_costs::fused_memory): the bound takes the smaller.
+  const shaped_memory_model fused = jc.fused_memory.for_shape(p, v, "plan");
   if (recompute != recompute_kind::none) {
     c = inline_recompute(jc.costs, jc.memory, p, v).first.for_shape(p, v, "plan");
   }
@@ -145,7 +147,7 @@ inline schedule_bounds schedule_bounds_of(const job_costs& jc,
     for (chunk_index k = 0; k < v; ++k) {
       const op_costs t = c.at(s, k);
       work += t.forward + t.backward_input + t.backward_weight;
-      largest = std::max(largest, m.at(s, k).activation);
+      largest = std::max(largest, std::min(m.at(s, k).activation, fused.at(s, k).activation));
     }
     // Every stage runs its chunks' work for their routes' micro-batches, starting when the first
     // forward reaches it; every chunk's activations are live at least once (from its F, or its

@@ -191,6 +191,24 @@ inline schedule generate_job_schedule(const job_schedule_spec& spec,
   return std::move(g.sched);
 }
 
+/// Whether `sched` runs a W of its own (else every backward is a BW op, B and W fused).
+inline bool runs_separate_w(const schedule& sched) {
+  for (stage_index s = 0; s < sched.stages(); ++s) {
+    for (const op& o : sched.ops(s)) {
+      if (o.kind == op_kind::backward_weight) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+/// The sizes `sched` is checked with (docs/model.md §10.3): jc.memory when it runs a W of its
+/// own, jc.fused_memory when every backward is a BW op.
+inline const memory_model& memory_for(const job_costs& jc, const schedule& sched) {
+  return runs_separate_w(sched) ? jc.memory : jc.fused_memory;
+}
+
 /// Evaluates one candidate whose job_costs are built, its order generated within `limit`
 /// bytes (searching generators; the others ignore it): generates (recomputation inside the
 /// backward), simulates, checks memory against the usable memory and reduces gradients.
@@ -230,7 +248,7 @@ inline plan_entry evaluate_choice_within(const training_job& job,
   e.choice = choice;
   e.sched = generate_job_schedule(spec, registry, gen, limited);
   e.costs = std::move(costs);
-  e.memory = jc.memory;
+  e.memory = memory_for(jc, e.sched);
   const simulation_result sim = simulate(e.sched, e.costs, {true, false, false});
   if (!sim.completed()) {
     fail("plan: ", gen.name, " gave an order that deadlocks");

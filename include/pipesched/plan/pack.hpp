@@ -529,15 +529,17 @@ class pack_problem {
     shaped_cost_model base_costs;
     shaped_memory_model base_plain;  ///< what the generators decide with (inline recompute's)
     shaped_memory_model base_real;   ///< what the order is checked with
+    shaped_memory_model base_fused;  ///< the same for an order of BW ops (fused_memory)
     std::vector<shaped_cost_model> costs;
     std::vector<shaped_memory_model> plain;
     std::vector<shaped_memory_model> real;
+    std::vector<shaped_memory_model> fused;
     std::vector<double> work;  ///< each micro-batch's pipeline F + B + W, seconds
   };
 
   prepared prepare(std::vector<packed_microbatch> mbs) const {
     prepared pr;
-    std::tie(pr.base_costs, pr.base_plain, pr.base_real) = models_of(mean_of(mbs));
+    std::tie(pr.base_costs, pr.base_plain, pr.base_real, pr.base_fused) = models_of(mean_of(mbs));
     pr.mbs = std::move(mbs);
     for (const packed_microbatch& mb : pr.mbs) {
       append(pr, mb);
@@ -546,11 +548,12 @@ class pack_problem {
   }
   /// Micro-batch j of `pr` replaced by `mb` (a packing move).
   void replace(prepared& pr, std::size_t j, packed_microbatch mb) const {
-    auto [c, plain, real] = models_of(counts_of(mb));
+    auto [c, plain, real, fused] = models_of(counts_of(mb));
     pr.work[j] = work_of(counts_of(mb));
     pr.costs[j] = std::move(c);
     pr.plain[j] = std::move(plain);
     pr.real[j] = std::move(real);
+    pr.fused[j] = std::move(fused);
     pr.mbs[j] = std::move(mb);
   }
 
@@ -580,14 +583,15 @@ class pack_problem {
     std::vector<shaped_cost_model> c;
     std::vector<shaped_memory_model> plain;
     std::vector<shaped_memory_model> real;
+    std::vector<shaped_memory_model> fused;
     for (std::uint32_t j : order) {
       c.push_back(pr.costs[j]);
       plain.push_back(pr.plain[j]);
       real.push_back(pr.real[j]);
+      fused.push_back(pr.fused[j]);
     }
     built out;
     out.costs = detail::microbatch_cost_model(pr.base_costs, c, p, v);
-    out.memory = detail::microbatch_memory_model(pr.base_real, real, p, v);
     detail::job_schedule_spec spec;
     spec.stages = p;
     spec.microbatches = static_cast<std::uint32_t>(order.size());
@@ -598,6 +602,10 @@ class pack_problem {
     spec.memory_limit = limit;
     spec.search_evaluations = search_evaluations;
     out.sched = detail::generate_job_schedule(spec, *registry_, *gen_);
+    // Checked with the sizes of its backwards' kind (detail::memory_for).
+    out.memory = detail::runs_separate_w(out.sched)
+                     ? detail::microbatch_memory_model(pr.base_real, real, p, v)
+                     : detail::microbatch_memory_model(pr.base_fused, fused, p, v);
     if (timed) {
       // The links' times, for the few orders timed (the search's own need none).
       std::vector<shaped_cost_model> t;
@@ -959,14 +967,13 @@ class pack_problem {
   }
 
   // The timing model (costs, inline recompute's when recomputing), the sizes the generators
-  // decide with and the real sizes, of one micro-batch of `n` tokens, read for the shape.
-  std::tuple<shaped_cost_model, shaped_memory_model, shaped_memory_model> models_of(
-      const token_counts& n) const {
-    return models_of(n, decide_job_);
-  }
+  // decide with and the real sizes (a W order's, a BW order's), of one micro-batch of `n`
+  // tokens, read for the shape.
+  using models =
+      std::tuple<shaped_cost_model, shaped_memory_model, shaped_memory_model, shaped_memory_model>;
+  models models_of(const token_counts& n) const { return models_of(n, decide_job_); }
   // The same for `job` (job_: the links timed).
-  std::tuple<shaped_cost_model, shaped_memory_model, shaped_memory_model> models_of(
-      const token_counts& n, const training_job& job) const {
+  models models_of(const token_counts& n, const training_job& job) const {
     const std::uint32_t p = pl_.stages();
     const std::uint32_t v = pl_.chunks();
     const job_costs jc = make_job_costs(job, layout_, n, req_.recompute, partition_, pl_);
@@ -977,7 +984,8 @@ class pack_problem {
       c = ic.for_shape(p, v, "pack");
       plain = im.for_shape(p, v, "pack");
     }
-    return {std::move(c), std::move(plain), jc.memory.for_shape(p, v, "pack")};
+    return {std::move(c), std::move(plain), jc.memory.for_shape(p, v, "pack"),
+            jc.fused_memory.for_shape(p, v, "pack")};
   }
   // The pipeline's F + B + W seconds of a micro-batch of `n` tokens: its weight.
   double work_of(const token_counts& n) const {
@@ -992,10 +1000,11 @@ class pack_problem {
     return w;
   }
   void append(prepared& pr, const packed_microbatch& mb) const {
-    auto [c, plain, real] = models_of(counts_of(mb));
+    auto [c, plain, real, fused] = models_of(counts_of(mb));
     pr.costs.push_back(std::move(c));
     pr.plain.push_back(std::move(plain));
     pr.real.push_back(std::move(real));
+    pr.fused.push_back(std::move(fused));
     pr.work.push_back(work_of(counts_of(mb)));
   }
 
