@@ -334,3 +334,41 @@ TEST_CASE("pack: more memory or faster links never give a slower result",
     }
   }
 }
+
+TEST_CASE("pack: full recompute checks a BW order with the fused sizes, a W order with the split",
+          "[plan][pack]") {
+  // As the planner (detail::memory_for): 1F1B rebuilds and frees each layer's weight-gradient
+  // operands inside its backward; zb-h1's W needs them all kept until it runs.
+  for (const std::string name : {"1f1b", "zb-h1"}) {
+    INFO(name);
+    pack_request req = llama_request(std::vector<std::uint64_t>(16, 4096), 4, 8, name);
+    req.recompute = recompute_kind::full;
+    req.search_evaluations = 0;
+    const pack_problem problem(req);
+    const pack_result r = problem.solve();
+    training_job job;
+    job.model = req.model;
+    job.cluster = req.cluster;
+    job.gpus = 4;
+    job.sequence = 4096;
+    job.global_batch = 16;
+    plan_layout lay = problem.layout();
+    lay.micro_batch = 2;
+    lay.microbatches = 8;
+    const placement& pl = problem.layout_placement();
+    const job_costs jc = make_job_costs(job, lay, token_counts::uniform(4096, 2),
+                                        recompute_kind::full, problem.partition(), pl);
+    const bool fused = name == "1f1b";
+    CHECK(detail::runs_separate_w(r.sched) == !fused);
+    // Equal lengths: the baseline's micro-batches are the planner's, so are its sizes.
+    const memory_report mem = check_memory(r.sched, detail::memory_for(jc, r.sched));
+    const memory_report split = check_memory(r.sched, jc.memory);
+    for (stage_index k = 0; k < 4; ++k) {
+      CHECK(r.chosen.peak_memory_bytes[k] == Approx(mem.stages[k].peak).epsilon(1e-12));
+      if (fused) {
+        CHECK(mem.stages[k].peak < split.stages[k].peak);
+      }
+    }
+    check_produced(r, 4, 16);
+  }
+}
