@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -63,6 +64,22 @@ void check_produced(const pack_result& r, std::uint32_t p, std::size_t n) {
   for (std::uint32_t j = 0; j < order.size(); ++j) {
     CHECK(order[j] == j);
   }
+}
+
+// The planner's job and layout of 16 sequences of 4096 tokens on 4 GPUs in 8 micro-batches of
+// 2 sequences, which `pack` gives as its baseline when the lengths are equal.
+std::pair<training_job, plan_layout> uniform_job(const pack_request& req,
+                                                 const pack_problem& problem) {
+  training_job job;
+  job.model = req.model;
+  job.cluster = req.cluster;
+  job.gpus = 4;
+  job.sequence = 4096;
+  job.global_batch = 16;
+  plan_layout lay = problem.layout();
+  lay.micro_batch = 2;
+  lay.microbatches = 8;
+  return {job, lay};
 }
 
 }  // namespace
@@ -183,15 +200,7 @@ TEST_CASE("pack: equal lengths reproduce the uniform numbers exactly", "[plan][p
     req.search_evaluations = 0;
     const pack_problem problem(req);
     const pack_result r = problem.solve();
-    training_job job;
-    job.model = req.model;
-    job.cluster = req.cluster;
-    job.gpus = 4;
-    job.sequence = 4096;
-    job.global_batch = 16;
-    plan_layout lay = problem.layout();
-    lay.micro_batch = 2;
-    lay.microbatches = 8;
+    const auto [job, lay] = uniform_job(req, problem);
     const placement& pl = problem.layout_placement();
     const std::uint32_t p = pl.stages();
     const std::uint32_t v = pl.chunks();
@@ -346,15 +355,7 @@ TEST_CASE("pack: full recompute checks a BW order with the fused sizes, a W orde
     req.search_evaluations = 0;
     const pack_problem problem(req);
     const pack_result r = problem.solve();
-    training_job job;
-    job.model = req.model;
-    job.cluster = req.cluster;
-    job.gpus = 4;
-    job.sequence = 4096;
-    job.global_batch = 16;
-    plan_layout lay = problem.layout();
-    lay.micro_batch = 2;
-    lay.microbatches = 8;
+    const auto [job, lay] = uniform_job(req, problem);
     const placement& pl = problem.layout_placement();
     const job_costs jc = make_job_costs(job, lay, token_counts::uniform(4096, 2),
                                         recompute_kind::full, problem.partition(), pl);
