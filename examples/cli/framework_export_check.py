@@ -8,17 +8,31 @@ validation applies to these flags (each assertion names the check in their sourc
 compares the values with the plan's JSON.
 
 usage: framework_export_check.py CLI SPEC WORK [--expect dest=value,...] [--absent] -- ARGS...
+
+--expect compares str(value) of a parsed dest, or of moe_layers and first_moe_layer (the
+layers with experts, the first of them) derived from --moe-layer-freq.
 """
 import argparse
 import json
 import os
+import re
 
 from plan_export_run import check, expected_values, fail, read_plan_export, run_plan_export
 
 
+def moe_freq(text):
+    # arguments.py moe_freq_type: an int, or (with a "[") a Python list expression of digits,
+    # commas, brackets, parentheses, + and * only (_eval_pattern), evaluated.
+    if "[" not in text:
+        return int(text)
+    if re.search(r"[^,\d\[\]\(\)\+\*]", text):
+        raise argparse.ArgumentTypeError(f"invalid pattern: {text}")
+    return eval(text, {"__builtins__": {}})
+
+
 def megatron_parser(spec):
     parser = argparse.ArgumentParser(prog="megatron", allow_abbrev=False)
-    types = {"int": int, "str": str, "float": float}
+    types = {"int": int, "str": str, "float": float, "moe_freq": moe_freq}
     for flag, f in spec["flags"].items():
         if f.get("action") in ("store_true", "store_false"):
             parser.add_argument(flag, dest=f["dest"], action=f["action"])
@@ -141,6 +155,64 @@ def main():
     # validate_args: seq-length a multiple of 2 * context-parallel-size when cp > 1.
     check(cp == 1 or a.seq_length % (2 * cp) == 0, "seq length vs context parallel size")
 
+    # Mixtures of experts. validate_args: --num-experts 0 means none, EP > 1 needs experts and
+    # divides them, ETP None becomes tp; parallel_state.py: the world a multiple of ETP*EP*PP.
+    if a.num_experts == 0:
+        a.num_experts = None
+    moe = a.num_experts is not None
+    ep = a.expert_model_parallel_size
+    etp = a.expert_tensor_parallel_size or tp
+    if ep > 1:
+        check(moe, "expert parallelism without --num-experts")
+        check(a.num_experts % ep == 0, f"num_experts {a.num_experts} not a multiple of ep {ep}")
+    check(gpus % (etp * ep * pp) == 0, "world size not divisible by etp*ep*pp")
+    # TransformerConfig.__post_init__: padding to capacity needs a capacity factor.
+    check(not a.moe_pad_expert_input_to_capacity or a.moe_expert_capacity_factor is not None,
+          "--moe-pad-expert-input-to-capacity without --moe-expert-capacity-factor")
+    if moe:
+        # gpt_layer_specs.py: an int N puts experts in layers i % N == 0; a list has one 0/1
+        # entry per layer.
+        freq = a.moe_layer_freq
+        if isinstance(freq, list):
+            check(len(freq) == num_layers,
+                  f"moe_layer_freq has {len(freq)} entries, not num_layers = {num_layers}")
+            check(set(freq) <= {0, 1}, "moe_layer_freq entries other than 0 and 1")
+            pattern = freq
+        else:
+            pattern = [1 if i % freq == 0 else 0 for i in range(num_layers)]
+        # For --expect: the layers with experts and the first of them.
+        a.moe_layers = sum(pattern)
+        a.first_moe_layer = pattern.index(1) if 1 in pattern else None
+        # router.py selects top-k of the num_experts scores.
+        check(1 <= a.moe_router_topk <= a.num_experts, "moe_router_topk outside [1, num_experts]")
+        # TransformerConfig.__post_init__: top-1 with the softmax score function (the default)
+        # needs the softmax before the top-k.
+        check(a.moe_router_topk != 1 or a.moe_router_pre_softmax,
+              "topk 1 without --moe-router-pre-softmax")
+        # moe_layer.py refuses to train with TP > 1 and without SP (ModelParallelConfig warns
+        # for EP > 1 and TP > 1 without it).
+        check(tp == 1 or a.sequence_parallel, "MoE with tp > 1 without --sequence-parallel")
+        # TransformerConfig.__post_init__: biases in the experts only with ETP 1.
+        check(not a.add_bias_linear or etp == 1, "MoE with biases and expert tensor parallelism")
+        check(a.moe_shared_expert_intermediate_size is None
+              or a.moe_shared_expert_intermediate_size > 0,
+              "moe_shared_expert_intermediate_size not positive")
+        if a.moe_expert_capacity_factor is not None:
+            check(a.moe_router_load_balancing_type in
+                  ("aux_loss", "seq_aux_loss", "global_aux_loss", "none"),
+                  "capacity factor with a load balancing other than aux_loss, seq_aux_loss, "
+                  "global_aux_loss or none")
+    else:
+        # TransformerConfig.__post_init__: an expert size without experts (every layer MoE).
+        check(a.moe_ffn_hidden_size is None, "--moe-ffn-hidden-size without --num-experts")
+    if a.multi_latent_attention:
+        # validate_args: MLA and GQA are mutually exclusive.
+        check(not a.group_query_attention, "--multi-latent-attention with --group-query-attention")
+        # MLATransformerConfig.__post_init__: rope fusion (on unless --no-rope-fusion; validate_args
+        # turns it off for position embeddings other than rope) only with yarn, MLA's default.
+        check(a.position_embedding_type != "rope" or (a.rope_type or "yarn") == "yarn",
+              "MLA with rope fusion and a rope type other than yarn")
+
     # The values against the plan's JSON.
     want = {
         "tp": (tp, layout["tp"]), "pp": (pp, layout["pp"]), "dp": (dp, layout["dp"]),
@@ -155,6 +227,7 @@ def main():
         "distributed optimizer": (a.use_distributed_optimizer,
                                   doc["optimizer_sharding"] == "optimizer"),
         "context parallel": (cp, layout["cp"]),
+        "expert parallel": (ep, layout["ep"]),
     }
     if vpp > 1 and "microbatch_group_size_per_vp_stage" not in dict(expect):
         want["group size"] = (a.microbatch_group_size_per_vp_stage, pp)  # the default, p

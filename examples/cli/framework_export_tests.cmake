@@ -62,6 +62,34 @@ if(Python3_Interpreter_FOUND)
     "Megatron reads the README's 405B job on 16384 GPUs, interleaved" megatron_405b --
     --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192
     --global-batch-tokens 16777216 --tp 8 --pp 16 --schedule interleaved-1f1b)
+  # Mixtures of experts and MLA: the experts, their layers, top-k, sizes and expert
+  # parallelism, the all-to-all dispatcher and grouped GEMM as costed, MLA's ranks and heads.
+  pipesched_export_test(${megatron_export}
+    "Megatron reads Mixtral's experts and EP 4" megatron_mixtral
+    --expect num_experts=8,moe_router_topk=2,moe_ffn_hidden_size=14336,moe_shared_expert_intermediate_size=None,moe_layer_freq=1,moe_layers=32,first_moe_layer=0,expert_model_parallel_size=4,moe_token_dispatcher_type=alltoall,moe_grouped_gemm=True,moe_expert_capacity_factor=None,moe_router_pre_softmax=False,sequence_parallel=True,group_query_attention=True,num_query_groups=8,multi_latent_attention=False --
+    --model mixtral-8x7b --gpu h100-sxm-80gb --gpus 32 --seq 4096 --global-batch 64 --tp 2
+    --pp 4 --ep 4 --schedule 1f1b --micro-batch 1 --recompute full)
+  # DeepSeek-V3's published layout (PP 16, EP 64, no TP) under the schedules Megatron runs:
+  # 61 layers over 16 stages, so Megatron's layout string; interleaved, m = 120 micro-batches
+  # take groups of 20 (the default 16 leaves a last group of 8 < p, which Megatron refuses).
+  set(megatron_deepseek_v3
+      num_experts=256,moe_router_topk=8,moe_ffn_hidden_size=2048,moe_shared_expert_intermediate_size=2048,moe_layers=58,first_moe_layer=3,ffn_hidden_size=18432,expert_model_parallel_size=64,moe_token_dispatcher_type=alltoall,moe_grouped_gemm=True,moe_expert_capacity_factor=None,multi_latent_attention=True,q_lora_rank=1536,kv_lora_rank=512,qk_head_dim=128,qk_pos_emb_head_dim=64,v_head_dim=128,group_query_attention=False,kv_channels=None,rope_type=None)
+  pipesched_export_test(${megatron_export}
+    "Megatron reads DeepSeek-V3's experts, MLA and EP 64 under 1F1B" megatron_deepseek_1f1b
+    --expect ${megatron_deepseek_v3} --
+    --model deepseek-v3 --gpu h800-sxm-80gb --gpus 2048 --seq 4096 --global-batch 15360
+    --recompute full --tp 1 --pp 16 --ep 64 --micro-batch 1 --schedule 1f1b)
+  pipesched_export_test(${megatron_export}
+    "Megatron reads DeepSeek-V3's experts, MLA and EP 64 interleaved" megatron_deepseek_interleaved
+    --expect ${megatron_deepseek_v3},microbatch_group_size_per_vp_stage=20 --
+    --model deepseek-v3 --gpu h800-sxm-80gb --gpus 2048 --seq 4096 --global-batch 15360
+    --recompute full --tp 1 --pp 16 --ep 64 --micro-batch 1 -v 2 --schedule interleaved-1f1b
+    --group-size 20)
+  pipesched_export_test(${megatron_export}
+    "no Megatron arguments for a mixture of experts with TP and without SP" megatron_moe_no_sp
+    --absent --
+    --model mixtral-8x7b --gpu h100-sxm-80gb --gpus 32 --seq 4096 --global-batch 64 --tp 2
+    --pp 4 --ep 4 --schedule 1f1b --micro-batch 1 --recompute full --no-sequence-parallel)
   pipesched_export_test(${megatron_export}
     "no Megatron arguments for a schedule Megatron does not run" megatron_absent --absent --
     --model llama3-8b --gpu h100-sxm-80gb --gpus 64 --seq 4096 --global-batch 128 --tp 2

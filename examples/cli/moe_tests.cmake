@@ -47,8 +47,19 @@ pipesched_cli_test("plan: dualpipe's rank 0 holds the first stage of one route, 
   "\"schedule\": \"dualpipe\",.*\"chunks\": \\[\n *0,\n *31\n *\\],"
   plan --model mixtral-8x7b --gpu h100-sxm-80gb --gpus 32 --seq 4096 --global-batch 64 --tp 2
   --pp 16 --ep 1 --schedule dualpipe --micro-batch 1 --recompute full --json)
-# The frameworks' arguments would train a dense model: not written for experts or MLA yet.
+# Megatron-LM's arguments carry the experts and MLA (framework_export_tests.cmake reads them);
+# torchtitan's would train a dense model: not written for experts or MLA yet.
 file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/moe_export)
-pipesched_cli_test("plan: no framework arguments for a mixture of experts yet" 0
-  "note: [^\n]*moe_export/plan.megatron.args not written: the model has experts, whose Megatron-LM arguments \\(experts, top-k, expert parallelism, MLA ranks\\) are not written yet"
+pipesched_cli_test("plan: Megatron arguments for a mixture of experts, no torchtitan ones yet" 0
+  "note: [^\n]*moe_export/plan.torchtitan.args and [^\n]*moe_export/plan.torchtitan.py not written: the model has experts, whose torchtitan arguments \\(experts, top-k, expert parallelism, MLA ranks\\) are not written yet"
   ${moe_mixtral} --ep 4 --export ${CMAKE_CURRENT_BINARY_DIR}/moe_export/plan)
+set_tests_properties(
+  "cli: plan: Megatron arguments for a mixture of experts, no torchtitan ones yet"
+  PROPERTIES FAIL_REGULAR_EXPRESSION "megatron.args not written")
+pipesched_cli_test("plan: Megatron arguments for MLA and experts, no torchtitan ones yet" 0
+  "note: [^\n]*moe_export/ds.torchtitan.args and [^\n]*moe_export/ds.torchtitan.py not written: the model has experts, whose torchtitan arguments \\(experts, top-k, expert parallelism, MLA ranks\\) are not written yet"
+  ${moe_deepseek} --tp 1 --pp 16 --ep 64 --micro-batch 1 --schedule 1f1b
+  --export ${CMAKE_CURRENT_BINARY_DIR}/moe_export/ds)
+set_tests_properties(
+  "cli: plan: Megatron arguments for MLA and experts, no torchtitan ones yet"
+  PROPERTIES FAIL_REGULAR_EXPRESSION "megatron.args not written")

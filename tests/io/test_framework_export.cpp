@@ -185,6 +185,90 @@ TEST_CASE("megatron_unsupported: schedules, sharding, group sizes and CP Megatro
         "blocking), not pp = 2");
 }
 
+TEST_CASE("megatron_args: experts, their layers and expert parallelism; MLA's ranks",
+          "[io][framework_export]") {
+  const training_job mixtral = framework_export_job(optimizer_sharding::optimizer, "mixtral-8x7b");
+  plan_entry e = framework_export_entry(4, 1, {8, 8, 8, 8}, "1f1b", recompute_kind::none);
+  e.choice.layout.ep = 4;
+  CHECK(megatron_unsupported(mixtral, e).empty());
+  std::string args = megatron_args(mixtral, e);
+  // Every layer has experts (no --moe-layer-freq), no shared expert, dropless.
+  CHECK(framework_export_has(args,
+                             "\n--num-query-groups 8\n--num-experts 8\n--moe-router-topk 2\n"
+                             "--moe-ffn-hidden-size 14336\n--moe-token-dispatcher-type "
+                             "alltoall\n--moe-grouped-gemm\n--seq-length 8192\n"));
+  CHECK(
+      framework_export_has(args, "\n--context-parallel-size 1\n--expert-model-parallel-size 4\n"));
+  CHECK(!framework_export_has(args, "--moe-layer-freq"));
+  CHECK(!framework_export_has(args, "--moe-shared-expert-intermediate-size"));
+  CHECK(!framework_export_has(args, "--moe-expert-capacity-factor"));
+  CHECK(!framework_export_has(args, "--multi-latent-attention"));
+
+  training_job top1 = mixtral;
+  top1.model.top_k = 1;
+  top1.model.capacity_factor = 1.25;
+  args = megatron_args(top1, e);
+  CHECK(framework_export_has(args, "\n--moe-router-topk 1\n--moe-router-pre-softmax\n"));
+  CHECK(framework_export_has(
+      args, "\n--moe-expert-capacity-factor 1.25\n--moe-pad-expert-input-to-capacity\n"));
+
+  const training_job ds = framework_export_job(optimizer_sharding::optimizer, "deepseek-v3");
+  plan_entry d = framework_export_entry(4, 1, {16, 15, 15, 15}, "1f1b", recompute_kind::full);
+  d.choice.layout.ep = 8;
+  CHECK(megatron_unsupported(ds, d).empty());
+  args = megatron_args(ds, d);
+  CHECK(framework_export_has(
+      args,
+      "\n--num-attention-heads 128\n--multi-latent-attention\n--q-lora-rank 1536\n"
+      "--kv-lora-rank 512\n--qk-head-dim 128\n--qk-pos-emb-head-dim 64\n--v-head-dim 128\n"
+      "--num-experts 256\n--moe-layer-freq ([0]*3+[1]*58)\n--moe-router-topk 8\n"
+      "--moe-ffn-hidden-size 2048\n--moe-shared-expert-intermediate-size 2048\n"));
+  CHECK(!framework_export_has(args, "--group-query-attention"));
+  CHECK(!framework_export_has(args, "--kv-channels"));
+
+  // Every layer dense: the pattern holds no expert layer.
+  training_job all_dense = ds;
+  all_dense.model.dense_layers = 61;
+  CHECK(framework_export_has(megatron_args(all_dense, d), "\n--moe-layer-freq ([0]*61)\n"));
+  // MLA without experts: no MoE argument.
+  training_job mla = ds;
+  mla.model.experts = mla.model.top_k = mla.model.shared_experts = mla.model.dense_layers = 0;
+  mla.model.expert_ffn = 0;
+  d.choice.layout.ep = 1;
+  args = megatron_args(mla, d);
+  CHECK(framework_export_has(args, "\n--multi-latent-attention\n"));
+  CHECK(!framework_export_has(args, "--num-experts"));
+  CHECK(!framework_export_has(args, "--expert-model-parallel-size"));
+  CHECK(torchtitan_unsupported(mla, d) ==
+        "the model has MLA attention, whose torchtitan arguments (experts, top-k, expert "
+        "parallelism, MLA ranks) are not written yet");
+}
+
+TEST_CASE("megatron_unsupported: a mixture of experts under TP without SP or with biases",
+          "[io][framework_export]") {
+  const training_job mixtral = framework_export_job(optimizer_sharding::optimizer, "mixtral-8x7b");
+  plan_entry e = framework_export_entry(4, 1, {8, 8, 8, 8}, "1f1b", recompute_kind::none);
+  e.choice.layout.ep = 4;
+  e.choice.layout.sequence_parallel = false;
+  CHECK(megatron_unsupported(mixtral, e) ==
+        "Megatron-LM trains a mixture of experts with tp > 1 only with sequence parallelism (its "
+        "MoE layer refuses otherwise): plan with SP, not tp = 8 without it");
+  e.choice.layout.sequence_parallel = true;
+  training_job bias = mixtral;
+  bias.model.bias = true;
+  CHECK(megatron_unsupported(bias, e) ==
+        "Megatron-LM's experts take biases only with expert tensor parallelism 1, and the plan "
+        "splits them over tp = 8");
+  e.choice.layout.tp = 1;
+  e.choice.layout.sequence_parallel = false;
+  CHECK(megatron_unsupported(bias, e).empty());
+  // torchtitan still refuses experts.
+  CHECK(torchtitan_unsupported(framework_export_job(optimizer_sharding::weights, "mixtral-8x7b"),
+                               e) ==
+        "the model has experts, whose torchtitan arguments (experts, top-k, expert parallelism, "
+        "MLA ranks) are not written yet");
+}
+
 TEST_CASE("torchtitan_settings_of: Llama 3's ends, FSDP, CP and the exported order",
           "[io][framework_export]") {
   const training_job job = framework_export_job(optimizer_sharding::gradients);

@@ -53,18 +53,19 @@ inline std::uint64_t global_batch_of(const plan_entry& e) {
 /// the optimizer states only (ZeRO-1), sharded gradients or weights being Megatron-FSDP, another
 /// code path with other memory; its interleaved schedule takes p ≤ N ≤ m micro-batches per group
 /// with m mod N either 0 or at least p, and p > 1 (p > 2 with blocking transfers); context
-/// parallelism splits the sequence into 2·CP pieces.
+/// parallelism splits the sequence into 2·CP pieces; its MoE layer trains with TP > 1 only
+/// under sequence parallelism, and takes biases only without expert tensor parallelism.
 namespace detail {
 
-/// Why `framework`'s export would not run the planned model: its mixture of experts and MLA
+/// Why torchtitan's export would not run the planned model: its mixture of experts and MLA
 /// (expert parallelism, the routed experts, the latent projections) are not among the
 /// arguments written yet, and a dense model's would silently train another model. Empty for a
 /// dense model without MLA.
-inline std::string moe_export_refusal(const training_job& job, std::string_view framework) {
+inline std::string moe_export_refusal(const training_job& job) {
   if (job.model.is_moe() || job.model.mla) {
     return std::string("the model has ") + (job.model.is_moe() ? "experts" : "MLA attention") +
-           ", whose " + std::string(framework) +
-           " arguments (experts, top-k, expert parallelism, MLA ranks) are not written yet";
+           ", whose torchtitan arguments (experts, top-k, expert parallelism, MLA ranks) are not "
+           "written yet";
   }
   return {};
 }
@@ -78,8 +79,19 @@ inline std::string megatron_unsupported(const training_job& job, const plan_entr
   if (s != "1f1b" && s != "interleaved-1f1b") {
     return "Megatron-LM runs 1f1b and interleaved-1f1b, not " + s;
   }
-  if (const std::string why = detail::moe_export_refusal(job, "Megatron-LM"); !why.empty()) {
-    return why;
+  const transformer_spec& t = job.model;
+  if (t.is_moe() && l.tp > 1 && !l.sequence_parallel) {
+    // moe_layer.py's forward raises when training with TP > 1 and without SP.
+    return "Megatron-LM trains a mixture of experts with tp > 1 only with sequence parallelism "
+           "(its MoE layer refuses otherwise): plan with SP, not tp = " +
+           to_string(l.tp) + " without it";
+  }
+  if (t.is_moe() && t.bias && l.tp > 1) {
+    // TransformerConfig.__post_init__; the planner splits the experts over TP as Megatron's
+    // expert tensor parallelism does by default (ETP = TP).
+    return "Megatron-LM's experts take biases only with expert tensor parallelism 1, and the "
+           "plan splits them over tp = " +
+           to_string(l.tp);
   }
   if (job.sharding == optimizer_sharding::gradients ||
       job.sharding == optimizer_sharding::weights) {
@@ -110,9 +122,11 @@ inline std::string megatron_unsupported(const training_job& job, const plan_entr
 }
 
 /// Megatron-LM's arguments for the plan `e` of `job`, one "--flag" or "--flag value" per line
-/// (no quoting needed: `pretrain_gpt.py $(cat PREFIX.megatron.args)`): the model's shape and
-/// structure as the planner costed it, the layout, the partition, the group size, recompute,
-/// the batch, the optimizer sharding and the gradient reduction's overlap. Call only when
+/// (no quoting needed: `pretrain_gpt.py $(cat PREFIX.megatron.args)`; only --moe-layer-freq's
+/// list holds glob characters, which match no file name in practice): the model's shape and
+/// structure as the planner costed it (with its experts and MLA ranks), the layout (with expert
+/// parallelism), the partition, the group size, recompute, the batch, the optimizer sharding
+/// and the gradient reduction's overlap. Call only when
 /// megatron_unsupported(job, e) is empty.
 inline std::string megatron_args(const training_job& job, const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
@@ -131,13 +145,53 @@ inline std::string megatron_args(const training_job& job, const plan_entry& e) {
   // Megatron's own default (4h, or 8h/3 rounded for SwiGLU) is not the model's.
   arg("--ffn-hidden-size", to_string(t.ffn));
   arg("--num-attention-heads", to_string(t.heads));
-  if (t.kv() != t.heads) {
-    // num_query_groups is read only with --group-query-attention (argument_utils.py).
-    arg("--group-query-attention");
-    arg("--num-query-groups", to_string(t.kv()));
+  if (t.mla) {
+    // MLA's own head sizes replace kv_channels and the query groups (validate_args refuses
+    // GQA with MLA); the query's down projection is always there here (q_lora_rank >= 1).
+    arg("--multi-latent-attention");
+    arg("--q-lora-rank", to_string(t.q_lora_rank));
+    arg("--kv-lora-rank", to_string(t.kv_lora_rank));
+    arg("--qk-head-dim", to_string(t.qk_nope_head_dim));
+    arg("--qk-pos-emb-head-dim", to_string(t.qk_rope_head_dim));
+    arg("--v-head-dim", to_string(t.v_head_dim));
+  } else {
+    if (t.kv() != t.heads) {
+      // num_query_groups is read only with --group-query-attention (argument_utils.py).
+      arg("--group-query-attention");
+      arg("--num-query-groups", to_string(t.kv()));
+    }
+    if (t.head_dim != 0 && t.head_dim * t.heads != t.hidden) {
+      arg("--kv-channels", to_string(t.head_dim));
+    }
   }
-  if (t.head_dim != 0 && t.head_dim * t.heads != t.hidden) {
-    arg("--kv-channels", to_string(t.head_dim));
+  if (t.is_moe()) {
+    arg("--num-experts", to_string(t.experts));
+    if (t.dense_layers > 0) {
+      // Megatron's per-layer pattern, 0 dense and 1 experts, one entry per layer.
+      const std::uint32_t moe = t.moe_layers();
+      arg("--moe-layer-freq", "([0]*" + to_string(t.dense_layers) +
+                                  (moe > 0 ? "+[1]*" + to_string(moe) : std::string()) + ")");
+    }
+    arg("--moe-router-topk", to_string(t.top_k));
+    if (t.top_k == 1) {
+      // TransformerConfig.__post_init__: a softmax over one score has no gradient.
+      arg("--moe-router-pre-softmax");
+    }
+    arg("--moe-ffn-hidden-size", to_string(t.expert_ffn));
+    if (t.shared_experts > 0) {
+      // Megatron runs the shared experts as one MLP of their total size.
+      arg("--moe-shared-expert-intermediate-size",
+          to_string(std::uint64_t{t.shared_experts} * t.expert_ffn));
+    }
+    if (t.capacity_factor > 0.0) {
+      // Drop and pad, as costed: each expert computes its whole capacity.
+      arg("--moe-expert-capacity-factor", detail::shortest(t.capacity_factor));
+      arg("--moe-pad-expert-input-to-capacity");
+    }
+    // As costed: the routed copies all-to-all over the EP ranks (MoEAlltoAllTokenDispatcher,
+    // not the default all-gather) and each rank's experts as one grouped GEMM.
+    arg("--moe-token-dispatcher-type", "alltoall");
+    arg("--moe-grouped-gemm");
   }
   arg("--seq-length", to_string(job.sequence));
   // Required by validate_args, which also wants it at least the sequence length.
@@ -173,6 +227,9 @@ inline std::string megatron_args(const training_job& job, const plan_entry& e) {
   arg("--tensor-model-parallel-size", to_string(l.tp));
   arg("--pipeline-model-parallel-size", to_string(l.pp));
   arg("--context-parallel-size", to_string(l.cp));
+  if (t.is_moe()) {
+    arg("--expert-model-parallel-size", to_string(l.ep));
+  }
   // Even chunks: layers per virtual stage; otherwise Megatron's layout, one "|"-separated
   // entry per global chunk in model order (its flat order is virtual stage, then rank: ours),
   // the embedding "E" first and the loss "L" last. A chunk of no layer is an empty entry, so
@@ -252,7 +309,7 @@ inline std::string torchtitan_unsupported(const training_job& job, const plan_en
   const plan_layout& l = e.choice.layout;
   using std::to_string;
   const placement_kind k = e.sched.layout().kind();
-  if (const std::string why = detail::moe_export_refusal(job, "torchtitan"); !why.empty()) {
+  if (const std::string why = detail::moe_export_refusal(job); !why.empty()) {
     return why;
   }
   if (k == placement_kind::dual) {
