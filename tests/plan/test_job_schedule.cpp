@@ -89,12 +89,7 @@ TEST_CASE("job schedule: dualpipe in the planner: two routes, 2x parameters, PP 
 // W operands kept until its W.
 TEST_CASE("job schedule: full recompute's memory follows whether the order runs W on its own",
           "[plan][job_schedule]") {
-  training_job job;
-  job.model = model_preset("llama3-8b");
-  job.cluster = cluster_preset("h100-sxm-80gb");
-  job.gpus = 8;
-  job.sequence = 4096;
-  job.global_batch = 16;
+  const training_job job = test_plan::llama3_8b_job(8, 4096, 16);
   auto one = [&](const char* schedule, recompute_kind r) {
     plan_options o;
     o.fixed.tp = 4;
