@@ -582,13 +582,9 @@ class pack_problem {
     const std::uint32_t v = pl_.chunks();
     std::vector<shaped_cost_model> c;
     std::vector<shaped_memory_model> plain;
-    std::vector<shaped_memory_model> real;
-    std::vector<shaped_memory_model> fused;
     for (std::uint32_t j : order) {
       c.push_back(pr.costs[j]);
       plain.push_back(pr.plain[j]);
-      real.push_back(pr.real[j]);
-      fused.push_back(pr.fused[j]);
     }
     built out;
     out.costs = detail::microbatch_cost_model(pr.base_costs, c, p, v);
@@ -603,9 +599,13 @@ class pack_problem {
     spec.search_evaluations = search_evaluations;
     out.sched = detail::generate_job_schedule(spec, *registry_, *gen_);
     // Checked with the sizes of its backwards' kind (detail::memory_for).
-    out.memory = detail::runs_separate_w(out.sched)
-                     ? detail::microbatch_memory_model(pr.base_real, real, p, v)
-                     : detail::microbatch_memory_model(pr.base_fused, fused, p, v);
+    const bool separate_w = detail::runs_separate_w(out.sched);
+    std::vector<shaped_memory_model> sizes;
+    for (std::uint32_t j : order) {
+      sizes.push_back(separate_w ? pr.real[j] : pr.fused[j]);
+    }
+    out.memory =
+        detail::microbatch_memory_model(separate_w ? pr.base_real : pr.base_fused, sizes, p, v);
     if (timed) {
       // The links' times, for the few orders timed (the search's own need none).
       std::vector<shaped_cost_model> t;
