@@ -44,22 +44,22 @@ TEST_CASE("schedule input: detected by content, not by name", "[io][schedule_inp
 
 TEST_CASE("schedule input: read_schedule reads either format", "[io][schedule_input]") {
   const schedule s = generate(zb_h1{}, 2, 3);
-  const std::string json = write_schedule_json(s);
+  const std::string text = write_schedule_json(s);
   const std::string csv = to_torch_csv(s);
-  CHECK(read_schedule(json) == s);
-  CHECK(read_schedule(json).name() == "zb-h1");
-  CHECK(read_schedule(json, input_format::json) == s);
+  CHECK(read_schedule(text) == s);
+  CHECK(read_schedule(text).name() == "zb-h1");
+  CHECK(read_schedule(text, input_format::json) == s);
   CHECK(read_schedule(csv) == s);
   CHECK(read_schedule(csv, input_format::torch_csv) == s);
   // A CSV has no name of its own: the caller's, by default from_torch_csv's.
   CHECK(read_schedule(csv, input_format::automatic, "run7").name() == "run7");
   CHECK(read_schedule(csv).name() == from_torch_csv(csv).name());
-  CHECK(read_schedule(json, input_format::automatic, "ignored").name() == "zb-h1");
+  CHECK(read_schedule(text, input_format::automatic, "ignored").name() == "zb-h1");
 
   // An explicit format is obeyed; the error is the reader's own.
   CHECK_THAT(error_of([&] { (void)read_schedule(csv, input_format::json); }),
              Catch::StartsWith("schedule JSON: malformed JSON:"));
-  CHECK_THAT(error_of([&] { (void)read_schedule(json, input_format::torch_csv); }),
+  CHECK_THAT(error_of([&] { (void)read_schedule(text, input_format::torch_csv); }),
              Catch::StartsWith("from_torch_csv: row 1, column 1: malformed cell"));
   CHECK(error_of([] { (void)read_schedule("[1]"); }) == "/: must be an object, not array");
   CHECK(read_schedule(to_torch_csv(generate(one_f_one_b{}, 3, 4))) ==
