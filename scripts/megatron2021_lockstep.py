@@ -82,55 +82,59 @@ def main():
     def seconds(r, kind, c):
         return fwd[r][c] if kind == "F" else bwd[r][c]
 
+    def replay(items, advance):
+        """Each rank's items in order; advance(r, i) times item i of rank r and returns its end,
+        or None while what it waits for has not started. Returns the makespan."""
+        pos, clock = [0] * p, [0.0] * p
+        moved = True
+        while moved:
+            moved = False
+            for r in range(p):
+                while pos[r] < len(items[r]):
+                    end = advance(r, pos[r], clock[r])
+                    if end is None:
+                        break
+                    clock[r] = end
+                    pos[r] += 1
+                    moved = True
+        assert pos == [len(x) for x in items], "the replay did not finish"
+        return max(clock)
+
     # Lock step: a step's exchange starts after its ops; it ends T after both sides started it.
     start = [[None] * len(progs[r]) for r in range(p)]
-    pos, clock = [0] * p, [0.0] * p
-    moved = True
-    while moved:
-        moved = False
-        for r in range(p):
-            while pos[r] < len(progs[r]):
-                i = pos[r]
-                ops, flags = progs[r][i]
-                if start[r][i] is None:
-                    start[r][i] = clock[r] + sum(seconds(r, k, c) for k, c, _ in ops)
-                end = start[r][i]
-                peers = [peer[(r, i, f)] for f in ("sn", "rp", "sp", "rn") if flags.get(f)]
-                if any(start[pr][pi] is None for pr, pi in peers):
-                    break
-                for pr, pi in peers:
-                    end = max(end, max(start[r][i], start[pr][pi]) + t_comm)
-                clock[r] = end
-                pos[r] += 1
-                moved = True
-    assert pos == [len(s) for s in progs], "the replay did not finish"
-    lock_step = max(clock)
 
-    # Data-driven, the same order per rank.
+    def lock_step_advance(r, i, now):
+        ops, flags = progs[r][i]
+        if start[r][i] is None:
+            start[r][i] = now + sum(seconds(r, k, c) for k, c, _ in ops)
+        peers = [peer[(r, i, f)] for f in ("sn", "rp", "sp", "rn") if flags.get(f)]
+        if any(start[pr][pi] is None for pr, pi in peers):
+            return None
+        return max([start[r][i]] + [max(start[r][i], start[pr][pi]) + t_comm
+                                    for pr, pi in peers])
+
+    lock_step = replay(progs, lock_step_advance)
+
+    # Data-driven, the same order per rank: an op starts when its stage is free and its input
+    # has arrived; a sending op lasts T longer.
     order = [[op for ops, _ in progs[r] for op in ops] for r in range(p)]
     done = {}
-    pos, clock = [0] * p, [0.0] * p
-    moved = True
-    while moved:
-        moved = False
-        for r in range(p):
-            while pos[r] < len(order[r]):
-                kind, c, mb = order[r][pos[r]]
-                vs = c * p + r
-                if kind == "F":
-                    dep = ("F", vs - 1, mb) if vs > 0 else None
-                else:
-                    dep = ("B", vs + 1, mb) if vs < p * v - 1 else ("F", vs, mb)
-                if dep is not None and dep not in done:
-                    break
-                sends = vs < p * v - 1 if kind == "F" else vs > 0
-                begin = max(clock[r], done[dep] if dep else 0.0)
-                done[(kind, vs, mb)] = begin + seconds(r, kind, c) + (t_comm if sends else 0.0)
-                clock[r] = done[(kind, vs, mb)]
-                pos[r] += 1
-                moved = True
-    assert pos == [len(o) for o in order], "the data-driven replay did not finish"
-    data_driven = max(clock)
+
+    def data_driven_advance(r, i, now):
+        kind, c, mb = order[r][i]
+        vs = c * p + r
+        if kind == "F":
+            dep = ("F", vs - 1, mb) if vs > 0 else None
+        else:
+            dep = ("B", vs + 1, mb) if vs < p * v - 1 else ("F", vs, mb)
+        if dep is not None and dep not in done:
+            return None
+        sends = vs < p * v - 1 if kind == "F" else vs > 0
+        begin = max(now, done[dep] if dep else 0.0)
+        done[(kind, vs, mb)] = begin + seconds(r, kind, c) + (t_comm if sends else 0.0)
+        return done[(kind, vs, mb)]
+
+    data_driven = replay(order, data_driven_advance)
     print(f"p={p} v={v} m={m} T={t_comm * 1e3:.2f} ms: lock step {lock_step:.4f} s, "
           f"data-driven {data_driven:.4f} s, ratio {lock_step / data_driven:.4f}")
 
