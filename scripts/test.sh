@@ -63,20 +63,19 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYP
 cmake --build build-asan -j$jobs --target pipesched_tests
 # Every test case that step 1's ctest runs as its own process (label unit), here in two
 # processes, one per core: an ASan binary's start costs about a second of CPU, 550 times over
-# under ctest. Left out, as before: three sweeps (the zb-auto grid, the authors' 124 reference
-# rows, the zb schedulers over cost and memory scales 1e-9..1e12) that take most of the stage's
-# CPU while adding no code path the smaller zb tests don't run, and the planner's property sweep
-# (dozens of whole plan searches over random jobs), whose code paths test_planner's other cases
-# run here; step 1 runs them in full.
+# under ctest. The cases are dealt by the times step 1's ctest recorded, longest first, so that
+# the two end together (scripts/shard_tests.py). Left out, as before: three sweeps (the zb-auto
+# grid, the authors' 124 reference rows, the zb schedulers over cost and memory scales
+# 1e-9..1e12) that take most of the stage's CPU while adding no code path the smaller zb tests
+# don't run, and the property sweeps of the planner and of pack (dozens of whole plan or pack
+# searches over random jobs and length mixes; 75 s of this stage's 240 for pack's two), whose
+# code paths test_planner's and test_pack's other cases run here; step 1 runs them in full.
 asan_tests=build-asan/bin/pipesched_tests
-# (Catch's list exits with the number of test cases.) Names are escaped for Catch's test specs;
-# --durations prints each case as it ends, so a sanitizer's abort is placed after the last one.
+# (Catch's list exits with the number of test cases.) --durations prints each case as it ends,
+# so a sanitizer's abort is placed after the last one.
 { "$asan_tests" --list-test-names-only || true; } | grep -v '^$' |
-  grep -v -E "^(zb-auto grid: valid, counts, never above the limit|zb search against the authors' published results|zb schedulers: every schedule within its limit for cost scales|plan: properties over random small jobs)" |
-  sed 's/[^A-Za-z0-9 _.:-]/\\&/g' >build-asan/unit_tests.txt
-awk 'NR % 2 == 1' build-asan/unit_tests.txt >build-asan/unit_tests_0.txt
-awk 'NR % 2 == 0' build-asan/unit_tests.txt >build-asan/unit_tests_1.txt
-echo "$(wc -l <build-asan/unit_tests.txt) test cases in two processes"
+  grep -v -E "^(zb-auto grid: valid, counts, never above the limit|zb search against the authors' published results|zb schedulers: every schedule within its limit for cost scales|plan: properties over random small jobs|pack: more memory or faster links never give a slower result|pack: over the length mixes never slower than the naive baseline)" |
+  python3 scripts/shard_tests.py build/Testing/Temporary/CTestCostData.txt 2 build-asan/unit_tests
 asan_pids=()
 for shard in 0 1; do
   timeout 1800 "$asan_tests" -f build-asan/unit_tests_$shard.txt --durations yes \
