@@ -6,8 +6,7 @@
 #  3. the threaded code (tests tagged [exec]: drivers, the two-thread zb-auto search) under
 #     ThreadSanitizer;
 #  4. the libFuzzer targets (scripts/fuzz.sh), a bounded time each.
-# Before all of them, clang-format on every tracked C++ file (seconds; fails fast). Steps 2-4's
-# builds start beside step 1, in the background at the lowest CPU priority.
+# Before all of them, clang-format on every tracked C++ file (seconds; fails fast).
 # Used by the README and by .ci/run. Set PIPESCHED_QUICK=1 to run only step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,55 +35,6 @@ echo "== 1/4 build (Werror) and all tests"
 cmake -S . -B build -G Ninja -DPIPESCHED_WERROR=ON -DPIPESCHED_UNITY_TESTS=ON \
   -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" \
   -DPIPESCHED_PYTHON=ON -DPython3_EXECUTABLE=/usr/bin/python3
-
-# Stages 2 and 3 build with clang: it compiles a Debug ASan + UBSan test file in less than
-# half g++'s time (tests/gen/test_registry.cpp: 44 s against 99 s), and step 1 already builds
-# everything warnings-as-errors with g++, so both compilers are checked. Steps 1 and 3 link the
-# compiled library; step 2 builds the unit tests header-only (PIPESCHED_HEADER_ONLY), so both
-# modes are built and tested without a build of their own. -O1 (asserts on, as Debug): the
-# sanitizers' own advice, and it runs the tests several times faster than -O0.
-configure_asan() {
-  cmake -S . -B build-asan -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DPIPESCHED_WERROR=ON -DPIPESCHED_UNITY_TESTS=ON \
-    -DPIPESCHED_HEADER_ONLY=ON -DPIPESCHED_SANITIZE=address,undefined -DPIPESCHED_BUILD_BENCH=OFF \
-    -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
-  cmake --build build-asan -j$jobs --target pipesched_tests
-}
-have_exec_tests=0
-if grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null; then
-  have_exec_tests=1
-fi
-configure_tsan() {
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCHED_WERROR=ON -DPIPESCHED_UNITY_TESTS=ON \
-    -DPIPESCHED_SANITIZE=thread -DPIPESCHED_BUILD_BENCH=OFF \
-    -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
-  cmake --build build-tsan -j$jobs --target pipesched_exec_tests
-}
-# Steps 2-4's builds run beside step 1, in the background at nice 19: they take the time step 1
-# leaves a core idle (its last long compiles, the ctests that wait on child processes, MPI and
-# I/O), and step 1's own jobs, at nice 0, get almost all of a core they want (a nice-19 process
-# gets about 1/70 of a contended one). Each step builds again in the foreground when it comes:
-# that finishes what is left at full priority and reports any error, as if nothing had run
-# before. Their output: build/background.log. Stopped when this script exits.
-bg_pid=""
-if [ "${PIPESCHED_QUICK:-0}" != 1 ]; then
-  set -m  # the background job gets a process group of its own, so that it can be stopped whole
-  (
-    renice -n 19 -p $BASHPID >/dev/null
-    configure_asan
-    # The TSan and fuzz builds side by side: each ends on one long file.
-    if [ $have_exec_tests = 1 ]; then
-      configure_tsan &
-    fi
-    scripts/fuzz.sh --build-only
-    wait
-  ) </dev/null >build/background.log 2>&1 &
-  bg_pid=$!
-  set +m
-  trap '[ -z "$bg_pid" ] || kill -- -"$bg_pid" 2>/dev/null || true' EXIT
-fi
-
 cmake --build build -j$jobs
 ctest --test-dir build -j$jobs --output-on-failure
 # The MPI ctests (label mpi) ran above; make sure MPI was not silently skipped.
@@ -100,11 +50,17 @@ if [ "${PIPESCHED_QUICK:-0}" = 1 ]; then
 fi
 
 echo "== 2/4 unit tests under ASan + UBSan (at $((SECONDS - start)) s)"
-# The background builds go on, now alone on the cores (where one failed, the step's own build
-# below shows why).
-wait "$bg_pid" || true
-echo "(the background builds ended at $((SECONDS - start)) s)"
-configure_asan
+# Stages 2 and 3 build with clang: it compiles a Debug ASan + UBSan test file in less than
+# half g++'s time (tests/gen/test_registry.cpp: 44 s against 99 s), and step 1 already builds
+# everything warnings-as-errors with g++, so both compilers are checked. Steps 1 and 3 link the
+# compiled library; this one builds the unit tests header-only (PIPESCHED_HEADER_ONLY), so both
+# modes are built and tested without a build of their own. -O1 (asserts on, as Debug): the
+# sanitizers' own advice, and it runs the tests several times faster than -O0.
+cmake -S . -B build-asan -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DPIPESCHED_WERROR=ON -DPIPESCHED_UNITY_TESTS=ON \
+  -DPIPESCHED_HEADER_ONLY=ON -DPIPESCHED_SANITIZE=address,undefined -DPIPESCHED_BUILD_BENCH=OFF \
+  -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+cmake --build build-asan -j$jobs --target pipesched_tests
 # Every test case that step 1's ctest runs as its own process (label unit), here in two
 # processes, one per core: an ASan binary's start costs about a second of CPU, 550 times over
 # under ctest. The cases are dealt by the times step 1's ctest recorded, longest first, so that
@@ -137,8 +93,12 @@ fi
 tail -n 2 build-asan/unit_tests_0.log build-asan/unit_tests_1.log
 
 echo "== 3/4 threaded code under TSan (at $((SECONDS - start)) s)"
-if [ $have_exec_tests = 1 ]; then
-  configure_tsan
+if grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null; then
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCHED_WERROR=ON -DPIPESCHED_UNITY_TESTS=ON \
+    -DPIPESCHED_SANITIZE=thread -DPIPESCHED_BUILD_BENCH=OFF \
+    -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+  cmake --build build-tsan -j$jobs --target pipesched_exec_tests
   build-tsan/bin/pipesched_exec_tests '[exec]'
 else
   echo "(no [exec] tests yet)"
