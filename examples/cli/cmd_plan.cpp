@@ -55,6 +55,7 @@ struct plan_cli {
   std::optional<std::string> search_evaluations;
   std::optional<std::string> threads;
   std::optional<std::string> attention;
+  bool memory_efficient_norm = false;
   std::string activation_model = "tensors";
   std::string overlap_grad_reduce = "on";
   std::string p2p = "overlapped";
@@ -203,12 +204,18 @@ int cmd_plan(const plan_cli& o) {
     }
     req.attention = *a;
   }
+  req.memory_efficient_norm = o.memory_efficient_norm;
   const auto am = parse_activation_model(o.activation_model);
   if (!am) {
     usage_error("--activation-model: must be tensors or megatron, not \"" + o.activation_model +
                 "\"");
   }
   req.activations = *am;
+  if (o.memory_efficient_norm && *am == activation_model::megatron) {
+    usage_error(
+        "--memory-efficient-norm needs --activation-model tensors (Megatron's estimator "
+        "counts every norm's input)");
+  }
   if (o.overlap_grad_reduce != "on" && o.overlap_grad_reduce != "off") {
     usage_error("--overlap-grad-reduce: must be on or off, not \"" + o.overlap_grad_reduce + "\"");
   }
@@ -441,6 +448,11 @@ void declare_plan(CLI::App* c, plan_cli& o) {
                 "only)");
   c->add_option("--attention", o.attention,
                 "flash or materialized (default: the model's; flash in a model file)");
+  c->add_flag(
+      "--memory-efficient-norm", o.memory_efficient_norm,
+      "Norms whose backward reads their output, not their input (apex's, Megatron's "
+      "--memory-efficient-layer-norm; a stack that frees each stage's input, as Llama 3's): "
+      "no layer keeps its norms' inputs (default: the model's; false in a model file)");
   c->add_option("--activation-model", o.activation_model,
                 "tensors (each tensor a layer keeps) or megatron (Megatron-LM's estimator)")
       ->capture_default_str();

@@ -154,12 +154,20 @@ pipesched_cli_test("plan: CP searched for 128K-token sequences" 0
 
 # Interleaved 1F1B at fewer micro-batches per round than stages (Llama 3's N below PP): Meta's
 # 405B layout at 8,192 GPUs (32 sequences per pipeline, no recompute) does not fit at N = PP
-# under the model and fits at N = 8, the group size the planner finds itself.
+# with norms that keep their inputs, and fits at N = 8, the group size the planner finds itself.
 pipesched_cli_test("plan: Llama 3 405B at 8192 GPUs fits at a group size below PP" 0
   "\"fits\": true,\n *\"flops_per_iteration\": [^\n]*\n *\"group_size\": 8,\n *\"layout\": \\{[^}]*\"pp\": 16,[^}]*\"tp\": 8,[^}]*\"v\": 8"
   plan --model llama3-405b --gpu h100-sxm-80gb --gpus 8192 --seq 8192
   --global-batch-tokens 16777216 --optimizer-sharding gradients --tp 8 --pp 16 -v 8
   --schedule interleaved-1f1b --recompute none --json)
+# With each stage's input freed as Meta did (norms that read their output): the layout fits at
+# both sizes at the v and N the planner finds, and scales as Meta measured it.
+pipesched_cli_check("plan: Llama 3 405B as Meta ran it fits at 8192 and 16384 GPUs and scales as measured"
+  llama3_scaling_check.cmake 120 "llama3 scaling ok")
+pipesched_cli_test("plan: --memory-efficient-norm needs the tensor activation model" 2
+  "error: --memory-efficient-norm needs --activation-model tensors"
+  plan --model llama3-8b --gpu h100-sxm-80gb --gpus 8 --seq 4096 --global-batch 16
+  --memory-efficient-norm --activation-model megatron)
 # A group size above the global batch can never be taken: exit 2 naming it, not "no plan fits".
 pipesched_cli_test("plan: --group-size above the global batch" 2
   "error: --group-size: 17 must be between 1 and the micro-batches per pipeline, at most the global batch \\(16 sequences\\)"

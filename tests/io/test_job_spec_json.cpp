@@ -56,5 +56,17 @@ TEST_CASE("model JSON: bad MoE and MLA keys name the key and the rule", "[io][jo
                    "qk_rope_head_dim": 64, "v_head_dim": 128})",
         "/mla/q_lora_rank: must be between 1 and 1099511627776, not 0");
   fails(R"("mla": {"q_lora_rank": 16})", "/mla/kv_lora_rank: missing required key");
+  fails(R"("memory_efficient_norm": 1)", "/memory_efficient_norm: must be true or false, not 1");
   CHECK_NOTHROW(read_transformer_spec(base + R"(, "experts": 8, "top_k": 2, "expert_ffn": 512})"));
+}
+
+TEST_CASE("model JSON: memory_efficient_norm round trips, written only when set",
+          "[io][job_spec_json]") {
+  transformer_spec t = model_preset("llama3-405b");
+  CHECK_FALSE(transformer_spec_to_json(t).contains("memory_efficient_norm"));
+  CHECK_FALSE(read_transformer_spec(transformer_spec_to_json(t).dump()).memory_efficient_norm);
+  t.memory_efficient_norm = true;
+  const nlohmann::json j = transformer_spec_to_json(t);
+  CHECK(j.at("memory_efficient_norm") == true);
+  CHECK(read_transformer_spec(j.dump()).memory_efficient_norm);
 }

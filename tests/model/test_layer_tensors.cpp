@@ -134,3 +134,37 @@ TEST_CASE("layer tensors: an MoE layer keeps top_k copies of the experts' inputs
   CHECK(named(tensors_of_layer(t, s, ffn_kind::moe), "experts' input copies") ==
         1.5 * 2.0 * 2 * T * 4096);
 }
+
+TEST_CASE("layer tensors: memory-efficient norms keep no norm input", "[model][tensors]") {
+  transformer_spec t = model_preset_llama3_8b();
+  const double T = 8192, h = 4096;
+  for (const bool sp : {false, true}) {
+    const layer_shard s{token_counts::uniform(8192, 1), 8, 1, sp};
+    t.memory_efficient_norm = false;
+    const layer_activation_bytes kept = activation_bytes_of_tensors(t, s);
+    t.memory_efficient_norm = true;
+    const layer_activation_bytes efficient = activation_bytes_of_tensors(t, s);
+    // The two norms' inputs, h wide in bf16, split by TP only with sequence parallelism.
+    const double norm_inputs = 2 * 2 * T * h / (sp ? 8 : 1);
+    CHECK(kept.full - efficient.full == Approx(norm_inputs));
+    CHECK(kept.without_core - efficient.without_core == Approx(norm_inputs));
+    // Full recomputation still keeps the layer's input (its checkpoint).
+    CHECK(efficient.input == kept.input);
+    for (const kept_tensor& k : tensors_of_layer(t, s)) {
+      CHECK(k.name.find("norm input") == std::string_view::npos);
+    }
+  }
+  // In FP8 the next GEMM keeps a one-byte copy, so the norm keeps its output in two bytes: the
+  // same bytes as its input.
+  t.activation_bytes = 1;
+  const layer_shard s{token_counts::uniform(4096, 1), 1, 1, false};
+  t.memory_efficient_norm = false;
+  const double fp8_kept = activation_bytes_of_tensors(t, s).full;
+  t.memory_efficient_norm = true;
+  CHECK(activation_bytes_of_tensors(t, s).full == Approx(fp8_kept));
+  std::size_t outputs = 0;
+  for (const kept_tensor& k : tensors_of_layer(t, s)) {
+    outputs += k.name.find("norm output") != std::string_view::npos ? 1U : 0U;
+  }
+  CHECK(outputs == 2);
+}

@@ -117,6 +117,13 @@ TEST_CASE("job: check names the field", "[plan][job]") {
   job.model.activation_bytes = 1;
   CHECK_THROWS_WITH(job.check(), Catch::Contains("has no fp8 peak"));
   job.model.activation_bytes = 2;
+  job.model.memory_efficient_norm = true;
+  CHECK_NOTHROW(job.check());
+  job.activations = activation_model::megatron;
+  CHECK_THROWS_WITH(job.check(),
+                    "plan: memory_efficient_norm needs the tensor activation model "
+                    "(Megatron's estimator counts every norm's input)");
+  job.activations = activation_model::tensors;
   job.sequence = 0;
   CHECK_THROWS_WITH(job.check(), "plan: sequence (tokens per sequence) must be at least 1");
   job.sequence = 1;

@@ -24,10 +24,10 @@ inline constexpr int cluster_spec_json_version = 1;
 /// "vocab", "mlp": "gelu" | "swiglu", "norm": "layernorm" | "rmsnorm", "tied_embeddings"}`,
 /// and optionally "name", "head_dim" (default hidden / heads), "activation_bytes" (2),
 /// "attention": "flash" | "materialized" (flash), "dropout" (false), "bias" (false),
-/// "position": "rotary" | "learned" (rotary); a mixture of experts: "experts" (0: dense),
-/// "top_k", "expert_ffn", "shared_experts" (0), "dense_layers" (0), "capacity_factor" (0:
-/// dropless); MLA attention: "mla": {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
-/// "qk_rope_head_dim", "v_head_dim"}.
+/// "memory_efficient_norm" (false), "position": "rotary" | "learned" (rotary); a mixture of
+/// experts: "experts" (0: dense), "top_k", "expert_ffn", "shared_experts" (0), "dense_layers" (0),
+/// "capacity_factor" (0: dropless); MLA attention: "mla": {"q_lora_rank", "kv_lora_rank",
+/// "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}.
 inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
   c.object({"version",
@@ -46,6 +46,7 @@ inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
             "attention",
             "dropout",
             "bias",
+            "memory_efficient_norm",
             "position",
             "experts",
             "top_k",
@@ -99,8 +100,10 @@ inline transformer_spec transformer_spec_from_json(const nlohmann::json& j) {
     }
     t.position = a == "rotary" ? position_kind::rotary : position_kind::learned;
   }
-  for (auto [key, field] : {std::pair{"dropout", &transformer_spec::dropout},
-                            std::pair{"bias", &transformer_spec::bias}}) {
+  for (auto [key, field] :
+       {std::pair{"dropout", &transformer_spec::dropout},
+        std::pair{"bias", &transformer_spec::bias},
+        std::pair{"memory_efficient_norm", &transformer_spec::memory_efficient_norm}}) {
     if (c.has(key)) {
       if (!c[key].v.is_boolean()) {
         c[key].error("must be true or false, not ", c[key].v.dump());
@@ -171,6 +174,9 @@ inline nlohmann::json transformer_spec_to_json(const transformer_spec& t) {
                    {"position", std::string(to_string(t.position))}};
   if (t.head_dim != 0) {
     j["head_dim"] = t.head_dim;
+  }
+  if (t.memory_efficient_norm) {  // written only when set: other models' files stay as they were
+    j["memory_efficient_norm"] = true;
   }
   // A dense model's file stays as it was.
   if (t.is_moe()) {

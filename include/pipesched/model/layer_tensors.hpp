@@ -36,6 +36,9 @@ struct kept_tensor {
 ///    mask after the block;
 ///  - the MLP block: the norm's input and output and statistics; GELU's input, or SwiGLU's gate
 ///    and up outputs; the activation's output (the down GEMM's input); the dropout mask.
+/// With memory-efficient norms (transformer_spec::memory_efficient_norm) no norm's input is kept:
+/// its backward reads its output, which the next GEMM keeps (when that GEMM keeps an fp8 copy,
+/// the norm keeps its output in two bytes instead: the same bytes as its input).
 /// With MLA the two latents (the up projections' inputs, whole on each rank) and their norms'
 /// inputs are kept too. An MoE layer (`kind` moe) keeps, instead of the MLP's, the router's
 /// probabilities (fp32, T·E) and its choices, the R = T·top_k routed copies of the experts'
@@ -54,12 +57,23 @@ inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t,
   auto keep = [&](std::string_view name, double bytes, bool core = false, bool operand = false) {
     out.push_back(kept_tensor{name, bytes, core, operand});
   };
-  keep("attention norm input", e.tensor * Th);
+  // What a norm keeps beside the next GEMM's input: its input; with a memory-efficient norm
+  // nothing (its backward reads that GEMM input, its output), or its output in two bytes where
+  // the GEMM keeps an fp8 copy.
+  auto keep_norm_input = [&](std::string_view input, std::string_view output, double elements) {
+    if (!t.memory_efficient_norm) {
+      keep(input, e.tensor * elements);
+    } else if (e.linear != e.tensor) {
+      keep(output, e.tensor * elements);
+    }
+  };
+  keep_norm_input("attention norm input", "attention norm output", Th);
   keep("QKV input", e.linear * Th + stats, false, true);
   if (t.mla) {
     const auto q_rank = static_cast<double>(t.q_lora_rank);
     const auto kv_rank = static_cast<double>(t.kv_lora_rank);
-    keep("MLA latents' norm inputs", e.tensor * T * (q_rank + kv_rank));
+    keep_norm_input("MLA latents' norm inputs", "MLA latents' norm outputs",
+                    T * (q_rank + kv_rank));
     keep("MLA latents (up projections' inputs)", e.linear * T * (q_rank + kv_rank), false, true);
   }
   keep("Q, K, V", e.tensor * T * (z.q + 2.0 * z.kv));
@@ -83,7 +97,7 @@ inline std::vector<kept_tensor> tensors_of_layer(const transformer_spec& t,
   if (t.dropout) {
     keep("attention block dropout mask", e.mask * Th);
   }
-  keep("MLP norm input", e.tensor * Th);
+  keep_norm_input("MLP norm input", "MLP norm output", Th);
   keep("MLP up input", e.linear * Th + stats, false, true);
   const char* activation_input = t.mlp == mlp_kind::swiglu ? "gate and up outputs" : "GELU input";
   const double gate = t.mlp == mlp_kind::swiglu ? 2.0 : 1.0;

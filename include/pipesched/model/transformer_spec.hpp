@@ -118,6 +118,12 @@ struct transformer_spec {
   /// the activation and the residual add; no parameters counted (as Megatron's estimator).
   bool bias = false;
   position_kind position = position_kind::rotary;
+  /// Norms whose backward reads their output instead of their input (apex's memory-efficient
+  /// LayerNorm and RMSNorm, Megatron-LM's --memory-efficient-layer-norm): a layer keeps neither
+  /// norm's input, only the output its next GEMM keeps anyway. A stack that frees each pipeline
+  /// stage's input (Llama 3, arXiv 2407.21783 §3.3.2) runs such norms: the stage input is what
+  /// the first norm reads. false: the norm keeps its input (Transformer Engine, PyTorch).
+  bool memory_efficient_norm = false;
 
   /// Mixture of experts (docs/model.md §10.6; Mixtral, DeepSeek-V3): every layer from
   /// `dense_layers` on replaces its MLP by `experts` routed experts, each token going through

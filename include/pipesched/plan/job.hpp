@@ -457,6 +457,11 @@ struct training_job {
                    "experts; \"",
                    model.name, "\" is dense");
     }
+    if (model.memory_efficient_norm && activations == activation_model::megatron) {
+      detail::fail(who,
+                   ": memory_efficient_norm needs the tensor activation model (Megatron's "
+                   "estimator counts every norm's input)");
+    }
     if (model.activation_bytes == 1 && cluster.peak_flops_fp8 <= 0.0) {
       detail::fail(who, ": the model computes in fp8 (activation_bytes 1) but the GPU \"",
                    cluster.name, "\" has no fp8 peak (peak_flops_fp8)");

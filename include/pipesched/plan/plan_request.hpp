@@ -28,6 +28,7 @@ struct plan_request {
   std::optional<double> achieved_fraction;  ///< overrides the cluster's
   std::optional<double> usable_fraction;    ///< overrides the cluster's
   std::optional<attention_kind> attention;  ///< overrides the model's
+  bool memory_efficient_norm = false;       ///< true: sets the model's (false leaves it)
   activation_model activations = activation_model::tensors;
   bool overlap_grad_reduce = true;                ///< training_job::overlap_grad_reduce
   bool blocking_p2p = false;                      ///< training_job::blocking_p2p
@@ -209,6 +210,7 @@ inline training_job job_of(const plan_request& r) {
   if (r.attention) {
     job.model.attention = *r.attention;
   }
+  job.model.memory_efficient_norm = job.model.memory_efficient_norm || r.memory_efficient_norm;
   job.activations = r.activations;
   job.overlap_grad_reduce = r.overlap_grad_reduce;
   job.blocking_p2p = r.blocking_p2p;
