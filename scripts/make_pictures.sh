@@ -16,7 +16,7 @@ done
 "$bin" simulate --schedule zb-h1 --stages 4 --microbatches 8 --format chrome --output "$out/zb-h1.trace.json"
 # The README's plan example (pipesched plan, deterministic: only its text report times itself).
 "$bin" plan --model llama3-405b --gpu h100-sxm-80gb --gpus 16384 --seq 8192 \
-  --global-batch-tokens 16777216 --optimizer-sharding gradients \
+  --global-batch-tokens 16777216 --optimizer-sharding gradients --memory-efficient-norm \
   --baseline tp=8,pp=16,dp=128,schedule=interleaved-1f1b,recompute=none \
   --format svg --output "$out/plan-llama3-405b.svg"
 if [ "$out" = docs/img ]; then

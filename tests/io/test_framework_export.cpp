@@ -183,6 +183,17 @@ TEST_CASE("megatron_unsupported: schedules, sharding, group sizes and CP Megatro
   CHECK(megatron_unsupported(blocking, two) ==
         "Megatron-LM's interleaved schedule needs pp > 2 with blocking transfers (--p2p "
         "blocking), not pp = 2");
+  // Memory-efficient norms: neither framework's exported arguments run them.
+  training_job efficient = framework_export_job(optimizer_sharding::gradients);
+  REQUIRE(torchtitan_unsupported(efficient, ok).empty());
+  efficient.model.memory_efficient_norm = true;
+  CHECK(torchtitan_unsupported(efficient, ok) ==
+        "torchtitan's norms keep their input for the backward (no memory-efficient norm); plan "
+        "without --memory-efficient-norm");
+  efficient.sharding = optimizer_sharding::optimizer;
+  CHECK(megatron_unsupported(efficient, ok) ==
+        "Megatron-LM's memory-efficient norm (--memory-efficient-layer-norm) is apex's LayerNorm "
+        "in its local layers only; plan without --memory-efficient-norm");
 }
 
 TEST_CASE("megatron_args: experts, their layers and expert parallelism; MLA's ranks",

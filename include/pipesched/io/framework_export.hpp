@@ -54,7 +54,8 @@ inline std::uint64_t global_batch_of(const plan_entry& e) {
 /// code path with other memory; its interleaved schedule takes p ≤ N ≤ m micro-batches per group
 /// with m mod N either 0 or at least p, and p > 1 (p > 2 with blocking transfers); context
 /// parallelism splits the sequence into 2·CP pieces; its MoE layer trains with TP > 1 only
-/// under sequence parallelism, and takes biases only without expert tensor parallelism.
+/// under sequence parallelism, and takes biases only without expert tensor parallelism; its
+/// memory-efficient norm is apex's LayerNorm in the local layers, not selected here.
 namespace detail {
 
 /// Why torchtitan's export would not run the planned model: its mixture of experts and MLA
@@ -92,6 +93,12 @@ inline std::string megatron_unsupported(const training_job& job, const plan_entr
     return "Megatron-LM's experts take biases only with expert tensor parallelism 1, and the "
            "plan splits them over tp = " +
            to_string(l.tp);
+  }
+  if (t.memory_efficient_norm) {
+    // transformer_config.py: memory_efficient_layer_norm reaches apex's LayerNorm only, in the
+    // local layers (not Transformer Engine's), which the arguments written here do not select.
+    return "Megatron-LM's memory-efficient norm (--memory-efficient-layer-norm) is apex's "
+           "LayerNorm in its local layers only; plan without --memory-efficient-norm";
   }
   if (job.sharding == optimizer_sharding::gradients ||
       job.sharding == optimizer_sharding::weights) {
@@ -303,7 +310,8 @@ struct torchtitan_settings {
 /// Why torchtitan cannot run `e` as planned, or empty when it can. torchtitan places a stage's
 /// chunks in a loop or a V (one route, no DualPipe); its FSDP2 shards the gradients with the
 /// optimizer states (no ZeRO-1) and shards over the CP ranks whenever CP > 1; it runs
-/// FlexAttention or SDPA, never materialized scores; every model part needs a module; a
+/// FlexAttention or SDPA, never materialized scores; its norms keep their inputs; every model
+/// part needs a module; a
 /// micro-batch's tokens must split evenly over SP and 2·CP (trainer.py).
 inline std::string torchtitan_unsupported(const training_job& job, const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
@@ -335,6 +343,10 @@ inline std::string torchtitan_unsupported(const training_job& job, const plan_en
   }
   if (job.model.attention == attention_kind::materialized) {
     return "torchtitan runs flash attention (FlexAttention or SDPA), not materialized scores";
+  }
+  if (job.model.memory_efficient_norm) {
+    return "torchtitan's norms keep their input for the backward (no memory-efficient norm); "
+           "plan without --memory-efficient-norm";
   }
   for (std::size_t g = 0; g < e.choice.partition.size(); ++g) {
     if (detail::chunk_is_empty(e, g)) {
