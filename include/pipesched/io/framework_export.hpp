@@ -311,8 +311,7 @@ struct torchtitan_settings {
 /// chunks in a loop or a V (one route, no DualPipe); its FSDP2 shards the gradients with the
 /// optimizer states (no ZeRO-1) and shards over the CP ranks whenever CP > 1; it runs
 /// FlexAttention or SDPA, never materialized scores; its norms keep their inputs; every model
-/// part needs a module; a
-/// micro-batch's tokens must split evenly over SP and 2·CP (trainer.py).
+/// part needs a module; a micro-batch's tokens must split evenly over SP and 2·CP (trainer.py).
 inline std::string torchtitan_unsupported(const training_job& job, const plan_entry& e) {
   const plan_layout& l = e.choice.layout;
   using std::to_string;
