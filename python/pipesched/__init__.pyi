@@ -328,7 +328,7 @@ def plan(model: str, gpu: str, *, gpus: Optional[int] = None, seq: Optional[int]
          vocab_multiple: Optional[int] = None, achieved_fraction: Optional[float] = None,
          usable_fraction: Optional[float] = None, search_evaluations: Optional[int] = None,
          threads: Optional[int] = None, format: str = "json", ep: Optional[int] = None,
-         moe_imbalance: Optional[float] = None) -> Any: ...
+         moe_imbalance: Optional[float] = None, memory_efficient_norm: bool = False) -> Any: ...
 
 def pack(model: str, lengths: Union[str, Sequence[int]], *, gpu: str = "h100-sxm-80gb",
          tokens_per_microbatch: Optional[int] = None, microbatches: Optional[int] = None,

@@ -80,7 +80,8 @@ void bind_planner(py::module_& m) {
          std::optional<std::uint32_t> vocab_multiple, std::optional<double> achieved_fraction,
          std::optional<double> usable_fraction, std::optional<std::size_t> search_evaluations,
          std::optional<unsigned> threads, const std::string& format,
-         std::optional<std::uint32_t> ep, std::optional<double> moe_imbalance) -> py::object {
+         std::optional<std::uint32_t> ep, std::optional<double> moe_imbalance,
+         bool memory_efficient_norm) -> py::object {
         format_arg(format, {"json", "text", "svg"});
         if (!seq) {
           detail::fail("seq: tokens per sequence must be given");
@@ -102,6 +103,7 @@ void bind_planner(py::module_& m) {
         req.achieved_fraction = achieved_fraction;
         req.usable_fraction = usable_fraction;
         req.moe_imbalance = moe_imbalance.value_or(1.0);
+        req.memory_efficient_norm = memory_efficient_norm;
         plan_fixed& f = req.options.fixed;
         f.tp = tp;
         f.cp = cp;
@@ -163,7 +165,7 @@ void bind_planner(py::module_& m) {
       py::arg("vocab_multiple") = py::none(), py::arg("achieved_fraction") = py::none(),
       py::arg("usable_fraction") = py::none(), py::arg("search_evaluations") = py::none(),
       py::arg("threads") = py::none(), py::arg("format") = "json", py::arg("ep") = py::none(),
-      py::arg("moe_imbalance") = py::none(),
+      py::arg("moe_imbalance") = py::none(), py::arg("memory_efficient_norm") = false,
       R"(The fastest plans for a model on a cluster (docs/model.md section 10): `pipesched plan`.
 
 model: a preset (model_presets()) or a model JSON file; gpu: a preset (gpu_presets()) or a
@@ -173,7 +175,9 @@ sequence_parallel (True, False, or None: searched), recompute ('none', 'selectiv
 None: searched), optimizer_sharding, partition ('even', 'balanced', or 'L1,L2,...'), top,
 baseline (a dict such as {'tp': 8, 'pp': 16, 'schedule': 'interleaved-1f1b'}, or the CLI's
 text, or a list of them: the first the baseline, the others in "other_baselines"), vocab_multiple, achieved_fraction, usable_fraction, search_evaluations, threads,
-moe_imbalance (the busiest expert-parallel rank's routed tokens over the mean, >= 1).
+moe_imbalance (the busiest expert-parallel rank's routed tokens over the mean, >= 1),
+memory_efficient_norm (True: norms whose backward reads their output keep no input, as a stack
+that frees each stage's input runs them; docs/model.md section 10.3).
 Returns the plan JSON as a dict (format='json'), the CLI's report ('text') or the Pareto
 frontier ('svg'). Nothing fitting is no error: the dict's "plans" is empty and
 "smallest_need_bytes" says how much one GPU would need.)");

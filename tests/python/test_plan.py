@@ -35,6 +35,8 @@ def test_presets():
     (["--baseline", "tp=8,pp=2,schedule=1f1b"], {"baseline": {"tp": 8, "pp": 2,
                                                                   "schedule": "1f1b"}}),
     (["--tp", "8", "--cp", "2", "--recompute", "full"], {"tp": 8, "cp": 2, "recompute": "full"}),
+    (["--memory-efficient-norm", "--recompute", "none"],
+     {"memory_efficient_norm": True, "recompute": "none"}),
 ])
 def test_plan_equals_the_cli(extra, kw):
     out = subprocess.run([CLI, "plan", "--model", "llama3-8b", "--gpu", "h100-sxm-80gb",
@@ -141,3 +143,16 @@ def test_plan_expert_parallelism_and_several_baselines():
     with pytest.raises(ValueError, match="moe_imbalance"):
         ps.plan("llama3-8b", "h100-sxm-80gb", gpus=16, seq=4096, global_batch=64,
                 moe_imbalance=2.0)
+
+
+def test_plan_memory_efficient_norm_keeps_less():
+    """Norms that keep no input: the same layout keeps fewer activation bytes, and as much of
+    everything else."""
+    kw = dict(REQUEST, tp=8, pp=2, schedule="1f1b", micro_batch=1, recompute="none",
+              sequence_parallel=True, top=1)
+    kept = ps.plan("llama3-8b", "h100-sxm-80gb", **kw)
+    efficient = ps.plan("llama3-8b", "h100-sxm-80gb", memory_efficient_norm=True, **kw)
+    for less, more in zip(efficient["plans"][0]["stages"], kept["plans"][0]["stages"]):
+        assert less["memory_bytes"]["activations"] < more["memory_bytes"]["activations"]
+        for key in ("weights", "gradients", "optimizer"):
+            assert less["memory_bytes"][key] == more["memory_bytes"][key]
