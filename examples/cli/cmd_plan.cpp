@@ -211,6 +211,7 @@ int cmd_plan(const plan_cli& o) {
                 "\"");
   }
   req.activations = *am;
+  // The job check refuses the pair too (for a model file's key); here it is named by its flags.
   if (o.memory_efficient_norm && *am == activation_model::megatron) {
     usage_error(
         "--memory-efficient-norm needs --activation-model tensors (Megatron's estimator "
