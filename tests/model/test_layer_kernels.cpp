@@ -274,3 +274,51 @@ TEST_CASE("layer kernels: the all-to-all's bytes", "[model][kernels]") {
   CHECK(expert_all_to_all_bytes(4096, 8, 7168, 2.0, 64) == 4096.0 * 8 * 7168 * 2 * 63 / 64);
   CHECK(expert_all_to_all_bytes(100, 2, 10, 1.0, 2) == 1000.0);
 }
+
+TEST_CASE("layer kernels: in FP8 the linear layers' GEMMs are fp8, attention, head and router bf16",
+          "[model][kernels]") {
+  const layer_shard s{token_counts::uniform(8192, 1), 4, 1, true};
+  struct compute {
+    std::string_view name;
+    bool fp8, bf16_expected;
+  };
+  // Every compute kernel of F, B and W; the attention core's (flash or the batched GEMMs of a
+  // materialized core) and the router's expected in bf16.
+  auto computes_of = [](const op_kernels& ops) {
+    std::vector<compute> out;
+    for (const auto* v : {&ops.forward, &ops.backward_input, &ops.backward_weight}) {
+      for (const kernel& k : *v) {
+        if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::attention) {
+          out.push_back({k.name, k.fp8, k.attention_core || k.name.find("router") == 0});
+        }
+      }
+    }
+    return out;
+  };
+  for (const bool flash : {true, false}) {
+    transformer_spec t = moe(false);
+    t.attention = flash ? attention_kind::flash : attention_kind::materialized;
+    t.activation_bytes = 1;
+    int linear = 0, kept = 0;
+    for (const ffn_kind kind : {ffn_kind::dense, ffn_kind::moe}) {
+      for (const compute& c : computes_of(kernels_of_layer(t, s, recompute_kind::none, kind))) {
+        INFO(c.name);
+        CHECK(c.fp8 == !c.bf16_expected);
+        (c.fp8 ? linear : kept) += 1;
+      }
+    }
+    CHECK(linear >= 2 * 4 * 3);  // QKV, attention output, MLP up and down: F, B and W, twice
+    CHECK(kept >= 2 * 2);        // the attention core's forward and backward, twice
+    for (const compute& c : computes_of(kernels_of_head(t, s, 128256))) {
+      INFO(c.name);
+      CHECK_FALSE(c.fp8);
+    }
+    // In bf16 nothing is fp8.
+    t.activation_bytes = 2;
+    for (const compute& c :
+         computes_of(kernels_of_layer(t, s, recompute_kind::none, ffn_kind::moe))) {
+      INFO(c.name);
+      CHECK_FALSE(c.fp8);
+    }
+  }
+}

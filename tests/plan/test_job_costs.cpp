@@ -65,6 +65,27 @@ TEST_CASE("job_costs: static bytes are 2 + 4 + 12 per parameter, sharded as aske
   }
 }
 
+TEST_CASE("job_costs: without pipeline parallelism ZeRO-3 gathers a layer or an end at a time",
+          "[plan][job_costs]") {
+  // Llama 3 8B on one stage: its largest piece is the 128256 x 4096 embedding (and the head of
+  // the same size), not the whole model as a chunk would be.
+  const training_job job = small_job(optimizer_sharding::weights);
+  const plan_layout l = layout(1, 1);
+  const job_costs jc =
+      make_job_costs(job, l, recompute_kind::none, even(32, 1), placement::sequential(1));
+  const stage_parameters& sp = jc.parameters[0];
+  const double embedding = 128256.0 * 4096;
+  CHECK(sp.largest_unit == Approx(embedding + 4096));  // the head with the final norm
+  CHECK(sp.largest_unit < sp.largest_chunk / 10);
+  CHECK(jc.static_memory[0].weights == Approx(2 * sp.total() / 64 + 4 * sp.largest_unit));
+  // Under pipeline parallelism a chunk stays gathered over its micro-batches.
+  const job_costs piped = make_job_costs(job, layout(1, 4), recompute_kind::none, even(32, 4),
+                                         placement::sequential(4));
+  CHECK(piped.static_memory[1].weights ==
+        Approx(2 * piped.parameters[1].total() / 16 + 4 * piped.parameters[1].largest_chunk));
+  CHECK(piped.parameters[1].largest_unit < piped.parameters[1].largest_chunk);
+}
+
 TEST_CASE("job_costs: the embedding on chunk 0's stage, the head and final norm on the last's",
           "[plan][job_costs]") {
   const training_job job = small_job();
@@ -180,7 +201,14 @@ TEST_CASE("job_costs: each op is the sum of its kernels, each timed by its roofl
   // A half-size GEMM is no faster per FLOP: the curve never falls with size.
   const kernel big = detail::gemm_kernel("big", 8192, 8192, 8192, 2.0);
   const kernel small = detail::gemm_kernel("small", 512, 512, 512, 2.0);
-  CHECK(compute_seconds(cl, small, 2) / small.flops > compute_seconds(cl, big, 2) / big.flops);
+  CHECK(compute_seconds(cl, small) / small.flops > compute_seconds(cl, big) / big.flops);
+  // An fp8 GEMM runs at the fp8 peak, the same shape on bf16 operands at the bf16 peak.
+  cluster_spec h100 = cluster_preset("h100-sxm-80gb");
+  const kernel fp8 = detail::gemm_kernel("fp8", 8192, 8192, 8192, 1.0);
+  REQUIRE(fp8.fp8);
+  REQUIRE_FALSE(big.fp8);
+  CHECK(compute_seconds(h100, big) / compute_seconds(h100, fp8) ==
+        Approx(h100.peak_flops_fp8 / h100.peak_flops_bf16));
 }
 
 TEST_CASE("job_costs: an unfused gradient accumulation adds one pass over W's gradients",

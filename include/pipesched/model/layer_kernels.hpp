@@ -79,6 +79,13 @@ struct kernel {
   /// Context parallelism: bytes of K and V this kernel receives around the CP ring while it
   /// computes (the exchange overlaps the attention compute; what it does not hide is exposed).
   double ring_bytes = 0.0;
+  /// A GEMM on fp8 operands, timed at the fp8 peak; every other compute kernel runs at the
+  /// bf16 peak. FP8 training runs the linear layers in fp8 and keeps the attention core, the
+  /// LM head and the MoE router in bf16 (Transformer Engine's default, which leaves dot-product
+  /// attention in bf16 and is not Megatron's output layer; DeepSeek-V3, arXiv 2412.19437
+  /// §3.3.1: "the embedding module, the output head, MoE gating modules, normalization
+  /// operators, and attention operators" kept in their original precision).
+  bool fp8 = false;
 };
 
 /// The kernels of each op of a chunk's piece for one micro-batch on one rank.
@@ -157,12 +164,14 @@ struct shard_sizes {
   }
 };
 
+/// An (m × k)·(k × n) GEMM on operands of `e` bytes (1: fp8).
 inline kernel gemm_kernel(std::string_view name, double m, double n, double k, double e) {
   kernel out;
   out.name = name;
   out.kind = kernel_kind::gemm;
   out.flops = 2.0 * m * n * k;
   out.bytes = e * (m * k + k * n + m * n);
+  out.fp8 = e == 1.0;
   return out;
 }
 
@@ -302,7 +311,7 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
       ops.push_back(flash_forward());
       return;
     }
-    kernel qk = gemm_kernel("QKᵀ", 1.0, 1.0, 1.0, 1.0);
+    kernel qk = gemm_kernel("QKᵀ", 1.0, 1.0, 1.0, e.tensor);
     qk.flops = 2.0 * scores * z.d;
     qk.bytes = e.tensor * (scores + T * (z.q + z.kv));
     qk.attention_core = true;
@@ -391,7 +400,7 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     F.push_back(gemm_kernel(name.down, T, z.h, width, e.linear));
   };
   if (moe) {
-    F.push_back(gemm_kernel("router", T, experts, z.h, e.linear));
+    F.push_back(gemm_kernel("router", T, experts, z.h, e.tensor));
     // The router's scores in fp32, their softmax (or sigmoid) and the top-k choice.
     F.push_back(memory_kernel("router top-k", (e.tensor + 2.0 * 4.0) * T * experts));
     // Each token's input copied top_k times into expert order (with the indices, 4 bytes each).
@@ -462,7 +471,7 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     all_to_all(B, "EP all-to-all (dispatch gradient)");
     B.push_back(memory_kernel("permute backward", e.tensor * (routed_tokens * z.h + T * z.h)));
     B.push_back(memory_kernel("router top-k backward", (4.0 * 2.0 + e.tensor) * T * experts));
-    B.push_back(gemm_kernel("router dgrad", T, z.h, experts, e.linear));
+    B.push_back(gemm_kernel("router dgrad", T, z.h, experts, e.tensor));
   } else {
     mlp_backward(dense_mlp, z.ffn);
   }
@@ -482,7 +491,7 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     k.ring_bytes *= 2.0;
     B.push_back(k);
   } else {
-    kernel g = gemm_kernel("PV backward", 1.0, 1.0, 1.0, 1.0);
+    kernel g = gemm_kernel("PV backward", 1.0, 1.0, 1.0, e.tensor);
     g.attention_core = true;
     g.flops = 4.0 * scores * z.dv;  // dP = dO·Vᵀ and dV = Pᵀ·dO
     g.bytes = e.tensor * (2.0 * scores + T * (2.0 * z.kv + 2.0 * z.q));
@@ -530,7 +539,7 @@ inline op_kernels kernels_of_layer(const transformer_spec& t,
     if (shared_ffn > 0.0) {
       mlp_weight(shared_mlp, shared_ffn);
     }
-    W.push_back(gemm_kernel("router wgrad", z.h, experts, T, e.linear));
+    W.push_back(gemm_kernel("router wgrad", z.h, experts, T, e.tensor));
   } else {
     mlp_weight(dense_mlp, z.ffn);
   }
@@ -622,7 +631,7 @@ inline op_kernels kernels_of_head(const transformer_spec& t,
   std::vector<kernel>& F = out.forward;
   F.push_back(shard.norm("final norm"));
   shard.gather_for_gemm(F, "SP all-gather (head)");
-  F.push_back(gemm_kernel("LM head", T, v, z.h, e.linear));
+  F.push_back(gemm_kernel("LM head", T, v, z.h, e.tensor));
   // Cast to fp32 (read e, write 4), maximum (read 4), exponentials of the shifted logits (read
   // 4, write 4) and their sum (read 4).
   F.push_back(memory_kernel("cross-entropy", (e.tensor + 4.0 * 4.0) * T * v));
@@ -631,12 +640,12 @@ inline op_kernels kernels_of_head(const transformer_spec& t,
   }
   std::vector<kernel>& B = out.backward_input;
   B.push_back(memory_kernel("cross-entropy backward", (4.0 + e.tensor) * T * v));
-  B.push_back(gemm_kernel("LM head dgrad", T, z.h, v, e.linear));
+  B.push_back(gemm_kernel("LM head dgrad", T, z.h, v, e.tensor));
   shard.reduce_after_gemm(B, shard.sp ? "SP reduce (head gradient)" : "TP reduce (head gradient)");
   B.push_back(shard.norm_backward("final norm backward"));
   std::vector<kernel>& W = out.backward_weight;
   shard.gather_for_gemm(W, "SP all-gather (head input, again)");
-  W.push_back(gemm_kernel("LM head wgrad", z.h, v, T, e.linear));
+  W.push_back(gemm_kernel("LM head wgrad", z.h, v, T, e.tensor));
   W.push_back(memory_kernel("final norm weight gradient", 2.0 * e.tensor * shard.Th));
   return out;
 }

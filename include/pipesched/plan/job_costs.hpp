@@ -35,6 +35,9 @@ struct stage_parameters {
   /// Megatron-LM keeps one) and the final norm (stage of the last global chunk).
   double head = 0.0;
   double largest_chunk = 0.0;  ///< the largest chunk's parameters (ZeRO-3's gather buffer)
+  /// The largest of its layers, its embedding and its head (with the final norm): the unit
+  /// ZeRO-3 gathers at a time without pipeline parallelism.
+  double largest_unit = 0.0;
   double total() const noexcept { return layers + embedding + head; }
 };
 
@@ -237,14 +240,13 @@ inline std::vector<double> pipeline_link_times(const training_job& job,
 }
 
 /// Seconds of a compute kernel on one GPU of `c` (docs/model.md §10.2), every rate scaled by
-/// achieved_fraction: a GEMM at its FLOPs over the peak times the GEMM curve's efficiency at
+/// achieved_fraction: a GEMM at its FLOPs over the peak (fp8's for an fp8 GEMM, kernel::fp8; bf16's
+/// for every other compute kernel) times the GEMM curve's efficiency at
 /// those FLOPs, flash attention likewise on the attention curve (the GEMM curve when it has
 /// none), never faster than its bytes over the HBM bandwidth; a memory-bound kernel at its bytes
 /// over the HBM bandwidth times the memory efficiency (0 when the cluster gives no bandwidth:
 /// op times from FLOPs alone, as before the kernel model).
-inline double compute_seconds(const cluster_spec& c,
-                              const kernel& k,
-                              std::uint32_t activation_bytes) {
+inline double compute_seconds(const cluster_spec& c, const kernel& k) {
   const double scale = c.achieved_fraction;
   const double memory_rate = c.hbm_bandwidth * c.memory_efficiency * scale;
   const double memory = memory_rate > 0.0 ? k.bytes / memory_rate : 0.0;
@@ -255,7 +257,7 @@ inline double compute_seconds(const cluster_spec& c,
           k.kind == kernel_kind::attention && !c.attention_efficiency.points.empty()
               ? c.attention_efficiency
               : c.gemm_efficiency;
-      const double rate = c.peak_flops(activation_bytes) * curve.at(k.flops) * scale;
+      const double rate = c.peak_flops(k.fp8 ? 1 : 2) * curve.at(k.flops) * scale;
       return std::max(k.flops / rate, memory);
     }
     case kernel_kind::memory_bound:
@@ -335,9 +337,8 @@ inline kind_seconds seconds_of(const training_job& job,
   std::vector<double> t(kernels.size(), 0.0);
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     const kernel& k = kernels[i];
-    t[i] = k.kind == kernel_kind::communication
-               ? collective_seconds(job, lay, k)
-               : compute_seconds(job.cluster, k, job.model.activation_bytes);
+    t[i] = k.kind == kernel_kind::communication ? collective_seconds(job, lay, k)
+                                                : compute_seconds(job.cluster, k);
   }
   // The GEMM each overlapped collective hides behind, and how much of the GEMM is left to hide
   // another behind.
@@ -541,9 +542,8 @@ inline layer_kernel_times layer_kernel_times_of(const training_job& job,
   auto timed = [&](const std::vector<kernel>& v) {
     std::vector<timed_kernel> out;
     for (const kernel& k : v) {
-      out.push_back({k, k.kind == kernel_kind::communication
-                            ? collective_seconds(job, lay, k)
-                            : compute_seconds(job.cluster, k, job.model.activation_bytes)});
+      out.push_back({k, k.kind == kernel_kind::communication ? collective_seconds(job, lay, k)
+                                                             : compute_seconds(job.cluster, k)});
     }
     return out;
   };
@@ -740,6 +740,8 @@ inline job_costs make_job_costs(const training_job& job,
 
     stage_parameters& sp = out.parameters[st];
     double chunk_params = ld * per_dense_layer + lm * per_layer;
+    sp.largest_unit =
+        std::max({sp.largest_unit, ld > 0 ? per_dense_layer : 0.0, lm > 0 ? per_layer : 0.0});
     sp.layers += chunk_params;
     sp.experts += lm * experts_per_layer;
     if (lay.ep > 1) {
@@ -748,6 +750,7 @@ inline job_costs make_job_costs(const training_job& job,
     if (cc.embedding) {
       sp.embedding += embedding;
       chunk_params += embedding;
+      sp.largest_unit = std::max(sp.largest_unit, embedding);
     }
     if (cc.head) {
       double head_params = norm_parameters(t);
@@ -756,6 +759,7 @@ inline job_costs make_job_costs(const training_job& job,
       }
       sp.head += head_params;
       chunk_params += head_params;
+      sp.largest_unit = std::max(sp.largest_unit, head_params);
     }
     sp.largest_chunk = std::max(sp.largest_chunk, chunk_params);
     out.gradient_bytes[g] = job.gradient_reduce_bytes * chunk_params;
@@ -789,10 +793,14 @@ inline job_costs make_job_costs(const training_job& job,
     sb.gradients = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights
                        ? sharded(gradient_bytes_per_parameter)
                        : gradients;
-    // ZeRO-3 gathers a chunk's weights before using them, the next one prefetched: two chunks'
-    // bf16 weights whole.
-    const double gathered =
-        d > 1.0 ? 2.0 * weight_bytes_per_parameter * out.parameters[st].largest_chunk : 0.0;
+    // ZeRO-3 gathers weights before using them, the next piece prefetched: two pieces' bf16
+    // weights whole. Under pipeline parallelism a piece is a chunk, kept gathered over its
+    // micro-batches (torchtitan does not reshard after the forward with PP); without it FSDP
+    // gathers one layer (or an end) at a time and frees it after use (torchtitan's fully_shard
+    // per transformer block, Megatron-Core's FSDP per module).
+    const stage_parameters& on_rank = out.parameters[st];
+    const double piece = p > 1 ? on_rank.largest_chunk : on_rank.largest_unit;
+    const double gathered = d > 1.0 ? 2.0 * weight_bytes_per_parameter * piece : 0.0;
     sb.weights = sh == optimizer_sharding::weights ? sharded(weight_bytes_per_parameter) + gathered
                                                    : weights;
     static_total[st] = sb.total();
