@@ -24,11 +24,12 @@ namespace detail {
 /// A run's model: "layers", "hidden", "heads", "ffn", "vocab" and optionally "kv_heads",
 /// "head_dim", "mlp", "norm", "tied_embeddings", "position", "bias" (GPT-style by default, the
 /// measured-runs file's convention: GELU, LayerNorm, tied embeddings, learned positions,
-/// biases); "attention" and "dropout" are keys of the run.
+/// biases) and "activation_bytes" (2; 1 for an FP8 run); "attention" and "dropout" are keys of
+/// the run.
 inline transformer_spec run_model_from_json(const json_reader& run, const std::string& id) {
   const json_reader m = run["model"];
   m.object({"layers", "hidden", "heads", "ffn", "vocab", "kv_heads", "head_dim", "mlp", "norm",
-            "tied_embeddings", "position", "bias"});
+            "tied_embeddings", "position", "bias", "activation_bytes"});
   nlohmann::json spec{{"version", 1},
                       {"name", id},
                       {"mlp", "gelu"},
