@@ -56,8 +56,9 @@ TEST_CASE("job_costs: static bytes are 2 + 4 + 12 per parameter, sharded as aske
       const bool grads = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights;
       CHECK(b.gradients == Approx(grads ? 4 * p / d : 4 * p));
       if (sh == optimizer_sharding::weights) {
-        // Its slice, and two chunks' weights whole: the one in use and the next, prefetched.
-        CHECK(b.weights == Approx(2 * p / d + 4 * jc.parameters[s].largest_chunk));
+        // Its slice, and under PP the stage's weights whole: gathered from each chunk's
+        // forward to its backward, not resharded in between.
+        CHECK(b.weights == Approx(2 * p / d + 2 * p));
       } else {
         CHECK(b.weights == Approx(2 * p));
       }
@@ -68,22 +69,23 @@ TEST_CASE("job_costs: static bytes are 2 + 4 + 12 per parameter, sharded as aske
 TEST_CASE("job_costs: without pipeline parallelism ZeRO-3 gathers a layer or an end at a time",
           "[plan][job_costs]") {
   // Llama 3 8B on one stage: its largest piece is the 128256 x 4096 embedding (and the head of
-  // the same size), not the whole model as a chunk would be.
+  // the same size with the final norm), not the whole model.
   const training_job job = small_job(optimizer_sharding::weights);
-  const plan_layout l = layout(1, 1);
-  const job_costs jc =
-      make_job_costs(job, l, recompute_kind::none, even(32, 1), placement::sequential(1));
+  const job_costs jc = make_job_costs(job, layout(1, 1), recompute_kind::none, even(32, 1),
+                                      placement::sequential(1));
   const stage_parameters& sp = jc.parameters[0];
   const double embedding = 128256.0 * 4096;
-  CHECK(sp.largest_unit == Approx(embedding + 4096));  // the head with the final norm
-  CHECK(sp.largest_unit < sp.largest_chunk / 10);
+  CHECK(sp.largest_unit == Approx(embedding + 4096));
+  CHECK(sp.largest_unit < sp.total() / 10);
   CHECK(jc.static_memory[0].weights == Approx(2 * sp.total() / 64 + 4 * sp.largest_unit));
-  // Under pipeline parallelism a chunk stays gathered over its micro-batches.
-  const job_costs piped = make_job_costs(job, layout(1, 4), recompute_kind::none, even(32, 4),
-                                         placement::sequential(4));
-  CHECK(piped.static_memory[1].weights ==
-        Approx(2 * piped.parameters[1].total() / 16 + 4 * piped.parameters[1].largest_chunk));
-  CHECK(piped.parameters[1].largest_unit < piped.parameters[1].largest_chunk);
+  // Under pipeline parallelism every chunk stays gathered, whatever the chunks per stage.
+  for (const std::uint32_t v : {1u, 2u, 4u}) {
+    const job_costs piped = make_job_costs(job, layout(1, 4, v), recompute_kind::none,
+                                           even(32, 4 * v), placement::loop(4, v));
+    INFO("v " << v);
+    const double p = piped.parameters[1].total();
+    CHECK(piped.static_memory[1].weights == Approx(2 * p / 16 + 2 * p));
+  }
 }
 
 TEST_CASE("job_costs: the embedding on chunk 0's stage, the head and final norm on the last's",

@@ -299,7 +299,7 @@ enum class optimizer_sharding : std::uint8_t {
   none,       ///< 18 bytes per parameter on every rank
   optimizer,  ///< the 12 optimizer bytes / DP (Megatron's distributed optimizer, ZeRO-1)
   gradients,  ///< also the gradients / DP (ZeRO-2)
-  weights,    ///< also the weights / DP, gathered layer by layer (ZeRO-3, FSDP)
+  weights,    ///< also the weights / DP, gathered before use (ZeRO-3, FSDP: job_costs.hpp)
 };
 
 constexpr std::string_view to_string(optimizer_sharding s) noexcept {

@@ -34,7 +34,6 @@ struct stage_parameters {
   /// The LM head's 1/TP slice (untied, or a tied copy on another stage than the embedding's, as
   /// Megatron-LM keeps one) and the final norm (stage of the last global chunk).
   double head = 0.0;
-  double largest_chunk = 0.0;  ///< the largest chunk's parameters (ZeRO-3's gather buffer)
   /// The largest of its layers, its embedding and its head (with the final norm): the unit
   /// ZeRO-3 gathers at a time without pipeline parallelism.
   double largest_unit = 0.0;
@@ -761,7 +760,6 @@ inline job_costs make_job_costs(const training_job& job,
       chunk_params += head_params;
       sp.largest_unit = std::max(sp.largest_unit, head_params);
     }
-    sp.largest_chunk = std::max(sp.largest_chunk, chunk_params);
     out.gradient_bytes[g] = job.gradient_reduce_bytes * chunk_params;
   }
 
@@ -793,14 +791,16 @@ inline job_costs make_job_costs(const training_job& job,
     sb.gradients = sh == optimizer_sharding::gradients || sh == optimizer_sharding::weights
                        ? sharded(gradient_bytes_per_parameter)
                        : gradients;
-    // ZeRO-3 gathers weights before using them, the next piece prefetched: two pieces' bf16
-    // weights whole. Under pipeline parallelism a piece is a chunk, kept gathered over its
-    // micro-batches (torchtitan does not reshard after the forward with PP); without it FSDP
-    // gathers one layer (or an end) at a time and frees it after use (torchtitan's fully_shard
-    // per transformer block, Megatron-Core's FSDP per module).
+    // ZeRO-3 gathers weights before using them. Without pipeline parallelism FSDP gathers one
+    // layer (or an end) at a time and frees it after use, the next one prefetched: two units'
+    // bf16 weights whole (torchtitan's fully_shard per transformer block, Megatron-Core's FSDP
+    // per module). With it the weights are not resharded after the forward (torchtitan's
+    // default under PP, against an all-gather per micro-batch): every chunk of the stage is
+    // gathered from its forward to its backward, the stage's bf16 weights whole.
     const stage_parameters& on_rank = out.parameters[st];
-    const double piece = p > 1 ? on_rank.largest_chunk : on_rank.largest_unit;
-    const double gathered = d > 1.0 ? 2.0 * weight_bytes_per_parameter * piece : 0.0;
+    const double gathered = d <= 1.0 ? 0.0
+                            : p > 1  ? weight_bytes_per_parameter * on_rank.total()
+                                     : 2.0 * weight_bytes_per_parameter * on_rank.largest_unit;
     sb.weights = sh == optimizer_sharding::weights ? sharded(weight_bytes_per_parameter) + gathered
                                                    : weights;
     static_total[st] = sb.total();
