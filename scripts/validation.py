@@ -29,9 +29,10 @@ THRESHOLDS = {
     "nar": {"each": 0.09},
     "meg": {"each": 0.10},
     "table4": {"each": 0.12},
-    # Megatron-DeepSpeed runs the model was not built on (tests/data/other_runs.json): guards of
-    # what it predicts out of the box (their stacks ran slower than Megatron-LM's own: docs/
-    # validation.md, "Other published runs"), and the target once one run has calibrated the GPU.
+    # Runs the model was not built on (tests/data/other_runs.json; docs/validation.md, "Other
+    # published runs"): guards of what it predicts out of the box (Megatron-DeepSpeed's stack ran
+    # slower than Megatron-LM's own; FP8 on H100), and the target once one run has calibrated
+    # the GPU.
     "mtnlg": {"each": 0.25},
     "bloom": {"each": 0.25},
     "mbr": {"each": 0.20},
@@ -121,10 +122,9 @@ def run_setup(run):
         keys["gradient_accumulation_fusion"] = fam == "kor"
     else:
         # Megatron-Core (2024; Megatron-Bridge's recipes of 2025 likewise), as its README's
-        # benchmark configuration states: distributed
-        # optimizer, gradients reduced during the backward (--overlap-grad-reduce, in bf16 by its
-        # DDP config's default), TP's collectives overlapped (--tp-comm-overlap), PP's sends
-        # overlapped ("enabled by default").
+        # benchmark configuration states: distributed optimizer, gradients reduced during the
+        # backward (--overlap-grad-reduce, in bf16 by its DDP config's default), TP's collectives
+        # overlapped (--tp-comm-overlap), PP's sends overlapped ("enabled by default").
         keys["p2p"] = "overlapped"
         keys["optimizer_sharding"] = "optimizer"
         keys["overlap_grad_reduce"] = True

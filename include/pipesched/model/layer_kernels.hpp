@@ -81,10 +81,11 @@ struct kernel {
   double ring_bytes = 0.0;
   /// A GEMM on fp8 operands, timed at the fp8 peak; every other compute kernel runs at the
   /// bf16 peak. FP8 training runs the linear layers in fp8 and keeps the attention core, the
-  /// LM head and the MoE router in bf16 (Transformer Engine's default, which leaves dot-product
-  /// attention in bf16 and is not Megatron's output layer; DeepSeek-V3, arXiv 2412.19437
-  /// §3.3.1: "the embedding module, the output head, MoE gating modules, normalization
-  /// operators, and attention operators" kept in their original precision).
+  /// LM head and the MoE router in bf16: Transformer Engine's FP8 covers its linear layers
+  /// (dot-product attention only on request), Megatron-Core's output layer is not one of them,
+  /// and DeepSeek-V3 (arXiv 2412.19437 §3.3.1) keeps "the embedding module, the output head,
+  /// MoE gating modules, normalization operators, and attention operators" in their original
+  /// precision.
   bool fp8 = false;
 };
 

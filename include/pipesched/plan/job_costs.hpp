@@ -239,12 +239,12 @@ inline std::vector<double> pipeline_link_times(const training_job& job,
 }
 
 /// Seconds of a compute kernel on one GPU of `c` (docs/model.md §10.2), every rate scaled by
-/// achieved_fraction: a GEMM at its FLOPs over the peak (fp8's for an fp8 GEMM, kernel::fp8; bf16's
-/// for every other compute kernel) times the GEMM curve's efficiency at
-/// those FLOPs, flash attention likewise on the attention curve (the GEMM curve when it has
-/// none), never faster than its bytes over the HBM bandwidth; a memory-bound kernel at its bytes
-/// over the HBM bandwidth times the memory efficiency (0 when the cluster gives no bandwidth:
-/// op times from FLOPs alone, as before the kernel model).
+/// achieved_fraction: a GEMM at its FLOPs over the peak (the fp8 one for an fp8 GEMM,
+/// kernel::fp8, else the bf16 one) times the GEMM curve's efficiency at those FLOPs, flash
+/// attention likewise on the attention curve (the GEMM curve when it has none), never faster
+/// than its bytes over the HBM bandwidth; a memory-bound kernel at its bytes over the HBM
+/// bandwidth times the memory efficiency (0 when the cluster gives no bandwidth: op times from
+/// FLOPs alone, as before the kernel model).
 inline double compute_seconds(const cluster_spec& c, const kernel& k) {
   const double scale = c.achieved_fraction;
   const double memory_rate = c.hbm_bandwidth * c.memory_efficiency * scale;
