@@ -88,6 +88,34 @@ TEST_CASE("job_costs: without pipeline parallelism ZeRO-3 gathers a layer or an 
   }
 }
 
+TEST_CASE("job_costs: ZeRO-3 gathers before every op without PP, once a step with it",
+          "[plan][job_costs]") {
+  // A slow network makes the weight gather over DP longer than any op's compute.
+  training_job job = small_job(optimizer_sharding::weights);
+  job.cluster.intra_node_bandwidth = 1e8;
+  job.cluster.inter_node_bandwidth = 1e8;
+  const job_costs one = make_job_costs(job, layout(1, 1), recompute_kind::none, even(32, 1),
+                                       placement::sequential(1));
+  const double whole = one.dp_gather_time(2.0 * one.parameters[0].total());
+  CHECK(one.costs.chunk_costs()[0].forward == Approx(whole));
+  CHECK(one.costs.chunk_costs()[0].backward_input == Approx(whole));
+  CHECK(one.first_gather_s == 0.0);
+
+  const job_costs piped = make_job_costs(job, layout(1, 4), recompute_kind::none, even(32, 4),
+                                         placement::sequential(4));
+  const job_costs kept =
+      make_job_costs(small_job(optimizer_sharding::gradients), layout(1, 4), recompute_kind::none,
+                     even(32, 4), placement::sequential(4));
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("stage " << i);
+    // The ops keep their compute times: far below a gather.
+    CHECK(piped.costs.chunk_costs()[i].forward <
+          piped.dp_gather_time(2.0 * piped.parameters[i].total()) / 10);
+  }
+  CHECK(piped.first_gather_s == Approx(piped.dp_gather_time(2.0 * piped.parameters[0].total())));
+  CHECK(kept.first_gather_s == 0.0);
+}
+
 TEST_CASE("job_costs: the embedding on chunk 0's stage, the head and final norm on the last's",
           "[plan][job_costs]") {
   const training_job job = small_job();

@@ -141,6 +141,9 @@ struct job_costs {
   /// Per stage: the optimizer step's seconds (memory-bound: Adam over the parameters the rank
   /// updates, the gradient norm, the gradients zeroed).
   std::vector<double> optimizer_s;
+  /// ZeRO-3 under pipeline parallelism: the all-gather of the first chunk's weights, before the
+  /// step's first forward can start (the others are prefetched behind compute), seconds.
+  double first_gather_s = 0.0;
 
   double dp_reduce_time(double bytes) const noexcept {
     const auto d = static_cast<std::uint32_t>(std::min<std::uint64_t>(dp, 0xffffffffu));
@@ -898,14 +901,22 @@ inline job_costs make_job_costs(const training_job& job,
   }
 
   if (job.sharding == optimizer_sharding::weights && reduce_group > 1) {
-    // Each F and B first gathers its chunk's bf16 weights over DP; prefetched, the op lasts the
-    // longer of its compute and that gather.
+    // Each chunk's bf16 weights are gathered over DP before its ops run. Without pipeline
+    // parallelism before every F and B (resharded after each), prefetched: the op lasts the
+    // longer of its compute and the gather. With it once a step (PyTorch's pipelining keeps an
+    // FSDP stage unsharded until its last backward, torchtitan does not reshard after the
+    // forward: the static bytes above): only the first chunk's gather is not hidden, before the
+    // step's first forward.
     for (global_chunk g = 0; g < n; ++g) {
       const stage_index st = pl.stage_of(g);
       const chunk_index c = pl.local_of(g);
       op_costs& oc = chunk_costs[std::size_t{st} * v + c];
       const double gather = out.dp_gather_time(weight_bytes_per_parameter * out.gradient_bytes[g] /
                                                job.gradient_reduce_bytes);
+      if (p > 1) {
+        out.first_gather_s = g == 0 ? gather : out.first_gather_s;
+        continue;
+      }
       oc.forward = std::max(oc.forward, gather);
       oc.backward_input = std::max(oc.backward_input, gather);
     }

@@ -286,9 +286,10 @@ inline plan_entry evaluate_choice_within(const training_job& job,
   e.fits = mem.within_budget();
   e.usable_memory_bytes = jc.usable_memory;
   // The optimizer steps once every gradient is reduced (the gradient norm for clipping is
-  // global), every stage at once: the slowest stage's step follows the last reduction.
-  e.dp_exposed_s = step - sim.makespan;
-  step += e.optimizer_s;
+  // global), every stage at once: the slowest stage's step follows the last reduction. ZeRO-3
+  // under pipeline parallelism first gathers the first chunk's weights (job_costs).
+  e.dp_exposed_s = step - sim.makespan + jc.first_gather_s;
+  step += jc.first_gather_s + e.optimizer_s;
   e.step_time_s = step;
   const double global_batch = static_cast<double>(lay.dp) * lay.microbatches * lay.micro_batch;
   e.flops_per_iteration =

@@ -71,9 +71,11 @@ struct plan_entry {
   bool fits = false;  ///< every stage's total <= usable memory
   /// makespan + exposed data-parallel time + the optimizer step
   double step_time_s = 0.0;
-  double makespan_s = 0.0;    ///< the pipeline's (simulate)
-  double dp_exposed_s = 0.0;  ///< gradient reduction not hidden behind the pipeline
-  double optimizer_s = 0.0;   ///< the slowest stage's optimizer step, after every reduction
+  double makespan_s = 0.0;  ///< the pipeline's (simulate)
+  /// Data-parallel communication not hidden behind the pipeline: the gradient reduction's
+  /// tail, and with ZeRO-3 under pipeline parallelism the first chunk's weight gather.
+  double dp_exposed_s = 0.0;
+  double optimizer_s = 0.0;  ///< the slowest stage's optimizer step, after every reduction
   double tokens_per_s = 0.0;
   double tflops_per_gpu = 0.0;       ///< model FLOPs / (step time · GPUs), in TFLOP/s
   double mfu = 0.0;                  ///< model FLOPs / (step time · GPUs · peak)
