@@ -907,18 +907,18 @@ inline job_costs make_job_costs(const training_job& job,
     // FSDP stage unsharded until its last backward, torchtitan does not reshard after the
     // forward: the static bytes above): only the first chunk's gather is not hidden, before the
     // step's first forward.
-    for (global_chunk g = 0; g < n; ++g) {
-      const stage_index st = pl.stage_of(g);
-      const chunk_index c = pl.local_of(g);
-      op_costs& oc = chunk_costs[std::size_t{st} * v + c];
-      const double gather = out.dp_gather_time(weight_bytes_per_parameter * out.gradient_bytes[g] /
-                                               job.gradient_reduce_bytes);
-      if (p > 1) {
-        out.first_gather_s = g == 0 ? gather : out.first_gather_s;
-        continue;
+    auto gather_of = [&](global_chunk g) {
+      return out.dp_gather_time(weight_bytes_per_parameter * out.gradient_bytes[g] /
+                                job.gradient_reduce_bytes);
+    };
+    if (p > 1) {
+      out.first_gather_s = gather_of(0);
+    } else {
+      for (global_chunk g = 0; g < n; ++g) {
+        op_costs& oc = chunk_costs[std::size_t{pl.stage_of(g)} * v + pl.local_of(g)];
+        oc.forward = std::max(oc.forward, gather_of(g));
+        oc.backward_input = std::max(oc.backward_input, gather_of(g));
       }
-      oc.forward = std::max(oc.forward, gather);
-      oc.backward_input = std::max(oc.backward_input, gather);
     }
   }
 
