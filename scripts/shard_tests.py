@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Deal Catch test cases to N processes so that they end together (scripts/test.sh, ASan stage).
+"""Deal Catch test cases to N parts of equal recorded time (scripts/test.sh, ASan stage).
 
 Reads the test case names (one a line) on stdin and ctest's cost file of the warnings-as-errors
 build (build/Testing/Temporary/CTestCostData.txt: "unit:<name> <runs> <seconds>" a line, the
 unit ctests being one test case each), and writes PREFIX_0.txt .. PREFIX_{N-1}.txt as Catch test
-specs (names escaped). Longest first, each to the process with the least work so far: under a
-sanitizer every case runs several times slower, about in proportion. A case without a recorded
-time counts as the median's. Prints each process's cases and recorded seconds.
+specs (names escaped). Longest first, each to the part with the least time so far; the
+sanitizers slow cases by different factors, so scripts/test.sh runs more parts than cores and
+the cores take them in turn. A case without a recorded time counts as the median's. Prints each
+part's cases and recorded seconds.
 """
 import re
 import statistics
@@ -41,7 +42,7 @@ def main() -> int:
         with open(f"{prefix}_{i}.txt", "w", encoding="utf-8") as f:
             for n in cases:
                 f.write(re.sub(r"([^A-Za-z0-9 _.:-])", r"\\\1", n) + "\n")
-        print(f"process {i}: {len(cases)} test cases, {loads[i]:.1f} s in the -O1 build")
+        print(f"part {i}: {len(cases)} test cases, {loads[i]:.1f} s in the -O1 build")
     return 0
 
 

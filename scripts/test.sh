@@ -61,36 +61,36 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYP
   -DPIPESCHED_HEADER_ONLY=ON -DPIPESCHED_SANITIZE=address,undefined -DPIPESCHED_BUILD_BENCH=OFF \
   -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
 cmake --build build-asan -j$jobs --target pipesched_tests
-# Every test case that step 1's ctest runs as its own process (label unit), here in two
-# processes, one per core: an ASan binary's start costs about a second of CPU, 550 times over
-# under ctest. The cases are dealt by the times step 1's ctest recorded, longest first, so that
-# the two end together (scripts/shard_tests.py). Left out, as before: three sweeps (the zb-auto
-# grid, the authors' 124 reference rows, the zb schedulers over cost and memory scales
-# 1e-9..1e12) that take most of the stage's CPU while adding no code path the smaller zb tests
-# don't run, and the property sweeps of the planner and of pack (dozens of whole plan or pack
-# searches over random jobs and length mixes; 75 s of this stage's 240 for pack's two), whose
-# code paths test_planner's and test_pack's other cases run here; step 1 runs them in full.
+# Every test case that step 1's ctest runs as its own process (label unit), here in eight
+# processes, two at a time (an ASan binary's start costs about a second of CPU: 550 times over
+# under ctest, 8 times here). The cases are dealt by the times step 1's ctest recorded, longest
+# first, into eight parts of equal time (scripts/shard_tests.py) that the two cores take in
+# turn: the sanitizers slow some cases more than others (the planner's searches about 5 times,
+# the cases that wait on timeouts not at all), so two fixed halves ended 26 s apart (40 and 66 s
+# of test time), where parts taken from a queue end within about one part. Left out, as before:
+# three sweeps (the zb-auto grid, the authors' 124 reference rows, the zb schedulers over cost
+# and memory scales 1e-9..1e12) that take most of the stage's CPU while adding no code path the
+# smaller zb tests don't run, and the property sweeps of the planner and of pack (dozens of
+# whole plan or pack searches over random jobs and length mixes; 75 s of this stage's 240 for
+# pack's two), whose code paths test_planner's and test_pack's other cases run here; step 1
+# runs them in full.
 asan_tests=build-asan/bin/pipesched_tests
+asan_parts=8
 # (Catch's list exits with the number of test cases.) --durations prints each case as it ends,
 # so a sanitizer's abort is placed after the last one.
 { "$asan_tests" --list-test-names-only || true; } | grep -v '^$' |
   grep -v -E "^(zb-auto grid: valid, counts, never above the limit|zb search against the authors' published results|zb schedulers: every schedule within its limit for cost scales|plan: properties over random small jobs|pack: more memory or faster links never give a slower result|pack: over the length mixes never slower than the naive baseline)" |
-  python3 scripts/shard_tests.py build/Testing/Temporary/CTestCostData.txt 2 build-asan/unit_tests
-asan_pids=()
-for shard in 0 1; do
-  timeout 1800 "$asan_tests" -f build-asan/unit_tests_$shard.txt --durations yes \
-    >build-asan/unit_tests_$shard.log 2>&1 &
-  asan_pids+=($!)
-done
+  python3 scripts/shard_tests.py build/Testing/Temporary/CTestCostData.txt $asan_parts \
+    build-asan/unit_tests
 asan_status=0
-for pid in "${asan_pids[@]}"; do
-  wait "$pid" || asan_status=1
-done
+seq 0 $((asan_parts - 1)) | xargs -P $jobs -I{} sh -c \
+  'timeout 1800 "$0" -f build-asan/unit_tests_$1.txt --durations yes >build-asan/unit_tests_$1.log 2>&1' \
+  "$asan_tests" {} || asan_status=1
 if [ $asan_status != 0 ]; then
-  cat build-asan/unit_tests_0.log build-asan/unit_tests_1.log
+  cat build-asan/unit_tests_*.log
   exit 1
 fi
-tail -n 2 build-asan/unit_tests_0.log build-asan/unit_tests_1.log
+grep -h "^All tests passed" build-asan/unit_tests_*.log
 
 echo "== 3/4 threaded code under TSan (at $((SECONDS - start)) s)"
 if grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null; then
