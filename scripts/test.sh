@@ -66,8 +66,8 @@ cmake --build build-asan -j$jobs --target pipesched_tests
 # under ctest, 8 times here). The cases are dealt by the times step 1's ctest recorded, longest
 # first, into eight parts of equal time (scripts/shard_tests.py) that the two cores take in
 # turn: the sanitizers slow some cases more than others (the planner's searches about 5 times,
-# the cases that wait on timeouts not at all), so two fixed halves ended 26 s apart (40 and 66 s
-# of test time), where parts taken from a queue end within about one part. Left out, as before:
+# the cases that wait on timeouts not at all), so fixed halves end far apart, where parts taken
+# from a queue end within about one part (docs/benchmarks.md §12.2). Left out, as before:
 # three sweeps (the zb-auto grid, the authors' 124 reference rows, the zb schedulers over cost
 # and memory scales 1e-9..1e12) that take most of the stage's CPU while adding no code path the
 # smaller zb tests don't run, and the property sweeps of the planner and of pack (dozens of
@@ -76,6 +76,7 @@ cmake --build build-asan -j$jobs --target pipesched_tests
 # runs them in full.
 asan_tests=build-asan/bin/pipesched_tests
 asan_parts=8
+rm -f build-asan/unit_tests_*  # no part of an earlier run read as this one's
 # (Catch's list exits with the number of test cases.) --durations prints each case as it ends,
 # so a sanitizer's abort is placed after the last one.
 { "$asan_tests" --list-test-names-only || true; } | grep -v '^$' |
