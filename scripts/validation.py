@@ -42,6 +42,21 @@ THRESHOLDS = {
 # Families that ran on Megatron-DeepSpeed (Megatron-LM's layers, DeepSpeed's pipeline engine).
 MEGATRON_DEEPSPEED = ("mtnlg", "bloom")
 
+# How Narayanan et al. ran Table 1, from their own scripts for the SC21 artifact
+# (Megatron-LM examples/academic_paper_scripts/sc21/run_table_1.sh, commit de7dc40f88 of
+# August 2021): micro-batch size, layers per virtual pipeline stage (None: not interleaved) and
+# DDP implementation (PyTorch's reduces during the backward; Megatron's local one after it).
+NARAYANAN_SC21 = {
+    "nar-1.7b": (16, None, "torch"), "nar-3.6b": (16, None, "torch"),
+    "nar-7.5b": (16, None, "torch"), "nar-18.4b": (8, None, "torch"),
+    "nar-39.1b": (4, None, "local"), "nar-76.1b": (2, 5, "local"),
+    "nar-145.6b": (2, 5, "local"), "nar-310.1b": (1, 3, "local"),
+    "nar-529.6b": (1, 1, "local"), "nar-1008b": (1, None, "local"),
+}
+
+# --searched: the planner's own micro-batch and chunks where a source states them (set by main).
+SEARCHED = False
+
 
 def family(run_id):
     return run_id.split("-")[0]
@@ -133,10 +148,20 @@ def run_setup(run):
     if fam == "kor":
         keys["schedule"] = "interleaved-1f1b" if run["v"] > 1 else "1f1b"
     elif fam == "nar":
-        # Micro-batch size and chunks per stage are not stated: searched, over the schedule the
-        # paper ran (interleaved for PP > 1); no sequence parallelism yet in 2021.
-        keys["schedule"] = "interleaved-1f1b" if run["pp"] > 1 and run.get("v") != 1 else "1f1b"
+        # No sequence parallelism yet in 2021. Micro-batch size, chunks per stage and the DDP
+        # as the authors' scripts ran them; with --searched (or for a row they do not list) the
+        # micro-batch and chunks are searched over the schedule the paper ran (interleaved for
+        # PP > 1).
         keys["sequence_parallel"] = False
+        stated = None if SEARCHED else NARAYANAN_SC21.get(run["id"])
+        if stated:
+            micro_batch, layers_per_chunk, ddp = stated
+            keys["micro_batch"] = micro_batch
+            keys["v"] = run["model"]["layers"] // run["pp"] // layers_per_chunk \
+                if layers_per_chunk else 1
+            keys["overlap_grad_reduce"] = ddp == "torch"
+        v = keys.get("v", run.get("v"))
+        keys["schedule"] = "interleaved-1f1b" if run["pp"] > 1 and v != 1 else "1f1b"
     else:
         # Unstated choices (micro-batch, recompute, chunks per stage) searched, on Megatron's
         # schedule (interleaved for PP > 1); sequence parallelism with TP, as Megatron-Core's
@@ -189,7 +214,7 @@ def variants(run):
     Megatron-LM of April 2021, whose arguments.py takes interleaving only for more than 2
     stages and whose transformer.py gives every chunk of a stage the same number of layers:
     v over the divisors of the layers per stage, and no interleaving at PP <= 2."""
-    if family(run["id"]) != "nar" or run["pp"] == 1 or "v" in run:
+    if family(run["id"]) != "nar" or run["pp"] == 1 or "v" in with_setup(run):
         return [{}]
     per_stage = run["model"]["layers"] // run["pp"]
     out = [{"schedule": "1f1b", "v": 1}]
@@ -332,7 +357,12 @@ def main():
     ap.add_argument("--calibrate-on", metavar="ID",
                     help="also calibrate the GPU on this run alone and predict every run with it "
                     "(the others of its family within the 'calibrated' threshold)")
+    ap.add_argument("--searched", action="store_true",
+                    help="search the micro-batch and chunks where a source states them "
+                    "(what the planner would choose instead of what ran)")
     a = ap.parse_args()
+    global SEARCHED
+    SEARCHED = a.searched
     with open(a.data) as f:
         data = json.load(f)
     if a.write_runs:

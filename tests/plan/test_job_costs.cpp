@@ -392,6 +392,26 @@ TEST_CASE("job_costs: each pipeline link is timed by where its two stages' ranks
   CHECK(all.costs.link_comm().empty());
 }
 
+TEST_CASE("job_costs: a ring across nodes runs on each of its members' network ports",
+          "[plan][job_costs]") {
+  // Across nodes a ring runs one channel per network port: a node's members of the group
+  // cross side by side, k ports' bandwidth, never more than NVLink's; the latency is the
+  // network's.
+  cluster_spec c = small_job().cluster;
+  c.gpus_per_node = 8;
+  c.intra_node_bandwidth = 200e9;
+  c.inter_node_bandwidth = 22.5e9;
+  CHECK(group_link(c, 1, 8).bandwidth == 200e9);           // one node: NVLink
+  CHECK(group_link(c, 1, 32).bandwidth == Approx(180e9));  // 8 a node, 8 ports
+  CHECK(group_link(c, 2, 16).bandwidth == Approx(90e9));   // TP 2: 4 a node
+  CHECK(group_link(c, 8, 32).bandwidth == 22.5e9);         // TP 8: one a node
+  CHECK(group_link(c, 16, 4).bandwidth == 22.5e9);         // wider than a node
+  CHECK(group_link(c, 3, 8).bandwidth == 22.5e9);          // not aligned to nodes
+  CHECK(group_link(c, 1, 32).latency == c.inter_node_latency);
+  c.inter_node_bandwidth = 50e9;  // 8 ports of 50 GB/s: NVLink's 200 is the ring's limit
+  CHECK(group_link(c, 1, 32).bandwidth == 200e9);
+}
+
 TEST_CASE("job_costs: link times that cannot add up to a finite step are refused",
           "[plan][job_costs]") {
   training_job job = small_job();

@@ -279,11 +279,18 @@ struct ring_link {
 /// Ranks are ordered tensor parallelism fastest, then context, then data, then pipeline (rank =
 /// t + TP·(c + CP·(d + DP·stage)), Megatron-LM's order): the TP group is `tp` consecutive ranks
 /// and the CP ring `cp` ranks `tp` apart; a group runs at intra-node bandwidth when it fits in
-/// one node (in_one_node), else at the network's.
+/// one node (in_one_node). Across nodes NCCL runs one ring per network port, so a node's k
+/// members of the group cross the network side by side, each on its own port: k times the
+/// per-GPU network bandwidth, never more than NVLink's (docs/model.md §10.2).
 inline ring_link group_link(const cluster_spec& c, std::uint64_t stride, std::uint64_t size) {
-  return in_one_node(stride, size, c.gpus_per_node)
-             ? ring_link{c.intra_node_bandwidth, c.intra_node_latency}
-             : ring_link{c.inter_node_bandwidth, c.inter_node_latency};
+  if (in_one_node(stride, size, c.gpus_per_node)) {
+    return {c.intra_node_bandwidth, c.intra_node_latency};
+  }
+  const std::uint64_t per_node = stride < c.gpus_per_node && c.gpus_per_node % stride == 0
+                                     ? std::min<std::uint64_t>(size, c.gpus_per_node / stride)
+                                     : 1;
+  return {std::min(c.intra_node_bandwidth, static_cast<double>(per_node) * c.inter_node_bandwidth),
+          c.inter_node_latency};
 }
 
 /// Seconds of one all-to-all of an MoE layer sending `bytes` from each rank (already without
