@@ -6,8 +6,11 @@
 # simulator and memory checker, a single allocation over 512 MB, RSS over 2 GB, or an input
 # that takes over 10 s. Reproducers go to build-fuzz/findings/; new inputs to build-fuzz/work/.
 # Reproduce one: build-fuzz/bin/fuzz_<name> build-fuzz/findings/<file>
+# `scripts/fuzz.sh --build-only` configures and builds the targets and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=0
+[ "${1:-}" = --build-only ] && build_only=1
 secs=${PIPESCHED_FUZZ_SECONDS:-25}
 if ! command -v clang++ >/dev/null; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang libclang-rt-14-dev
@@ -18,6 +21,7 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYP
   -DPIPESCHED_FUZZ=ON -DPIPESCHED_WERROR=ON -DPIPESCHED_HEADER_ONLY=ON -DPIPESCHED_BUILD_TESTS=OFF \
   -DPIPESCHED_BUILD_EXAMPLES=OFF -DPIPESCHED_BUILD_BENCH=OFF -DPIPESCHED_INSTALL=OFF >/dev/null
 cmake --build build-fuzz -j2
+[ $build_only = 1 ] && exit 0
 mkdir -p build-fuzz/findings
 # The targets fuzz side by side (one process each; on 2 cores each gets about 2/3 of one), then
 # report in order: a stage of N targets takes one target's time.
