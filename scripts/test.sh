@@ -36,6 +36,35 @@ cmake -S . -B build -G Ninja -DPIPESCHED_WERROR=ON -DPIPESCHED_UNITY_TESTS=ON \
   -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" \
   -DPIPESCHED_PYTHON=ON -DPython3_EXECUTABLE=/usr/bin/python3
 cmake --build build -j$jobs
+# Stages 3 and 4 build from here on, in the background at the lowest priority (nice 19): the
+# TSan build (99 s of CPU) and the fuzz targets' (68 s) take the cores' idle time, which this
+# ctest (about 54 core-seconds: the MPI tests hold both slots), stage 2's tails and stage 3's
+# run (22 s of wall for 4.5 s of CPU: its cases wait on timeouts) leave, while every test
+# process comes first (docs/benchmarks.md §12.3).
+bg_builds=()
+kill_tree() {  # on a failure, no build left running into the next run's directories
+  local child
+  for child in $(cat /proc/"$1"/task/*/children 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+trap 'for p in "${bg_builds[@]}"; do kill_tree "$p"; done' EXIT
+with_tsan=0
+grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null && with_tsan=1
+if [ "${PIPESCHED_QUICK:-0}" != 1 ]; then
+  mkdir -p build-tsan build-fuzz
+  if [ $with_tsan = 1 ]; then
+    nice -n 19 sh -c 'cmake -S . -B build-tsan -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCHED_WERROR=ON -DPIPESCHED_UNITY_TESTS=ON \
+      -DPIPESCHED_SANITIZE=thread -DPIPESCHED_BUILD_BENCH=OFF \
+      -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON &&
+      cmake --build build-tsan -j2 --target pipesched_exec_tests' >build-tsan/build.log 2>&1 &
+    tsan_build=$!
+    bg_builds+=($tsan_build)
+  fi
+  nice -n 19 scripts/fuzz.sh --build-only >build-fuzz/build.log 2>&1 &
+  fuzz_build=$!
+  bg_builds+=($fuzz_build)
+fi
 ctest --test-dir build -j$jobs --output-on-failure
 # The MPI ctests (label mpi) ran above; make sure MPI was not silently skipped.
 ctest --test-dir build -N -L mpi | grep -q "Total Tests: [1-9]" || { echo "MPI tests missing"; exit 1; }
@@ -94,19 +123,8 @@ fi
 grep -h "^All tests passed" build-asan/unit_tests_*.log
 
 echo "== 3/4 threaded code under TSan (at $((SECONDS - start)) s)"
-# Step 4's targets build meanwhile, at the lowest priority: the TSan build leaves a core idle
-# for its last 18 s and its run waits on timeouts (22 s of wall for 4.5 s of CPU), where the
-# fuzz build's 68 s of CPU fit; the TSan tests' threads still come first (docs/benchmarks.md
-# §12.3).
-mkdir -p build-fuzz
-nice -n 19 scripts/fuzz.sh --build-only >build-fuzz/build.log 2>&1 &
-fuzz_build=$!
-if grep -q '\[exec\]' tests/exec/*.cpp 2>/dev/null; then
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCHED_WERROR=ON -DPIPESCHED_UNITY_TESTS=ON \
-    -DPIPESCHED_SANITIZE=thread -DPIPESCHED_BUILD_BENCH=OFF \
-    -DPIPESCHED_BUILD_EXAMPLES=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
-  cmake --build build-tsan -j$jobs --target pipesched_exec_tests
+if [ $with_tsan = 1 ]; then
+  wait $tsan_build || { cat build-tsan/build.log; exit 1; }
   build-tsan/bin/pipesched_exec_tests '[exec]'
 else
   echo "(no [exec] tests yet)"
