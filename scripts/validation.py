@@ -20,11 +20,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# Thresholds on |error| (docs/validation.md): the targets, but for Korthikanti's step times,
-# which the model misses by a little (targets 5 % each and 3 % on average: docs/validation.md
-# says which rows and why), guarded where the model is today.
+# Thresholds on |error| (docs/validation.md): the targets.
 THRESHOLDS = {
-    "kor": {"each": 0.055, "mean": 0.0315, "memory": 0.03},
+    "kor": {"each": 0.05, "mean": 0.03, "memory": 0.03},
     "nar": {"each": 0.07},
     "meg": {"each": 0.10},
     "table4": {"each": 0.10},

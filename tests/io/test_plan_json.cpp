@@ -97,7 +97,17 @@ TEST_CASE("plan JSON: cluster files round trip and are read strictly", "[io][pla
     CHECK(back.peak_flops_bf16 == c.peak_flops_bf16);
     CHECK(back.inter_node_bandwidth == c.inter_node_bandwidth);
     CHECK(back.gpus_per_node == c.gpus_per_node);
+    CHECK(back.overlap_slowdown == c.overlap_slowdown);
   }
+  // Without the key (a file written before it) compute beside a collective is not slowed.
+  const std::string minimal = R"({"version":1,"memory_bytes":1,"peak_flops_bf16":1,)"
+                              R"("intra_node_bandwidth":1,"inter_node_bandwidth":1)";
+  CHECK(read_cluster_spec(minimal + "}").overlap_slowdown == 0.0);
+  CHECK(read_cluster_spec(minimal + R"(,"overlap_slowdown":0.189})").overlap_slowdown == 0.189);
+  CHECK_THROWS_WITH(read_cluster_spec(minimal + R"(,"overlap_slowdown":1.5})"),
+                    "/overlap_slowdown: must be at most 1, not 1.5");
+  CHECK_THROWS_WITH(read_cluster_spec(minimal + R"(,"overlap_slowdown":-0.1})"),
+                    "/overlap_slowdown: must be finite and >= 0, not -0.1");
   CHECK_THROWS_WITH(read_cluster_spec(R"({"version":1,"memory_bytes":1,"peak_flops_bf16":1,)"
                                       R"("intra_node_bandwidth":1,"inter_node_bandwidth":1,)"
                                       R"("usable_fraction":2})"),

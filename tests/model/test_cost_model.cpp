@@ -146,6 +146,36 @@ TEST_CASE("cost_model: tables must have the schedule's shape", "[sim][cost][unit
                     "simulate: cost model links matrix (2 x 2) must be p x p (3 x 3)");
 }
 
+TEST_CASE("overlap_split: compute runs slower beside the communication it hides",
+          "[sim][cost][overlap]") {
+  // 10 s of compute hide 4 s of communication, 25 % slower for those 4 s: 11 s, nothing exposed.
+  overlapped_seconds o = overlap_split(10.0, 4.0, 0.25);
+  CHECK(o.compute == 11.0);
+  CHECK(o.exposed == 0.0);
+  // Communication-bound: 4 s of compute slowed to 5 beside 8 s of communication: 3 s exposed,
+  // the pair lasts the communication.
+  o = overlap_split(4.0, 8.0, 0.25);
+  CHECK(o.compute == 5.0);
+  CHECK(o.exposed == 3.0);
+  CHECK(o.total() == 8.0);
+  // ... until the slowed compute outlasts it: max(communication, compute + slowdown·h).
+  CHECK(overlap_split(7.0, 8.0, 0.25).total() == 8.75);
+  // Without slowdown the pair lasts the longer of the two; nothing beside, nothing slower.
+  CHECK(overlap_split(10.0, 4.0, 0.0).total() == 10.0);
+  CHECK(overlap_split(4.0, 8.0, 0.0).total() == 8.0);
+  CHECK(overlap_split(10.0, 0.0, 0.5).total() == 10.0);
+  // The slowed pair never lasts less than without slowdown, nor more than one after the other.
+  for (double c : {0.0, 1.0, 3.0, 9.0}) {
+    for (double a : {0.0, 0.5, 3.0, 12.0}) {
+      for (double s : {0.0, 0.189, 1.0}) {
+        const double t = overlap_split(c, a, s).total();
+        CHECK(t >= std::max(c, a));
+        CHECK(t <= c + a);
+      }
+    }
+  }
+}
+
 TEST_CASE("overlapped_pair_time: each op's communication hides behind the other's compute",
           "[sim][cost][overlap]") {
   // F computes 3 and sends 1, B computes 5 and sends 2: both sends fit under the other's
@@ -161,6 +191,11 @@ TEST_CASE("overlapped_pair_time: each op's communication hides behind the other'
   CHECK(overlapped_pair_time({0.5, 6}, {2, 1}) == 7.0);
   // F alone 2 + 5 = 7 against compute 2 + 4 = 6 and sends 5 + 0 = 5.
   CHECK(overlapped_pair_time({2, 5}, {4, 0}) == 7.0);
+  // With compute half again as slow beside what it hides: the first pair's 3 hidden seconds
+  // add 1.5 (8 + 1.5); communication-bound, the slowed compute (3 · 1.5) still fits under 8.
+  CHECK(overlapped_pair_time({3, 1}, {5, 2}, 0.5) == 9.5);
+  CHECK(overlapped_pair_time({1, 4}, {2, 4}, 0.5) == 8.0);
+  CHECK(overlapped_pair_time({3, 0}, {5, 0}, 0.5) == 8.0);
   // Never below either op alone, never above the two in turn.
   for (double cf : {0.0, 1.0, 3.0}) {
     for (double af : {0.0, 0.5, 4.0}) {
@@ -169,6 +204,9 @@ TEST_CASE("overlapped_pair_time: each op's communication hides behind the other'
           const double t = overlapped_pair_time({cf, af}, {cb, ab});
           CHECK(t >= std::max(cf + af, cb + ab));
           CHECK(t <= cf + af + cb + ab);
+          const double slowed = overlapped_pair_time({cf, af}, {cb, ab}, 0.189);
+          CHECK(slowed >= t);
+          CHECK(slowed <= cf + af + cb + ab);
         }
       }
     }

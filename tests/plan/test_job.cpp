@@ -200,7 +200,9 @@ TEST_CASE("job: an MoE model's chunks weigh their layers by kind", "[plan][job]"
   const double dense_f = ot.dense_layer_kinds.forward.total();
   const double moe_f = ot.layer_kinds.forward.total();
   CHECK(dense_f != moe_f);
+  // Each F also slows beside its send to the next stage (overlap_split).
+  const double s = job.cluster.overlap_slowdown;
   CHECK(jc.costs.chunk_costs()[0].forward ==
-        Approx(3.0 * dense_f + moe_f + ot.embedding.forward.total()));
-  CHECK(jc.costs.chunk_costs()[1].forward == Approx(4.0 * moe_f));
+        Approx(3.0 * dense_f + moe_f + ot.embedding.forward.total() + s * jc.costs.comm(0, 1)));
+  CHECK(jc.costs.chunk_costs()[1].forward == Approx(4.0 * moe_f + s * jc.costs.comm(1, 2)));
 }

@@ -147,8 +147,10 @@ TEST_CASE("job_costs: the embedding on chunk 0's stage, the head and final norm 
 TEST_CASE("job_costs: without the kernel model's inputs, op times are FLOPs at the achieved rate",
           "[plan][job_costs]") {
   // A cluster file of before the kernel model: no HBM bandwidth, no curves, one achieved
-  // fraction. The memory-bound kernels take no time; GEMMs and attention their FLOPs at the rate.
+  // fraction, no slowdown beside communication. The memory-bound kernels take no time; GEMMs
+  // and attention their FLOPs at the rate.
   training_job job = small_job();
+  job.cluster.overlap_slowdown = 0.0;
   job.cluster.hbm_bandwidth = 0.0;
   job.cluster.gemm_efficiency = {};
   job.cluster.attention_efficiency = {};
@@ -591,7 +593,8 @@ TEST_CASE("job_costs: an overlapped pair hides each op's all-to-alls behind the 
   const double af = 4 * 2 * a2a;
   const double ab = 4 * 2 * a2a;
   CHECK(*c.overlapped ==
-        Approx(overlapped_pair_time({c.forward - af, af}, {c.backward_input - ab, ab})));
+        Approx(overlapped_pair_time({c.forward - af, af}, {c.backward_input - ab, ab},
+                                    job.cluster.overlap_slowdown)));
   CHECK(*c.overlapped < c.forward + c.backward_input);
   // Without expert parallelism there is no all-to-all to hide: T_FB unset (T_F + T_B).
   const job_costs none = make_job_costs(job, deepseek_layout(1), recompute_kind::none,
@@ -644,4 +647,95 @@ TEST_CASE("job_costs: dualpipe's dual placement holds two stages per rank, each 
   short_route[5] = 7;
   CHECK_THROWS_WITH(make_job_costs(job, l, recompute_kind::none, short_route, placement::dual(4)),
                     Catch::Contains("partition gives 31 layers on route 1, the model has 32"));
+}
+
+TEST_CASE("job_costs: compute runs slower beside the collectives it hides",
+          "[plan][job_costs][overlap]") {
+  training_job job = small_job();
+  REQUIRE(job.cluster.overlap_slowdown == 0.189);  // the presets', Lee et al.'s mean
+  training_job free = job;
+  free.cluster.overlap_slowdown = 0.0;
+  const plan_layout l = layout(8, 1);
+  auto gemm = [](const kind_seconds& k) { return k[time_kind::gemm]; };
+  auto comm = [](const kind_seconds& k) { return k[time_kind::communication]; };
+  // The backward's tensor-parallel collectives beside the other half of its GEMMs: what they
+  // hide comes off the communication as before, and s times it goes on the GEMMs beside them.
+  for (tp_overlap mode : {tp_overlap::backward, tp_overlap::all}) {
+    job.tp_comm_overlap = free.tp_comm_overlap = mode;
+    const job_op_times a = op_times_of(free, l, recompute_kind::none);
+    const job_op_times b = op_times_of(job, l, recompute_kind::none);
+    const op_kind_seconds& ka = a.layer_kinds;
+    const op_kind_seconds& kb = b.layer_kinds;
+    INFO(to_string(mode));
+    // Hidden: every tensor-parallel collective of the layer less what stays exposed.
+    training_job none = free;
+    none.tp_comm_overlap = tp_overlap::none;
+    const op_kind_seconds& kn = op_times_of(none, l, recompute_kind::none).layer_kinds;
+    double hidden = 0.0;
+    double slowed = 0.0;
+    for (auto op : {&op_kind_seconds::forward, &op_kind_seconds::backward_input,
+                    &op_kind_seconds::backward_weight}) {
+      hidden += comm(kn.*op) - comm(ka.*op);
+      slowed += gemm(kb.*op) - gemm(ka.*op);
+    }
+    REQUIRE(hidden > 0.0);
+    if (mode == tp_overlap::backward) {
+      // Each half of the backward's GEMMs outlasts the other's collectives: all stay hidden.
+      for (auto op : {&op_kind_seconds::forward, &op_kind_seconds::backward_input,
+                      &op_kind_seconds::backward_weight}) {
+        CHECK(comm(kb.*op) == Approx(comm(ka.*op)));
+      }
+      CHECK(slowed == Approx(0.189 * hidden));
+      CHECK(b.layer_total() == Approx(a.layer_total() + 0.189 * hidden));
+    } else {
+      // Beside each its own GEMM, some collectives outlast theirs: the slowed GEMM hides more
+      // of them, and the layer lasts no less than unslowed, at most 0.189 · hidden more.
+      CHECK(slowed > 0.0);
+      CHECK(b.layer_total() > a.layer_total());
+      CHECK(b.layer_total() <= a.layer_total() + 0.189 * hidden);
+    }
+  }
+  // The CP ring beside the attention core, which it slows by s times the exchange's seconds.
+  job.tp_comm_overlap = free.tp_comm_overlap = tp_overlap::none;
+  plan_layout cp = layout(8, 1);
+  cp.cp = 2;
+  const op_kind_seconds& ca = op_times_of(free, cp, recompute_kind::none).layer_kinds;
+  const op_kind_seconds& cb = op_times_of(job, cp, recompute_kind::none).layer_kinds;
+  const double attention_slowed =
+      cb.forward[time_kind::attention] - ca.forward[time_kind::attention];
+  CHECK(attention_slowed > 0.0);
+  CHECK(attention_slowed <= 0.189 * ca.forward[time_kind::attention] * (1 + 1e-12));
+  CHECK(comm(cb.forward) <= comm(ca.forward));
+  // A pipeline send runs beside the stage's next op: the sending op's compute grows by s times
+  // the transfer; blocking, the op waits the transfer out instead, as before.
+  const plan_layout pp = layout(2, 4);
+  const placement pl = placement::sequential(4);
+  const job_costs ja = make_job_costs(free, pp, recompute_kind::none, even(32, 4), pl);
+  const job_costs jb = make_job_costs(job, pp, recompute_kind::none, even(32, 4), pl);
+  const op_costs a1 = ja.costs.chunk_costs()[1];
+  const op_costs b1 = jb.costs.chunk_costs()[1];
+  CHECK(b1.forward - a1.forward == Approx(0.189 * ja.costs.comm(1, 2)));
+  CHECK(b1.backward_input - a1.backward_input == Approx(0.189 * ja.costs.comm(1, 0)));
+  CHECK(b1.backward_weight == a1.backward_weight);
+  CHECK(jb.costs.chunk_costs()[3].forward == ja.costs.chunk_costs()[3].forward);  // sends no F
+  job.blocking_p2p = free.blocking_p2p = true;
+  const op_costs blocking =
+      make_job_costs(job, pp, recompute_kind::none, even(32, 4), pl).costs.chunk_costs()[1];
+  const op_costs blocking_free =
+      make_job_costs(free, pp, recompute_kind::none, even(32, 4), pl).costs.chunk_costs()[1];
+  CHECK(blocking.forward == blocking_free.forward);
+  // ZeRO-3 without pipeline parallelism gathers each F's and B's weights beside the one before.
+  const plan_layout one = layout(1, 1);
+  const placement single = placement::sequential(1);
+  const training_job zero3 = small_job(optimizer_sharding::weights);
+  const job_costs gathered = make_job_costs(zero3, one, recompute_kind::none, even(32, 1), single);
+  const op_costs plain = make_job_costs(small_job(), one, recompute_kind::none, even(32, 1), single)
+                             .costs.chunk_costs()[0];
+  const double gather = gathered.dp_gather_time(
+      weight_bytes_per_parameter * gathered.gradient_bytes[0] / zero3.gradient_reduce_bytes);
+  REQUIRE(gather > 0.0);
+  const op_costs z = gathered.costs.chunk_costs()[0];
+  CHECK(z.forward == Approx(overlap_split(plain.forward, gather, 0.189).total()));
+  CHECK(z.backward_input == Approx(overlap_split(plain.backward_input, gather, 0.189).total()));
+  CHECK(z.forward > std::max(plain.forward, gather));
 }

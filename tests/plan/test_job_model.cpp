@@ -55,10 +55,23 @@ TEST_CASE("job model: the gradient buckets overlap the last backward", "[plan][j
   CHECK(ends[0] >= end + r1 * (1.0 - 1e-12));
   CHECK(ends[0] <= end + k * r1 * (1.0 + 1e-12));
   // Bucket by bucket: each starts when it is ready and the ring is free.
+  // The reductions before the last op ends slow it by the cluster's overlap_slowdown.
   double t = 0.0;
+  double beside = 0.0;
   for (std::uint32_t j = 1; j <= k; ++j) {
-    t = std::max(t, start + (end - start) * j / k) + r1;
+    const double from = std::max(t, start + (end - start) * j / k);
+    t = from + r1;
+    beside += std::clamp(end - from, 0.0, r1);
   }
-  CHECK(ends[0] == Approx(t).epsilon(1e-12));
+  REQUIRE(beside > 0.0);
+  REQUIRE(jc.overlap_slowdown == job.cluster.overlap_slowdown);
+  CHECK(ends[0] == Approx(std::max(t, end + jc.overlap_slowdown * beside)).epsilon(1e-12));
   CHECK(e.dp_exposed_s == Approx(std::max(e.makespan_s, ends[0]) - e.makespan_s));
+  // A slowdown so large the slowed compute outlasts the ring sets the end; none, the ring alone.
+  job_costs slow = jc;
+  slow.overlap_slowdown = 1.0;
+  CHECK(detail::dp_reduce_ends(e.sched, sim, slow)[0] == Approx(std::max(t, end + beside)));
+  job_costs free = jc;
+  free.overlap_slowdown = 0.0;
+  CHECK(detail::dp_reduce_ends(e.sched, sim, free)[0] == Approx(t).epsilon(1e-12));
 }

@@ -229,14 +229,15 @@ inline nlohmann::json efficiency_curve_to_json(const efficiency_curve& e) {
 /// "intra_node_latency" and "inter_node_latency" (seconds, 0), and the kernel model's
 /// "hbm_bandwidth" (bytes/s, 0: memory-bound kernels not timed), "gemm_efficiency" and
 /// "attention_efficiency" (curves `[[FLOPs, efficiency], ...]`, docs/model.md §10.2),
-/// "memory_efficiency" (1) and "achieved_fraction" (1 with a GEMM curve, else 0.5: the one
-/// share of the peak every op achieves, as files without the curves were read).
+/// "memory_efficiency" (1), "overlap_slowdown" (0: compute beside a collective runs at full
+/// speed) and "achieved_fraction" (1 with a GEMM curve, else 0.5: the one share of the peak
+/// every op achieves, as files without the curves were read).
 inline cluster_spec cluster_spec_from_json(const nlohmann::json& j) {
   const detail::json_reader c{j, ""};
   c.object({"version", "name", "memory_bytes", "usable_fraction", "peak_flops_bf16",
             "peak_flops_fp8", "achieved_fraction", "gpus_per_node", "intra_node_bandwidth",
             "intra_node_latency", "inter_node_bandwidth", "inter_node_latency", "hbm_bandwidth",
-            "gemm_efficiency", "attention_efficiency", "memory_efficiency"});
+            "gemm_efficiency", "attention_efficiency", "memory_efficiency", "overlap_slowdown"});
   c.version(cluster_spec_json_version, "cluster");
   cluster_spec k;
   k.name = c.has("name") ? c["name"].name() : std::string("cluster");
@@ -259,6 +260,7 @@ inline cluster_spec cluster_spec_from_json(const nlohmann::json& j) {
       number_or("achieved_fraction", k.gemm_efficiency.points.empty() ? 0.5 : 1.0);
   k.hbm_bandwidth = number_or("hbm_bandwidth", 0.0);
   k.memory_efficiency = number_or("memory_efficiency", 1.0);
+  k.overlap_slowdown = number_or("overlap_slowdown", 0.0);
   if (c.has("gpus_per_node")) {
     k.gpus_per_node = static_cast<std::uint32_t>(c["gpus_per_node"].integer(1, 1u << 20));
   }
@@ -299,7 +301,8 @@ inline nlohmann::json cluster_spec_to_json(const cluster_spec& k) {
           {"hbm_bandwidth", k.hbm_bandwidth},
           {"gemm_efficiency", detail::efficiency_curve_to_json(k.gemm_efficiency)},
           {"attention_efficiency", detail::efficiency_curve_to_json(k.attention_efficiency)},
-          {"memory_efficiency", k.memory_efficiency}};
+          {"memory_efficiency", k.memory_efficiency},
+          {"overlap_slowdown", k.overlap_slowdown}};
 }
 
 namespace detail {

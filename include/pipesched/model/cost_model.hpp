@@ -39,6 +39,26 @@ struct op_time_split {
   double total() const noexcept { return compute + communication; }
 };
 
+/// Compute and the communication that runs beside it (overlap_split).
+struct overlapped_seconds {
+  double compute = 0.0;  ///< the compute's seconds, slowed by what runs beside it
+  double exposed = 0.0;  ///< the communication's seconds the compute does not hide
+  double total() const noexcept { return compute + exposed; }
+};
+
+/// `compute` seconds of kernels with `communication` seconds of collectives beside them. The
+/// communication kernels take SMs and HBM bandwidth, so the compute runs slower for as long as
+/// they run beside it: by `slowdown` of the hidden time h = min(compute, communication) (Lee et
+/// al., arXiv 2507.03114, measure 18.9 % on average on A100 and H100, 40 % at most; docs/
+/// model.md §10.2). The pair lasts max(communication, compute + slowdown·h); with slowdown 0,
+/// the longer of the two.
+inline overlapped_seconds overlap_split(double compute,
+                                        double communication,
+                                        double slowdown) noexcept {
+  const double slowed = compute + slowdown * std::min(compute, communication);
+  return {slowed, std::max(0.0, communication - slowed)};
+}
+
 /// T_FB: how long an F and a B of two other micro-batches last overlapped on one stage
 /// (op_costs::overlapped; docs/model.md §3, "What an overlapped pair hides"; DeepSeek-V3 §3.2.1).
 /// The two computations run one after the other on the compute units, the two communications
@@ -47,9 +67,17 @@ struct op_time_split {
 /// combine after them). So the pair lasts at least each stream's sum and each op alone:
 ///   T_FB = max(c_F + c_B, a_F + a_B, c_F + a_F, c_B + a_B),
 /// which cutting each op into pieces and interleaving them (attention, dispatch, MLP, combine)
-/// reaches. Without communication it is T_F + T_B: no gain.
-inline double overlapped_pair_time(const op_time_split& f, const op_time_split& b) noexcept {
-  return std::max({f.compute + b.compute, f.communication + b.communication, f.total(), b.total()});
+/// reaches. Without communication it is T_F + T_B: no gain. With `slowdown`, the compute also
+/// runs slower beside the communication it hides (overlap_split): the hidden time is what the
+/// two streams' sums exceed T_FB by.
+inline double overlapped_pair_time(const op_time_split& f,
+                                   const op_time_split& b,
+                                   double slowdown = 0.0) noexcept {
+  const double compute = f.compute + b.compute;
+  const double communication = f.communication + b.communication;
+  const double t = std::max({compute, communication, f.total(), b.total()});
+  const double hidden = compute + communication - t;
+  return std::max(t, overlap_split(compute, hidden, slowdown).total());
 }
 
 /// Time model of the zero-bubble paper (docs/model.md §3): compute costs per stage or per

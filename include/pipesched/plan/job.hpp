@@ -171,6 +171,10 @@ struct cluster_spec {
   /// Share of hbm_bandwidth a memory-bound kernel (norm, activation, dropout, softmax, loss,
   /// optimizer) achieves.
   double memory_efficiency = 1.0;
+  /// How much slower compute runs while a collective runs beside it (the communication
+  /// kernels take SMs and HBM bandwidth): compute that hides h seconds of communication lasts
+  /// overlap_slowdown·h longer (overlap_split, docs/model.md §10.2). 0: hiding is free.
+  double overlap_slowdown = 0.0;
   std::uint32_t gpus_per_node = 8;
   double intra_node_bandwidth = 0.0;  ///< bytes/s (NVLink)
   double intra_node_latency = 0.0;    ///< s
@@ -216,6 +220,11 @@ struct cluster_spec {
     if (memory_efficiency > 1.0) {
       detail::fail_field(where, "memory_efficiency", "must be at most 1, not ", memory_efficiency);
     }
+    non_negative(overlap_slowdown, "overlap_slowdown");
+    if (overlap_slowdown > 1.0) {
+      detail::fail_field(where, "overlap_slowdown", "must be at most 1, not ",
+                         detail::shortest(overlap_slowdown));
+    }
     if (gpus_per_node == 0) {
       detail::fail_field(where, "gpus_per_node", "must be at least 1");
     }
@@ -256,17 +265,18 @@ inline std::span<const cluster_spec> cluster_presets() {
       c.gemm_efficiency = std::move(gemm);
       c.attention_efficiency = std::move(attention);
       c.memory_efficiency = 0.8;
+      c.overlap_slowdown = 0.189;
       c.intra_node_bandwidth = intra;
       c.intra_node_latency = 3e-6;
       c.inter_node_bandwidth = inter;
       c.inter_node_latency = 10e-6;
       return c;
     };
-    const cluster_spec h100 = sxm_80gb("h100-sxm-80gb", 989.4e12, 1978.9e12, 0.64, 3.35e12,
+    const cluster_spec h100 = sxm_80gb("h100-sxm-80gb", 989.4e12, 1978.9e12, 0.668, 3.35e12,
                                        {{{1e9, 0.506}, {16e9, 0.759}, {128e9, 0.801}}},
                                        {{{1e9, 0.35}, {1e11, 0.55}}}, 370e9, 45e9);
     p[0] = h100;
-    p[1] = sxm_80gb("a100-sxm-80gb", 312e12, 0.0, 0.845, 2.039e12,
+    p[1] = sxm_80gb("a100-sxm-80gb", 312e12, 0.0, 0.854, 2.039e12,
                     {{{1e9, 0.543}, {16e9, 0.814}, {128e9, 0.859}}}, {{{1e9, 0.35}, {1e11, 0.6}}},
                     200e9, 22.5e9);
     cluster_spec h800 = h100;

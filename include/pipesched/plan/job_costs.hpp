@@ -131,6 +131,8 @@ struct job_costs {
   /// Whether a bucket reduces as soon as its gradients are final (Megatron-LM's
   /// --overlap-grad-reduce), or all of a stage's after its last backward op.
   bool dp_overlapped = true;
+  /// cluster_spec::overlap_slowdown: how much the reductions beside the backward slow it.
+  double overlap_slowdown = 0.0;
   bool blocking_p2p = false;  ///< training_job::blocking_p2p: the sends are in the ops' times
   /// The slowest pipeline link's transfer, seconds (0 with one stage): the cost model's scalar
   /// T_comm. Each link's own time is costs.comm(from, to) (pipeline_link_times).
@@ -355,6 +357,7 @@ inline kind_seconds seconds_of(const training_job& job,
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     room[i] = kernels[i].kind == kernel_kind::gemm && !kernels[i].attention_core ? t[i] : 0.0;
   }
+  const double slowdown = job.cluster.overlap_slowdown;
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     const kernel& k = kernels[i];
     if (k.kind == kernel_kind::communication) {
@@ -363,9 +366,10 @@ inline kind_seconds seconds_of(const training_job& job,
         const bool gather = k.collective == collective_kind::all_gather;
         const std::size_t j = gather ? i + 1 : i - 1;
         if ((gather || i > 0) && j < kernels.size() && room[j] > 0.0) {
-          const double hidden = std::min(exposed, room[j]);
-          room[j] -= hidden;
-          exposed -= hidden;
+          const overlapped_seconds o = overlap_split(room[j], exposed, slowdown);
+          out[time_kind::gemm] += o.compute - room[j];
+          room[j] = std::max(0.0, room[j] - exposed);
+          exposed = o.exposed;
         }
       }
       out[time_kind::communication] += exposed;
@@ -374,11 +378,14 @@ inline kind_seconds seconds_of(const training_job& job,
     const time_kind kind = k.attention_core                      ? time_kind::attention
                            : k.kind == kernel_kind::memory_bound ? time_kind::memory_bound
                                                                  : time_kind::gemm;
-    out[kind] += t[i];
     if (k.ring_bytes > 0.0 && lay.cp > 1) {
       const double steps = static_cast<double>(lay.cp) - 1.0;
       const double ring = steps * cp_link.latency + k.ring_bytes / cp_link.bandwidth;
-      out[time_kind::communication] += std::max(0.0, ring - t[i]);
+      const overlapped_seconds o = overlap_split(t[i], ring, slowdown);
+      out[kind] += o.compute;
+      out[time_kind::communication] += o.exposed;
+    } else {
+      out[kind] += t[i];
     }
   }
   return out;
@@ -405,12 +412,19 @@ inline op_kind_seconds seconds_of(const training_job& job,
       }
       return t;
     };
-    const double b_hidden =
-        std::min(tp_comm(k.backward_input, false), out.backward_weight[time_kind::gemm]);
-    const double w_hidden =
-        std::min(tp_comm(k.backward_weight, true), out.backward_input[time_kind::gemm]);
-    out.backward_input[time_kind::communication] -= b_hidden;
-    out.backward_weight[time_kind::communication] -= w_hidden;
+    // Each side's GEMMs run slower beside the other side's collectives (overlap_split); the
+    // GEMM seconds are read before either is slowed.
+    const double b_gemm = out.backward_input[time_kind::gemm];
+    const double w_gemm = out.backward_weight[time_kind::gemm];
+    const double b_comm = tp_comm(k.backward_input, false);
+    const double w_comm = tp_comm(k.backward_weight, true);
+    const double slowdown = job.cluster.overlap_slowdown;
+    const overlapped_seconds b = overlap_split(w_gemm, b_comm, slowdown);
+    const overlapped_seconds w = overlap_split(b_gemm, w_comm, slowdown);
+    out.backward_weight[time_kind::gemm] += b.compute - w_gemm;
+    out.backward_input[time_kind::communication] -= b_comm - b.exposed;
+    out.backward_input[time_kind::gemm] += w.compute - b_gemm;
+    out.backward_weight[time_kind::communication] -= w_comm - w.exposed;
   }
   return out;
 }
@@ -859,6 +873,7 @@ inline job_costs make_job_costs(const training_job& job,
   out.expert_dp_bandwidth = expert_link.bandwidth;
   out.expert_dp_latency = expert_link.latency;
   out.dp_overlapped = job.overlap_grad_reduce;
+  out.overlap_slowdown = job.cluster.overlap_slowdown;
   out.blocking_p2p = job.blocking_p2p;
   out.usable_memory = job.cluster.usable_memory();
   // The step waits for each stage's reductions, one bucket after another: when their sum (with
@@ -882,7 +897,8 @@ inline job_costs make_job_costs(const training_job& job,
   // A chunk boundary between stages: the receiving rank of a TP group without sequence
   // parallelism all-gathers the activation (or gradient) whose 1/TP share each rank received
   // (Megatron-LM's scatter-gather of the pipeline send); with blocking sends the sending op
-  // also lasts its transfer.
+  // also lasts its transfer, without them the transfer runs beside the stage's next op, which
+  // it slows (overlap_split): charged to the sending op, whose F or B the next op's size is.
   const bool gather_after_receive = lay.tp > 1 && !lay.sequence_parallel;
   const double receive_gather =
       gather_after_receive
@@ -893,27 +909,36 @@ inline job_costs make_job_costs(const training_job& job,
     const stage_index st = pl.stage_of(g);
     op_costs& oc = chunk_costs[std::size_t{st} * v + pl.local_of(g)];
     kind_seconds& ks = out.chunk_seconds[g];
+    // The seconds a send adds to its op: its transfer when blocking, else its contention.
+    auto send_seconds = [&](double op, stage_index to, kind_seconds& kinds) {
+      const double transfer = links[std::size_t{st} * p + to];
+      if (job.blocking_p2p) {
+        kinds[time_kind::communication] += transfer;
+        return transfer;
+      }
+      const double slowed = overlap_split(op, transfer, job.cluster.overlap_slowdown).compute - op;
+      kinds[time_kind::gemm] += slowed;
+      return slowed;
+    };
     if (!pl.is_last(g) && pl.stage_of(g + 1) != st) {
-      const double send = job.blocking_p2p ? links[std::size_t{st} * p + pl.stage_of(g + 1)] : 0.0;
-      oc.forward += send;
+      oc.forward += send_seconds(oc.forward, pl.stage_of(g + 1), ks);
       oc.backward_input += receive_gather;  // the gradient from the next chunk's stage
-      ks[time_kind::communication] += send + receive_gather;
+      ks[time_kind::communication] += receive_gather;
     }
     if (!pl.is_first(g) && pl.stage_of(g - 1) != st) {
-      const double send = job.blocking_p2p ? links[std::size_t{st} * p + pl.stage_of(g - 1)] : 0.0;
-      oc.backward_input += send;
+      oc.backward_input += send_seconds(oc.backward_input, pl.stage_of(g - 1), ks);
       oc.forward += receive_gather;  // the activation from the previous chunk's stage
-      ks[time_kind::communication] += send + receive_gather;
+      ks[time_kind::communication] += receive_gather;
     }
   }
 
   if (job.sharding == optimizer_sharding::weights && reduce_group > 1) {
     // Each chunk's bf16 weights are gathered over DP before its ops run. Without pipeline
     // parallelism before every F and B (resharded after each), prefetched: the op lasts the
-    // longer of its compute and the gather. With it once a step (PyTorch's pipelining keeps an
-    // FSDP stage unsharded until its last backward, torchtitan does not reshard after the
-    // forward: the static bytes above): only the first chunk's gather is not hidden, before the
-    // step's first forward.
+    // longer of its compute (slowed beside the gather, overlap_split) and the gather. With it
+    // once a step (PyTorch's pipelining keeps an FSDP stage unsharded until its last backward,
+    // torchtitan does not reshard after the forward: the static bytes above): only the first
+    // chunk's gather is not hidden, before the step's first forward.
     auto gather_of = [&](global_chunk g) {
       return out.dp_gather_time(weight_bytes_per_parameter * out.gradient_bytes[g] /
                                 job.gradient_reduce_bytes);
@@ -923,8 +948,9 @@ inline job_costs make_job_costs(const training_job& job,
     } else {
       for (global_chunk g = 0; g < n; ++g) {
         op_costs& oc = chunk_costs[std::size_t{pl.stage_of(g)} * v + pl.local_of(g)];
-        oc.forward = std::max(oc.forward, gather_of(g));
-        oc.backward_input = std::max(oc.backward_input, gather_of(g));
+        const double slowdown = job.cluster.overlap_slowdown;
+        oc.forward = overlap_split(oc.forward, gather_of(g), slowdown).total();
+        oc.backward_input = overlap_split(oc.backward_input, gather_of(g), slowdown).total();
       }
     }
   }
@@ -936,7 +962,8 @@ inline job_costs make_job_costs(const training_job& job,
       op_costs& oc = chunk_costs[std::size_t{pl.stage_of(g)} * v + pl.local_of(g)];
       const double af = chunk_moe_layers[g] * ot.layer_exchange_forward;
       const double ab = chunk_moe_layers[g] * ot.layer_exchange_backward;
-      oc.overlapped = overlapped_pair_time({oc.forward - af, af}, {oc.backward_input - ab, ab});
+      oc.overlapped = overlapped_pair_time({oc.forward - af, af}, {oc.backward_input - ab, ab},
+                                           job.cluster.overlap_slowdown);
     }
   }
 

@@ -50,7 +50,9 @@ inline double model_flops_per_microbatch(const training_job& job, const plan_lay
 /// last W (or BW) computing them ends (j/K of it for bucket j of K, the backward running
 /// through a chunk's layers in turn, docs/robustness.md §8; without job_costs::dp_overlapped,
 /// when the stage's last gradient op ends), one bucket after another on the stage's
-/// data-parallel ring.
+/// data-parallel ring. The reductions that run before the stage's last gradient op ends slow
+/// its compute (overlap_split): the stage is done no earlier than that op's end plus the
+/// slowdown of the reduction time beside it.
 inline std::vector<double> dp_reduce_ends(const schedule& sched,
                                           const simulation_result& sim,
                                           const job_costs& jc) {
@@ -92,10 +94,15 @@ inline std::vector<double> dp_reduce_ends(const schedule& sched,
     std::sort(buckets.begin(), buckets.end(),
               [](const bucket& a, const bucket& b) { return a.ready < b.ready; });
     double t = 0.0;
+    double beside = 0.0;  // reduction seconds while the stage still computes
     for (const bucket& b : buckets) {
-      t = std::max(t, b.ready) + b.seconds;
+      const double start = std::max(t, b.ready);
+      t = start + b.seconds;
+      beside += std::clamp(stage_last - start, 0.0, b.seconds);
     }
-    ends[s] = t;
+    // The stage's time to its last gradient op (idle gaps taken as compute) with the
+    // reductions beside it.
+    ends[s] = std::max(t, overlap_split(stage_last, beside, jc.overlap_slowdown).compute);
   }
   return ends;
 }
