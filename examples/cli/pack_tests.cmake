@@ -54,3 +54,11 @@ pipesched_cli_test("simulate: per-micro-batch cost factors from the costs file" 
 pipesched_cli_check("pack: more memory or a faster link never gives a slower result"
   pack_monotone_check.cmake 300 "pack monotone ok" -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pack_monotone
   -DLENGTHS=${CMAKE_CURRENT_SOURCE_DIR}/testdata/lengths_long_tail.txt)
+# The README's pack example shows what `pipesched pack` prints now.
+add_test(NAME "docs: README pack example is current"
+         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli> -DREADME=${PROJECT_SOURCE_DIR}/README.md
+                 -DCOMMAND=pack -DMARKER=pack-example
+                 "-DARGS=--model;llama3-8b;--lengths;${CMAKE_CURRENT_SOURCE_DIR}/testdata/lengths_long_tail.txt;-m;8;--stages;4;--schedule;zb-h1"
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/check_readme_example.cmake)
+set_tests_properties("docs: README pack example is current" PROPERTIES
+  LABELS "cli;docs" TIMEOUT 120 PASS_REGULAR_EXPRESSION "readme pack-example ok")

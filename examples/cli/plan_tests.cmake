@@ -61,9 +61,9 @@ pipesched_cli_check("plan: the exported plan reads back and reproduces its makes
 add_test(NAME "docs: README plan example is current"
          COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli> -DREADME=${PROJECT_SOURCE_DIR}/README.md
                  "-DARGS=--model;llama3-405b;--gpu;h100-sxm-80gb;--gpus;16384;--seq;8192;--global-batch-tokens;16777216;--optimizer-sharding;gradients;--memory-efficient-norm;--baseline;tp=8,pp=16,dp=128,schedule=interleaved-1f1b,recompute=none"
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/check_readme_plan.cmake)
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/check_readme_example.cmake)
 set_tests_properties("docs: README plan example is current" PROPERTIES
-  LABELS "cli;docs" TIMEOUT 120 PASS_REGULAR_EXPRESSION "readme plan example ok")
+  LABELS "cli;docs" TIMEOUT 120 PASS_REGULAR_EXPRESSION "readme plan-example ok")
 # The achieved fraction a measured run shows, against the plan it ran (analyze --planned-costs).
 pipesched_cli_check("plan: analyze calibrates the achieved fraction against an exported plan"
   plan_calibrate_check.cmake 120 "plan calibration ok"

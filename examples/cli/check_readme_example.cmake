@@ -1,10 +1,17 @@
-# The README's plan example shows what `pipesched plan` prints now: the text block after the
-# "plan-example" marker equals the first lines of the command's output (the search's own time,
-# "in 1.33 s", excepted). -DCLI=pipesched -DREADME=README.md -DARGS=the command's options (a ;-list)
+# A README example shows what `pipesched plan` (or another command) prints now: the text block
+# after the "<MARKER>" comment equals the first lines of the command's output (the search's own
+# time, "in 1.33 s", excepted). -DCLI=pipesched -DREADME=README.md -DARGS=the command's options
+# (a ;-list) [-DCOMMAND=plan] [-DMARKER=plan-example]
+if(NOT COMMAND)
+  set(COMMAND plan)
+endif()
+if(NOT MARKER)
+  set(MARKER plan-example)
+endif()
 file(READ ${README} readme)
-string(FIND "${readme}" "<!-- plan-example" at)
+string(FIND "${readme}" "<!-- ${MARKER}" at)
 if(at EQUAL -1)
-  message(FATAL_ERROR "README.md has no plan-example marker")
+  message(FATAL_ERROR "README.md has no ${MARKER} marker")
 endif()
 string(SUBSTRING "${readme}" ${at} -1 rest)
 string(FIND "${rest}" "```text\n" open)
@@ -13,7 +20,7 @@ string(SUBSTRING "${rest}" ${open} -1 rest)
 string(FIND "${rest}" "\n```" close)
 string(SUBSTRING "${rest}" 0 ${close} shown)
 include(${CMAKE_CURRENT_LIST_DIR}/run_cli.cmake)
-pipesched_run(out plan ${ARGS})
+pipesched_run(out ${COMMAND} ${ARGS})
 # CMake lists split on ';': keep the report's semicolons out of the way.
 string(REPLACE ";" "<semicolon>" shown "${shown}")
 string(REPLACE ";" "<semicolon>" out "${out}")
@@ -35,6 +42,6 @@ foreach(v shown actual)
   string(REGEX REPLACE "in [0-9.]+ s\n" "in X s\n" ${v} "${${v}}")
 endforeach()
 if(NOT shown STREQUAL actual)
-  message(FATAL_ERROR "README.md's plan example is not what `pipesched plan` prints now:\n--- README\n${shown}\n--- now\n${actual}")
+  message(FATAL_ERROR "README.md's ${MARKER} is not what `pipesched ${COMMAND}` prints now:\n--- README\n${shown}\n--- now\n${actual}")
 endif()
-message("readme plan example ok")
+message("readme ${MARKER} ok")
