@@ -1,7 +1,11 @@
 # A README example shows what `pipesched plan` (or another command) prints now: the text block
 # after the "<MARKER>" comment equals the first lines of the command's output (the search's own
 # time, "in 1.33 s", excepted). -DCLI=pipesched -DREADME=README.md -DARGS=the command's options
-# (a ;-list) [-DCOMMAND=plan] [-DMARKER=plan-example]
+# (a ;-list) [-DCOMMAND=plan] [-DMARKER=plan-example] [-DSKIP=output lines the block leaves out
+# before it, 0]
+if(NOT SKIP)
+  set(SKIP 0)
+endif()
 if(NOT COMMAND)
   set(COMMAND plan)
 endif()
@@ -30,9 +34,9 @@ set(actual "")
 set(n 0)
 string(REGEX MATCHALL "\n" shown_newlines "${shown}")
 list(LENGTH shown_newlines want)
-math(EXPR want "${want} + 1")
+math(EXPR want "${want} + 1 + ${SKIP}")
 foreach(line IN LISTS lines)
-  if(n LESS want)
+  if(n LESS want AND NOT n LESS SKIP)
     string(APPEND actual "${line}")
   endif()
   math(EXPR n "${n} + 1")

@@ -63,3 +63,11 @@ pipesched_cli_test("plan: Megatron arguments for MLA and experts, no torchtitan 
 set_tests_properties(
   "cli: plan: Megatron arguments for MLA and experts, no torchtitan ones yet"
   PROPERTIES FAIL_REGULAR_EXPRESSION "megatron.args not written")
+# The README's DeepSeek-V3 table (the output's lines 5 to 12) is what `pipesched plan` prints now.
+add_test(NAME "docs: README DeepSeek-V3 example is current"
+         COMMAND ${CMAKE_COMMAND} -DCLI=$<TARGET_FILE:pipesched_cli> -DREADME=${PROJECT_SOURCE_DIR}/README.md
+                 -DMARKER=deepseek-example -DSKIP=4
+                 "-DARGS=--model;deepseek-v3;--gpu;h800-sxm-80gb;--gpus;2048;--seq;4096;--global-batch;15360;--recompute;full;--top;3;--baseline;tp=1,pp=16,ep=64,micro-batch=1,schedule=dualpipe;--baseline;tp=1,pp=16,ep=64,micro-batch=1,schedule=dualpipev;--baseline;tp=1,pp=16,ep=64,micro-batch=1,schedule=1f1b;--baseline;tp=1,pp=16,ep=64,micro-batch=1,schedule=zb-1p"
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/check_readme_example.cmake)
+set_tests_properties("docs: README DeepSeek-V3 example is current" PROPERTIES
+  LABELS "cli;docs" TIMEOUT 120 PASS_REGULAR_EXPRESSION "readme deepseek-example ok")
