@@ -910,23 +910,23 @@ inline job_costs make_job_costs(const training_job& job,
     op_costs& oc = chunk_costs[std::size_t{st} * v + pl.local_of(g)];
     kind_seconds& ks = out.chunk_seconds[g];
     // The seconds a send adds to its op: its transfer when blocking, else its contention.
-    auto send_seconds = [&](double op, stage_index to, kind_seconds& kinds) {
+    auto send_seconds = [&](double op, stage_index to) {
       const double transfer = links[std::size_t{st} * p + to];
       if (job.blocking_p2p) {
-        kinds[time_kind::communication] += transfer;
+        ks[time_kind::communication] += transfer;
         return transfer;
       }
       const double slowed = overlap_split(op, transfer, job.cluster.overlap_slowdown).compute - op;
-      kinds[time_kind::gemm] += slowed;
+      ks[time_kind::gemm] += slowed;
       return slowed;
     };
     if (!pl.is_last(g) && pl.stage_of(g + 1) != st) {
-      oc.forward += send_seconds(oc.forward, pl.stage_of(g + 1), ks);
+      oc.forward += send_seconds(oc.forward, pl.stage_of(g + 1));
       oc.backward_input += receive_gather;  // the gradient from the next chunk's stage
       ks[time_kind::communication] += receive_gather;
     }
     if (!pl.is_first(g) && pl.stage_of(g - 1) != st) {
-      oc.backward_input += send_seconds(oc.backward_input, pl.stage_of(g - 1), ks);
+      oc.backward_input += send_seconds(oc.backward_input, pl.stage_of(g - 1));
       oc.forward += receive_gather;  // the activation from the previous chunk's stage
       ks[time_kind::communication] += receive_gather;
     }
@@ -946,11 +946,12 @@ inline job_costs make_job_costs(const training_job& job,
     if (p > 1) {
       out.first_gather_s = gather_of(0);
     } else {
+      const double slowdown = job.cluster.overlap_slowdown;
       for (global_chunk g = 0; g < n; ++g) {
         op_costs& oc = chunk_costs[std::size_t{pl.stage_of(g)} * v + pl.local_of(g)];
-        const double slowdown = job.cluster.overlap_slowdown;
-        oc.forward = overlap_split(oc.forward, gather_of(g), slowdown).total();
-        oc.backward_input = overlap_split(oc.backward_input, gather_of(g), slowdown).total();
+        const double gather = gather_of(g);
+        oc.forward = overlap_split(oc.forward, gather, slowdown).total();
+        oc.backward_input = overlap_split(oc.backward_input, gather, slowdown).total();
       }
     }
   }
